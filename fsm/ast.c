@@ -1,0 +1,73 @@
+#include "ast.h"
+
+#include <string.h>
+
+static sv_ast_t *node(sv_arena_t *a, sv_ast_kind kind) {
+    sv_ast_t *n = sv_arena_alloc(a, sizeof *n);
+    if (n) n->kind = kind;
+    return n;
+}
+
+sv_ast_t *sv_ast_none(sv_arena_t *a) { return node(a, SV_AST_NONE); }
+sv_ast_t *sv_ast_empty(sv_arena_t *a) { return node(a, SV_AST_EMPTY); }
+
+sv_ast_t *sv_ast_class(sv_arena_t *a, const sv_cpset_t *set) {
+    if (set->n == 0) return sv_ast_none(a);
+    sv_ast_t *n = node(a, SV_AST_CLASS);
+    if (!n) return NULL;
+    sv_cprange_t *r = sv_arena_alloc(a, set->n * sizeof *r);
+    if (!r) return NULL;
+    memcpy(r, set->r, set->n * sizeof *r);
+    n->ranges = r;
+    n->nranges = set->n;
+    return n;
+}
+
+sv_ast_t *sv_ast_codepoint(sv_arena_t *a, uint32_t cp) {
+    if (cp > SV_CP_MAX || (cp >= 0xD800 && cp <= 0xDFFF)) return sv_ast_none(a);
+    sv_ast_t *n = node(a, SV_AST_CLASS);
+    if (!n) return NULL;
+    sv_cprange_t *r = sv_arena_alloc(a, sizeof *r);
+    if (!r) return NULL;
+    r->lo = r->hi = cp;
+    n->ranges = r;
+    n->nranges = 1;
+    return n;
+}
+
+sv_ast_t *sv_ast_bytes(sv_arena_t *a, uint8_t lo, uint8_t hi) {
+    sv_ast_t *n = node(a, SV_AST_BYTES);
+    if (!n) return NULL;
+    n->lo = lo;
+    n->hi = hi;
+    return n;
+}
+
+static sv_ast_t *list(sv_arena_t *a, sv_ast_kind kind, sv_ast_t *const *kids, uint32_t n) {
+    if (n == 0) return kind == SV_AST_CAT ? sv_ast_empty(a) : sv_ast_none(a);
+    if (n == 1) return kids[0];
+    sv_ast_t *x = node(a, kind);
+    if (!x) return NULL;
+    x->kids = sv_arena_alloc(a, n * sizeof *x->kids);
+    if (!x->kids) return NULL;
+    memcpy(x->kids, kids, n * sizeof *x->kids);
+    x->nkids = n;
+    return x;
+}
+
+sv_ast_t *sv_ast_cat(sv_arena_t *a, sv_ast_t *const *kids, uint32_t n) { return list(a, SV_AST_CAT, kids, n); }
+sv_ast_t *sv_ast_alt(sv_arena_t *a, sv_ast_t *const *kids, uint32_t n) { return list(a, SV_AST_ALT, kids, n); }
+
+sv_ast_t *sv_ast_repeat(sv_arena_t *a, sv_ast_t *kid, uint32_t min, uint32_t max) {
+    sv_ast_t *n = node(a, SV_AST_REPEAT);
+    if (!n) return NULL;
+    n->kids = sv_arena_alloc(a, sizeof *n->kids);
+    if (!n->kids) return NULL;
+    n->kids[0] = kid;
+    n->nkids = 1;
+    n->min = min;
+    n->max = max;
+    return n;
+}
+
+sv_ast_t *sv_ast_assert(sv_arena_t *a, sv_ast_kind k) { return node(a, k); }

@@ -1,0 +1,54 @@
+/* ast.h — the regular-expression tree every constraint becomes.
+ *
+ * Regexes, and later JSON Schemas, choice lists and tool-call formats, are
+ * lowered to this small algebra over Unicode text before the NFA is built:
+ * code-point classes (a literal is a one-element class), concatenation,
+ * alternation, bounded or unbounded repetition, and the zero-width
+ * assertions for the start and the end of the whole string. Nodes live in an
+ * arena and are immutable once built, so subtrees may be shared. */
+#ifndef SV_FSM_AST_H
+#define SV_FSM_AST_H
+
+#include <stdint.h>
+
+#include "../src/util/arena.h"
+#include "cpset.h"
+
+#define SV_AST_INF UINT32_MAX /* REPEAT max for `*`, `+`, `{m,}` */
+
+typedef enum {
+    SV_AST_NONE,   /* matches no string */
+    SV_AST_EMPTY,  /* matches the empty string */
+    SV_AST_CLASS,  /* one code point from ranges[0..nranges) */
+    SV_AST_BYTES,  /* one byte in [lo, hi]: raw bytes, for constraints below the text level */
+    SV_AST_CAT,    /* kids in sequence */
+    SV_AST_ALT,    /* any one kid */
+    SV_AST_REPEAT, /* kids[0] repeated min..max times */
+    SV_AST_BOL,    /* zero-width: the start of the string */
+    SV_AST_EOL,    /* zero-width: the end of the string */
+} sv_ast_kind;
+
+typedef struct sv_ast {
+    sv_ast_kind kind;
+    uint32_t nkids;
+    struct sv_ast **kids;        /* CAT, ALT: nkids >= 1; REPEAT: one */
+    uint32_t min, max;           /* REPEAT */
+    const sv_cprange_t *ranges;  /* CLASS: normalized, nranges >= 1 */
+    uint32_t nranges;
+    uint8_t lo, hi;              /* BYTES */
+} sv_ast_t;
+
+/* Constructors. All memory comes from the arena; each returns NULL when the
+ * arena is out of memory. sv_ast_class copies a normalized set (an empty set
+ * gives a NONE node). sv_ast_cat/alt copy the kids array. */
+sv_ast_t *sv_ast_none(sv_arena_t *a);
+sv_ast_t *sv_ast_empty(sv_arena_t *a);
+sv_ast_t *sv_ast_class(sv_arena_t *a, const sv_cpset_t *set);
+sv_ast_t *sv_ast_codepoint(sv_arena_t *a, uint32_t cp);
+sv_ast_t *sv_ast_bytes(sv_arena_t *a, uint8_t lo, uint8_t hi);
+sv_ast_t *sv_ast_cat(sv_arena_t *a, sv_ast_t *const *kids, uint32_t n);
+sv_ast_t *sv_ast_alt(sv_arena_t *a, sv_ast_t *const *kids, uint32_t n);
+sv_ast_t *sv_ast_repeat(sv_arena_t *a, sv_ast_t *kid, uint32_t min, uint32_t max);
+sv_ast_t *sv_ast_assert(sv_arena_t *a, sv_ast_kind bol_or_eol);
+
+#endif

@@ -1,0 +1,309 @@
+/* determinize.c — subset construction from the Thompson NFA to a DFA.
+ *
+ * Bytes are first partitioned into intervals that no NFA byte range splits
+ * (at most 256, usually a few dozen); the DFA is built over those classes.
+ * A DFA state is the set of "important" NFA states (byte-consuming ones)
+ * reachable by epsilon moves, plus an accept flag; sets are interned in a
+ * hash table over a shared pool of sorted state lists.
+ *
+ * Zero-width assertions ride on the epsilon closure. `^` is crossed only in
+ * the closure of the start state (position 0). `$` is crossed into an
+ * "at-end" mode in which no byte may follow: states reached in that mode only
+ * decide whether the DFA state accepts. Whole-string semantics therefore hold
+ * for `^` and `$` anywhere: `a|^b$`, `(^|x)y`, `a$b` (empty).
+ *
+ * Costs: each DFA state costs one closure per distinct successor set. The
+ * budgets (states, memory, wall time) are checked as states are created, so
+ * an exponential blow-up such as `(a|b)*a(a|b){30}` ends with SV_ERR_BUDGET
+ * after at most max_dfa_states states. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/util/clock.h"
+#include "dfa_internal.h"
+
+typedef struct {
+    const sv_nfa_t *nfa;
+    const sv_fsm_limits_t *lim;
+    uint64_t deadline_ns;  /* 0 = none */
+    sv_error_t *err;
+
+    uint32_t nclasses;
+    uint8_t classes[256];
+    uint8_t class_lo[256];
+
+    /* closure scratch */
+    uint32_t *mark, *mark_eol; /* generation stamps, per NFA state */
+    uint32_t gen;
+    int32_t *stack;            /* entries are state<<1 | eol */
+    int32_t *set;              /* result set under construction */
+    uint32_t nset;
+
+    /* interned sets */
+    int32_t *pool;
+    size_t npool, cappool;
+    size_t *set_off;
+    uint32_t *set_len;
+    uint8_t *accept;
+    uint32_t nstates, capstates;
+    int32_t *trans;
+    uint32_t *table;           /* open addressing: DFA id + 1, 0 = empty */
+    uint32_t tcap;
+} det_t;
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Epsilon closure of seeds[0..n). Fills d->set (sorted) and returns whether
+ * MATCH is reachable. */
+static bool closure(det_t *d, const int32_t *seeds, uint32_t n, bool at_start) {
+    const sv_nfa_state_t *s = d->nfa->s;
+    uint32_t gen = ++d->gen, sp = 0;
+    bool acc = false;
+    d->nset = 0;
+    for (uint32_t i = 0; i < n; i++) d->stack[sp++] = seeds[i] << 1;
+    while (sp) {
+        int32_t top = d->stack[--sp], id = top >> 1;
+        bool eol = top & 1;
+        uint32_t *mk = eol ? d->mark_eol : d->mark;
+        if (id < 0 || mk[id] == gen) continue;
+        mk[id] = gen;
+        const sv_nfa_state_t *st = &s[id];
+        switch (st->kind) {
+        case NFA_BYTE:
+            if (!eol) d->set[d->nset++] = id;
+            break;
+        case NFA_MATCH:
+            acc = true;
+            break;
+        case NFA_EPS:
+            if (st->out >= 0) d->stack[sp++] = st->out << 1 | eol;
+            break;
+        case NFA_SPLIT:
+            d->stack[sp++] = st->out1 << 1 | eol;
+            d->stack[sp++] = st->out << 1 | eol;
+            break;
+        case NFA_BOL:
+            if (at_start) d->stack[sp++] = st->out << 1 | eol;
+            break;
+        case NFA_EOL:
+            d->stack[sp++] = st->out << 1 | 1;
+            break;
+        }
+    }
+    if (d->nset > 1) qsort(d->set, d->nset, sizeof *d->set, cmp_i32);
+    return acc;
+}
+
+static uint32_t hash_set(const int32_t *v, uint32_t n, bool acc) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ acc;
+    for (uint32_t i = 0; i < n; i++) h = (h ^ (uint32_t)v[i]) * 0x100000001b3ull;
+    return (uint32_t)(h ^ (h >> 29));
+}
+
+static size_t mem_used(const det_t *d) {
+    return d->cappool * sizeof *d->pool + (size_t)d->capstates * (sizeof *d->set_off + sizeof *d->set_len + 1 +
+                                                                   d->nclasses * sizeof *d->trans) +
+           d->tcap * sizeof *d->table;
+}
+
+static sv_status budget_memory(det_t *d) {
+    if (mem_used(d) > d->lim->max_memory)
+        return sv_error_set(d->err, SV_ERR_BUDGET, -1,
+                            "determinizing the constraint exceeds the memory budget of %zu bytes", d->lim->max_memory);
+    return SV_OK;
+}
+
+static sv_status grow_table(det_t *d) {
+    uint32_t cap = d->tcap ? d->tcap * 2 : 1024;
+    uint32_t *t = calloc(cap, sizeof *t);
+    if (!t) return sv_error_set(d->err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
+    for (uint32_t i = 0; i < d->nstates; i++) {
+        uint32_t h = hash_set(d->pool + d->set_off[i], d->set_len[i], d->accept[i]) & (cap - 1);
+        while (t[h]) h = (h + 1) & (cap - 1);
+        t[h] = i + 1;
+    }
+    free(d->table);
+    d->table = t;
+    d->tcap = cap;
+    return budget_memory(d);
+}
+
+/* Returns the DFA id of the current d->set / acc, creating it if new;
+ * SV_DFA_DEAD for the empty, non-accepting set. */
+static sv_status intern(det_t *d, bool acc, int32_t *id) {
+    if (d->nset == 0 && !acc) { *id = SV_DFA_DEAD; return SV_OK; }
+    uint32_t h = hash_set(d->set, d->nset, acc);
+    for (uint32_t i = h & (d->tcap - 1);; i = (i + 1) & (d->tcap - 1)) {
+        uint32_t e = d->table[i];
+        if (!e) break;
+        e--;
+        if (d->accept[e] == acc && d->set_len[e] == d->nset &&
+            memcmp(d->pool + d->set_off[e], d->set, d->nset * sizeof *d->set) == 0) {
+            *id = (int32_t)e;
+            return SV_OK;
+        }
+    }
+    if (d->nstates >= d->lim->max_dfa_states)
+        return sv_error_set(d->err, SV_ERR_BUDGET, -1,
+                            "the constraint needs more than %u DFA states (the max_dfa_states budget); "
+                            "patterns like (a|b)*a(a|b){n} grow exponentially", d->lim->max_dfa_states);
+    if (d->deadline_ns && (d->nstates & 63) == 0 && sv_now_ns() > d->deadline_ns)
+        return sv_error_set(d->err, SV_ERR_TIMEOUT, -1, "compiling the constraint exceeded the time budget of %llu ms",
+                            (unsigned long long)(d->lim->max_time_us / 1000));
+    if (d->nstates == d->capstates) {
+        uint32_t cap = d->capstates ? d->capstates * 2 : 256;
+        size_t *so = realloc(d->set_off, cap * sizeof *so);
+        if (so) d->set_off = so;
+        uint32_t *sl = realloc(d->set_len, cap * sizeof *sl);
+        if (sl) d->set_len = sl;
+        uint8_t *ac = realloc(d->accept, cap);
+        if (ac) d->accept = ac;
+        int32_t *tr = realloc(d->trans, (size_t)cap * d->nclasses * sizeof *tr);
+        if (tr) d->trans = tr;
+        if (!so || !sl || !ac || !tr) return sv_error_set(d->err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
+        d->capstates = cap;
+    }
+    if (d->npool + d->nset > d->cappool) {
+        size_t cap = d->cappool ? d->cappool * 2 : 4096;
+        while (cap < d->npool + d->nset) cap *= 2;
+        int32_t *p = realloc(d->pool, cap * sizeof *p);
+        if (!p) return sv_error_set(d->err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
+        d->pool = p;
+        d->cappool = cap;
+    }
+    sv_status st = budget_memory(d);
+    if (st) return st;
+    uint32_t n = d->nstates++;
+    memcpy(d->pool + d->npool, d->set, d->nset * sizeof *d->set);
+    d->set_off[n] = d->npool;
+    d->set_len[n] = d->nset;
+    d->accept[n] = acc;
+    d->npool += d->nset;
+    if (2 * d->nstates > d->tcap) {
+        if ((st = grow_table(d))) return st;
+    } else {
+        uint32_t i = h & (d->tcap - 1);
+        while (d->table[i]) i = (i + 1) & (d->tcap - 1);
+        d->table[i] = n + 1;
+    }
+    *id = (int32_t)n;
+    return SV_OK;
+}
+
+static void compute_classes(det_t *d) {
+    bool cut[257] = {false};
+    cut[0] = true;
+    for (uint32_t i = 0; i < d->nfa->n; i++) {
+        const sv_nfa_state_t *s = &d->nfa->s[i];
+        if (s->kind != NFA_BYTE) continue;
+        cut[s->lo] = true;
+        cut[s->hi + 1] = true;
+    }
+    int c = -1;
+    for (int b = 0; b < 256; b++) {
+        if (cut[b]) d->class_lo[++c] = (uint8_t)b;
+        d->classes[b] = (uint8_t)c;
+    }
+    d->nclasses = (uint32_t)c + 1;
+}
+
+sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, uint64_t t0_ns, sv_rawdfa_t *out,
+                             sv_error_t *err) {
+    det_t d = {.nfa = nfa, .lim = lim, .err = err};
+    if (lim->max_time_us) d.deadline_ns = t0_ns + lim->max_time_us * 1000;
+    compute_classes(&d);
+    sv_status st = SV_OK;
+    uint32_t n = nfa->n;
+    d.mark = calloc(n, sizeof *d.mark);
+    d.mark_eol = calloc(n, sizeof *d.mark_eol);
+    /* Each (state, mode) pair pushes at most two entries once marked, plus
+     * at most n seeds: 5n bounds the stack. */
+    d.stack = malloc(5 * (size_t)n * sizeof *d.stack + 16);
+    d.set = malloc((size_t)n * sizeof *d.set + 16);
+    int32_t *targets = malloc((size_t)n * sizeof *targets + 16);
+    uint32_t *bucket_n = calloc(256, sizeof *bucket_n);
+    uint32_t *bucket_off = calloc(257, sizeof *bucket_off);
+    int32_t *bucket = NULL;
+    if (!d.mark || !d.mark_eol || !d.stack || !d.set || !targets || !bucket_n || !bucket_off) {
+        st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
+        goto done;
+    }
+    if ((st = grow_table(&d))) goto done;
+
+    int32_t start_seed = nfa->start, start;
+    bool acc = closure(&d, &start_seed, 1, true);
+    if ((st = intern(&d, acc, &start))) goto done;
+    size_t bucket_cap = 0;
+    for (uint32_t cur = 0; cur < d.nstates; cur++) {
+        const int32_t *set = d.pool + d.set_off[cur];
+        uint32_t len = d.set_len[cur];
+        /* Bucket each important state's target by the classes its range covers. */
+        memset(bucket_n, 0, 256 * sizeof *bucket_n);
+        size_t total = 0;
+        for (uint32_t i = 0; i < len; i++) {
+            const sv_nfa_state_t *s = &nfa->s[set[i]];
+            for (uint32_t c = d.classes[s->lo]; c <= d.classes[s->hi]; c++) bucket_n[c]++, total++;
+        }
+        if (total > bucket_cap) {
+            int32_t *b = realloc(bucket, total * sizeof *b);
+            if (!b) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in subset construction"); goto done; }
+            bucket = b;
+            bucket_cap = total;
+        }
+        bucket_off[0] = 0;
+        for (uint32_t c = 0; c < d.nclasses; c++) bucket_off[c + 1] = bucket_off[c] + bucket_n[c];
+        memset(bucket_n, 0, 256 * sizeof *bucket_n);
+        for (uint32_t i = 0; i < len; i++) {
+            const sv_nfa_state_t *s = &nfa->s[set[i]];
+            for (uint32_t c = d.classes[s->lo]; c <= d.classes[s->hi]; c++)
+                bucket[bucket_off[c] + bucket_n[c]++] = s->out;
+        }
+        for (uint32_t c = 0; c < d.nclasses; c++) {
+            uint32_t m = bucket_n[c];
+            const int32_t *seeds = bucket + bucket_off[c];
+            int32_t next;
+            if (c > 0 && m == bucket_n[c - 1] && memcmp(seeds, bucket + bucket_off[c - 1], m * sizeof *seeds) == 0) {
+                next = d.trans[(size_t)cur * d.nclasses + c - 1]; /* same seeds as the previous class */
+            } else {
+                memcpy(targets, seeds, m * sizeof *seeds);
+                bool a = closure(&d, targets, m, false);
+                if ((st = intern(&d, a, &next))) goto done;
+            }
+            d.trans[(size_t)cur * d.nclasses + c] = next;
+        }
+    }
+    out->nstates = d.nstates;
+    out->nclasses = d.nclasses;
+    memcpy(out->classes, d.classes, 256);
+    out->trans = d.trans;
+    out->accept = d.accept;
+    out->start = start;
+    d.trans = NULL;
+    d.accept = NULL;
+done:
+    free(d.mark);
+    free(d.mark_eol);
+    free(d.stack);
+    free(d.set);
+    free(targets);
+    free(bucket_n);
+    free(bucket_off);
+    free(bucket);
+    free(d.pool);
+    free(d.set_off);
+    free(d.set_len);
+    free(d.accept);
+    free(d.trans);
+    free(d.table);
+    return st;
+}
+
+void sv_rawdfa_free(sv_rawdfa_t *r) {
+    if (!r) return;
+    free(r->trans);
+    free(r->accept);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,203 @@
+/* dfa.c — the canonical DFA: accessors, analysis (distances, forced
+ * chains), random sampling and structural comparison. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfa_internal.h"
+
+void sv_fsm_limits_default(sv_fsm_limits_t *lim) {
+    lim->max_nfa_states = 2000000;
+    lim->max_dfa_states = 200000;
+    lim->max_memory = (size_t)1 << 30;
+    lim->max_time_us = 10 * 1000 * 1000;
+}
+
+void sv_dfa_destroy(sv_dfa_t *d) {
+    if (!d) return;
+    free(d->trans);
+    free(d->accept);
+    free(d->dist);
+    free(d->forced_off);
+    free(d->forced_len);
+    free(d->forced_buf);
+    free(d);
+}
+
+uint32_t sv_dfa_num_states(const sv_dfa_t *d) { return d->nstates; }
+uint32_t sv_dfa_num_classes(const sv_dfa_t *d) { return d->nclasses; }
+const uint8_t *sv_dfa_byte_classes(const sv_dfa_t *d) { return d->classes; }
+uint32_t sv_dfa_num_forced_states(const sv_dfa_t *d) { return d->nforced; }
+uint32_t sv_dfa_distance(const sv_dfa_t *d, int32_t s) { return d->dist[s]; }
+
+int32_t sv_dfa_next(const sv_dfa_t *d, int32_t s, uint8_t b) {
+    return d->trans[(size_t)s * d->nclasses + d->classes[b]];
+}
+
+bool sv_dfa_is_accepting(const sv_dfa_t *d, int32_t s) { return d->accept[s] != 0; }
+
+bool sv_dfa_matches(const sv_dfa_t *d, const uint8_t *s, size_t n) {
+    int32_t q = 0;
+    for (size_t i = 0; i < n && q >= 0; i++) q = sv_dfa_next(d, q, s[i]);
+    return q >= 0 && d->accept[q];
+}
+
+const uint8_t *sv_dfa_forced(const sv_dfa_t *d, int32_t s, uint32_t *len) {
+    *len = d->forced_len[s];
+    return d->forced_buf + d->forced_off[s];
+}
+
+/* The single live byte of a non-accepting state, or -1. */
+static int forced_byte(const sv_dfa_t *d, uint32_t s, uint32_t *class_size) {
+    if (d->accept[s]) return -1;
+    int byte = -1;
+    uint32_t count = 0;
+    for (uint32_t c = 0; c < d->nclasses; c++) {
+        if (d->trans[(size_t)s * d->nclasses + c] < 0) continue;
+        count += class_size[c];
+        if (count > 1) return -1;
+        byte = d->class_rep[c];
+    }
+    return count == 1 ? byte : -1;
+}
+
+sv_status sv_dfa_analyze(sv_dfa_t *d, sv_error_t *err) {
+    uint32_t n = d->nstates, k = d->nclasses;
+    d->dist = malloc(n * sizeof *d->dist);
+    d->forced_off = calloc(n, sizeof *d->forced_off);
+    d->forced_len = calloc(n, sizeof *d->forced_len);
+    uint32_t *off = calloc((size_t)n + 1, sizeof *off), *fill = calloc(n, sizeof *fill);
+    uint32_t *src = malloc(((size_t)n * k + 1) * sizeof *src), *queue = malloc(n * sizeof *queue);
+    int32_t *next = malloc(n * sizeof *next);
+    int16_t *fb = malloc(n * sizeof *fb);
+    sv_status st = SV_OK;
+    if (!d->dist || !d->forced_off || !d->forced_len || !off || !fill || !src || !queue || !next || !fb) {
+        st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the DFA");
+        goto done;
+    }
+    /* Distance to acceptance: BFS from the accepting states over reversed edges. */
+    for (size_t i = 0; i < (size_t)n * k; i++)
+        if (d->trans[i] >= 0) off[d->trans[i] + 1]++;
+    for (uint32_t i = 0; i < n; i++) off[i + 1] += off[i];
+    for (uint32_t s = 0; s < n; s++)
+        for (uint32_t c = 0; c < k; c++) {
+            int32_t t = d->trans[(size_t)s * k + c];
+            if (t >= 0) src[off[t] + fill[t]++] = s;
+        }
+    uint32_t qh = 0, qt = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        d->dist[s] = UINT32_MAX;
+        if (d->accept[s]) d->dist[s] = 0, queue[qt++] = s;
+    }
+    while (qh < qt) {
+        uint32_t t = queue[qh++];
+        for (uint32_t i = off[t]; i < off[t + 1]; i++)
+            if (d->dist[src[i]] == UINT32_MAX) d->dist[src[i]] = d->dist[t] + 1, queue[qt++] = src[i];
+    }
+    /* Forced chains. A trimmed DFA has no cycle of forced states (it could
+     * never reach acceptance), so the chains form a forest and each state's
+     * chain length is 1 + its successor's. */
+    uint32_t class_size[256] = {0};
+    for (int b = 0; b < 256; b++) class_size[d->classes[b]]++;
+    d->nforced = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        int b = forced_byte(d, s, class_size);
+        fb[s] = (int16_t)b;
+        next[s] = b < 0 ? -1 : sv_dfa_next(d, (int32_t)s, (uint8_t)b);
+        if (b >= 0) d->nforced++;
+    }
+    /* Lengths: walk each chain once, then unwind it. */
+    for (uint32_t s = 0; s < n; s++) {
+        if (fb[s] < 0 || d->forced_len[s]) continue;
+        uint32_t depth = 0;
+        int32_t q = (int32_t)s;
+        while (q >= 0 && fb[q] >= 0 && !d->forced_len[q]) queue[depth++] = (uint32_t)q, q = next[q];
+        uint32_t tail = (q >= 0 && fb[q] >= 0) ? d->forced_len[q] : 0;
+        while (depth) d->forced_len[queue[--depth]] = ++tail;
+    }
+    /* Layout: heads (longest chains first) write their whole chain; every
+     * state on it points at its suffix. The total is the sum of the heads'
+     * lengths, i.e. linear unless many chains merge into one long tail. */
+    size_t total = 0;
+    for (uint32_t s = 0; s < n; s++) fill[s] = 0; /* reuse: 1 = placed */
+    /* Order forced states by decreasing length with a counting pass. */
+    uint32_t maxlen = 0;
+    for (uint32_t s = 0; s < n; s++) if (d->forced_len[s] > maxlen) maxlen = d->forced_len[s];
+    uint32_t *cnt = calloc((size_t)maxlen + 2, sizeof *cnt);
+    if (!cnt) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the DFA"); goto done; }
+    for (uint32_t s = 0; s < n; s++) if (d->forced_len[s]) cnt[maxlen - d->forced_len[s] + 1]++;
+    for (uint32_t i = 0; i <= maxlen; i++) cnt[i + 1] += cnt[i];
+    uint32_t nf = 0;
+    for (uint32_t s = 0; s < n; s++) if (d->forced_len[s]) queue[cnt[maxlen - d->forced_len[s]]++] = s, nf++;
+    free(cnt);
+    for (uint32_t i = 0; i < nf; i++) {
+        uint32_t s = queue[i];
+        if (!fill[s]) {
+            total += d->forced_len[s];
+            for (int32_t q = (int32_t)s; q >= 0 && fb[q] >= 0; q = next[q]) fill[q] = 1;
+        }
+    }
+    if (total > ((size_t)1 << 31)) {
+        st = sv_error_set(err, SV_ERR_BUDGET, -1, "forced paths of the constraint exceed 2 GiB");
+        goto done;
+    }
+    d->forced_buf = malloc(total + 1);
+    if (!d->forced_buf) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the DFA"); goto done; }
+    for (uint32_t s = 0; s < n; s++) fill[s] = 0;
+    size_t at = 0;
+    for (uint32_t i = 0; i < nf; i++) {
+        uint32_t s = queue[i];
+        if (fill[s]) continue;
+        for (int32_t q = (int32_t)s; q >= 0 && fb[q] >= 0; q = next[q]) {
+            if (!fill[q]) fill[q] = 1, d->forced_off[q] = (uint32_t)at;
+            d->forced_buf[at++] = (uint8_t)fb[q];
+        }
+    }
+done:
+    free(off);
+    free(fill);
+    free(src);
+    free(queue);
+    free(next);
+    free(fb);
+    return st;
+}
+
+sv_status sv_dfa_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uint8_t *buf, size_t cap, size_t *len) {
+    int32_t s = 0;
+    size_t n = 0;
+    uint32_t live[256];
+    for (;;) {
+        if (d->accept[s] && (n >= soft_len || sv_rng_below(rng, 4) == 0)) break;
+        uint32_t nl = 0;
+        for (uint32_t c = 0; c < d->nclasses; c++) {
+            int32_t t = d->trans[(size_t)s * d->nclasses + c];
+            if (t < 0) continue;
+            if (n >= soft_len && d->dist[t] >= d->dist[s]) continue;
+            live[nl++] = c;
+        }
+        if (nl == 0) break; /* accepting with no way on (or no nearer way) */
+        uint32_t c = live[sv_rng_below(rng, nl)];
+        /* A uniform byte of class c. */
+        uint32_t members = 0, pick;
+        for (int b = 0; b < 256; b++) members += d->classes[b] == c;
+        pick = sv_rng_below(rng, members);
+        int byte = 0;
+        for (int b = 0; b < 256; b++)
+            if (d->classes[b] == c && pick-- == 0) { byte = b; break; }
+        if (n == cap) return SV_ERR_BUDGET;
+        buf[n++] = (uint8_t)byte;
+        s = sv_dfa_next(d, s, (uint8_t)byte);
+    }
+    *len = n;
+    return SV_OK;
+}
+
+bool sv_dfa_equal(const sv_dfa_t *a, const sv_dfa_t *b) {
+    if (a->nstates != b->nstates) return false;
+    for (uint32_t s = 0; s < a->nstates; s++) {
+        if (a->accept[s] != b->accept[s]) return false;
+        for (int x = 0; x < 256; x++)
+            if (sv_dfa_next(a, (int32_t)s, (uint8_t)x) != sv_dfa_next(b, (int32_t)s, (uint8_t)x)) return false;
+    }
+    return true;
+}

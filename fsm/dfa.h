@@ -1,0 +1,72 @@
+/* dfa.h — minimized, compressed DFAs over bytes: the form every constraint
+ * takes before the token index sees it.
+ *
+ * A DFA here is always minimal, trimmed (every state can reach acceptance,
+ * so "dead" is implicit: SV_DFA_DEAD) and numbered in breadth-first order
+ * from the start state (state 0), which makes two DFAs of the same language
+ * identical field by field. Bytes are grouped into classes: two bytes share a
+ * class iff every state sends them to the same place.
+ *
+ * Compression (SGLang's compressed FSM): a non-accepting state with exactly
+ * one live outgoing byte is "forced"; sv_dfa_forced returns the whole chain of
+ * bytes that must follow a state, so jump-forward decoding can append them
+ * without sampling. sv_dfa_distance is the fewest bytes from a state to
+ * acceptance, for budget-aware completion. */
+#ifndef SV_FSM_DFA_H
+#define SV_FSM_DFA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../src/util/error.h"
+#include "../src/util/rng.h"
+
+#define SV_DFA_DEAD (-1)
+
+/* Budgets for everything a user's constraint can make grow. */
+typedef struct sv_fsm_limits {
+    uint32_t max_nfa_states;  /* Thompson NFA states */
+    uint32_t max_dfa_states;  /* states during subset construction */
+    size_t max_memory;        /* bytes held by the construction at once */
+    uint64_t max_time_us;     /* wall time for one compilation; 0 = none */
+} sv_fsm_limits_t;
+
+/* Defaults: 2M NFA states, 200k DFA states, 1 GiB, 10 s. */
+void sv_fsm_limits_default(sv_fsm_limits_t *lim);
+
+typedef struct sv_dfa sv_dfa_t;
+
+void sv_dfa_destroy(sv_dfa_t *d);
+
+uint32_t sv_dfa_num_states(const sv_dfa_t *d);
+uint32_t sv_dfa_num_classes(const sv_dfa_t *d);
+/* Byte -> class map (256 entries), borrowed from d. */
+const uint8_t *sv_dfa_byte_classes(const sv_dfa_t *d);
+static inline int32_t sv_dfa_start(const sv_dfa_t *d) { (void)d; return 0; }
+/* Next state after byte b from state s (s != SV_DFA_DEAD), or SV_DFA_DEAD. */
+int32_t sv_dfa_next(const sv_dfa_t *d, int32_t s, uint8_t b);
+bool sv_dfa_is_accepting(const sv_dfa_t *d, int32_t s);
+/* Runs the whole string from the start; true iff it is accepted. */
+bool sv_dfa_matches(const sv_dfa_t *d, const uint8_t *s, size_t n);
+
+/* The forced bytes after state s (length 0 when s is not forced); the
+ * returned pointer is borrowed from d. */
+const uint8_t *sv_dfa_forced(const sv_dfa_t *d, int32_t s, uint32_t *len);
+uint32_t sv_dfa_num_forced_states(const sv_dfa_t *d);
+/* Fewest bytes from s to an accepting state. */
+uint32_t sv_dfa_distance(const sv_dfa_t *d, int32_t s);
+
+/* Writes a random accepted string into buf (cap bytes) and its length into
+ * *len. Transitions are chosen uniformly among live byte classes, then a
+ * byte within the class; at an accepting state the walk stops with
+ * probability 1/4; past soft_len bytes it only takes transitions that bring
+ * acceptance nearer, so the result is at most soft_len + max distance long.
+ * SV_ERR_BUDGET if the string would not fit in cap. */
+sv_status sv_dfa_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uint8_t *buf, size_t cap,
+                        size_t *len);
+
+/* Structural equality (same language, since both are minimal and BFS-numbered). */
+bool sv_dfa_equal(const sv_dfa_t *a, const sv_dfa_t *b);
+
+#endif

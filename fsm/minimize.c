@@ -1,0 +1,280 @@
+/* minimize.c — from the raw subset-construction DFA to the canonical DFA.
+ *
+ * 1. Trim: states that cannot reach acceptance are the dead state.
+ * 2. Hopcroft's partition refinement on the completed DFA (live states plus
+ *    one sink). Blocks live in one array (elems), each a contiguous slice;
+ *    splitting a block moves its marked members to the front of the slice.
+ *    The worklist holds splitter blocks; a popped splitter is refined against
+ *    every class at once, and when a block not on the worklist splits, only
+ *    the smaller half is added, which gives O(k n log n).
+ * 3. Renumber the surviving blocks breadth-first from the start, so equal
+ *    languages give identical tables.
+ * 4. Coarsen byte classes: bytes whose columns agree in every state merge.
+ * 5. Analyze: distance to acceptance (reverse BFS) and forced chains. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfa_internal.h"
+
+static sv_status oom(sv_error_t *err) {
+    return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory while minimizing the DFA");
+}
+
+/* Marks in live[] the states that can reach an accepting state. */
+static sv_status coreachable(const sv_rawdfa_t *r, uint8_t *live, sv_error_t *err) {
+    uint32_t n = r->nstates, k = r->nclasses;
+    uint32_t *deg = calloc(n + 1, sizeof *deg);
+    uint32_t *src = malloc(((size_t)n * k + 1) * sizeof *src);
+    uint32_t *queue = malloc(((size_t)n + 1) * sizeof *queue);
+    if (!deg || !src || !queue) { free(deg); free(src); free(queue); return oom(err); }
+    for (size_t i = 0; i < (size_t)n * k; i++)
+        if (r->trans[i] >= 0) deg[r->trans[i] + 1]++;
+    for (uint32_t i = 0; i < n; i++) deg[i + 1] += deg[i];
+    uint32_t *fill = calloc(n + 1, sizeof *fill);
+    if (!fill) { free(deg); free(src); free(queue); return oom(err); }
+    for (uint32_t s = 0; s < n; s++)
+        for (uint32_t c = 0; c < k; c++) {
+            int32_t t = r->trans[(size_t)s * k + c];
+            if (t >= 0) src[deg[t] + fill[t]++] = s;
+        }
+    uint32_t qh = 0, qt = 0;
+    for (uint32_t s = 0; s < n; s++)
+        if (r->accept[s]) live[s] = 1, queue[qt++] = s;
+    while (qh < qt) {
+        uint32_t t = queue[qh++];
+        for (uint32_t i = deg[t]; i < deg[t + 1]; i++)
+            if (!live[src[i]]) live[src[i]] = 1, queue[qt++] = src[i];
+    }
+    free(deg);
+    free(src);
+    free(queue);
+    free(fill);
+    return SV_OK;
+}
+
+typedef struct {
+    uint32_t n;                    /* states, sink included */
+    uint32_t *elems, *pos, *blk;   /* partition arrays */
+    uint32_t *bstart, *bend, *bmark;
+    uint8_t *inw;
+    uint32_t nblocks;
+    uint32_t *work;                /* worklist stack of blocks */
+    uint32_t nwork;
+} part_t;
+
+static void push_work(part_t *p, uint32_t b) {
+    if (p->inw[b]) return;
+    p->inw[b] = 1;
+    p->work[p->nwork++] = b;
+}
+
+/* Splits block b into its marked prefix and the rest, unless all or none
+ * of it is marked; the smaller part gets the new block id. */
+static void split_block(part_t *p, uint32_t b) {
+    uint32_t s0 = p->bstart[b], e = p->bend[b], mk = p->bmark[b];
+    p->bmark[b] = 0;
+    if (mk == 0 || mk == e - s0) return;
+    uint32_t nb = p->nblocks++;
+    bool marked_small = mk <= (e - s0) - mk;
+    if (marked_small) {
+        p->bstart[nb] = s0, p->bend[nb] = s0 + mk;
+        p->bstart[b] = s0 + mk;
+    } else {
+        p->bstart[nb] = s0 + mk, p->bend[nb] = e;
+        p->bend[b] = s0 + mk;
+    }
+    p->bmark[nb] = 0;
+    for (uint32_t i = p->bstart[nb]; i < p->bend[nb]; i++) p->blk[p->elems[i]] = nb;
+    /* Hopcroft: if b is a pending splitter, both halves must be (b stays
+     * queued); otherwise the smaller half suffices, and nb is the smaller. */
+    push_work(p, nb);
+}
+
+sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *err) {
+    if (raw->nstates == 0 || raw->start < 0)
+        return sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
+    uint32_t n = raw->nstates, k = raw->nclasses;
+    sv_status st = SV_OK;
+    uint8_t *live = calloc(n, 1);
+    if (!live) return oom(err);
+    if ((st = coreachable(raw, live, err))) { free(live); return st; }
+    if (!live[raw->start]) { free(live); return sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string"); }
+
+    /* Completed DFA over live states + sink (id n). tr(s, c). */
+    uint32_t N = n + 1, sink = n;
+#define TR(s, c) ((s) == sink ? sink : (raw->trans[(size_t)(s) * k + (c)] < 0 || !live[raw->trans[(size_t)(s) * k + (c)]] ? sink : (uint32_t)raw->trans[(size_t)(s) * k + (c)]))
+    /* Inverse transitions, CSR by target: (source, class) pairs. */
+    size_t E = (size_t)N * k;
+    uint32_t *ioff = calloc((size_t)N + 1, sizeof *ioff);
+    uint32_t *isrc = malloc(E * sizeof *isrc);
+    uint8_t *icls = malloc(E);
+    uint32_t *ifill = calloc(N, sizeof *ifill);
+    part_t p = {.n = N};
+    p.elems = malloc(N * sizeof *p.elems);
+    p.pos = malloc(N * sizeof *p.pos);
+    p.blk = malloc(N * sizeof *p.blk);
+    p.bstart = malloc(N * sizeof *p.bstart);
+    p.bend = malloc(N * sizeof *p.bend);
+    p.bmark = calloc(N, sizeof *p.bmark);
+    p.inw = calloc(N, 1);
+    p.work = malloc(N * sizeof *p.work);
+    uint32_t *snap = malloc(N * sizeof *snap);
+    uint32_t *ccount = calloc((size_t)k + 1, sizeof *ccount);
+    uint32_t *pre = malloc(E * sizeof *pre);
+    uint32_t *touched = malloc(N * sizeof *touched);
+    int32_t *newid = NULL, *order = NULL;
+    sv_dfa_t *d = NULL;
+    if (!ioff || !isrc || !icls || !ifill || !p.elems || !p.pos || !p.blk || !p.bstart || !p.bend || !p.bmark ||
+        !p.inw || !p.work || !snap || !ccount || !pre || !touched) {
+        st = oom(err);
+        goto done;
+    }
+    for (uint32_t s = 0; s < N; s++)
+        for (uint32_t c = 0; c < k; c++) ioff[TR(s, c) + 1]++;
+    for (uint32_t t = 0; t < N; t++) ioff[t + 1] += ioff[t];
+    for (uint32_t s = 0; s < N; s++)
+        for (uint32_t c = 0; c < k; c++) {
+            uint32_t t = TR(s, c), at = ioff[t] + ifill[t]++;
+            isrc[at] = s;
+            icls[at] = (uint8_t)c;
+        }
+
+    /* Initial partition: accepting live states | the rest (sink included). */
+    uint32_t na = 0;
+    for (uint32_t s = 0; s < n; s++)
+        if (live[s] && raw->accept[s]) p.elems[na++] = s;
+    uint32_t nr = na;
+    for (uint32_t s = 0; s < N; s++)
+        if (!(s < n && live[s] && raw->accept[s])) p.elems[nr++] = s;
+    for (uint32_t i = 0; i < N; i++) p.pos[p.elems[i]] = i;
+    p.nblocks = 0;
+    if (na > 0) {
+        p.bstart[p.nblocks] = 0, p.bend[p.nblocks] = na;
+        for (uint32_t i = 0; i < na; i++) p.blk[p.elems[i]] = p.nblocks;
+        push_work(&p, p.nblocks++);
+    }
+    p.bstart[p.nblocks] = na, p.bend[p.nblocks] = N;
+    for (uint32_t i = na; i < N; i++) p.blk[p.elems[i]] = p.nblocks;
+    push_work(&p, p.nblocks++);
+
+    while (p.nwork) {
+        uint32_t a = p.work[--p.nwork];
+        p.inw[a] = 0;
+        uint32_t sn = 0;
+        for (uint32_t i = p.bstart[a]; i < p.bend[a]; i++) snap[sn++] = p.elems[i];
+        /* Predecessors of the splitter, grouped by class (counting sort). */
+        memset(ccount, 0, ((size_t)k + 1) * sizeof *ccount);
+        for (uint32_t i = 0; i < sn; i++)
+            for (uint32_t j = ioff[snap[i]]; j < ioff[snap[i] + 1]; j++) ccount[icls[j] + 1]++;
+        for (uint32_t c = 0; c < k; c++) ccount[c + 1] += ccount[c];
+        for (uint32_t i = 0; i < sn; i++)
+            for (uint32_t j = ioff[snap[i]]; j < ioff[snap[i] + 1]; j++) pre[ccount[icls[j]]++] = isrc[j];
+        /* ccount[c] is now the end of class c's run; its start is ccount[c-1]. */
+        for (uint32_t c = 0; c < k; c++) {
+            uint32_t lo = c ? ccount[c - 1] : 0, hi = ccount[c], nt = 0;
+            for (uint32_t i = lo; i < hi; i++) {
+                uint32_t s = pre[i], b = p.blk[s];
+                uint32_t mpos = p.bstart[b] + p.bmark[b];
+                if (p.pos[s] < mpos) continue; /* already marked */
+                if (p.bmark[b] == 0) touched[nt++] = b;
+                /* swap s into the marked prefix */
+                uint32_t other = p.elems[mpos];
+                p.elems[mpos] = s, p.elems[p.pos[s]] = other;
+                p.pos[other] = p.pos[s], p.pos[s] = mpos;
+                p.bmark[b]++;
+            }
+            for (uint32_t i = 0; i < nt; i++) split_block(&p, touched[i]);
+        }
+    }
+
+    /* BFS renumbering over blocks, skipping the sink's block. */
+    uint32_t dead = p.blk[sink];
+    newid = malloc(p.nblocks * sizeof *newid);
+    order = malloc(p.nblocks * sizeof *order); /* new id -> a representative state */
+    if (!newid || !order) { st = oom(err); goto done; }
+    for (uint32_t b = 0; b < p.nblocks; b++) newid[b] = -1;
+    uint32_t m = 0;
+    newid[p.blk[raw->start]] = (int32_t)m;
+    order[m++] = (int32_t)raw->start;
+    for (uint32_t q = 0; q < m; q++) {
+        uint32_t s = (uint32_t)order[q];
+        for (uint32_t c = 0; c < k; c++) {
+            uint32_t b = p.blk[TR(s, c)];
+            if (b != dead && newid[b] < 0) newid[b] = (int32_t)m, order[m++] = (int32_t)TR(s, c);
+        }
+    }
+    d = calloc(1, sizeof *d);
+    if (!d) { st = oom(err); goto done; }
+    d->nstates = m;
+    d->trans = malloc((size_t)m * k * sizeof *d->trans);
+    d->accept = calloc(m, 1);
+    if (!d->trans || !d->accept) { st = oom(err); goto done; }
+    for (uint32_t q = 0; q < m; q++) {
+        uint32_t s = (uint32_t)order[q];
+        d->accept[q] = raw->accept[s];
+        for (uint32_t c = 0; c < k; c++) {
+            uint32_t b = p.blk[TR(s, c)];
+            d->trans[(size_t)q * k + c] = b == dead ? SV_DFA_DEAD : newid[b];
+        }
+    }
+#undef TR
+    /* Coarsen classes: merge raw classes whose columns are equal (hash the
+     * columns, compare only on equal hashes). */
+    {
+        uint64_t h[256];
+        for (uint32_t c = 0; c < k; c++) {
+            h[c] = 1469598103934665603ull;
+            for (uint32_t q = 0; q < m; q++) h[c] = (h[c] ^ (uint32_t)d->trans[(size_t)q * k + c]) * 1099511628211ull;
+        }
+        int32_t cmap[256];
+        uint32_t nc = 0, repc[256];
+        for (uint32_t c = 0; c < k; c++) {
+            cmap[c] = -1;
+            for (uint32_t j = 0; j < nc && cmap[c] < 0; j++) {
+                uint32_t r = repc[j], q = 0;
+                if (h[r] != h[c]) continue;
+                while (q < m && d->trans[(size_t)q * k + c] == d->trans[(size_t)q * k + r]) q++;
+                if (q == m) cmap[c] = (int32_t)j;
+            }
+            if (cmap[c] < 0) { repc[nc] = c; cmap[c] = (int32_t)nc++; }
+        }
+        int32_t *t2 = malloc((size_t)m * nc * sizeof *t2);
+        if (!t2) { st = oom(err); goto done; }
+        for (uint32_t q = 0; q < m; q++)
+            for (uint32_t j = 0; j < nc; j++) t2[(size_t)q * nc + j] = d->trans[(size_t)q * k + repc[j]];
+        free(d->trans);
+        d->trans = t2;
+        d->nclasses = nc;
+        bool seen[256] = {false};
+        for (int b = 0; b < 256; b++) {
+            uint8_t c = (uint8_t)cmap[raw->classes[b]];
+            d->classes[b] = c;
+            if (!seen[c]) seen[c] = true, d->class_rep[c] = (uint8_t)b;
+        }
+    }
+    if ((st = sv_dfa_analyze(d, err))) goto done;
+    *out = d;
+    d = NULL;
+done:
+    sv_dfa_destroy(d);
+    free(live);
+    free(ioff);
+    free(isrc);
+    free(icls);
+    free(ifill);
+    free(p.elems);
+    free(p.pos);
+    free(p.blk);
+    free(p.bstart);
+    free(p.bend);
+    free(p.bmark);
+    free(p.inw);
+    free(p.work);
+    free(snap);
+    free(ccount);
+    free(pre);
+    free(touched);
+    free(newid);
+    free(order);
+    return st;
+}

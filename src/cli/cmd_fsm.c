@@ -1,0 +1,221 @@
+/* cmd_fsm.c — the constraint verbs: compile, match, sample.
+ *
+ * All three take the same constraint options and compile it the same way;
+ * they differ in what they do with the DFA. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../fsm/regex.h"
+#include "../util/clock.h"
+#include "cli.h"
+#include "verbs.h"
+
+typedef struct {
+    const char *regex;       /* borrowed from argv, or owned file contents */
+    size_t regex_len;
+    char *owned;
+    sv_fsm_limits_t lim;
+    unsigned long long n, seed, max_len;
+} opts_t;
+
+enum { OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN };
+
+static const char constraint_help[] =
+    "Constraint (exactly one):\n"
+    "  --regex PATTERN        an ECMA-262 regex (JSON Schema `pattern` dialect),\n"
+    "                         matched against the whole string\n"
+    "  --regex-file FILE      the pattern is the contents of FILE (- for stdin)\n"
+    "Budgets:\n"
+    "  --max-nfa-states N     default 2000000\n"
+    "  --max-dfa-states N     default 200000\n"
+    "  --max-memory BYTES     default 1073741824\n"
+    "  --compile-timeout-ms N default 10000 (0 = none)\n";
+
+static void help(const char *verb) {
+    if (strcmp(verb, "compile") == 0)
+        printf("Usage: sieve compile --regex PATTERN [budgets]\n\n"
+               "Compiles the constraint to a minimized byte-level DFA and prints one JSON\n"
+               "object: states, byte_classes, forced_states, min_len, compile_us.\n"
+               "On a constraint that does not compile, prints\n"
+               "{\"error\": {\"message\", \"type\", \"offset\"}} and exits 2.\n\n%s",
+               constraint_help);
+    else if (strcmp(verb, "match") == 0)
+        printf("Usage: sieve match --regex PATTERN [budgets] < candidates\n\n"
+               "Reads standard input, one JSON string literal per line (its decoded value is\n"
+               "the candidate), and prints 1 or 0 per line: whether the whole candidate\n"
+               "matches. A line that is not a JSON string literal is a usage error (exit 64).\n\n%s",
+               constraint_help);
+    else
+        printf("Usage: sieve sample --regex PATTERN [-n N] [--seed S] [--max-len L] [budgets]\n\n"
+               "Prints N (default 10) random strings the constraint accepts, each as a JSON\n"
+               "string literal on its own line. Choices are uniform over the live byte classes\n"
+               "of each state; past L bytes (default 64) the walk heads for acceptance.\n\n%s",
+               constraint_help);
+}
+
+/* Parses the options; returns -1 to continue, or an exit code. */
+static int parse(int argc, char **argv, opts_t *o, bool sampling) {
+    static const struct option longopts[] = {
+        {"regex", required_argument, 0, OPT_REGEX},
+        {"regex-file", required_argument, 0, OPT_REGEX_FILE},
+        {"max-nfa-states", required_argument, 0, OPT_MAX_NFA},
+        {"max-dfa-states", required_argument, 0, OPT_MAX_DFA},
+        {"max-memory", required_argument, 0, OPT_MAX_MEM},
+        {"compile-timeout-ms", required_argument, 0, OPT_TIMEOUT},
+        {"seed", required_argument, 0, OPT_SEED},
+        {"max-len", required_argument, 0, OPT_MAX_LEN},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *verb = argv[0];
+    memset(o, 0, sizeof *o);
+    sv_fsm_limits_default(&o->lim);
+    o->n = 10;
+    o->max_len = 64;
+    opterr = 0;
+    optind = 1;
+    int c;
+    const char *file = NULL;
+    unsigned long long v;
+    while ((c = getopt_long(argc, argv, sampling ? ":n:h" : ":h", longopts, NULL)) != -1) {
+        const char *arg = optarg;
+        switch (c) {
+        case 'h': help(verb); return SV_EXIT_OK;
+        case OPT_REGEX:
+            if (o->regex || file) return sv_cli_usage_error(verb, "give exactly one constraint");
+            o->regex = arg;
+            o->regex_len = strlen(arg);
+            break;
+        case OPT_REGEX_FILE:
+            if (o->regex || file) return sv_cli_usage_error(verb, "give exactly one constraint");
+            file = arg;
+            break;
+        case OPT_MAX_NFA: case OPT_MAX_DFA: case OPT_MAX_MEM: case OPT_TIMEOUT:
+            if (sv_cli_parse_u64(arg, c == OPT_MAX_MEM ? (1ull << 40) : 1000000000ull, &v) || (v == 0 && c != OPT_TIMEOUT))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --%s", arg, longopts[c - OPT_REGEX].name);
+            if (c == OPT_MAX_NFA) o->lim.max_nfa_states = (uint32_t)v;
+            else if (c == OPT_MAX_DFA) o->lim.max_dfa_states = (uint32_t)v;
+            else if (c == OPT_MAX_MEM) o->lim.max_memory = (size_t)v;
+            else o->lim.max_time_us = v * 1000;
+            break;
+        case 'n':
+            if (sv_cli_parse_u64(arg, 100000000ull, &o->n)) return sv_cli_usage_error(verb, "invalid value '%s' for -n", arg);
+            break;
+        case OPT_SEED:
+            if (!sampling || sv_cli_parse_u64(arg, ~0ull, &o->seed)) return sv_cli_usage_error(verb, "invalid option --seed here or value '%s'", arg);
+            break;
+        case OPT_MAX_LEN:
+            if (!sampling || sv_cli_parse_u64(arg, 1u << 20, &o->max_len)) return sv_cli_usage_error(verb, "invalid option --max-len here or value '%s'", arg);
+            break;
+        case ':': return sv_cli_usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
+        default: return sv_cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return sv_cli_usage_error(verb, "unexpected argument '%s'", argv[optind]);
+    if (file) {
+        sv_error_t err;
+        o->owned = sv_cli_read_file(file, &o->regex_len, &err);
+        if (!o->owned) {
+            fprintf(stderr, "sieve %s: %s\n", verb, err.message);
+            return SV_EXIT_RUNTIME;
+        }
+        o->regex = o->owned;
+    }
+    if (!o->regex) return sv_cli_usage_error(verb, "a constraint is required (--regex PATTERN)");
+    return -1;
+}
+
+/* Compiles; on failure prints the error object and returns the exit code. */
+static int build(opts_t *o, sv_dfa_t **dfa, uint64_t *us) {
+    sv_error_t err;
+    sv_error_clear(&err);
+    uint64_t t0 = sv_now_ns();
+    sv_status st = sv_regex_compile(o->regex, o->regex_len, &o->lim, dfa, &err);
+    *us = (sv_now_ns() - t0) / 1000;
+    if (st) return sv_cli_constraint_error(&err);
+    return -1;
+}
+
+int sv_cmd_compile(int argc, char **argv) {
+    opts_t o;
+    int rc = parse(argc, argv, &o, false);
+    sv_dfa_t *dfa = NULL;
+    uint64_t us;
+    if (rc < 0) rc = build(&o, &dfa, &us);
+    if (rc < 0) {
+        printf("{\"states\": %u, \"byte_classes\": %u, \"forced_states\": %u, \"min_len\": %u, \"compile_us\": %llu}\n",
+               sv_dfa_num_states(dfa), sv_dfa_num_classes(dfa), sv_dfa_num_forced_states(dfa),
+               sv_dfa_distance(dfa, sv_dfa_start(dfa)), (unsigned long long)us);
+        rc = SV_EXIT_OK;
+    }
+    sv_dfa_destroy(dfa);
+    free(o.owned);
+    return rc;
+}
+
+int sv_cmd_match(int argc, char **argv) {
+    opts_t o;
+    int rc = parse(argc, argv, &o, false);
+    sv_dfa_t *dfa = NULL;
+    uint64_t us;
+    if (rc < 0) rc = build(&o, &dfa, &us);
+    if (rc >= 0) { free(o.owned); return rc; }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    unsigned long lineno = 0;
+    rc = SV_EXIT_OK;
+    while ((got = getline(&line, &cap, stdin)) >= 0) {
+        lineno++;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = '\0';
+        json_error_t jerr;
+        json_t *j = json_loadb(line, (size_t)got, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+        if (!j || !json_is_string(j)) {
+            json_decref(j);
+            fflush(stdout);
+            rc = sv_cli_usage_error("match", "line %lu is not a JSON string literal", lineno);
+            break;
+        }
+        bool ok = sv_dfa_matches(dfa, (const uint8_t *)json_string_value(j), json_string_length(j));
+        json_decref(j);
+        fputs(ok ? "1\n" : "0\n", stdout);
+    }
+    free(line);
+    sv_dfa_destroy(dfa);
+    free(o.owned);
+    return rc;
+}
+
+int sv_cmd_sample(int argc, char **argv) {
+    opts_t o;
+    int rc = parse(argc, argv, &o, true);
+    sv_dfa_t *dfa = NULL;
+    uint64_t us;
+    if (rc < 0) rc = build(&o, &dfa, &us);
+    if (rc >= 0) { free(o.owned); return rc; }
+    sv_rng_t rng;
+    sv_rng_seed(&rng, o.seed);
+    /* Past max_len every step brings acceptance nearer, so a string is at
+     * most max_len + min distance + the longest shortcut; bound by states. */
+    size_t cap = (size_t)o.max_len + sv_dfa_num_states(dfa) + 16;
+    uint8_t *buf = malloc(cap);
+    rc = buf ? SV_EXIT_OK : SV_EXIT_RUNTIME;
+    for (unsigned long long i = 0; buf && i < o.n; i++) {
+        size_t len;
+        if (sv_dfa_sample(dfa, &rng, (uint32_t)o.max_len, buf, cap, &len)) { rc = SV_EXIT_RUNTIME; break; }
+        json_t *s = json_stringn_nocheck((const char *)buf, len);
+        char *txt = s ? json_dumps(s, JSON_ENCODE_ANY) : NULL;
+        if (!txt) { json_decref(s); rc = SV_EXIT_RUNTIME; break; }
+        puts(txt);
+        free(txt);
+        json_decref(s);
+    }
+    if (rc == SV_EXIT_RUNTIME) fprintf(stderr, "sieve sample: out of memory\n");
+    free(buf);
+    sv_dfa_destroy(dfa);
+    free(o.owned);
+    return rc;
+}

@@ -1,0 +1,56 @@
+#include "arena.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t size, used;
+    _Alignas(16) unsigned char data[];
+} chunk_t;
+
+struct sv_arena {
+    chunk_t *head;
+    size_t chunk_bytes;
+    size_t total;
+};
+
+sv_arena_t *sv_arena_create(size_t chunk_bytes) {
+    sv_arena_t *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->chunk_bytes = chunk_bytes ? chunk_bytes : 64 * 1024;
+    return a;
+}
+
+void sv_arena_destroy(sv_arena_t *a) {
+    if (!a) return;
+    for (chunk_t *c = a->head, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    free(a);
+}
+
+void *sv_arena_alloc(sv_arena_t *a, size_t bytes) {
+    bytes = (bytes + 15) & ~(size_t)15;
+    if (bytes == 0) bytes = 16;
+    chunk_t *c = a->head;
+    if (!c || c->size - c->used < bytes) {
+        size_t size = bytes > a->chunk_bytes ? bytes : a->chunk_bytes;
+        if (size > SIZE_MAX - sizeof(chunk_t)) return NULL;
+        c = malloc(sizeof(chunk_t) + size);
+        if (!c) return NULL;
+        c->size = size;
+        c->used = 0;
+        c->next = a->head;
+        a->head = c;
+        a->total += sizeof(chunk_t) + size;
+    }
+    void *p = c->data + c->used;
+    c->used += bytes;
+    memset(p, 0, bytes);
+    return p;
+}
+
+size_t sv_arena_bytes(const sv_arena_t *a) { return a->total; }

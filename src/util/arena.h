@@ -1,0 +1,22 @@
+/* arena.h — a bump allocator for data that dies together (an AST, a parse).
+ *
+ * Allocations are 16-byte aligned and live until sv_arena_destroy. The arena
+ * counts the bytes it holds so that callers can enforce a memory budget. */
+#ifndef SV_UTIL_ARENA_H
+#define SV_UTIL_ARENA_H
+
+#include <stddef.h>
+
+typedef struct sv_arena sv_arena_t;
+
+/* Returns NULL when out of memory. Caller frees with sv_arena_destroy. */
+sv_arena_t *sv_arena_create(size_t chunk_bytes);
+void sv_arena_destroy(sv_arena_t *a);
+
+/* Zero-filled memory owned by the arena; NULL when out of memory. */
+void *sv_arena_alloc(sv_arena_t *a, size_t bytes);
+
+/* Bytes obtained from the system so far. */
+size_t sv_arena_bytes(const sv_arena_t *a);
+
+#endif

@@ -1,0 +1,42 @@
+/* error.h — status codes and the caller-owned error record.
+ *
+ * Library code never prints and never exits: it returns an sv_status and, when
+ * the caller passed a non-NULL sv_error_t, fills it with a message and whatever
+ * context locates the problem (a byte offset in a regex, a keyword and a JSON
+ * pointer in a schema).
+ */
+#ifndef SV_UTIL_ERROR_H
+#define SV_UTIL_ERROR_H
+
+#include <stddef.h>
+
+typedef enum {
+    SV_OK = 0,
+    SV_ERR_SYNTAX,      /* the input does not parse (offset says where) */
+    SV_ERR_UNSUPPORTED, /* a valid construct this implementation refuses */
+    SV_ERR_EMPTY,       /* the constraint matches no string at all */
+    SV_ERR_BUDGET,      /* a state, memory or size budget was exceeded */
+    SV_ERR_TIMEOUT,     /* the time budget was exceeded */
+    SV_ERR_NOMEM,       /* an allocation failed */
+    SV_ERR_IO,          /* reading or writing a file failed */
+    SV_ERR_ARG,         /* a caller passed an invalid argument */
+} sv_status;
+
+typedef struct sv_error {
+    sv_status code;
+    long offset;        /* byte offset into the input, or -1 when not applicable */
+    char message[512];
+} sv_error_t;
+
+/* Fills err (if non-NULL) and returns code, so callers can write
+ * `return sv_error_set(err, SV_ERR_SYNTAX, off, "...", ...);`. */
+sv_status sv_error_set(sv_error_t *err, sv_status code, long offset, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Resets err to SV_OK with an empty message and offset -1. err may be NULL. */
+void sv_error_clear(sv_error_t *err);
+
+/* A stable lower-case name for a status ("syntax", "budget", ...). */
+const char *sv_status_name(sv_status code);
+
+#endif
