@@ -43,34 +43,145 @@ static sv_status add_state(builder_t *b, uint8_t kind, uint8_t lo, uint8_t hi, i
 
 static void patch(builder_t *b, int32_t end, int32_t to) { b->nfa->s[end].out = to; }
 
-typedef struct {
-    builder_t *b;
-    int32_t end;      /* shared exit of all sequences */
-    int32_t first;    /* entry of the alternation so far (-1 if none) */
-} class_ctx_t;
+static sv_status build(builder_t *b, const sv_ast_t *a, frag_t *f);
 
-/* Adds one byte-range sequence as a new branch of the class alternation. */
-static sv_status class_seq(void *vctx, const sv_utf8_seq_t *seq) {
-    class_ctx_t *c = vctx;
-    int32_t ids[4];
+/* A class becomes the minimal acyclic automaton of its UTF-8 sequences.
+ * cpset.c yields the sequences in code-point order, and two sequences that
+ * share a byte value at a position share the whole range there, so the
+ * sequences form a deterministic trie of byte ranges; equal subtrees are then
+ * merged bottom-up (a node is its range plus its children). The result is a
+ * small DAG (\p{L}: about 300 nodes instead of 2,000 chain states), so the
+ * subset construction over repeated classes stays cheap. */
+typedef struct {
+    uint8_t lo, hi, depth;
+    int32_t first_child, next_sibling; /* trie links; -1 = none */
+    int32_t canon;                     /* merged representative */
+    int32_t nfa;                       /* its BYTE state, -1 until emitted */
+} cnode_t;
+
+typedef struct {
+    cnode_t *v;
+    uint32_t n, cap;
+    int32_t root_first;                /* first top-level node */
+    int32_t path[4];                   /* nodes of the last inserted sequence */
+    uint8_t path_len;
     sv_status st;
-    for (int i = 0; i < seq->len; i++)
-        if ((st = add_state(c->b, NFA_BYTE, seq->lo[i], seq->hi[i], &ids[i]))) return st;
-    for (int i = 0; i + 1 < seq->len; i++) patch(c->b, ids[i], ids[i + 1]);
-    patch(c->b, ids[seq->len - 1], c->end);
-    if (c->first < 0) {
-        c->first = ids[0];
-    } else {
-        int32_t sp;
-        if ((st = add_state(c->b, NFA_SPLIT, 0, 0, &sp))) return st;
-        c->b->nfa->s[sp].out = ids[0];
-        c->b->nfa->s[sp].out1 = c->first;
-        c->first = sp;
+} ctrie_t;
+
+static int32_t cnode_new(ctrie_t *t, uint8_t lo, uint8_t hi, uint8_t depth) {
+    if (t->n == t->cap) {
+        uint32_t cap = t->cap ? t->cap * 2 : 64;
+        cnode_t *v = realloc(t->v, cap * sizeof *v);
+        if (!v) return -1;
+        t->v = v;
+        t->cap = cap;
     }
+    t->v[t->n] = (cnode_t){.lo = lo, .hi = hi, .depth = depth, .first_child = -1, .next_sibling = -1, .canon = -1, .nfa = -1};
+    return (int32_t)t->n++;
+}
+
+static sv_status ctrie_insert(void *vctx, const sv_utf8_seq_t *seq) {
+    ctrie_t *t = vctx;
+    int k = 0;
+    while (k < t->path_len && k < seq->len && t->v[t->path[k]].lo == seq->lo[k] && t->v[t->path[k]].hi == seq->hi[k]) k++;
+    for (int i = k; i < seq->len; i++) {
+        int32_t id = cnode_new(t, seq->lo[i], seq->hi[i], (uint8_t)i);
+        if (id < 0) return SV_ERR_NOMEM;
+        /* Append as the last child of the parent (order is kept sorted). */
+        int32_t *link = i == 0 ? &t->root_first : &t->v[t->path[i - 1]].first_child;
+        while (*link >= 0) link = &t->v[*link].next_sibling;
+        *link = id;
+        t->path[i] = id;
+    }
+    t->path_len = seq->len;
     return SV_OK;
 }
 
-static sv_status build(builder_t *b, const sv_ast_t *a, frag_t *f);
+/* Bottom-up merge: two nodes are equal iff same range and the same list of
+ * canonical children. Quadratic in the worst case over nodes with equal
+ * ranges, but linear-time hashing is not needed at these sizes (< 5,000). */
+static bool same_children(const ctrie_t *t, int32_t a, int32_t b) {
+    int32_t x = t->v[a].first_child, y = t->v[b].first_child;
+    while (x >= 0 && y >= 0) {
+        if (t->v[x].canon != t->v[y].canon) return false;
+        x = t->v[x].next_sibling, y = t->v[y].next_sibling;
+    }
+    return x < 0 && y < 0;
+}
+
+static void ctrie_merge(ctrie_t *t) {
+    /* Children are created after their parents, so a reverse scan is
+     * bottom-up. Candidates for a node are earlier-merged nodes with the
+     * same range at the same depth: scan a small bucket table. */
+    enum { NB = 4096 };
+    int32_t *bucket = malloc(NB * sizeof *bucket), *chain = malloc((t->n + 1) * sizeof *chain);
+    if (!bucket || !chain) {
+        for (uint32_t i = 0; i < t->n; i++) t->v[i].canon = (int32_t)i;
+        free(bucket);
+        free(chain);
+        return;
+    }
+    for (int i = 0; i < NB; i++) bucket[i] = -1;
+    for (uint32_t i = t->n; i-- > 0;) {
+        cnode_t *c = &t->v[i];
+        uint32_t h = (uint32_t)c->lo * 31u + c->hi * 7u + c->depth;
+        for (int32_t x = t->v[i].first_child; x >= 0; x = t->v[x].next_sibling) h = h * 131u + (uint32_t)t->v[x].canon;
+        h %= NB;
+        c->canon = (int32_t)i;
+        for (int32_t j = bucket[h]; j >= 0; j = chain[j]) {
+            if (t->v[j].lo == c->lo && t->v[j].hi == c->hi && t->v[j].depth == c->depth && same_children(t, j, (int32_t)i)) {
+                c->canon = j;
+                break;
+            }
+        }
+        if (c->canon == (int32_t)i) chain[i] = bucket[h], bucket[h] = (int32_t)i;
+    }
+    free(bucket);
+    free(chain);
+}
+
+/* Emits the alternation over a sibling list as a chain of SPLITs whose
+ * leaves are the canonical nodes' BYTE states; returns its entry. */
+static sv_status emit_node(builder_t *b, ctrie_t *t, int32_t id, int32_t end);
+
+static sv_status emit_list(builder_t *b, ctrie_t *t, int32_t first, int32_t end, int32_t *entry) {
+    int32_t acc = -1;
+    sv_status st;
+    /* Build from the back so the SPLIT chain visits siblings in order. */
+    int32_t ids[256];
+    int n = 0;
+    for (int32_t x = first; x >= 0; x = t->v[x].next_sibling) {
+        if (n == 256) return sv_error_set(b->err, SV_ERR_ARG, -1, "class trie fan-out above 256");
+        ids[n++] = t->v[x].canon;
+    }
+    for (int i = n; i-- > 0;) {
+        if ((st = emit_node(b, t, ids[i], end))) return st;
+        int32_t s = t->v[ids[i]].nfa;
+        if (acc < 0) {
+            acc = s;
+        } else {
+            int32_t sp;
+            if ((st = add_state(b, NFA_SPLIT, 0, 0, &sp))) return st;
+            b->nfa->s[sp].out = s;
+            b->nfa->s[sp].out1 = acc;
+            acc = sp;
+        }
+    }
+    *entry = acc;
+    return SV_OK;
+}
+
+static sv_status emit_node(builder_t *b, ctrie_t *t, int32_t id, int32_t end) {
+    cnode_t *c = &t->v[id];
+    if (c->nfa >= 0) return SV_OK;
+    int32_t s, next = end;
+    sv_status st;
+    if (c->first_child >= 0 && (st = emit_list(b, t, c->first_child, end, &next))) return st;
+    if ((st = add_state(b, NFA_BYTE, t->v[id].lo, t->v[id].hi, &s))) return st;
+    b->nfa->s[s].out = next;
+    t->v[id].nfa = s;
+    return SV_OK;
+}
 
 static sv_status build_class(builder_t *b, const sv_ast_t *a, frag_t *f) {
     sv_status st;
@@ -89,12 +200,19 @@ static sv_status build_class(builder_t *b, const sv_ast_t *a, frag_t *f) {
         f->end = prev;
         return SV_OK;
     }
-    class_ctx_t c = {.b = b, .first = -1};
-    if ((st = add_state(b, NFA_EPS, 0, 0, &c.end))) return st;
+    ctrie_t t = {.root_first = -1};
     sv_cpset_t set = {.r = (sv_cprange_t *)a->ranges, .n = a->nranges, .cap = a->nranges, .sorted = true};
-    if ((st = sv_cpset_utf8_sequences(&set, class_seq, &c))) return st;
-    f->start = c.first;
-    f->end = c.end;
+    st = sv_cpset_utf8_sequences(&set, ctrie_insert, &t);
+    if (st) {
+        free(t.v);
+        return sv_error_set(b->err, SV_ERR_NOMEM, -1, "out of memory building a character class");
+    }
+    ctrie_merge(&t);
+    int32_t end, entry;
+    if (!(st = add_state(b, NFA_EPS, 0, 0, &end))) st = emit_list(b, &t, t.root_first, end, &entry);
+    free(t.v);
+    if (st) return st;
+    *f = (frag_t){entry, end};
     return SV_OK;
 }
 

@@ -53,7 +53,7 @@ int sv_cli_constraint_error(const sv_error_t *err) {
     json_t *e = json_pack("{s:s, s:s}", "message", err->message, "type", sv_status_name(err->code));
     if (e && err->offset >= 0) json_object_set_new(e, "offset", json_integer(err->offset));
     json_t *root = json_pack("{s:o}", "error", e);
-    char *s = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    char *s = root ? json_dumps(root, JSON_PRESERVE_ORDER) : NULL;
     if (s) printf("%s\n", s);
     else printf("{\"error\": {\"message\": \"out of memory\"}}\n");
     free(s);

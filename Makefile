@@ -1,0 +1,53 @@
+# sieve — the entry points. `make test` and `make serve` work on a fresh
+# Debian 12 clone: they run scripts/bootstrap.sh first.
+SHELL := /bin/bash
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+SHARED_DATA ?= ../shared/data
+
+.PHONY: all bootstrap build test test-unit test-cli test-asan test-extended fuzz-smoke bench serve clean
+
+all: build
+
+.venv/.requirements.sha256: tests/requirements.txt scripts/bootstrap.sh
+	scripts/bootstrap.sh
+
+bootstrap: .venv/.requirements.sha256
+
+build: bootstrap
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	SIEVE_BIN=$(abspath $(BUILD))/sieve .venv/bin/python -m pytest -q tests/cli
+
+# The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
+test-asan: bootstrap
+	cmake -S . -B build-asan -DSV_CUDA=OFF -DSV_SANITIZE=address,undefined >/dev/null
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+# Checks on the benchmark data in ../shared/data; fails loudly without it.
+test-extended: build
+	@if [ ! -d "$(SHARED_DATA)" ]; then \
+	  echo "test-extended: $(SHARED_DATA) is missing; these checks need the benchmark data (see README)" >&2; exit 1; fi
+	tests/extended/run_regex_corpus.sh $(BUILD) $(SHARED_DATA)
+
+fuzz-smoke: bootstrap
+	scripts/fuzz-smoke.sh 60
+
+bench: bootstrap
+	cmake -S . -B build-rel -DSV_CUDA=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build build-rel -j $(JOBS)
+	build-rel/tests/bench/bench_regex_compile
+
+serve: build
+	@echo "sieve serve is not built yet: the server needs the tokenizer and token index," >&2
+	@echo "the CPU model runner, the engine and the HTTP layer (issues 4-7)." >&2
+	@echo "What works today: sieve compile | match | sample (see README)." >&2
+	@exit 1
+
+clean:
+	rm -rf $(BUILD) build-asan build-rel build-fuzz
