@@ -177,7 +177,7 @@ static sv_status intern(det_t *d, bool acc, int32_t *id) {
     sv_status st = budget_memory(d);
     if (st) return st;
     uint32_t n = d->nstates++;
-    memcpy(d->pool + d->npool, d->set, d->nset * sizeof *d->set);
+    if (d->nset) memcpy(d->pool + d->npool, d->set, d->nset * sizeof *d->set);
     d->set_off[n] = d->npool;
     d->set_len[n] = d->nset;
     d->accept[n] = acc;
@@ -265,10 +265,10 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
             uint32_t m = bucket_n[c];
             const int32_t *seeds = bucket + bucket_off[c];
             int32_t next;
-            if (c > 0 && m == bucket_n[c - 1] && memcmp(seeds, bucket + bucket_off[c - 1], m * sizeof *seeds) == 0) {
+            if (c > 0 && m == bucket_n[c - 1] && (m == 0 || memcmp(seeds, bucket + bucket_off[c - 1], m * sizeof *seeds) == 0)) {
                 next = d.trans[(size_t)cur * d.nclasses + c - 1]; /* same seeds as the previous class */
             } else {
-                memcpy(targets, seeds, m * sizeof *seeds);
+                if (m) memcpy(targets, seeds, m * sizeof *seeds);
                 bool a = closure(&d, targets, m, false);
                 if ((st = intern(&d, a, &next))) goto done;
             }
