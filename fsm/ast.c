@@ -71,3 +71,9 @@ sv_ast_t *sv_ast_repeat(sv_arena_t *a, sv_ast_t *kid, uint32_t min, uint32_t max
 }
 
 sv_ast_t *sv_ast_assert(sv_arena_t *a, sv_ast_kind k) { return node(a, k); }
+
+sv_ast_t *sv_ast_dfa(sv_arena_t *a, const struct sv_dfa *dfa) {
+    sv_ast_t *n = node(a, SV_AST_DFA);
+    if (n) n->dfa = dfa;
+    return n;
+}

@@ -26,7 +26,10 @@ typedef enum {
     SV_AST_REPEAT, /* kids[0] repeated min..max times */
     SV_AST_BOL,    /* zero-width: the start of the string */
     SV_AST_EOL,    /* zero-width: the end of the string */
+    SV_AST_DFA,    /* the language of a compiled DFA (borrowed; must outlive the AST) */
 } sv_ast_kind;
+
+struct sv_dfa;
 
 typedef struct sv_ast {
     sv_ast_kind kind;
@@ -36,6 +39,7 @@ typedef struct sv_ast {
     const sv_cprange_t *ranges;  /* CLASS: normalized, nranges >= 1 */
     uint32_t nranges;
     uint8_t lo, hi;              /* BYTES */
+    const struct sv_dfa *dfa;    /* DFA */
 } sv_ast_t;
 
 /* Constructors. All memory comes from the arena; each returns NULL when the
@@ -50,5 +54,7 @@ sv_ast_t *sv_ast_cat(sv_arena_t *a, sv_ast_t *const *kids, uint32_t n);
 sv_ast_t *sv_ast_alt(sv_arena_t *a, sv_ast_t *const *kids, uint32_t n);
 sv_ast_t *sv_ast_repeat(sv_arena_t *a, sv_ast_t *kid, uint32_t min, uint32_t max);
 sv_ast_t *sv_ast_assert(sv_arena_t *a, sv_ast_kind bol_or_eol);
+/* Embeds a compiled DFA (borrowed: it must outlive every use of the AST). */
+sv_ast_t *sv_ast_dfa(sv_arena_t *a, const struct sv_dfa *dfa);
 
 #endif

@@ -66,6 +66,17 @@ uint32_t sv_dfa_distance(const sv_dfa_t *d, int32_t s);
 sv_status sv_dfa_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uint8_t *buf, size_t cap,
                         size_t *len);
 
+/* Boolean operations by product construction; the result is canonical.
+ * SV_ERR_EMPTY when the result matches no string. lim may be NULL. */
+typedef enum {
+    SV_DFA_AND,   /* L(a) ∩ L(b) */
+    SV_DFA_OR,    /* L(a) ∪ L(b) */
+    SV_DFA_DIFF,  /* L(a) \ L(b): complement of b within the universe a */
+    SV_DFA_XOR,   /* in exactly one of them */
+} sv_dfa_op;
+sv_status sv_dfa_product(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, const sv_fsm_limits_t *lim,
+                         sv_dfa_t **out, sv_error_t *err);
+
 /* Structural equality (same language, since both are minimal and BFS-numbered). */
 bool sv_dfa_equal(const sv_dfa_t *a, const sv_dfa_t *b);
 

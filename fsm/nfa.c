@@ -216,6 +216,47 @@ static sv_status build_class(builder_t *b, const sv_ast_t *a, frag_t *f) {
     return SV_OK;
 }
 
+/* A compiled DFA as an NFA fragment: one entry per DFA state (a SPLIT chain
+ * over its byte intervals, plus an epsilon to the exit when it accepts). */
+static sv_status build_dfa(builder_t *b, const sv_dfa_t *d, frag_t *f) {
+    sv_status st;
+    int32_t exit, base;
+    if ((st = add_state(b, NFA_EPS, 0, 0, &exit))) return st;
+    /* Entry placeholders first, so transitions can point at them. */
+    base = (int32_t)b->nfa->n;
+    for (uint32_t s = 0; s < d->nstates; s++) {
+        int32_t id;
+        if ((st = add_state(b, NFA_EPS, 0, 0, &id))) return st;
+    }
+    for (uint32_t s = 0; s < d->nstates; s++) {
+        int32_t acc = d->accept[s] ? exit : -1;
+        for (int x = 255; x >= 0;) {
+            /* A maximal byte interval [lo, x] with one target. */
+            int32_t t = d->trans[(size_t)s * d->nclasses + d->classes[x]];
+            int lo = x;
+            while (lo > 0 && d->trans[(size_t)s * d->nclasses + d->classes[lo - 1]] == t) lo--;
+            if (t >= 0) {
+                int32_t bs;
+                if ((st = add_state(b, NFA_BYTE, (uint8_t)lo, (uint8_t)x, &bs))) return st;
+                b->nfa->s[bs].out = base + t;
+                if (acc < 0) {
+                    acc = bs;
+                } else {
+                    int32_t sp;
+                    if ((st = add_state(b, NFA_SPLIT, 0, 0, &sp))) return st;
+                    b->nfa->s[sp].out = bs;
+                    b->nfa->s[sp].out1 = acc;
+                    acc = sp;
+                }
+            }
+            x = lo - 1;
+        }
+        b->nfa->s[base + (int32_t)s].out = acc;
+    }
+    *f = (frag_t){base, exit};
+    return SV_OK;
+}
+
 /* x? around an already-built fragment. */
 static sv_status make_optional(builder_t *b, frag_t x, frag_t *f) {
     int32_t sp, e;
@@ -306,6 +347,8 @@ static sv_status build(builder_t *b, const sv_ast_t *a, frag_t *f) {
         return SV_OK;
     case SV_AST_CLASS:
         return build_class(b, a, f);
+    case SV_AST_DFA:
+        return build_dfa(b, a->dfa, f);
     case SV_AST_CAT: {
         frag_t x;
         if ((st = build(b, a->kids[0], f))) return st;

@@ -1,0 +1,142 @@
+/* dfa_ops.c — boolean algebra on DFAs by product construction.
+ *
+ * Regular languages are closed under intersection and complement, and on
+ * DFAs both are cheap: run the two machines in lockstep over the common
+ * refinement of their byte classes, and decide acceptance of a pair of states
+ * by the operator. A missing transition is the implicit dead state (-1), so
+ * union and difference keep walking one side after the other has died. The
+ * result goes through the same minimizer as everything else, so it is
+ * canonical and trimmed. This is what makes JSON Schema's allOf, not, oneOf
+ * and if/then/else exact rather than approximated. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/util/clock.h"
+#include "dfa_internal.h"
+
+typedef struct { int32_t a, b; } pair_t;
+
+static bool pair_accepts(const sv_dfa_t *A, const sv_dfa_t *B, pair_t p, sv_dfa_op op) {
+    bool x = p.a >= 0 && A->accept[p.a], y = p.b >= 0 && B->accept[p.b];
+    switch (op) {
+    case SV_DFA_AND: return x && y;
+    case SV_DFA_OR: return x || y;
+    case SV_DFA_DIFF: return x && !y;
+    case SV_DFA_XOR: return x != y;
+    }
+    return false;
+}
+
+/* Whether a pair can still lead to acceptance under op (prunes dead pairs). */
+static bool pair_alive(pair_t p, sv_dfa_op op) {
+    switch (op) {
+    case SV_DFA_AND: return p.a >= 0 && p.b >= 0;
+    case SV_DFA_DIFF: return p.a >= 0;
+    default: return p.a >= 0 || p.b >= 0;
+    }
+}
+
+static uint32_t hash_pair(pair_t p) {
+    uint64_t h = ((uint64_t)(uint32_t)p.a << 32 | (uint32_t)p.b) * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(h >> 32);
+}
+
+sv_status sv_dfa_product(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, const sv_fsm_limits_t *lim,
+                         sv_dfa_t **out, sv_error_t *err) {
+    sv_fsm_limits_t def;
+    if (!lim) sv_fsm_limits_default(&def), lim = &def;
+    uint64_t deadline = lim->max_time_us ? sv_now_ns() + lim->max_time_us * 1000 : 0;
+    sv_rawdfa_t raw = {0};
+    /* Common refinement of the byte classes. */
+    int16_t pairc[256][256];
+    memset(pairc, -1, sizeof pairc);
+    uint8_t rep_a[256], rep_b[256];
+    uint32_t k = 0;
+    for (int x = 0; x < 256; x++) {
+        uint8_t ca = A->classes[x], cb = B->classes[x];
+        if (pairc[ca][cb] < 0) {
+            pairc[ca][cb] = (int16_t)k;
+            rep_a[k] = ca, rep_b[k] = cb;
+            k++;
+        }
+        raw.classes[x] = (uint8_t)pairc[ca][cb];
+    }
+    raw.nclasses = k;
+    uint32_t cap = 256, n = 0, tcap = 1024;
+    pair_t *states = malloc(cap * sizeof *states);
+    uint32_t *table = calloc(tcap, sizeof *table);
+    raw.trans = malloc((size_t)cap * k * sizeof *raw.trans);
+    raw.accept = malloc(cap);
+    sv_status st = SV_OK;
+    if (!states || !table || !raw.trans || !raw.accept) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product"); goto done; }
+    pair_t start = {0, 0};
+    if (!pair_alive(start, op)) { st = sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string"); goto done; }
+    states[n] = start;
+    raw.accept[n] = pair_accepts(A, B, start, op);
+    table[hash_pair(start) & (tcap - 1)] = ++n;
+    for (uint32_t cur = 0; cur < n; cur++) {
+        pair_t p = states[cur];
+        for (uint32_t c = 0; c < k; c++) {
+            pair_t q = {p.a >= 0 ? A->trans[(size_t)p.a * A->nclasses + rep_a[c]] : -1,
+                        p.b >= 0 ? B->trans[(size_t)p.b * B->nclasses + rep_b[c]] : -1};
+            int32_t id = -1;
+            if (pair_alive(q, op)) {
+                uint32_t h = hash_pair(q) & (tcap - 1);
+                while (table[h] && (states[table[h] - 1].a != q.a || states[table[h] - 1].b != q.b)) h = (h + 1) & (tcap - 1);
+                if (table[h]) {
+                    id = (int32_t)table[h] - 1;
+                } else {
+                    if (n >= lim->max_dfa_states) {
+                        st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints needs more than %u DFA states (the max_dfa_states budget)", lim->max_dfa_states);
+                        goto done;
+                    }
+                    if (deadline && (n & 255) == 0 && sv_now_ns() > deadline) {
+                        st = sv_error_set(err, SV_ERR_TIMEOUT, -1, "combining constraints exceeded the time budget of %llu ms", (unsigned long long)(lim->max_time_us / 1000));
+                        goto done;
+                    }
+                    if (n == cap) {
+                        cap *= 2;
+                        if ((size_t)cap * (k * sizeof *raw.trans + sizeof *states + 1) > lim->max_memory) {
+                            st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints exceeds the memory budget of %zu bytes", lim->max_memory);
+                            goto done;
+                        }
+                        pair_t *ns = realloc(states, cap * sizeof *ns);
+                        if (ns) states = ns;
+                        int32_t *nt = realloc(raw.trans, (size_t)cap * k * sizeof *nt);
+                        if (nt) raw.trans = nt;
+                        uint8_t *na = realloc(raw.accept, cap);
+                        if (na) raw.accept = na;
+                        if (!ns || !nt || !na) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product"); goto done; }
+                    }
+                    states[n] = q;
+                    raw.accept[n] = pair_accepts(A, B, q, op);
+                    table[h] = n + 1;
+                    id = (int32_t)n++;
+                    if (2 * n > tcap) {
+                        uint32_t ncap = tcap * 2;
+                        uint32_t *nt = calloc(ncap, sizeof *nt);
+                        if (!nt) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product"); goto done; }
+                        for (uint32_t i = 0; i < n; i++) {
+                            uint32_t hh = hash_pair(states[i]) & (ncap - 1);
+                            while (nt[hh]) hh = (hh + 1) & (ncap - 1);
+                            nt[hh] = i + 1;
+                        }
+                        free(table);
+                        table = nt;
+                        tcap = ncap;
+                    }
+                }
+            }
+            raw.trans[(size_t)cur * k + c] = id;
+        }
+    }
+    raw.nstates = n;
+    raw.start = 0;
+    st = sv_dfa_minimize(&raw, out, err);
+    if (st == SV_ERR_EMPTY) sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string");
+done:
+    free(states);
+    free(table);
+    sv_rawdfa_free(&raw);
+    return st;
+}

@@ -1,0 +1,117 @@
+/* test_dfa_ops.c — product construction (and, or, difference, xor) and the
+ * embedding of compiled DFAs into ASTs, checked exhaustively on every string
+ * up to length 6 over a small alphabet, and by algebraic identities (the
+ * union equals the DFA of the regex alternation, field by field). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsm/dfa_internal.h"
+#include "fsm/regex.h"
+#include "test.h"
+
+static sv_dfa_t *rx(const char *p) {
+    sv_dfa_t *d = NULL;
+    sv_error_t e;
+    sv_status st = sv_regex_compile(p, strlen(p), NULL, &d, &e);
+    CHECK(st == SV_OK, "/%s/: %s", p, e.message);
+    return d;
+}
+
+static const char alphabet[] = {'a', 'b', 'c', '0', '-'};
+#define NALPHA 5
+#define MAXLEN 6
+
+/* Calls fn on every string over the alphabet up to MAXLEN. */
+static long for_all_strings(bool (*fn)(void *, const uint8_t *, size_t), void *ctx) {
+    uint8_t buf[MAXLEN];
+    long bad = 0, n = 0;
+    for (int len = 0; len <= MAXLEN; len++) {
+        long total = 1;
+        for (int i = 0; i < len; i++) total *= NALPHA;
+        for (long code = 0; code < total; code++, n++) {
+            long c = code;
+            for (int i = 0; i < len; i++) buf[i] = (uint8_t)alphabet[c % NALPHA], c /= NALPHA;
+            if (!fn(ctx, buf, (size_t)len)) bad++;
+        }
+    }
+    return bad ? -bad : n;
+}
+
+typedef struct { const sv_dfa_t *a, *b, *r; sv_dfa_op op; } prod_ctx_t;
+
+static bool check_product(void *v, const uint8_t *s, size_t n) {
+    prod_ctx_t *c = v;
+    bool x = sv_dfa_matches(c->a, s, n), y = sv_dfa_matches(c->b, s, n);
+    bool want = c->op == SV_DFA_AND ? x && y : c->op == SV_DFA_OR ? x || y : c->op == SV_DFA_DIFF ? x && !y : x != y;
+    bool got = c->r ? sv_dfa_matches(c->r, s, n) : false;
+    return got == want;
+}
+
+int main(void) {
+    printf("test_dfa_ops: product construction and DFA embedding\n");
+    static const char *pats[] = {
+        "[abc]*", "a*b*", "(ab|ba)*", "[a-c]{2,4}", "0|-?[1-9][0-9]*|-?[0-9]{3}", "a[^b]*b?", ".*a.*", "(a|b|c|0)*-(a|b)?",
+        "c?", "(aa)*", "(aaa)*", "[^a]*",
+    };
+    const int np = (int)(sizeof pats / sizeof pats[0]);
+    sv_dfa_t *d[16];
+    for (int i = 0; i < np; i++) d[i] = rx(pats[i]);
+    static const char *opn[] = {"and", "or", "diff", "xor"};
+    int products = 0, empties = 0;
+    long strings = 0;
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < np; j++)
+            for (int op = 0; op < 4; op++) {
+                sv_dfa_t *r = NULL;
+                sv_error_t e;
+                sv_status st = sv_dfa_product(d[i], d[j], (sv_dfa_op)op, NULL, &r, &e);
+                CHECK(st == SV_OK || st == SV_ERR_EMPTY, "/%s/ %s /%s/: %s", pats[i], opn[op], pats[j], e.message);
+                empties += st == SV_ERR_EMPTY;
+                prod_ctx_t c = {d[i], d[j], r, (sv_dfa_op)op};
+                long n = for_all_strings(check_product, &c);
+                CHECK(n > 0, "/%s/ %s /%s/: %ld strings disagree", pats[i], opn[op], pats[j], -n);
+                strings += n > 0 ? n : 0;
+                products++;
+                sv_dfa_destroy(r);
+            }
+    printf("  %d products (%d empty) agree with the operands on all %d-letter strings up to length %d (%ld checks)\n",
+           products, empties, NALPHA, MAXLEN, strings);
+
+    /* Identities: a ∪ b is the DFA of (a)|(b); a \ a is empty; (aa)* ∩ (aaa)* = (a{6})*. */
+    sv_dfa_t *u = NULL, *alt = rx("(a*b*)|((ab|ba)*)"), *ab = NULL, *six = rx("(a{6})*");
+    sv_error_t e;
+    CHECK(sv_dfa_product(d[1], d[2], SV_DFA_OR, NULL, &u, &e) == SV_OK && sv_dfa_equal(u, alt), "union is canonical");
+    CHECK(sv_dfa_product(d[0], d[0], SV_DFA_DIFF, NULL, &ab, &e) == SV_ERR_EMPTY, "a minus a is empty");
+    sv_dfa_destroy(ab);
+    ab = NULL;
+    CHECK(sv_dfa_product(d[9], d[10], SV_DFA_AND, NULL, &ab, &e) == SV_OK && sv_dfa_equal(ab, six), "(aa)* and (aaa)*");
+    sv_dfa_destroy(u);
+    sv_dfa_destroy(alt);
+    sv_dfa_destroy(ab);
+    sv_dfa_destroy(six);
+
+    /* Budget: the product of two 2^10-state machines over disjoint tails. */
+    sv_fsm_limits_t lim;
+    sv_fsm_limits_default(&lim);
+    lim.max_dfa_states = 1000;
+    sv_dfa_t *x = rx("(a|b)*a(a|b){9}"), *y = rx("(a|b)*b(a|b){8}"), *r = NULL;
+    CHECK(sv_dfa_product(x, y, SV_DFA_AND, &lim, &r, &e) == SV_ERR_BUDGET, "product budget");
+    sv_dfa_destroy(x);
+    sv_dfa_destroy(y);
+    sv_dfa_destroy(r);
+
+    /* Embedding: "<" a-DFA ">" (b-DFA)* as an AST equals the regex spelled out. */
+    sv_arena_t *ar = sv_arena_create(0);
+    sv_ast_t *kids[3] = {sv_ast_codepoint(ar, '<'), sv_ast_dfa(ar, d[2]), sv_ast_codepoint(ar, '>')};
+    sv_ast_t *cat = sv_ast_cat(ar, kids, 3);
+    sv_ast_t *both[2] = {cat, sv_ast_repeat(ar, sv_ast_dfa(ar, d[3]), 0, SV_AST_INF)};
+    sv_dfa_t *emb = NULL, *want = rx("<(ab|ba)*>([a-c]{2,4})*");
+    CHECK(sv_dfa_from_ast(sv_ast_cat(ar, both, 2), NULL, &emb, &e) == SV_OK && sv_dfa_equal(emb, want),
+          "embedded DFAs compose like their regexes");
+    sv_dfa_destroy(emb);
+    sv_dfa_destroy(want);
+    sv_arena_destroy(ar);
+    printf("  identities, budget, and DFA embedding checked\n");
+    for (int i = 0; i < np; i++) sv_dfa_destroy(d[i]);
+    return test_summary("test_dfa_ops: and/or/diff/xor exhaustively, identities, embedding");
+}
