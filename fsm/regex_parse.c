@@ -2,9 +2,9 @@
  *
  * Grammar (whitespace is significant, everything is bytes of UTF-8):
  *   alt    := concat ('|' concat)*
- *   concat := (atom quant*)*
+ *   concat := (atom quant?)*
  *   atom   := '(' group ')' | '[' class ']' | '.' | '^' | '$' | '\' escape | char
- *   quant  := ('*' | '+' | '?' | '{' m (',' n?)? '}') '?'?
+ *   quant  := ('*' | '+' | '?' | '{' m (',' n?)? '}') '?'?   (at most one per atom)
  * Nesting is bounded (SV_REGEX_MAX_DEPTH) so a hostile pattern cannot
  * exhaust the stack; repetition counts are bounded by SV_REGEX_MAX_COUNT. */
 #include "regex.h"
@@ -463,7 +463,7 @@ static sv_status parse_concat(parser_t *ps, sv_ast_t **out) {
         sv_ast_t *atom;
         bool repeatable;
         if ((st = parse_atom(ps, &atom, &repeatable))) break;
-        while (!st && is_quant_start(ps)) {
+        if (!st && is_quant_start(ps)) {
             size_t qpos = ps->pos;
             if (!repeatable) {
                 st = sv_error_set(ps->err, SV_ERR_SYNTAX, (long)qpos, "quantifier at offset %zu follows an assertion, which cannot be repeated", qpos);
@@ -484,7 +484,7 @@ static sv_status parse_concat(parser_t *ps, sv_ast_t **out) {
                 st = sv_error_set(ps->err, SV_ERR_UNSUPPORTED, (long)ps->pos, "possessive quantifier at offset %zu is not supported", ps->pos);
                 break;
             }
-            if (is_quant_start(ps) && peek(ps) != '{') {
+            if (is_quant_start(ps)) { /* a{2}{3}, a** : refused by ECMA-262 and PCRE alike */
                 st = sv_error_set(ps->err, SV_ERR_SYNTAX, (long)ps->pos, "quantifier '%c' at offset %zu has nothing to repeat", peek(ps), ps->pos);
                 break;
             }

@@ -10,8 +10,15 @@ typedef struct chunk {
     _Alignas(16) unsigned char data[];
 } chunk_t;
 
+typedef struct cleanup {
+    struct cleanup *next;
+    sv_arena_cleanup_fn fn;
+    void *ptr;
+} cleanup_t;
+
 struct sv_arena {
     chunk_t *head;
+    cleanup_t *cleanups;
     size_t chunk_bytes;
     size_t total;
 };
@@ -25,6 +32,7 @@ sv_arena_t *sv_arena_create(size_t chunk_bytes) {
 
 void sv_arena_destroy(sv_arena_t *a) {
     if (!a) return;
+    for (cleanup_t *c = a->cleanups; c; c = c->next) c->fn(c->ptr);
     for (chunk_t *c = a->head, *n; c; c = n) {
         n = c->next;
         free(c);
@@ -54,3 +62,16 @@ void *sv_arena_alloc(sv_arena_t *a, size_t bytes) {
 }
 
 size_t sv_arena_bytes(const sv_arena_t *a) { return a->total; }
+
+bool sv_arena_defer(sv_arena_t *a, sv_arena_cleanup_fn fn, void *ptr) {
+    cleanup_t *c = sv_arena_alloc(a, sizeof *c);
+    if (!c) {
+        fn(ptr);
+        return false;
+    }
+    c->fn = fn;
+    c->ptr = ptr;
+    c->next = a->cleanups;
+    a->cleanups = c;
+    return true;
+}

@@ -5,6 +5,7 @@
 #ifndef SV_UTIL_ARENA_H
 #define SV_UTIL_ARENA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct sv_arena sv_arena_t;
@@ -15,6 +16,13 @@ void sv_arena_destroy(sv_arena_t *a);
 
 /* Zero-filled memory owned by the arena; NULL when out of memory. */
 void *sv_arena_alloc(sv_arena_t *a, size_t bytes);
+
+/* Registers fn(ptr) to run when the arena is destroyed (last registered
+ * runs first), so objects that are not arena memory (a DFA embedded in an
+ * AST, say) die with it. Returns false when out of memory; then fn(ptr) has
+ * already been called. */
+typedef void (*sv_arena_cleanup_fn)(void *ptr);
+bool sv_arena_defer(sv_arena_t *a, sv_arena_cleanup_fn fn, void *ptr);
 
 /* Bytes obtained from the system so far. */
 size_t sv_arena_bytes(const sv_arena_t *a);

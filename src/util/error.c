@@ -11,6 +11,8 @@ sv_status sv_error_set(sv_error_t *err, sv_status code, long offset, const char 
         va_end(ap);
         err->code = code;
         err->offset = offset;
+        err->keyword[0] = '\0';
+        err->pointer[0] = '\0';
     }
     return code;
 }
@@ -20,6 +22,8 @@ void sv_error_clear(sv_error_t *err) {
     err->code = SV_OK;
     err->offset = -1;
     err->message[0] = '\0';
+    err->keyword[0] = '\0';
+    err->pointer[0] = '\0';
 }
 
 const char *sv_status_name(sv_status code) {

@@ -26,6 +26,8 @@ typedef struct sv_error {
     sv_status code;
     long offset;        /* byte offset into the input, or -1 when not applicable */
     char message[512];
+    char keyword[64];   /* schema keyword at fault ("" when not applicable) */
+    char pointer[256];  /* JSON pointer of the schema location ("" when not applicable) */
 } sv_error_t;
 
 /* Fills err (if non-NULL) and returns code, so callers can write

@@ -25,6 +25,8 @@ static void test_errors(void) {
         {"[z-a]", SV_ERR_SYNTAX, 1, "out of order"},
         {"[abc", SV_ERR_SYNTAX, 0, "unterminated"},
         {"a**", SV_ERR_SYNTAX, 2, "nothing to repeat"},
+        {"a{2}{3}", SV_ERR_SYNTAX, 4, "nothing to repeat"},
+        {"a?{2}", SV_ERR_SYNTAX, 2, "nothing to repeat"},
         {"*a", SV_ERR_SYNTAX, 0, "nothing to repeat"},
         {"a|?", SV_ERR_SYNTAX, 2, "nothing to repeat"},
         {"a{3,2}", SV_ERR_SYNTAX, 1, "out of order"},
