@@ -1,0 +1,55 @@
+/* json_num.h — numeric languages: the spellings of JSON numbers whose values
+ * satisfy integer / bound / multipleOf constraints, as exact digit automata.
+ *
+ * Spellings (no exponents anywhere: their value sets are not regular under
+ * bounds, so generation never uses them):
+ *   number:  -?(0|[1-9][0-9]*)(\.[0-9]+)?     every spelling of each value
+ *                                            (trailing zeros, -0, -0.0 included)
+ *   integer: 0|-?[1-9][0-9]*                  one spelling per value (no "-0",
+ *                                            no "1.0": generation never needs them)
+ * Languages are value-based: a number language holds every spelling above of
+ * each accepted value, so products and differences with other languages that
+ * follow the same rule are exact.
+ *
+ * Decimal strings given to these functions are plain decimals: an optional
+ * '-', digits, optionally '.' and digits; no exponent, no '+'. */
+#ifndef SV_FSM_JSON_NUM_H
+#define SV_FSM_JSON_NUM_H
+
+#include <stdbool.h>
+
+#include "../src/util/arena.h"
+#include "../src/util/error.h"
+#include "ast.h"
+#include "dfa.h"
+
+typedef struct sv_num_bound {
+    bool set;
+    bool exclusive;      /* > or < instead of >= or <= */
+    const char *value;   /* plain decimal string */
+} sv_num_bound_t;
+
+typedef struct sv_num_spec {
+    bool integer;              /* JSON Schema type "integer" */
+    sv_num_bound_t min, max;
+    const char *multiple_of;   /* NULL, or a positive plain decimal string */
+} sv_num_spec_t;
+
+/* The language of numbers satisfying spec. Memory comes from the arena (DFAs
+ * built on the way are registered with sv_arena_defer). SV_ERR_EMPTY when no
+ * number satisfies it (min > max, say); SV_ERR_BUDGET when a multipleOf
+ * modulus would need more states than lim allows. */
+sv_status sv_json_number(sv_arena_t *a, const sv_num_spec_t *spec, const sv_fsm_limits_t *lim, sv_ast_t **out,
+                         sv_error_t *err);
+
+/* Every number spelling of one value (for const and enum): "10" gives
+ * 10(\.0+)?, "0" gives -?0(\.0+)?, "2.50" gives 2\.50*. */
+sv_status sv_json_number_value(sv_arena_t *a, const char *decimal, sv_ast_t **out, sv_error_t *err);
+
+/* Writes the plain decimal (no exponent) of a finite double, using the
+ * shortest digit string that round-trips (as Python's repr does), e.g. 0.1 ->
+ * "0.1", 1e21 -> "1000000000000000000000", 5e-7 -> "0.0000005". Returns false
+ * if buf is too small or x is not finite. */
+bool sv_decimal_from_double(double x, char *buf, size_t cap);
+
+#endif
