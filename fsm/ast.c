@@ -72,8 +72,23 @@ sv_ast_t *sv_ast_repeat(sv_arena_t *a, sv_ast_t *kid, uint32_t min, uint32_t max
 
 sv_ast_t *sv_ast_assert(sv_arena_t *a, sv_ast_kind k) { return node(a, k); }
 
-sv_ast_t *sv_ast_dfa(sv_arena_t *a, const struct sv_dfa *dfa) {
+sv_ast_t *sv_ast_dfa(sv_arena_t *a, const struct sv_dfa *dfa, bool json_escape) {
     sv_ast_t *n = node(a, SV_AST_DFA);
-    if (n) n->dfa = dfa;
+    if (n) n->dfa = dfa, n->json_escape = json_escape;
+    return n;
+}
+
+sv_ast_t *sv_ast_graph(sv_arena_t *a, uint32_t nnodes, const sv_ast_edge_t *edges, uint32_t nedges,
+                       const uint8_t *final) {
+    sv_ast_t *n = node(a, SV_AST_GRAPH);
+    if (!n) return NULL;
+    n->edges = sv_arena_alloc(a, (nedges ? nedges : 1) * sizeof *edges);
+    uint8_t *f = sv_arena_alloc(a, nnodes ? nnodes : 1);
+    if (!n->edges || !f) return NULL;
+    if (nedges) memcpy(n->edges, edges, nedges * sizeof *edges);
+    memcpy(f, final, nnodes);
+    n->final = f;
+    n->nnodes = nnodes;
+    n->nedges = nedges;
     return n;
 }

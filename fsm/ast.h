@@ -9,6 +9,7 @@
 #ifndef SV_FSM_AST_H
 #define SV_FSM_AST_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../src/util/arena.h"
@@ -27,7 +28,14 @@ typedef enum {
     SV_AST_BOL,    /* zero-width: the start of the string */
     SV_AST_EOL,    /* zero-width: the end of the string */
     SV_AST_DFA,    /* the language of a compiled DFA (borrowed; must outlive the AST) */
+    SV_AST_GRAPH,  /* an explicit automaton whose edges are labeled by sub-languages */
 } sv_ast_kind;
+
+/* One edge of a GRAPH node; label NULL is an epsilon edge. */
+typedef struct sv_ast_edge {
+    uint32_t from, to;
+    struct sv_ast *label;
+} sv_ast_edge_t;
 
 struct sv_dfa;
 
@@ -40,6 +48,11 @@ typedef struct sv_ast {
     uint32_t nranges;
     uint8_t lo, hi;              /* BYTES */
     const struct sv_dfa *dfa;    /* DFA */
+    bool json_escape;            /* DFA: spell the DFA's bytes as JSON string content:
+                                    '"' '\\' and controls become their json.dumps escapes */
+    uint32_t nnodes, nedges;     /* GRAPH: nodes 0..nnodes-1, start node 0 */
+    sv_ast_edge_t *edges;        /* GRAPH */
+    const uint8_t *final;        /* GRAPH: (nnodes) 1 = accepting node */
 } sv_ast_t;
 
 /* Constructors. All memory comes from the arena; each returns NULL when the
@@ -54,7 +67,17 @@ sv_ast_t *sv_ast_cat(sv_arena_t *a, sv_ast_t *const *kids, uint32_t n);
 sv_ast_t *sv_ast_alt(sv_arena_t *a, sv_ast_t *const *kids, uint32_t n);
 sv_ast_t *sv_ast_repeat(sv_arena_t *a, sv_ast_t *kid, uint32_t min, uint32_t max);
 sv_ast_t *sv_ast_assert(sv_arena_t *a, sv_ast_kind bol_or_eol);
-/* Embeds a compiled DFA (borrowed: it must outlive every use of the AST). */
-sv_ast_t *sv_ast_dfa(sv_arena_t *a, const struct sv_dfa *dfa);
+/* Embeds a compiled DFA (borrowed: it must outlive every use of the AST).
+ * With json_escape, the bytes of the DFA's strings are spelled as the content
+ * of a JSON string the way Python's json.dumps(ensure_ascii=False) writes it:
+ * '"' and '\\' and the controls below 0x20 become escapes (\" \\ \b \f \n \r
+ * \t, else \u00xx in lower-case hex); every other byte stands for itself. */
+sv_ast_t *sv_ast_dfa(sv_arena_t *a, const struct sv_dfa *dfa, bool json_escape);
+
+/* A graph of nnodes nodes (start 0) with the given edges and accepting
+ * nodes; edges and final are copied into the arena. Each edge's label is
+ * built once per edge. */
+sv_ast_t *sv_ast_graph(sv_arena_t *a, uint32_t nnodes, const sv_ast_edge_t *edges, uint32_t nedges,
+                       const uint8_t *final);
 
 #endif

@@ -7,6 +7,7 @@
  * (x(x(x)?)?)?, which keeps the subset construction's sets small. Every state
  * allocation is checked against the NFA budget, so `(a{1000}){1000}` stops
  * with a clear error instead of eating memory. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,9 +217,66 @@ static sv_status build_class(builder_t *b, const sv_ast_t *a, frag_t *f) {
     return SV_OK;
 }
 
+/* The JSON escape of byte x as json.dumps(ensure_ascii=False) writes it, or
+ * NULL when x stands for itself. */
+static const char *json_escape_of(uint8_t x, char buf[8]) {
+    switch (x) {
+    case '"': return "\\\"";
+    case '\\': return "\\\\";
+    case '\b': return "\\b";
+    case '\f': return "\\f";
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    default:
+        if (x >= 0x20) return NULL;
+        snprintf(buf, 8, "\\u%04x", x);
+        return buf;
+    }
+}
+
+/* Adds a byte edge (or, for an escaped byte, a chain) from nowhere to
+ * target; returns the entry state in *entry. */
+static sv_status byte_edge(builder_t *b, uint8_t lo, uint8_t hi, int32_t target, int32_t *entry) {
+    int32_t s;
+    sv_status st = add_state(b, NFA_BYTE, lo, hi, &s);
+    if (st) return st;
+    b->nfa->s[s].out = target;
+    *entry = s;
+    return SV_OK;
+}
+
+static sv_status escape_edge(builder_t *b, const char *esc, int32_t target, int32_t *entry) {
+    int32_t prev = -1;
+    sv_status st;
+    for (const char *c = esc; *c; c++) {
+        int32_t s;
+        if ((st = add_state(b, NFA_BYTE, (uint8_t)*c, (uint8_t)*c, &s))) return st;
+        if (prev < 0) *entry = s;
+        else b->nfa->s[prev].out = s;
+        prev = s;
+    }
+    b->nfa->s[prev].out = target;
+    return SV_OK;
+}
+
+/* Links a new alternative into the SPLIT chain *acc. */
+static sv_status chain_alt(builder_t *b, int32_t alt, int32_t *acc) {
+    if (*acc < 0) { *acc = alt; return SV_OK; }
+    int32_t sp;
+    sv_status st = add_state(b, NFA_SPLIT, 0, 0, &sp);
+    if (st) return st;
+    b->nfa->s[sp].out = alt;
+    b->nfa->s[sp].out1 = *acc;
+    *acc = sp;
+    return SV_OK;
+}
+
+static bool needs_escape(uint8_t x) { return x < 0x20 || x == '"' || x == '\\'; }
+
 /* A compiled DFA as an NFA fragment: one entry per DFA state (a SPLIT chain
  * over its byte intervals, plus an epsilon to the exit when it accepts). */
-static sv_status build_dfa(builder_t *b, const sv_dfa_t *d, frag_t *f) {
+static sv_status build_dfa(builder_t *b, const sv_dfa_t *d, bool esc, frag_t *f) {
     sv_status st;
     int32_t exit, base;
     if ((st = add_state(b, NFA_EPS, 0, 0, &exit))) return st;
@@ -231,28 +289,63 @@ static sv_status build_dfa(builder_t *b, const sv_dfa_t *d, frag_t *f) {
     for (uint32_t s = 0; s < d->nstates; s++) {
         int32_t acc = d->accept[s] ? exit : -1;
         for (int x = 255; x >= 0;) {
-            /* A maximal byte interval [lo, x] with one target. */
+            /* A maximal byte interval [lo, x] with one target (escaped bytes
+             * are intervals of their own). */
             int32_t t = d->trans[(size_t)s * d->nclasses + d->classes[x]];
             int lo = x;
-            while (lo > 0 && d->trans[(size_t)s * d->nclasses + d->classes[lo - 1]] == t) lo--;
+            if (!(esc && needs_escape((uint8_t)x)))
+                while (lo > 0 && d->trans[(size_t)s * d->nclasses + d->classes[lo - 1]] == t &&
+                       !(esc && needs_escape((uint8_t)(lo - 1))))
+                    lo--;
             if (t >= 0) {
-                int32_t bs;
-                if ((st = add_state(b, NFA_BYTE, (uint8_t)lo, (uint8_t)x, &bs))) return st;
-                b->nfa->s[bs].out = base + t;
-                if (acc < 0) {
-                    acc = bs;
-                } else {
-                    int32_t sp;
-                    if ((st = add_state(b, NFA_SPLIT, 0, 0, &sp))) return st;
-                    b->nfa->s[sp].out = bs;
-                    b->nfa->s[sp].out1 = acc;
-                    acc = sp;
-                }
+                int32_t e = -1;
+                char buf[8];
+                const char *seq = esc ? json_escape_of((uint8_t)x, buf) : NULL;
+                if (seq) st = escape_edge(b, seq, base + t, &e);
+                else st = byte_edge(b, (uint8_t)lo, (uint8_t)x, base + t, &e);
+                if (st || (st = chain_alt(b, e, &acc))) return st;
             }
             x = lo - 1;
         }
         b->nfa->s[base + (int32_t)s].out = acc;
     }
+    *f = (frag_t){base, exit};
+    return SV_OK;
+}
+
+/* A GRAPH node: one EPS state per graph node; each edge builds its label
+ * fragment from the source node's state to the target's; accepting nodes
+ * reach the exit. A node's outgoing edges hang off a SPLIT chain. */
+static sv_status build_graph(builder_t *b, const sv_ast_t *g, frag_t *f) {
+    sv_status st;
+    int32_t exit, base;
+    if ((st = add_state(b, NFA_EPS, 0, 0, &exit))) return st;
+    base = (int32_t)b->nfa->n;
+    for (uint32_t i = 0; i < g->nnodes; i++) {
+        int32_t id;
+        if ((st = add_state(b, NFA_EPS, 0, 0, &id))) return st;
+    }
+    /* Per node, the chain of alternatives built so far. */
+    int32_t *acc = malloc((g->nnodes ? g->nnodes : 1) * sizeof *acc);
+    if (!acc) return sv_error_set(b->err, SV_ERR_NOMEM, -1, "out of memory building the NFA");
+    for (uint32_t i = 0; i < g->nnodes; i++) acc[i] = g->final[i] ? exit : -1;
+    for (uint32_t k = 0; k < g->nedges && !st; k++) {
+        const sv_ast_edge_t *e = &g->edges[k];
+        int32_t entry;
+        if (e->label) {
+            frag_t x;
+            if ((st = build(b, e->label, &x))) break;
+            patch(b, x.end, base + (int32_t)e->to);
+            entry = x.start;
+        } else {
+            if ((st = add_state(b, NFA_EPS, 0, 0, &entry))) break;
+            patch(b, entry, base + (int32_t)e->to);
+        }
+        st = chain_alt(b, entry, &acc[e->from]);
+    }
+    for (uint32_t i = 0; i < g->nnodes && !st; i++) b->nfa->s[base + (int32_t)i].out = acc[i];
+    free(acc);
+    if (st) return st;
     *f = (frag_t){base, exit};
     return SV_OK;
 }
@@ -348,7 +441,10 @@ static sv_status build(builder_t *b, const sv_ast_t *a, frag_t *f) {
     case SV_AST_CLASS:
         return build_class(b, a, f);
     case SV_AST_DFA:
-        return build_dfa(b, a->dfa, f);
+        return build_dfa(b, a->dfa, a->json_escape, f);
+    case SV_AST_GRAPH:
+        if (a->nnodes == 0) return build(b, &(sv_ast_t){.kind = SV_AST_NONE}, f);
+        return build_graph(b, a, f);
     case SV_AST_CAT: {
         frag_t x;
         if ((st = build(b, a->kids[0], f))) return st;

@@ -102,14 +102,38 @@ int main(void) {
 
     /* Embedding: "<" a-DFA ">" (b-DFA)* as an AST equals the regex spelled out. */
     sv_arena_t *ar = sv_arena_create(0);
-    sv_ast_t *kids[3] = {sv_ast_codepoint(ar, '<'), sv_ast_dfa(ar, d[2]), sv_ast_codepoint(ar, '>')};
+    sv_ast_t *kids[3] = {sv_ast_codepoint(ar, '<'), sv_ast_dfa(ar, d[2], false), sv_ast_codepoint(ar, '>')};
     sv_ast_t *cat = sv_ast_cat(ar, kids, 3);
-    sv_ast_t *both[2] = {cat, sv_ast_repeat(ar, sv_ast_dfa(ar, d[3]), 0, SV_AST_INF)};
+    sv_ast_t *both[2] = {cat, sv_ast_repeat(ar, sv_ast_dfa(ar, d[3], false), 0, SV_AST_INF)};
     sv_dfa_t *emb = NULL, *want = rx("<(ab|ba)*>([a-c]{2,4})*");
     CHECK(sv_dfa_from_ast(sv_ast_cat(ar, both, 2), NULL, &emb, &e) == SV_OK && sv_dfa_equal(emb, want),
           "embedded DFAs compose like their regexes");
     sv_dfa_destroy(emb);
     sv_dfa_destroy(want);
+
+    /* JSON escaping: the content x"y\z<LF><0x01>é spelled as json.dumps does. */
+    sv_dfa_t *raw = rx("x\"y\\\\z\\n\\x01é|[\\x00-\\x1f]"), *esc = NULL;
+    sv_ast_t *q[3] = {sv_ast_codepoint(ar, '"'), sv_ast_dfa(ar, raw, true), sv_ast_codepoint(ar, '"')};
+    CHECK(sv_dfa_from_ast(sv_ast_cat(ar, q, 3), NULL, &esc, &e) == SV_OK, "escaped embedding compiles");
+    static const struct { const char *s; bool m; } js[] = {
+        {"\"x\\\"y\\\\z\\n\\u0001\xc3\xa9\"", true}, {"\"x\"y\\z\n\x01\xc3\xa9\"", false},
+        {"\"\\b\"", true}, {"\"\\t\"", true}, {"\"\\u001f\"", true}, {"\"\\u001F\"", false},
+        {"\"\\u0008\"", false}, {"\"\\u0000\"", true}, {"\"\\/\"", false},
+    };
+    for (size_t i = 0; esc && i < sizeof js / sizeof js[0]; i++)
+        CHECK(sv_dfa_matches(esc, (const uint8_t *)js[i].s, strlen(js[i].s)) == js[i].m, "escaped: %s", js[i].s);
+    sv_dfa_destroy(esc);
+    sv_dfa_destroy(raw);
+
+    /* A graph: 0 -a-> 1 -b-> 2 (final), 1 -eps-> 0, 0 -c-> 2: (a)+b | (a+)?c ... = (a a*)b | a* c. */
+    sv_ast_edge_t edges[] = {{0, 1, sv_ast_codepoint(ar, 'a')}, {1, 2, sv_ast_codepoint(ar, 'b')}, {1, 0, NULL},
+                             {0, 2, sv_ast_codepoint(ar, 'c')}};
+    uint8_t fin[3] = {0, 0, 1};
+    sv_dfa_t *g = NULL, *gw = rx("a+b|a*c");
+    CHECK(sv_dfa_from_ast(sv_ast_graph(ar, 3, edges, 4, fin), NULL, &g, &e) == SV_OK && sv_dfa_equal(g, gw),
+          "graph node equals its regex");
+    sv_dfa_destroy(g);
+    sv_dfa_destroy(gw);
     sv_arena_destroy(ar);
     printf("  identities, budget, and DFA embedding checked\n");
     for (int i = 0; i < np; i++) sv_dfa_destroy(d[i]);
