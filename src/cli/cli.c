@@ -52,6 +52,8 @@ char *sv_cli_read_file(const char *path, size_t *len, sv_error_t *err) {
 int sv_cli_constraint_error(const sv_error_t *err) {
     json_t *e = json_pack("{s:s, s:s}", "message", err->message, "type", sv_status_name(err->code));
     if (e && err->offset >= 0) json_object_set_new(e, "offset", json_integer(err->offset));
+    if (e && err->keyword[0]) json_object_set_new(e, "keyword", json_string(err->keyword));
+    if (e && (err->keyword[0] || err->pointer[0])) json_object_set_new(e, "pointer", json_string(err->pointer));
     json_t *root = json_pack("{s:o}", "error", e);
     char *s = root ? json_dumps(root, JSON_PRESERVE_ORDER) : NULL;
     if (s) printf("%s\n", s);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../fsm/regex.h"
+#include "../../fsm/schema.h"
 #include "../util/clock.h"
 #include "cli.h"
 #include "verbs.h"
@@ -16,18 +17,31 @@
 typedef struct {
     const char *regex;       /* borrowed from argv, or owned file contents */
     size_t regex_len;
+    bool is_schema;          /* regex holds a JSON Schema's text */
     char *owned;
-    sv_fsm_limits_t lim;
+    sv_schema_opts_t sopts;  /* sopts.lim holds the budgets for both kinds */
+    sv_schema_info_t info;
     unsigned long long n, seed, max_len;
 } opts_t;
 
-enum { OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN };
+enum {
+    OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN,
+    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH,
+};
 
 static const char constraint_help[] =
     "Constraint (exactly one):\n"
     "  --regex PATTERN        an ECMA-262 regex (JSON Schema `pattern` dialect),\n"
     "                         matched against the whole string\n"
     "  --regex-file FILE      the pattern is the contents of FILE (- for stdin)\n"
+    "  --schema FILE          a JSON Schema (drafts 4 to 2020-12; - for stdin): the\n"
+    "                         JSON texts of the values it accepts\n"
+    "Schema options:\n"
+    "  --ws MODE              canonical (default: json.dumps spacing), compact, flexible\n"
+    "  --strict-properties    absent additionalProperties means false\n"
+    "  --allow-unknown-formats  treat unknown formats as annotations (default: error)\n"
+    "  --max-ref-depth N      expansions of one recursive $ref (default 5)\n"
+    "  --max-any-depth N      nesting of unconstrained values (default 5)\n"
     "Budgets:\n"
     "  --max-nfa-states N     default 2000000\n"
     "  --max-dfa-states N     default 200000\n"
@@ -67,12 +81,18 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         {"compile-timeout-ms", required_argument, 0, OPT_TIMEOUT},
         {"seed", required_argument, 0, OPT_SEED},
         {"max-len", required_argument, 0, OPT_MAX_LEN},
+        {"schema", required_argument, 0, OPT_SCHEMA},
+        {"ws", required_argument, 0, OPT_WS},
+        {"strict-properties", no_argument, 0, OPT_STRICT},
+        {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
+        {"max-ref-depth", required_argument, 0, OPT_REF_DEPTH},
+        {"max-any-depth", required_argument, 0, OPT_ANY_DEPTH},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *verb = argv[0];
     memset(o, 0, sizeof *o);
-    sv_fsm_limits_default(&o->lim);
+    sv_schema_opts_default(&o->sopts);
     o->n = 10;
     o->max_len = 64;
     opterr = 0;
@@ -90,16 +110,33 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
             o->regex_len = strlen(arg);
             break;
         case OPT_REGEX_FILE:
+        case OPT_SCHEMA:
             if (o->regex || file) return sv_cli_usage_error(verb, "give exactly one constraint");
             file = arg;
+            o->is_schema = c == OPT_SCHEMA;
+            break;
+        case OPT_WS:
+            if (strcmp(arg, "canonical") == 0) o->sopts.ws = SV_WS_CANONICAL;
+            else if (strcmp(arg, "compact") == 0) o->sopts.ws = SV_WS_COMPACT;
+            else if (strcmp(arg, "flexible") == 0) o->sopts.ws = SV_WS_FLEXIBLE;
+            else return sv_cli_usage_error(verb, "invalid value '%s' for --ws (canonical, compact, flexible)", arg);
+            break;
+        case OPT_STRICT: o->sopts.strict_properties = true; break;
+        case OPT_UNKNOWN_FORMATS: o->sopts.unknown_formats_ok = true; break;
+        case OPT_REF_DEPTH:
+        case OPT_ANY_DEPTH:
+            if (sv_cli_parse_u64(arg, 16, &v))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --%s (0 to 16)", arg, c == OPT_REF_DEPTH ? "max-ref-depth" : "max-any-depth");
+            if (c == OPT_REF_DEPTH) o->sopts.max_ref_depth = (uint32_t)v;
+            else o->sopts.max_any_depth = (uint32_t)v;
             break;
         case OPT_MAX_NFA: case OPT_MAX_DFA: case OPT_MAX_MEM: case OPT_TIMEOUT:
             if (sv_cli_parse_u64(arg, c == OPT_MAX_MEM ? (1ull << 40) : 1000000000ull, &v) || (v == 0 && c != OPT_TIMEOUT))
                 return sv_cli_usage_error(verb, "invalid value '%s' for --%s", arg, longopts[c - OPT_REGEX].name);
-            if (c == OPT_MAX_NFA) o->lim.max_nfa_states = (uint32_t)v;
-            else if (c == OPT_MAX_DFA) o->lim.max_dfa_states = (uint32_t)v;
-            else if (c == OPT_MAX_MEM) o->lim.max_memory = (size_t)v;
-            else o->lim.max_time_us = v * 1000;
+            if (c == OPT_MAX_NFA) o->sopts.lim.max_nfa_states = (uint32_t)v;
+            else if (c == OPT_MAX_DFA) o->sopts.lim.max_dfa_states = (uint32_t)v;
+            else if (c == OPT_MAX_MEM) o->sopts.lim.max_memory = (size_t)v;
+            else o->sopts.lim.max_time_us = v * 1000;
             break;
         case 'n':
             if (sv_cli_parse_u64(arg, 100000000ull, &o->n)) return sv_cli_usage_error(verb, "invalid value '%s' for -n", arg);
@@ -124,7 +161,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         }
         o->regex = o->owned;
     }
-    if (!o->regex) return sv_cli_usage_error(verb, "a constraint is required (--regex PATTERN)");
+    if (!o->regex) return sv_cli_usage_error(verb, "a constraint is required (--regex PATTERN or --schema FILE)");
     return -1;
 }
 
@@ -133,7 +170,8 @@ static int build(opts_t *o, sv_dfa_t **dfa, uint64_t *us) {
     sv_error_t err;
     sv_error_clear(&err);
     uint64_t t0 = sv_now_ns();
-    sv_status st = sv_regex_compile(o->regex, o->regex_len, &o->lim, dfa, &err);
+    sv_status st = o->is_schema ? sv_schema_compile(o->regex, o->regex_len, &o->sopts, dfa, &o->info, &err)
+                                : sv_regex_compile(o->regex, o->regex_len, &o->sopts.lim, dfa, &err);
     *us = (sv_now_ns() - t0) / 1000;
     if (st) return sv_cli_constraint_error(&err);
     return -1;
@@ -146,10 +184,24 @@ int sv_cmd_compile(int argc, char **argv) {
     uint64_t us;
     if (rc < 0) rc = build(&o, &dfa, &us);
     if (rc < 0) {
-        printf("{\"states\": %u, \"byte_classes\": %u, \"forced_states\": %u, \"min_len\": %u, \"compile_us\": %llu}\n",
-               sv_dfa_num_states(dfa), sv_dfa_num_classes(dfa), sv_dfa_num_forced_states(dfa),
-               sv_dfa_distance(dfa, sv_dfa_start(dfa)), (unsigned long long)us);
-        rc = SV_EXIT_OK;
+        json_t *stats = json_pack("{s:I, s:I, s:I, s:I, s:I}", "states", (json_int_t)sv_dfa_num_states(dfa),
+                                  "byte_classes", (json_int_t)sv_dfa_num_classes(dfa), "forced_states",
+                                  (json_int_t)sv_dfa_num_forced_states(dfa), "min_len",
+                                  (json_int_t)sv_dfa_distance(dfa, sv_dfa_start(dfa)), "compile_us", (json_int_t)us);
+        if (stats && o.is_schema) {
+            /* Annotations and unknown keywords, which constrain nothing. */
+            json_t *ign = json_array();
+            uint32_t k = o.info.nignored < SV_SCHEMA_MAX_IGNORED ? o.info.nignored : SV_SCHEMA_MAX_IGNORED;
+            for (uint32_t i = 0; i < k; i++) json_array_append_new(ign, json_string(o.info.ignored[i]));
+            json_object_set_new(stats, "ignored_keywords", ign);
+            json_object_set_new(stats, "recursion_truncated", json_boolean(o.info.ref_truncated));
+        }
+        char *txt = stats ? json_dumps(stats, JSON_PRESERVE_ORDER) : NULL;
+        if (txt) printf("%s\n", txt);
+        free(txt);
+        json_decref(stats);
+        if (!txt) rc = SV_EXIT_RUNTIME;
+        if (rc < 0) rc = SV_EXIT_OK;
     }
     sv_dfa_destroy(dfa);
     free(o.owned);

@@ -1,0 +1,889 @@
+/* schema.c — JSON Schema to DFA: loading, $ref, keyword dispatch and the
+ * boolean keywords.
+ *
+ * A schema denotes a set of JSON values; we build the regular language of
+ * their canonical spellings (see schema.h). The language of a schema object
+ * is the union over the types it allows of the type's language (null,
+ * boolean, number/integer, string, array, object), each shaped by the
+ * keywords that apply to that type; const/enum, allOf, anyOf, oneOf, not and
+ * if/then/else then combine languages:
+ *   anyOf       union (an AST alternation: no product needed)
+ *   allOf       intersection (DFA product)
+ *   not S       U \ L(S), where U is the universe of canonical spellings at
+ *               this location (one per value, keys in the location's order)
+ *   oneOf       union when the branches are pairwise disjoint (checked by
+ *               products), else the strings in exactly one branch, each
+ *               branch first restricted to U
+ *   if/then/else (L(if) ∩ L(then)) ∪ ((U \ L(if)) ∩ L(else))
+ * Differences are exact only if L(S) holds the canonical spelling of every
+ * value valid for S; that holds by construction, except where a recursive
+ * $ref was cut at the depth limit, which makes a difference over it an error.
+ *
+ * Object keys: one fixed order per instance location, computed from all the
+ * schemas that apply there (sv_loc_t), so that products and differences
+ * compare like with like. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_num.h"
+#include "regex.h"
+#include "schema_internal.h"
+
+void sv_schema_opts_default(sv_schema_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->ws = SV_WS_CANONICAL;
+    o->max_ref_depth = 5;
+    o->max_any_depth = 5;
+    sv_fsm_limits_default(&o->lim);
+}
+
+/* ---- errors and pointers --------------------------------------------------- */
+
+sv_status sv_sc_fail(sctx_t *c, sv_status code, const char *keyword, const char *fmt, ...) {
+    char msg[sizeof c->err->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c->err) {
+        c->err->code = code;
+        c->err->offset = -1;
+        snprintf(c->err->message, sizeof c->err->message, "%s", msg);
+        snprintf(c->err->keyword, sizeof c->err->keyword, "%s", keyword ? keyword : "");
+        if (keyword && *keyword)
+            snprintf(c->err->pointer, sizeof c->err->pointer, "%.*s/%s", (int)c->ptr_len, c->ptr, keyword);
+        else
+            snprintf(c->err->pointer, sizeof c->err->pointer, "%.*s", (int)c->ptr_len, c->ptr);
+    }
+    return code;
+}
+
+sv_status sv_sc_nomem(sctx_t *c) { return sv_sc_fail(c, SV_ERR_NOMEM, NULL, "out of memory compiling the schema"); }
+
+size_t sv_sc_push(sctx_t *c, const char *token) {
+    size_t keep = c->ptr_len;
+    if (c->ptr_len + 2 >= sizeof c->ptr) return keep;
+    c->ptr[c->ptr_len++] = '/';
+    for (const char *t = token; *t && c->ptr_len + 3 < sizeof c->ptr; t++) {
+        if (*t == '~') c->ptr[c->ptr_len++] = '~', c->ptr[c->ptr_len++] = '0';
+        else if (*t == '/') c->ptr[c->ptr_len++] = '~', c->ptr[c->ptr_len++] = '1';
+        else c->ptr[c->ptr_len++] = *t;
+    }
+    c->ptr[c->ptr_len] = '\0';
+    return keep;
+}
+
+void sv_sc_pop(sctx_t *c, size_t len) {
+    c->ptr_len = len;
+    c->ptr[len] = '\0';
+}
+
+static size_t push_index(sctx_t *c, size_t i) {
+    char b[24];
+    snprintf(b, sizeof b, "%zu", i);
+    return sv_sc_push(c, b);
+}
+
+sv_status sv_sc_dfa(sctx_t *c, sv_ast_t *ast, sv_dfa_t **out) {
+    if (!ast) return sv_sc_nomem(c);
+    sv_error_t e;
+    sv_error_clear(&e);
+    sv_status st = sv_dfa_from_ast(ast, &c->o->lim, out, &e);
+    if (st == SV_ERR_EMPTY) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema at this location matches no value");
+    if (st) return sv_sc_fail(c, st, NULL, "%s", e.message);
+    if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) return sv_sc_nomem(c);
+    return SV_OK;
+}
+
+/* ---- keywords ----------------------------------------------------------------- */
+
+/* Keywords compiled by this file or the container/text files. */
+static const char *const handled[] = {
+    "type", "enum", "const", "nullable",
+    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties", "dependentRequired", "dependencies",
+    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains", "maxContains",
+    "uniqueItems",
+    "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref",
+    "minLength", "maxLength", "pattern", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "$defs", "definitions",
+};
+
+/* Keywords that constrain instances and that sieve refuses. */
+static const char *const refused[] = {
+    "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
+};
+
+static bool in_list(const char *k, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(k, list[i]) == 0) return true;
+    return false;
+}
+
+static void note_ignored(sctx_t *c, const char *k) {
+    if (!c->info) return;
+    uint32_t n = c->info->nignored < SV_SCHEMA_MAX_IGNORED ? c->info->nignored : SV_SCHEMA_MAX_IGNORED;
+    for (uint32_t i = 0; i < n; i++)
+        if (strncmp(c->info->ignored[i], k, sizeof c->info->ignored[i] - 1) == 0) return;
+    if (c->info->nignored < SV_SCHEMA_MAX_IGNORED)
+        snprintf(c->info->ignored[c->info->nignored], sizeof c->info->ignored[0], "%s", k);
+    c->info->nignored++;
+}
+
+/* Checks every keyword of s: refused ones fail, unknown ones are noted. */
+static sv_status check_keywords(sctx_t *c, json_t *s) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) {
+        if (in_list(k, handled, sizeof handled / sizeof handled[0])) continue;
+        if (in_list(k, refused, sizeof refused / sizeof refused[0])) {
+            if (strcmp(k, "unevaluatedProperties") == 0 || strcmp(k, "unevaluatedItems") == 0) {
+                if (json_is_true(v)) continue; /* allows everything */
+            }
+            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, k, "the keyword %s is not supported", k);
+        }
+        note_ignored(c, k);
+    }
+    json_t *u = json_object_get(s, "uniqueItems");
+    if (json_is_true(u)) {
+        json_t *mx = json_object_get(s, "maxItems");
+        if (!(mx && json_is_number(mx) && json_number_value(mx) <= 1))
+            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "uniqueItems",
+                              "uniqueItems: true is not supported on arrays that may hold more than one item "
+                              "(distinctness of unbounded items is not a regular language)");
+    }
+    json_t *deps = json_object_get(s, "dependencies");
+    if (deps && json_is_object(deps)) {
+        json_object_foreach(deps, k, v) {
+            if (json_is_array(v)) continue;
+            if (json_is_true(v) || (json_is_object(v) && json_object_size(v) == 0)) continue;
+            size_t m = sv_sc_push(c, "dependencies");
+            sv_status st = sv_sc_fail(c, SV_ERR_UNSUPPORTED, k, "schema dependencies (dependentSchemas) are not supported");
+            sv_sc_pop(c, m);
+            return st;
+        }
+    }
+    return SV_OK;
+}
+
+/* ---- $ref ----------------------------------------------------------------------- */
+
+static json_t *find_anchor(json_t *s, const char *name, int depth) {
+    if (depth > 64) return NULL;
+    if (json_is_object(s)) {
+        json_t *a = json_object_get(s, "$anchor");
+        if (a && json_is_string(a) && strcmp(json_string_value(a), name) == 0) return s;
+        json_t *id = json_object_get(s, "$id");
+        if (!id) id = json_object_get(s, "id");
+        if (id && json_is_string(id) && json_string_value(id)[0] == '#' && strcmp(json_string_value(id) + 1, name) == 0)
+            return s;
+        const char *k;
+        json_t *v;
+        json_object_foreach(s, k, v) {
+            if (strcmp(k, "enum") == 0 || strcmp(k, "const") == 0) continue;
+            json_t *r = find_anchor(v, name, depth + 1);
+            if (r) return r;
+        }
+    } else if (json_is_array(s)) {
+        for (size_t i = 0; i < json_array_size(s); i++) {
+            json_t *r = find_anchor(json_array_get(s, i), name, depth + 1);
+            if (r) return r;
+        }
+    }
+    return NULL;
+}
+
+static int hexd(char x) {
+    return x >= '0' && x <= '9' ? x - '0' : (x | 32) >= 'a' && (x | 32) <= 'f' ? (x | 32) - 'a' + 10 : -1;
+}
+
+sv_status sv_sc_resolve_ref(sctx_t *c, const char *ref, json_t **out) {
+    const char *hash = strchr(ref, '#');
+    size_t base_len = hash ? (size_t)(hash - ref) : strlen(ref);
+    if (base_len > 0) {
+        /* Only the root's own $id counts as local. */
+        json_t *id = json_object_get(c->root, "$id");
+        if (!id) id = json_object_get(c->root, "id");
+        const char *ids = id && json_is_string(id) ? json_string_value(id) : NULL;
+        size_t idl = ids ? strcspn(ids, "#") : 0;
+        if (!ids || idl != base_len || strncmp(ids, ref, base_len) != 0)
+            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "$ref", "remote $ref \"%s\": sieve never fetches schemas", ref);
+    }
+    const char *frag = hash ? hash + 1 : "";
+    if (*frag && *frag != '/') {
+        json_t *t = find_anchor(c->root, frag, 0);
+        if (!t) return sv_sc_fail(c, SV_ERR_SYNTAX, "$ref", "$ref \"%s\": no such anchor", ref);
+        *out = t;
+        return SV_OK;
+    }
+    json_t *cur = c->root;
+    const char *p = frag;
+    char tok[512];
+    while (*p == '/') {
+        p++;
+        size_t n = 0;
+        while (*p && *p != '/' && n + 1 < sizeof tok) {
+            char ch = *p++;
+            if (ch == '~' && *p == '0') ch = '~', p++;
+            else if (ch == '~' && *p == '1') ch = '/', p++;
+            else if (ch == '%' && hexd(p[0]) >= 0 && hexd(p[1]) >= 0) ch = (char)(hexd(p[0]) * 16 + hexd(p[1])), p += 2;
+            tok[n++] = ch;
+        }
+        tok[n] = '\0';
+        if (json_is_object(cur)) {
+            cur = json_object_get(cur, tok);
+        } else if (json_is_array(cur)) {
+            char *end;
+            unsigned long i = strtoul(tok, &end, 10);
+            cur = *end || !*tok ? NULL : json_array_get(cur, i);
+        } else {
+            cur = NULL;
+        }
+        if (!cur) return sv_sc_fail(c, SV_ERR_SYNTAX, "$ref", "$ref \"%s\" points nowhere in this schema", ref);
+    }
+    *out = cur;
+    return SV_OK;
+}
+
+/* ---- locations ---------------------------------------------------------------- */
+
+typedef struct { json_t **v; uint32_t n, cap; } jvec_t;
+
+static sv_status jvec_add(sctx_t *c, jvec_t *v, json_t *x) {
+    for (uint32_t i = 0; i < v->n; i++)
+        if (v->v[i] == x) return SV_OK;
+    if (v->n == v->cap) {
+        uint32_t cap = v->cap ? v->cap * 2 : 8;
+        json_t **nv = sv_arena_alloc(c->arena, cap * sizeof *nv);
+        if (!nv) return sv_sc_nomem(c);
+        if (v->n) memcpy(nv, v->v, v->n * sizeof *nv);
+        v->v = nv;
+        v->cap = cap;
+    }
+    v->v[v->n++] = x;
+    return SV_OK;
+}
+
+static sv_status closure_add(sctx_t *c, jvec_t *v, json_t *s, int depth) {
+    if (!json_is_object(s) || depth > 64) return SV_OK;
+    uint32_t before = v->n;
+    sv_status st = jvec_add(c, v, s);
+    if (st || v->n == before) return st; /* already there */
+    static const char *const lists[] = {"allOf", "anyOf", "oneOf"};
+    for (int l = 0; l < 3; l++) {
+        json_t *a = json_object_get(s, lists[l]);
+        for (size_t i = 0; json_is_array(a) && i < json_array_size(a); i++)
+            if ((st = closure_add(c, v, json_array_get(a, i), depth + 1))) return st;
+    }
+    static const char *const singles[] = {"not", "if", "then", "else"};
+    for (int l = 0; l < 4; l++)
+        if ((st = closure_add(c, v, json_object_get(s, singles[l]), depth + 1))) return st;
+    json_t *ref = json_object_get(s, "$ref");
+    if (ref && json_is_string(ref)) {
+        json_t *t;
+        sv_error_t *keep = c->err;
+        sv_error_t scratch;
+        c->err = &scratch; /* unresolvable refs are reported where they are compiled */
+        if (sv_sc_resolve_ref(c, json_string_value(ref), &t) == SV_OK) st = closure_add(c, v, t, depth + 1);
+        c->err = keep;
+    }
+    return st;
+}
+
+sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, sv_loc_t *out) {
+    jvec_t v = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        sv_status st = closure_add(c, &v, seeds[i], 0);
+        if (st) return st;
+    }
+    out->v = v.v;
+    out->n = v.n;
+    return SV_OK;
+}
+
+static bool pattern_matches(sctx_t *c, const char *pattern, const char *key);
+
+sv_status sv_sc_loc_property(sctx_t *c, const sv_loc_t *loc, const char *key, sv_loc_t *out) {
+    jvec_t seeds = {0};
+    sv_status st = SV_OK;
+    for (uint32_t i = 0; i < loc->n && !st; i++) {
+        json_t *s = loc->v[i];
+        json_t *props = json_object_get(s, "properties"), *p = props ? json_object_get(props, key) : NULL;
+        bool matched = p != NULL;
+        if (p) st = jvec_add(c, &seeds, p);
+        json_t *pp = json_object_get(s, "patternProperties");
+        const char *pat;
+        json_t *ps;
+        if (json_is_object(pp)) json_object_foreach(pp, pat, ps) {
+            if (!st && pattern_matches(c, pat, key)) matched = true, st = jvec_add(c, &seeds, ps);
+        }
+        json_t *ap = json_object_get(s, "additionalProperties");
+        if (!st && !matched && json_is_object(ap)) st = jvec_add(c, &seeds, ap);
+    }
+    if (st) return st;
+    return sv_sc_loc_closure(c, seeds.v, seeds.n, out);
+}
+
+sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_t *out) {
+    jvec_t seeds = {0};
+    sv_status st = SV_OK;
+    for (uint32_t i = 0; i < loc->n && !st; i++) {
+        json_t *s = loc->v[i];
+        json_t *prefix = json_object_get(s, "prefixItems"), *items = json_object_get(s, "items");
+        json_t *tuple = json_is_array(prefix) ? prefix : json_is_array(items) ? items : NULL;
+        json_t *rest = json_is_array(prefix) ? items : json_is_array(items) ? json_object_get(s, "additionalItems") : items;
+        if (tuple && index < json_array_size(tuple)) st = jvec_add(c, &seeds, json_array_get(tuple, index));
+        else if (json_is_object(rest)) st = jvec_add(c, &seeds, rest);
+        json_t *cont = json_object_get(s, "contains");
+        if (!st && json_is_object(cont)) st = jvec_add(c, &seeds, cont);
+    }
+    if (st) return st;
+    return sv_sc_loc_closure(c, seeds.v, seeds.n, out);
+}
+
+/* Whether a patternProperties regex (search semantics) matches a key. */
+static bool pattern_matches(sctx_t *c, const char *pattern, const char *key) {
+    sv_arena_t *a = sv_arena_create(0);
+    if (!a) return false;
+    sv_ast_t *p, *any;
+    sv_error_t e;
+    bool m = false;
+    if (sv_regex_parse(pattern, strlen(pattern), a, &p, &e) == SV_OK && sv_regex_parse("[^]*", 4, a, &any, &e) == SV_OK) {
+        sv_ast_t *k[3] = {any, p, any};
+        sv_dfa_t *d = NULL;
+        if (sv_dfa_from_ast(sv_ast_cat(a, k, 3), &c->o->lim, &d, &e) == SV_OK)
+            m = sv_dfa_matches(d, (const uint8_t *)key, strlen(key));
+        sv_dfa_destroy(d);
+    }
+    sv_arena_destroy(a);
+    return m;
+}
+
+/* ---- types ------------------------------------------------------------------- */
+
+enum { T_NULL = 1, T_BOOL = 2, T_OBJECT = 4, T_ARRAY = 8, T_STRING = 16, T_NUMBER = 32, T_INTEGER = 64, T_ALL = 63 };
+
+static int type_bit(const char *t) {
+    static const struct { const char *n; int b; } map[] = {
+        {"null", T_NULL}, {"boolean", T_BOOL}, {"object", T_OBJECT}, {"array", T_ARRAY},
+        {"string", T_STRING}, {"number", T_NUMBER}, {"integer", T_INTEGER},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(t, map[i].n) == 0) return map[i].b;
+    return 0;
+}
+
+static sv_status type_mask(sctx_t *c, json_t *s, int *mask) {
+    json_t *t = json_object_get(s, "type");
+    int m = 0;
+    if (!t) {
+        m = T_ALL;
+    } else if (json_is_string(t)) {
+        m = type_bit(json_string_value(t));
+        if (!m) return sv_sc_fail(c, SV_ERR_SYNTAX, "type", "unknown type \"%s\"", json_string_value(t));
+    } else if (json_is_array(t)) {
+        for (size_t i = 0; i < json_array_size(t); i++) {
+            json_t *x = json_array_get(t, i);
+            int b = json_is_string(x) ? type_bit(json_string_value(x)) : 0;
+            if (!b) return sv_sc_fail(c, SV_ERR_SYNTAX, "type", "type array entries must be type names");
+            m |= b;
+        }
+    } else {
+        return sv_sc_fail(c, SV_ERR_SYNTAX, "type", "type must be a string or an array of strings");
+    }
+    if (json_is_true(json_object_get(s, "nullable"))) m |= T_NULL;
+    if (m & T_NUMBER) m &= ~T_INTEGER;
+    *mask = m;
+    return SV_OK;
+}
+
+/* Whether a JSON value has one of the types in mask (integer: any number
+ * with an integral value). */
+static bool value_has_type(json_t *v, int mask) {
+    switch (json_typeof(v)) {
+    case JSON_NULL: return mask & T_NULL;
+    case JSON_TRUE: case JSON_FALSE: return mask & T_BOOL;
+    case JSON_OBJECT: return mask & T_OBJECT;
+    case JSON_ARRAY: return mask & T_ARRAY;
+    case JSON_STRING: return mask & T_STRING;
+    case JSON_INTEGER: return mask & (T_NUMBER | T_INTEGER);
+    case JSON_REAL: {
+        double d = json_real_value(v);
+        return (mask & T_NUMBER) || ((mask & T_INTEGER) && d == (double)(long long)d);
+    }
+    }
+    return false;
+}
+
+static sv_status bound(sctx_t *c, json_t *s, const char *kw, const char *excl_kw, sv_num_bound_t *b) {
+    json_t *x = json_object_get(s, kw), *e = json_object_get(s, excl_kw);
+    char *buf;
+    memset(b, 0, sizeof *b);
+    /* draft 6+: exclusiveMinimum is a number; draft 4: a boolean modifier. */
+    if (e && json_is_number(e)) {
+        buf = sv_arena_alloc(c->arena, 400);
+        if (!buf) return sv_sc_nomem(c);
+        if (json_is_integer(e)) snprintf(buf, 400, "%lld", (long long)json_integer_value(e));
+        else if (!sv_decimal_from_double(json_real_value(e), buf, 400))
+            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, excl_kw, "%s is not a finite number", excl_kw);
+        b->set = b->exclusive = true;
+        b->value = buf;
+    }
+    if (x) {
+        if (!json_is_number(x)) return sv_sc_fail(c, SV_ERR_SYNTAX, kw, "%s must be a number", kw);
+        buf = sv_arena_alloc(c->arena, 400);
+        if (!buf) return sv_sc_nomem(c);
+        if (json_is_integer(x)) snprintf(buf, 400, "%lld", (long long)json_integer_value(x));
+        else if (!sv_decimal_from_double(json_real_value(x), buf, 400))
+            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, kw, "%s is not a finite number", kw);
+        bool excl = json_is_true(e);
+        if (b->set) {
+            /* Both forms: keep the tighter bound. */
+            double xv = json_number_value(x), ev = json_number_value(e);
+            bool lower = strcmp(kw, "minimum") == 0;
+            if ((lower && xv > ev) || (!lower && xv < ev)) b->exclusive = false, b->value = buf;
+        } else {
+            b->set = true;
+            b->exclusive = excl;
+            b->value = buf;
+        }
+    }
+    return SV_OK;
+}
+
+static sv_status number_lang(sctx_t *c, json_t *s, bool integer, sv_ast_t **out) {
+    sv_num_spec_t spec = {.integer = integer};
+    sv_status st;
+    if ((st = bound(c, s, "minimum", "exclusiveMinimum", &spec.min)) || (st = bound(c, s, "maximum", "exclusiveMaximum", &spec.max)))
+        return st;
+    json_t *m = json_object_get(s, "multipleOf");
+    char buf[400];
+    if (m) {
+        if (!json_is_number(m) || json_number_value(m) <= 0)
+            return sv_sc_fail(c, SV_ERR_SYNTAX, "multipleOf", "multipleOf must be a positive number");
+        if (json_is_integer(m)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(m));
+        else if (!sv_decimal_from_double(json_real_value(m), buf, sizeof buf))
+            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "multipleOf", "multipleOf is not a finite number");
+        spec.multiple_of = buf;
+    }
+    if (!spec.min.set && !spec.max.set && !spec.multiple_of && !integer) return sv_sc_any_number(c, false, out);
+    sv_error_t e;
+    sv_error_clear(&e);
+    st = sv_json_number(c->arena, &spec, &c->o->lim, out, &e);
+    if (st) {
+        const char *kw = spec.multiple_of && st == SV_ERR_BUDGET ? "multipleOf" : spec.min.set ? "minimum" : "maximum";
+        if (st == SV_ERR_EMPTY) return sv_sc_fail(c, st, kw, "no number satisfies the bounds: %s", e.message);
+        return sv_sc_fail(c, st, kw, "%s", e.message);
+    }
+    return SV_OK;
+}
+
+static sv_status type_lang(sctx_t *c, json_t *s, int type, const sv_loc_t *loc, sv_ast_t **out) {
+    switch (type) {
+    case T_NULL: *out = sv_sc_lit(c, "null", 4); break;
+    case T_BOOL:
+        *out = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_lit(c, "true", 4), sv_sc_lit(c, "false", 5)}, 2);
+        break;
+    case T_NUMBER: return number_lang(c, s, false, out);
+    case T_INTEGER: return number_lang(c, s, true, out);
+    case T_STRING: {
+        sv_dfa_t *content;
+        sv_status st = sv_sc_string_content(c, s, &content);
+        if (st) return st;
+        if (!content && (st = sv_sc_any_string_content(c, &content))) return st;
+        *out = sv_sc_quoted(c, content);
+        break;
+    }
+    case T_ARRAY: return sv_sc_array(c, s, loc, false, out);
+    case T_OBJECT: return sv_sc_object(c, s, loc, false, out);
+    }
+    return *out ? SV_OK : sv_sc_nomem(c);
+}
+
+/* ---- boolean keywords -------------------------------------------------------- */
+
+/* The universe at a location: every value, canonical spellings, keys in the
+ * location's order. */
+static sv_status universe(sctx_t *c, const sv_loc_t *loc, sv_dfa_t **out) {
+    sv_ast_t *alts[6];
+    sv_status st;
+    sv_dfa_t *content;
+    if ((st = sv_sc_any_number(c, true, &alts[0])) || (st = sv_sc_any_string_content(c, &content))) return st;
+    alts[1] = sv_sc_quoted(c, content);
+    alts[2] = sv_sc_lit(c, "null", 4);
+    alts[3] = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_lit(c, "true", 4), sv_sc_lit(c, "false", 5)}, 2);
+    uint32_t keep = c->canon_depth;
+    c->canon_depth = c->o->max_any_depth;
+    st = sv_sc_array(c, NULL, loc, true, &alts[4]);
+    if (!st) st = sv_sc_object(c, NULL, loc, true, &alts[5]);
+    c->canon_depth = keep;
+    if (st) return st;
+    return sv_sc_dfa(c, sv_ast_alt(c->arena, alts, 6), out);
+}
+
+static sv_status to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out) {
+    if (a->kind == SV_AST_DFA && !a->json_escape) { *out = (sv_dfa_t *)a->dfa; return SV_OK; }
+    return sv_sc_dfa(c, a, out);
+}
+
+static sv_status product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out) {
+    sv_error_t e;
+    sv_error_clear(&e);
+    sv_status st = sv_dfa_product(a, b, op, &c->o->lim, out, &e);
+    if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; } /* callers decide whether empty is an error */
+    if (st) return sv_sc_fail(c, st, kw, "%s", e.message);
+    if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) return sv_sc_nomem(c);
+    return SV_OK;
+}
+
+/* Compiles a subschema to a DFA; *out NULL when it matches nothing. *trunc
+ * (if non-NULL) says whether a recursive $ref inside was cut; with negated,
+ * that is an error, since the difference would be unsound. */
+static sv_status sub_dfa(sctx_t *c, json_t *s, const sv_loc_t *loc, const char *kw, bool negated, sv_dfa_t **out,
+                         bool *trunc) {
+    bool keep = c->truncated;
+    c->truncated = false;
+    sv_ast_t *a;
+    sv_status st = sv_sc_lang(c, s, loc, &a);
+    if (st == SV_OK) {
+        st = to_dfa(c, a, out);
+        if (st == SV_ERR_EMPTY) { *out = NULL; st = SV_OK; }
+    } else if (st == SV_ERR_EMPTY) {
+        *out = NULL;
+        st = SV_OK;
+    }
+    if (!st && negated && c->truncated)
+        st = sv_sc_fail(c, SV_ERR_UNSUPPORTED, kw,
+                        "%s over a recursive schema deeper than max_ref_depth (%u) cannot be compiled exactly",
+                        kw, c->o->max_ref_depth);
+    if (trunc) *trunc = c->truncated;
+    c->truncated = keep || c->truncated;
+    return st;
+}
+
+/* Intersects acc (may be "unset" = NULL with *unset) with d. */
+static sv_status meet(sctx_t *c, sv_dfa_t **acc, bool *unset, sv_dfa_t *d, const char *kw) {
+    if (*unset) { *acc = d; *unset = false; return SV_OK; }
+    if (!*acc || !d) { *acc = NULL; return SV_OK; }
+    return product(c, *acc, d, SV_DFA_AND, kw, acc);
+}
+
+static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) {
+    sv_status st = check_keywords(c, s);
+    if (st) return st;
+    int mask = T_ALL;
+    if ((st = type_mask(c, s, &mask))) return st;
+
+    /* $ref: in drafts up to 7 it replaces its siblings; later it is one more
+     * conjunct. Recursion is expanded up to max_ref_depth times per target. */
+    json_t *ref = json_object_get(s, "$ref");
+    sv_dfa_t *acc = NULL;
+    bool unset = true;
+    if (ref) {
+        if (!json_is_string(ref)) return sv_sc_fail(c, SV_ERR_SYNTAX, "$ref", "$ref must be a string");
+        json_t *t;
+        if ((st = sv_sc_resolve_ref(c, json_string_value(ref), &t))) return st;
+        uint32_t seen = 0;
+        for (uint32_t i = 0; i < c->ref_depth; i++) seen += c->ref_stack[i] == t;
+        sv_ast_t *ta = NULL;
+        if (seen >= c->o->max_ref_depth || c->ref_depth >= sizeof c->ref_stack / sizeof c->ref_stack[0]) {
+            c->truncated = true;
+            if (c->info) c->info->ref_truncated = true;
+            ta = sv_ast_none(c->arena);
+        } else {
+            c->ref_stack[c->ref_depth++] = t;
+            size_t m = sv_sc_push(c, "$ref");
+            st = sv_sc_lang(c, t, loc, &ta);
+            sv_sc_pop(c, m);
+            c->ref_depth--;
+            if (st == SV_ERR_EMPTY) { ta = sv_ast_none(c->arena); st = SV_OK; }
+            if (st) return st;
+        }
+        if (c->draft <= 7 || json_object_size(s) == 1) { *out = ta; return SV_OK; }
+        sv_dfa_t *td = NULL;
+        if (ta->kind != SV_AST_NONE && (st = to_dfa(c, ta, &td)) && st != SV_ERR_EMPTY) return st;
+        if ((st = meet(c, &acc, &unset, ta->kind == SV_AST_NONE ? NULL : td, "$ref"))) return st;
+    }
+
+    /* The type-shaped base language. */
+    bool any_type_keywords = false;
+    static const char *const type_kw[] = {
+        "properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
+        "maxProperties", "dependentRequired", "dependencies", "items", "prefixItems", "additionalItems", "minItems",
+        "maxItems", "contains", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
+        "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    };
+    for (size_t i = 0; i < sizeof type_kw / sizeof type_kw[0]; i++)
+        if (json_object_get(s, type_kw[i])) any_type_keywords = true;
+    json_t *cnst = json_object_get(s, "const"), *en = json_object_get(s, "enum");
+    sv_ast_t *base = NULL;
+    if (cnst || en) {
+        /* Literals of the allowed types. */
+        json_t *vals = en;
+        if (en && !json_is_array(en)) return sv_sc_fail(c, SV_ERR_SYNTAX, "enum", "enum must be an array");
+        size_t nv = cnst ? 1 : json_array_size(en);
+        sv_ast_t **alts = sv_arena_alloc(c->arena, (nv + 1) * sizeof *alts);
+        if (!alts) return sv_sc_nomem(c);
+        uint32_t k = 0;
+        for (size_t i = 0; i < nv; i++) {
+            json_t *v = cnst ? cnst : json_array_get(vals, i);
+            if (!value_has_type(v, mask)) continue;
+            size_t m = sv_sc_push(c, cnst ? "const" : "enum");
+            st = sv_sc_literal(c, v, loc, &alts[k]);
+            sv_sc_pop(c, m);
+            if (st) return st;
+            k++;
+        }
+        sv_ast_t *lits = sv_ast_alt(c->arena, alts, k);
+        if (cnst && en) {
+            /* Both: the const must also be in the enum. */
+            bool found = false;
+            for (size_t i = 0; i < json_array_size(en); i++) found |= json_equal(cnst, json_array_get(en, i));
+            if (!found) lits = sv_ast_none(c->arena);
+        }
+        if (any_type_keywords) {
+            sv_ast_t **tl = sv_arena_alloc(c->arena, 7 * sizeof *tl);
+            uint32_t nt = 0;
+            for (int b = 1; b <= T_INTEGER; b <<= 1)
+                if ((mask & b) && (st = type_lang(c, s, b, loc, &tl[nt++]))) return st;
+            sv_dfa_t *td, *ld;
+            if ((st = to_dfa(c, sv_ast_alt(c->arena, tl, nt), &td)) && st != SV_ERR_EMPTY) return st;
+            if (st == SV_ERR_EMPTY) td = NULL;
+            st = to_dfa(c, lits, &ld);
+            if (st == SV_ERR_EMPTY) ld = NULL, st = SV_OK;
+            if (st) return st;
+            if ((st = meet(c, &acc, &unset, td, "type")) || (st = meet(c, &acc, &unset, ld, cnst ? "const" : "enum")))
+                return st;
+        } else {
+            base = lits;
+        }
+    } else if (any_type_keywords || mask != T_ALL) {
+        sv_ast_t *tl[7];
+        uint32_t nt = 0;
+        for (int b = 1; b <= T_INTEGER; b <<= 1)
+            if ((mask & b) && (st = type_lang(c, s, b, loc, &tl[nt++]))) return st;
+        base = sv_ast_alt(c->arena, tl, nt);
+    }
+
+    /* anyOf: union. */
+    json_t *any = json_object_get(s, "anyOf");
+    sv_ast_t *anyl = NULL;
+    if (any) {
+        if (!json_is_array(any) || json_array_size(any) == 0) return sv_sc_fail(c, SV_ERR_SYNTAX, "anyOf", "anyOf must be a non-empty array");
+        size_t n = json_array_size(any);
+        sv_ast_t **alts = sv_arena_alloc(c->arena, n * sizeof *alts);
+        if (!alts) return sv_sc_nomem(c);
+        uint32_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t m = sv_sc_push(c, "anyOf");
+            push_index(c, i);
+            st = sv_sc_lang(c, json_array_get(any, i), loc, &alts[k]);
+            sv_sc_pop(c, m);
+            if (st == SV_ERR_EMPTY) continue;
+            if (st) return st;
+            k++;
+        }
+        anyl = sv_ast_alt(c->arena, alts, k);
+    }
+
+    bool needs_dfa = !unset || json_object_get(s, "allOf") || json_object_get(s, "oneOf") || json_object_get(s, "not") ||
+                     json_object_get(s, "if") || (base && anyl);
+    if (!needs_dfa) {
+        if (base && !anyl) *out = base;
+        else if (anyl) *out = anyl;
+        else if ((st = sv_sc_any_value(c, c->o->max_any_depth, false, out))) return st;
+        return SV_OK;
+    }
+    sv_dfa_t *d;
+    if (base) {
+        st = to_dfa(c, base, &d);
+        if (st == SV_ERR_EMPTY) d = NULL, st = SV_OK;
+        if (st || (st = meet(c, &acc, &unset, d, "type"))) return st;
+    }
+    if (anyl) {
+        st = to_dfa(c, anyl, &d);
+        if (st == SV_ERR_EMPTY) d = NULL, st = SV_OK;
+        if (st || (st = meet(c, &acc, &unset, d, "anyOf"))) return st;
+    }
+    json_t *all = json_object_get(s, "allOf");
+    if (all) {
+        if (!json_is_array(all)) return sv_sc_fail(c, SV_ERR_SYNTAX, "allOf", "allOf must be an array");
+        for (size_t i = 0; i < json_array_size(all); i++) {
+            size_t m = sv_sc_push(c, "allOf");
+            push_index(c, i);
+            st = sub_dfa(c, json_array_get(all, i), loc, "allOf", false, &d, NULL);
+            sv_sc_pop(c, m);
+            if (st || (st = meet(c, &acc, &unset, d, "allOf"))) return st;
+        }
+    }
+    sv_dfa_t *U = NULL;
+    json_t *one = json_object_get(s, "oneOf");
+    if (one) {
+        if (!json_is_array(one) || json_array_size(one) == 0) return sv_sc_fail(c, SV_ERR_SYNTAX, "oneOf", "oneOf must be a non-empty array");
+        size_t n = json_array_size(one);
+        sv_dfa_t **br = sv_arena_alloc(c->arena, n * sizeof *br);
+        if (!br) return sv_sc_nomem(c);
+        bool trunc = false;
+        for (size_t i = 0; i < n; i++) {
+            size_t m = sv_sc_push(c, "oneOf");
+            push_index(c, i);
+            bool t;
+            st = sub_dfa(c, json_array_get(one, i), loc, "oneOf", false, &br[i], &t);
+            sv_sc_pop(c, m);
+            if (st) return st;
+            trunc |= t;
+        }
+        /* Pairwise disjoint branches: the union is exact as it is. */
+        bool disjoint = true;
+        for (size_t i = 0; i < n && disjoint; i++)
+            for (size_t j = i + 1; j < n && disjoint; j++) {
+                if (!br[i] || !br[j]) continue;
+                sv_dfa_t *x;
+                if ((st = product(c, br[i], br[j], SV_DFA_AND, "oneOf", &x))) return st;
+                disjoint = x == NULL;
+            }
+        if (!disjoint) {
+            /* Exactly one: each branch restricted to canonical spellings, minus
+             * the others. A cut recursive branch may miss values that another
+             * branch has, which would let those through: refuse. */
+            if (trunc)
+                return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "oneOf",
+                                  "overlapping oneOf branches over a recursive schema deeper than max_ref_depth (%u) "
+                                  "cannot be compiled exactly", c->o->max_ref_depth);
+            if ((st = universe(c, loc, &U))) return st;
+            sv_dfa_t *res = NULL;
+            for (size_t i = 0; i < n; i++) {
+                if (!br[i]) continue;
+                sv_dfa_t *x;
+                if ((st = product(c, br[i], U, SV_DFA_AND, "oneOf", &x))) return st;
+                for (size_t j = 0; j < n && x; j++)
+                    if (j != i && br[j] && (st = product(c, x, br[j], SV_DFA_DIFF, "oneOf", &x))) return st;
+                if (!x) continue;
+                if (!res) res = x;
+                else if ((st = product(c, res, x, SV_DFA_OR, "oneOf", &res))) return st;
+            }
+            if ((st = meet(c, &acc, &unset, res, "oneOf"))) return st;
+        } else {
+            sv_dfa_t *res = NULL;
+            for (size_t i = 0; i < n; i++) {
+                if (!br[i]) continue;
+                if (!res) res = br[i];
+                else if ((st = product(c, res, br[i], SV_DFA_OR, "oneOf", &res))) return st;
+            }
+            if ((st = meet(c, &acc, &unset, res, "oneOf"))) return st;
+        }
+    }
+    json_t *nt = json_object_get(s, "not");
+    if (nt) {
+        size_t m = sv_sc_push(c, "not");
+        st = sub_dfa(c, nt, loc, "not", true, &d, NULL);
+        sv_sc_pop(c, m);
+        if (st) return st;
+        if (!U && (st = universe(c, loc, &U))) return st;
+        sv_dfa_t *x = U;
+        if (d && (st = product(c, U, d, SV_DFA_DIFF, "not", &x))) return st;
+        if ((st = meet(c, &acc, &unset, x, "not"))) return st;
+    }
+    json_t *iff = json_object_get(s, "if");
+    if (iff) {
+        json_t *thn = json_object_get(s, "then"), *els = json_object_get(s, "else");
+        sv_dfa_t *di, *dt = NULL, *de = NULL;
+        size_t m = sv_sc_push(c, "if");
+        st = sub_dfa(c, iff, loc, "if", true, &di, NULL);
+        sv_sc_pop(c, m);
+        if (st) return st;
+        if (!U && (st = universe(c, loc, &U))) return st;
+        if (thn) {
+            m = sv_sc_push(c, "then");
+            st = sub_dfa(c, thn, loc, "then", false, &dt, NULL);
+            sv_sc_pop(c, m);
+            if (st) return st;
+        } else {
+            dt = U;
+        }
+        if (els) {
+            m = sv_sc_push(c, "else");
+            st = sub_dfa(c, els, loc, "else", false, &de, NULL);
+            sv_sc_pop(c, m);
+            if (st) return st;
+        } else {
+            de = U;
+        }
+        /* (if ∩ then) ∪ ((U \ if) ∩ else) */
+        sv_dfa_t *a = NULL, *b = U, *r = NULL;
+        if (di && dt && (st = product(c, di, dt, SV_DFA_AND, "then", &a))) return st;
+        if (di && (st = product(c, U, di, SV_DFA_DIFF, "if", &b))) return st;
+        if (b && de && (st = product(c, b, de, SV_DFA_AND, "else", &b))) return st;
+        if (!de) b = NULL;
+        if (a && b) { if ((st = product(c, a, b, SV_DFA_OR, "if", &r))) return st; }
+        else r = a ? a : b;
+        if ((st = meet(c, &acc, &unset, r, "if"))) return st;
+    }
+    if (unset) return sv_sc_any_value(c, c->o->max_any_depth, false, out);
+    if (!acc) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema at this location matches no value");
+    *out = sv_ast_dfa(c->arena, acc, false);
+    return *out ? SV_OK : sv_sc_nomem(c);
+}
+
+sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) {
+    if (json_is_true(s)) return sv_sc_any_value(c, c->o->max_any_depth, false, out);
+    if (json_is_false(s)) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema false matches no value");
+    if (!json_is_object(s)) return sv_sc_fail(c, SV_ERR_SYNTAX, NULL, "a schema must be an object or a boolean");
+    return lang_object(c, s, loc, out);
+}
+
+static int detect_draft(json_t *root) {
+    json_t *sch = json_is_object(root) ? json_object_get(root, "$schema") : NULL;
+    const char *s = sch && json_is_string(sch) ? json_string_value(sch) : "";
+    if (strstr(s, "draft-04")) return 4;
+    if (strstr(s, "draft-06")) return 6;
+    if (strstr(s, "draft-07")) return 7;
+    if (strstr(s, "2019-09")) return 2019;
+    return 2020;
+}
+
+sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t *o, sv_dfa_t **out,
+                            sv_schema_info_t *info, sv_error_t *err) {
+    sv_schema_opts_t def;
+    if (!o) sv_schema_opts_default(&def), o = &def;
+    if (info) memset(info, 0, sizeof *info);
+    sv_error_clear(err);
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        sv_error_set(err, SV_ERR_SYNTAX, je.position, "the schema is not valid JSON: %s (line %d, column %d)", je.text,
+                     je.line, je.column);
+        return SV_ERR_SYNTAX;
+    }
+    sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root)};
+    c.arena = sv_arena_create(0);
+    sv_status st;
+    if (!c.arena) {
+        json_decref(root);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
+    sv_loc_t loc;
+    sv_ast_t *top = NULL;
+    st = sv_sc_loc_closure(&c, &root, 1, &loc);
+    if (!st) st = sv_sc_lang(&c, root, &loc, &top);
+    if (!st && o->ws == SV_WS_FLEXIBLE) top = sv_sc_cat3(&c, sv_sc_ws(&c), top, sv_sc_ws(&c));
+    if (!st) {
+        sv_error_t e;
+        sv_error_clear(&e);
+        st = sv_dfa_from_ast(top, &o->lim, out, &e);
+        if (st == SV_ERR_EMPTY) sv_sc_fail(&c, st, NULL, "the schema matches no value (it is unsatisfiable)");
+        else if (st) sv_sc_fail(&c, st, NULL, "%s", e.message);
+    } else if (st == SV_ERR_EMPTY && err && !strstr(err->message, "unsatisfiable")) {
+        static const char prefix[] = "the schema is unsatisfiable: ";
+        size_t keep = sizeof err->message - sizeof prefix;
+        memmove(err->message + sizeof prefix - 1, err->message, keep);
+        err->message[sizeof err->message - 1] = '\0';
+        memcpy(err->message, prefix, sizeof prefix - 1);
+    }
+    sv_arena_destroy(c.arena);
+    json_decref(root);
+    return st;
+}

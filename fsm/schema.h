@@ -1,0 +1,57 @@
+/* schema.h — JSON Schema (drafts 4 to 2020-12) to a byte-level DFA.
+ *
+ * The DFA accepts the JSON texts of the values that validate against the
+ * schema, spelled canonically: whitespace per the mode below, object keys in
+ * one fixed order per position (the properties named by the schemas that
+ * apply there, in first-appearance order; other keys after them), strings
+ * with only the escapes json.dumps(ensure_ascii=False) writes, numbers
+ * without exponents. Some valid values have other spellings that the DFA
+ * rejects (1.0 for an integer, keys in another order, 1e-05): generation
+ * never needs them. No invalid value is ever accepted.
+ *
+ * Every keyword that constrains instances is either compiled exactly or
+ * refused with an error naming the keyword and the JSON pointer of its
+ * schema location; annotations are ignored and reported. */
+#ifndef SV_FSM_SCHEMA_H
+#define SV_FSM_SCHEMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../src/util/error.h"
+#include "dfa.h"
+
+typedef enum {
+    SV_WS_CANONICAL,  /* exactly json.dumps: ", " between items, ": " after keys */
+    SV_WS_COMPACT,    /* no whitespace at all */
+    SV_WS_FLEXIBLE,   /* JSON whitespace wherever JSON allows it (runs capped by the matcher) */
+} sv_ws_mode;
+
+typedef struct sv_schema_opts {
+    sv_ws_mode ws;
+    bool strict_properties;    /* absent additionalProperties means false (vLLM's
+                                  disable_additional_properties) */
+    bool unknown_formats_ok;   /* treat unknown formats as annotations */
+    uint32_t max_ref_depth;    /* expansions of one $ref along a path (default 5) */
+    uint32_t max_any_depth;    /* nesting of unconstrained values (default 5) */
+    sv_fsm_limits_t lim;
+} sv_schema_opts_t;
+
+void sv_schema_opts_default(sv_schema_opts_t *o);
+
+/* What compilation noticed besides the DFA. */
+#define SV_SCHEMA_MAX_IGNORED 32
+typedef struct sv_schema_info {
+    uint32_t nignored;                       /* distinct annotation/unknown keywords seen */
+    char ignored[SV_SCHEMA_MAX_IGNORED][48]; /* the first SV_SCHEMA_MAX_IGNORED of them */
+    bool ref_truncated;                      /* a recursive $ref was cut at max_ref_depth */
+} sv_schema_info_t;
+
+/* Compiles the schema text (JSON). On success *out is a new DFA the caller
+ * frees with sv_dfa_destroy. On failure err has the message, and, where the
+ * schema is at fault, err->keyword and err->pointer. info may be NULL. */
+sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t *o, sv_dfa_t **out,
+                            sv_schema_info_t *info, sv_error_t *err);
+
+#endif

@@ -1,0 +1,676 @@
+/* schema_container.c — objects and arrays as graphs of sub-languages.
+ *
+ * An object is "{" members "}" where the members follow the location's key
+ * order K = k1..kn and then any extra keys. The members form a small
+ * automaton (an AST GRAPH) whose nodes are
+ *     (i, m, count, bits)   about to decide key ki; m = a member was emitted
+ *                           (so the next needs a separator); count = members
+ *                           so far (only when min/maxProperties need it);
+ *                           bits = which dependentRequired keys are present
+ *     kmid(i, count', bits') after "[, ]ki: ", before ki's value
+ * and edges: skip ki (epsilon, if ki is optional and no dependency forbids
+ * it), emit ki (separator edge or epsilon into kmid, then the key and value),
+ * and at i = n a loop of extra members. Each value language is built once
+ * per (count, bits) pair, so an object with n optional keys costs O(n), not
+ * O(n^2) as the regex (k1 (, k2)? ...)|(k2 ...)|... would.
+ *
+ * An array is "[" items "]" with nodes (i, j): i items so far (up to
+ * maxItems, or saturating at max(prefix length, minItems)), j items matching
+ * `contains` (up to maxContains, or saturating at minContains); each item
+ * edge carries the item language of its index, split into its part that
+ * matches `contains` and the part that does not. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "regex.h"
+#include "schema_internal.h"
+
+/* ---- location keys ----------------------------------------------------------- */
+
+typedef struct { const char **v; uint32_t n, cap; } keyvec_t;
+
+static sv_status key_add(sctx_t *c, keyvec_t *k, const char *key) {
+    for (uint32_t i = 0; i < k->n; i++)
+        if (strcmp(k->v[i], key) == 0) return SV_OK;
+    if (k->n == k->cap) {
+        uint32_t cap = k->cap ? k->cap * 2 : 16;
+        const char **nv = sv_arena_alloc(c->arena, cap * sizeof *nv);
+        if (!nv) return sv_sc_nomem(c);
+        if (k->n) memcpy(nv, k->v, k->n * sizeof *nv);
+        k->v = nv;
+        k->cap = cap;
+    }
+    k->v[k->n++] = key;
+    return SV_OK;
+}
+
+static sv_status value_keys(sctx_t *c, keyvec_t *k, json_t *v) {
+    const char *key;
+    json_t *x;
+    sv_status st = SV_OK;
+    if (json_is_object(v)) json_object_foreach(v, key, x) if (!st) st = key_add(c, k, key);
+    return st;
+}
+
+sv_status sv_sc_loc_keys(sctx_t *c, const sv_loc_t *loc, const char ***keys, uint32_t *n) {
+    keyvec_t k = {0};
+    sv_status st = SV_OK;
+    for (uint32_t i = 0; i < loc->n && !st; i++) {
+        json_t *s = loc->v[i], *x;
+        const char *key;
+        json_t *props = json_object_get(s, "properties");
+        if (json_is_object(props)) json_object_foreach(props, key, x) if (!st) st = key_add(c, &k, key);
+        json_t *req = json_object_get(s, "required");
+        for (size_t j = 0; json_is_array(req) && j < json_array_size(req) && !st; j++)
+            if (json_is_string(json_array_get(req, j))) st = key_add(c, &k, json_string_value(json_array_get(req, j)));
+        static const char *const dep_kw[] = {"dependentRequired", "dependencies"};
+        for (int d = 0; d < 2 && !st; d++) {
+            json_t *deps = json_object_get(s, dep_kw[d]);
+            if (!json_is_object(deps)) continue;
+            json_object_foreach(deps, key, x) {
+                if (!json_is_array(x)) continue;
+                if (!st) st = key_add(c, &k, key);
+                for (size_t j = 0; j < json_array_size(x) && !st; j++)
+                    if (json_is_string(json_array_get(x, j))) st = key_add(c, &k, json_string_value(json_array_get(x, j)));
+            }
+        }
+        json_t *cn = json_object_get(s, "const");
+        if (cn && !st) st = value_keys(c, &k, cn);
+        json_t *en = json_object_get(s, "enum");
+        for (size_t j = 0; json_is_array(en) && j < json_array_size(en) && !st; j++) st = value_keys(c, &k, json_array_get(en, j));
+    }
+    if (st) return st;
+    *keys = k.v;
+    *n = k.n;
+    return SV_OK;
+}
+
+/* ---- helpers ------------------------------------------------------------------- */
+
+typedef struct { sv_ast_edge_t *v; uint32_t n, cap; } edgevec_t;
+
+static sv_status edge(sctx_t *c, edgevec_t *e, uint32_t from, uint32_t to, sv_ast_t *label) {
+    if (e->n == e->cap) {
+        uint32_t cap = e->cap ? e->cap * 2 : 64;
+        sv_ast_edge_t *nv = realloc(e->v, cap * sizeof *nv);
+        if (!nv) return sv_sc_nomem(c);
+        e->v = nv;
+        e->cap = cap;
+    }
+    e->v[e->n++] = (sv_ast_edge_t){from, to, label};
+    return SV_OK;
+}
+
+static sv_status to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out) {
+    if (a->kind == SV_AST_DFA && !a->json_escape) { *out = (sv_dfa_t *)a->dfa; return SV_OK; }
+    sv_status st = sv_sc_dfa(c, a, out);
+    if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; }
+    return st;
+}
+
+static sv_status prod(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out) {
+    if (!a) { *out = op == SV_DFA_OR || op == SV_DFA_XOR ? b : NULL; return SV_OK; }
+    if (!b) { *out = op == SV_DFA_AND ? NULL : a; return SV_OK; }
+    sv_error_t e;
+    sv_error_clear(&e);
+    sv_status st = sv_dfa_product(a, b, op, &c->o->lim, out, &e);
+    if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; }
+    if (st) return sv_sc_fail(c, st, kw, "%s", e.message);
+    if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) return sv_sc_nomem(c);
+    return SV_OK;
+}
+
+/* The language of a subschema (NULL when it matches nothing). */
+static sv_status sub_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) {
+    sv_status st = sv_sc_lang(c, s, loc, out);
+    if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; }
+    return st;
+}
+
+/* The canonical universe one level down (for canonical_any containers). */
+static sv_status canon_value(sctx_t *c, const sv_loc_t *loc, sv_ast_t **out);
+
+static sv_status get_uint(sctx_t *c, json_t *s, const char *kw, bool *set, uint64_t *v) {
+    json_t *x = s ? json_object_get(s, kw) : NULL;
+    *set = false;
+    if (!x) return SV_OK;
+    double d = json_number_value(x);
+    if (!json_is_number(x) || d < 0 || d != floor(d))
+        return sv_sc_fail(c, SV_ERR_SYNTAX, kw, "%s must be a non-negative integer", kw);
+    *set = true;
+    *v = d > 1e15 ? (uint64_t)1e15 : (uint64_t)d;
+    return SV_OK;
+}
+
+#define MAX_GRAPH_NODES 200000u
+
+/* ---- objects -------------------------------------------------------------------- */
+
+typedef struct {
+    const char *key;
+    bool allowed, required;
+    sv_ast_t *value;   /* NULL when no value is allowed */
+    int dep_bit;       /* -1 if the key takes no part in dependentRequired */
+} member_t;
+
+/* Whether the JSON string of key k is in L(propertyNames). */
+static sv_status key_name_ok(sctx_t *c, sv_dfa_t *names, const char *k, bool *ok) {
+    if (!names) { *ok = true; return SV_OK; }
+    char *buf = malloc(strlen(k) * 6 + 3);
+    if (!buf) return sv_sc_nomem(c);
+    /* Same spelling as sv_sc_key: reuse it through a tiny DFA would be
+     * wasteful; spell it here. */
+    size_t o = 0;
+    buf[o++] = '"';
+    for (const unsigned char *p = (const unsigned char *)k; *p; p++) {
+        const char *e = *p == '"' ? "\\\"" : *p == '\\' ? "\\\\" : *p == '\n' ? "\\n" : *p == '\r' ? "\\r" :
+                        *p == '\t' ? "\\t" : *p == '\b' ? "\\b" : *p == '\f' ? "\\f" : NULL;
+        if (e) buf[o++] = e[0], buf[o++] = e[1];
+        else if (*p < 0x20) o += (size_t)sprintf(buf + o, "\\u%04x", *p);
+        else buf[o++] = (char)*p;
+    }
+    buf[o++] = '"';
+    *ok = sv_dfa_matches(names, (const uint8_t *)buf, o);
+    free(buf);
+    return SV_OK;
+}
+
+/* Content DFA of a patternProperties regex with search semantics. */
+static sv_status pattern_content(sctx_t *c, const char *pattern, sv_dfa_t **out) {
+    sv_ast_t *p, *any;
+    sv_error_t e;
+    sv_error_clear(&e);
+    sv_status st = sv_regex_parse(pattern, strlen(pattern), c->arena, &p, &e);
+    if (st) return sv_sc_fail(c, st, "patternProperties", "pattern /%s/: %s", pattern, e.message);
+    if ((st = sv_regex_parse("[^]*", 4, c->arena, &any, c->err))) return st;
+    st = sv_sc_dfa(c, sv_sc_cat3(c, any, p, any), out);
+    if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; }
+    return st;
+}
+
+/* The extra members: alternatives (key region ": " value) for keys outside K. */
+static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_t *mem, uint32_t n, sv_dfa_t *names,
+                        bool canonical_any, sv_ast_t **out) {
+    *out = NULL;
+    json_t *ap = s ? json_object_get(s, "additionalProperties") : NULL;
+    if (s && !ap && c->o->strict_properties) ap = json_false();
+    json_t *pp = s ? json_object_get(s, "patternProperties") : NULL;
+    uint32_t m = json_is_object(pp) ? (uint32_t)json_object_size(pp) : 0;
+    if (json_is_false(ap) && m == 0) return SV_OK;
+    if (m > 6)
+        return sv_sc_fail(c, SV_ERR_BUDGET, "patternProperties",
+                          "more than 6 patternProperties at one location (their overlaps need 2^n regions)");
+    sv_status st;
+    sv_dfa_t *any;
+    if ((st = sv_sc_any_string_content(c, &any))) return st;
+    /* Keys of K excluded: content DFA of the K strings. */
+    sv_dfa_t *known = NULL;
+    if (n) {
+        sv_ast_t **alts = sv_arena_alloc(c->arena, n * sizeof *alts);
+        if (!alts) return sv_sc_nomem(c);
+        for (uint32_t i = 0; i < n; i++) {
+            size_t len = strlen(mem[i].key);
+            sv_ast_t **cps = sv_arena_alloc(c->arena, (len + 1) * sizeof *cps);
+            if (!cps) return sv_sc_nomem(c);
+            for (size_t j = 0; j < len; j++) cps[j] = sv_ast_bytes(c->arena, (uint8_t)mem[i].key[j], (uint8_t)mem[i].key[j]);
+            alts[i] = sv_ast_cat(c->arena, cps, (uint32_t)len);
+        }
+        if ((st = to_dfa(c, sv_ast_alt(c->arena, alts, n), &known))) return st;
+    }
+    sv_dfa_t *free_keys;
+    if ((st = prod(c, any, known, SV_DFA_DIFF, "additionalProperties", &free_keys))) return st;
+    if (!free_keys) return SV_OK;
+    sv_dfa_t *pats[6];
+    json_t *pschemas[6];
+    const char *pat;
+    json_t *ps;
+    uint32_t j = 0;
+    if (m) json_object_foreach(pp, pat, ps) {
+        size_t mark = sv_sc_push(c, "patternProperties");
+        sv_sc_push(c, pat);
+        st = pattern_content(c, pat, &pats[j]);
+        sv_sc_pop(c, mark);
+        if (st) return st;
+        pschemas[j++] = ps;
+    }
+    sv_ast_t **alts = sv_arena_alloc(c->arena, ((size_t)1 << m) * sizeof *alts);
+    if (!alts) return sv_sc_nomem(c);
+    uint32_t na = 0;
+    for (uint32_t set = 0; set < (1u << m); set++) {
+        sv_dfa_t *region = free_keys;
+        for (uint32_t b = 0; b < m && region; b++)
+            if ((st = prod(c, region, pats[b], (set >> b) & 1 ? SV_DFA_AND : SV_DFA_DIFF, "patternProperties", &region)))
+                return st;
+        if (!region) continue;
+        /* The value: the matching patterns' schemas, or additionalProperties. */
+        sv_ast_t *val = NULL;
+        if (canonical_any) {
+            if ((st = canon_value(c, NULL, &val))) return st;
+        } else if (set == 0) {
+            if (json_is_false(ap)) continue;
+            if (!ap || json_is_true(ap)) {
+                if ((st = sv_sc_any_value(c, c->o->max_any_depth, false, &val))) return st;
+            } else {
+                sv_loc_t child;
+                if ((st = sv_sc_loc_closure(c, &ap, 1, &child))) return st;
+                size_t mark = sv_sc_push(c, "additionalProperties");
+                st = sub_lang(c, ap, &child, &val);
+                sv_sc_pop(c, mark);
+                if (st) return st;
+            }
+        } else {
+            json_t *seeds[6];
+            uint32_t ns = 0;
+            for (uint32_t b = 0; b < m; b++)
+                if ((set >> b) & 1) seeds[ns++] = pschemas[b];
+            sv_loc_t child;
+            if ((st = sv_sc_loc_closure(c, seeds, ns, &child))) return st;
+            sv_dfa_t *acc = NULL;
+            bool first = true;
+            for (uint32_t b = 0; b < ns; b++) {
+                sv_ast_t *x;
+                size_t mark = sv_sc_push(c, "patternProperties");
+                st = sub_lang(c, seeds[b], &child, &x);
+                sv_sc_pop(c, mark);
+                if (st) return st;
+                if (ns == 1) { val = x; break; }
+                sv_dfa_t *d = NULL;
+                if (x && (st = to_dfa(c, x, &d))) return st;
+                if (first) acc = d, first = false;
+                else if ((st = prod(c, acc, d, SV_DFA_AND, "patternProperties", &acc))) return st;
+            }
+            if (ns > 1) val = acc ? sv_ast_dfa(c->arena, acc, false) : NULL;
+        }
+        if (!val) continue;
+        sv_ast_t *key = sv_sc_quoted(c, region);
+        if (names) {
+            /* propertyNames: intersect at the JSON-string level. */
+            sv_dfa_t *kd;
+            if ((st = to_dfa(c, key, &kd)) || (st = prod(c, kd, names, SV_DFA_AND, "propertyNames", &kd))) return st;
+            if (!kd) continue;
+            key = sv_ast_dfa(c->arena, kd, false);
+        }
+        alts[na++] = sv_sc_cat3(c, key, sv_sc_colon(c), val);
+    }
+    if (na) *out = sv_ast_alt(c->arena, alts, na);
+    return SV_OK;
+}
+
+sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out) {
+    sv_status st;
+    const char **keys;
+    uint32_t n;
+    if ((st = sv_sc_loc_keys(c, loc, &keys, &n))) return st;
+    member_t *mem = sv_arena_alloc(c->arena, (n + 1) * sizeof *mem);
+    if (!mem) return sv_sc_nomem(c);
+    json_t *props = s ? json_object_get(s, "properties") : NULL, *req = s ? json_object_get(s, "required") : NULL;
+    json_t *ap = s ? json_object_get(s, "additionalProperties") : NULL;
+    if (s && !ap && c->o->strict_properties) ap = json_false();
+    json_t *pp = s ? json_object_get(s, "patternProperties") : NULL;
+    json_t *pn = s ? json_object_get(s, "propertyNames") : NULL;
+    if (props && !json_is_object(props)) return sv_sc_fail(c, SV_ERR_SYNTAX, "properties", "properties must be an object");
+    if (req && !json_is_array(req)) return sv_sc_fail(c, SV_ERR_SYNTAX, "required", "required must be an array");
+    sv_dfa_t *names = NULL;
+    if (pn) {
+        sv_loc_t nl;
+        sv_ast_t *na;
+        if ((st = sv_sc_loc_closure(c, &pn, 1, &nl))) return st;
+        size_t mark = sv_sc_push(c, "propertyNames");
+        st = sub_lang(c, pn, &nl, &na);
+        sv_sc_pop(c, mark);
+        if (st) return st;
+        if (!na) {
+            names = NULL;
+            /* No key is allowed at all: only {} remains. */
+            pn = json_false();
+        } else if ((st = to_dfa(c, na, &names))) {
+            return st;
+        }
+    }
+    /* Members of K. */
+    uint32_t nreq = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        member_t *m = &mem[i];
+        m->key = keys[i];
+        m->dep_bit = -1;
+        m->required = false;
+        for (size_t j = 0; json_is_array(req) && j < json_array_size(req); j++)
+            if (json_is_string(json_array_get(req, j)) && strcmp(json_string_value(json_array_get(req, j)), m->key) == 0)
+                m->required = true;
+        sv_loc_t child;
+        if ((st = sv_sc_loc_property(c, loc, m->key, &child))) return st;
+        bool ok = !json_is_false(pn);
+        if (ok && (st = key_name_ok(c, names, m->key, &ok))) return st;
+        m->value = NULL;
+        if (ok && canonical_any) {
+            if ((st = canon_value(c, &child, &m->value))) return st;
+        } else if (ok) {
+            /* Sources: properties[k], each matching patternProperties, or additionalProperties. */
+            json_t *src[8];
+            uint32_t ns = 0;
+            json_t *p = props ? json_object_get(props, m->key) : NULL;
+            if (p) src[ns++] = p;
+            const char *pat;
+            json_t *ps;
+            if (json_is_object(pp)) json_object_foreach(pp, pat, ps) {
+                sv_dfa_t *pd;
+                if ((st = pattern_content(c, pat, &pd))) return st;
+                if (pd && sv_dfa_matches(pd, (const uint8_t *)m->key, strlen(m->key))) {
+                    if (ns == 8)
+                        return sv_sc_fail(c, SV_ERR_BUDGET, "patternProperties", "more than 8 schemas apply to key \"%s\"", m->key);
+                    src[ns++] = ps;
+                }
+            }
+            if (ns == 0 && !json_is_false(ap)) src[ns++] = ap ? ap : json_true();
+            sv_dfa_t *acc = NULL;
+            for (uint32_t k = 0; k < ns; k++) {
+                sv_ast_t *x;
+                const char *kw = k == 0 && p ? "properties" : src[k] == ap ? "additionalProperties" : "patternProperties";
+                size_t mark = sv_sc_push(c, kw);
+                if (k == 0 && p) sv_sc_push(c, m->key);
+                st = sub_lang(c, src[k], &child, &x);
+                sv_sc_pop(c, mark);
+                if (st) return st;
+                if (ns == 1) { m->value = x; break; }
+                sv_dfa_t *d = NULL;
+                if (x && (st = to_dfa(c, x, &d))) return st;
+                if (k == 0) acc = d;
+                else if ((st = prod(c, acc, d, SV_DFA_AND, "patternProperties", &acc))) return st;
+            }
+            if (ns > 1 && acc) m->value = sv_ast_dfa(c->arena, acc, false);
+        }
+        m->allowed = m->value != NULL;
+        if (m->required && !m->allowed)
+            return sv_sc_fail(c, SV_ERR_EMPTY, "required", "required property \"%s\" can have no valid value", m->key);
+        nreq += m->required;
+    }
+    /* dependentRequired (and the array form of dependencies). */
+    typedef struct { uint32_t a, b; } dep_t;
+    dep_t deps[64];
+    uint32_t ndeps = 0, nbits = 0;
+    static const char *const dep_kw[] = {"dependentRequired", "dependencies"};
+    for (int d = 0; d < 2 && s && !canonical_any; d++) {
+        json_t *dj = json_object_get(s, dep_kw[d]), *arr;
+        const char *key;
+        if (!json_is_object(dj)) continue;
+        json_object_foreach(dj, key, arr) {
+            if (!json_is_array(arr)) continue;
+            uint32_t a = n;
+            for (uint32_t i = 0; i < n; i++) if (strcmp(keys[i], key) == 0) a = i;
+            for (size_t j = 0; j < json_array_size(arr); j++) {
+                const char *bk = json_string_value(json_array_get(arr, j));
+                uint32_t b = n;
+                for (uint32_t i = 0; bk && i < n; i++) if (strcmp(keys[i], bk) == 0) b = i;
+                if (a == n || b == n || a == b) continue;
+                if (ndeps == 64) return sv_sc_fail(c, SV_ERR_BUDGET, dep_kw[d], "more than 64 dependencies at one location");
+                deps[ndeps++] = (dep_t){a, b};
+                if (mem[a].dep_bit < 0) mem[a].dep_bit = (int)nbits++;
+                if (mem[b].dep_bit < 0) mem[b].dep_bit = (int)nbits++;
+            }
+        }
+    }
+    if (nbits > 8) return sv_sc_fail(c, SV_ERR_BUDGET, "dependentRequired", "dependencies involve more than 8 keys at one location");
+    /* Counting only when min/maxProperties can bind. */
+    bool has_min, has_max;
+    uint64_t minp = 0, maxp = 0;
+    if (!canonical_any && ((st = get_uint(c, s, "minProperties", &has_min, &minp)) || (st = get_uint(c, s, "maxProperties", &has_max, &maxp))))
+        return st;
+    if (canonical_any) has_min = has_max = false;
+    sv_ast_t *extra;
+    if ((st = extras(c, s, loc, mem, n, names, canonical_any, &extra))) return st;
+    uint32_t nallowed = 0;
+    for (uint32_t i = 0; i < n; i++) nallowed += mem[i].allowed;
+    if (has_max && !extra && maxp >= nallowed) has_max = false;
+    if (has_min && minp <= nreq) has_min = false;
+    if (has_min && !extra && minp > nallowed)
+        return sv_sc_fail(c, SV_ERR_EMPTY, "minProperties", "minProperties %llu exceeds the %u properties allowed",
+                          (unsigned long long)minp, nallowed);
+    if (has_max && maxp < nreq)
+        return sv_sc_fail(c, SV_ERR_EMPTY, "maxProperties", "maxProperties %llu is below the %u required properties",
+                          (unsigned long long)maxp, nreq);
+    uint64_t C = has_max ? maxp : has_min ? minp : 0;
+    uint64_t B = (uint64_t)1 << nbits;
+    uint64_t per_pos = (C + 1) * B;
+    uint64_t nnodes = (uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + per_pos;
+    if (nnodes > MAX_GRAPH_NODES)
+        return sv_sc_fail(c, SV_ERR_BUDGET, has_max ? "maxProperties" : "minProperties",
+                          "the object needs %llu automaton nodes to count its properties (limit %u)",
+                          (unsigned long long)nnodes, MAX_GRAPH_NODES);
+#define NODE(i, m, cnt, bits) ((uint32_t)((((uint64_t)(i) * 2 + (m)) * (C + 1) + (cnt)) * B + (bits)))
+#define KMID(i, cnt, bits) ((uint32_t)((uint64_t)(n + 1) * 2 * per_pos + ((uint64_t)(i) * (C + 1) + (cnt)) * B + (bits)))
+#define EMID(cnt, bits) ((uint32_t)((uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + (cnt) * B + (bits)))
+    edgevec_t ev = {0};
+    uint8_t *final = calloc(nnodes, 1), *kmid_done = calloc(nnodes, 1);
+    if (!final || !kmid_done) { free(final); free(kmid_done); return sv_sc_nomem(c); }
+    sv_ast_t *sep = sv_sc_sep(c), *colon = sv_sc_colon(c);
+    for (uint32_t i = 0; i < n && !st; i++) {
+        member_t *m = &mem[i];
+        sv_ast_t *kv = m->allowed ? sv_sc_cat3(c, sv_sc_key(c, m->key, strlen(m->key)), colon, m->value) : NULL;
+        for (uint64_t cnt = 0; cnt <= C && !st; cnt++)
+            for (uint64_t bits = 0; bits < B && !st; bits++) {
+                /* Dependencies decided at this key. */
+                bool can_skip = !m->required, can_take = m->allowed;
+                for (uint32_t d = 0; d < ndeps; d++) {
+                    if (deps[d].b == i && deps[d].a < i && (bits >> mem[deps[d].a].dep_bit & 1)) can_skip = false;
+                    if (deps[d].a == i && deps[d].b < i && !(bits >> mem[deps[d].b].dep_bit & 1)) can_take = false;
+                }
+                uint64_t cnt2 = cnt + 1;
+                if (cnt2 > C) {
+                    if (has_max) can_take = false;
+                    else cnt2 = C;
+                }
+                uint64_t bits2 = m->dep_bit >= 0 ? bits | (1ull << m->dep_bit) : bits;
+                for (int md = 0; md < 2 && !st; md++) {
+                    if (can_skip) st = edge(c, &ev, NODE(i, md, cnt, bits), NODE(i + 1, md, cnt, bits), NULL);
+                    if (can_take && !st)
+                        st = edge(c, &ev, NODE(i, md, cnt, bits), KMID(i, cnt2, bits2), md ? sep : NULL);
+                }
+                if (can_take && !st && !kmid_done[KMID(i, cnt2, bits2)]) {
+                    /* kmid(i, cnt2, bits2) -> (i+1, 1, cnt2, bits2): one value copy per target. */
+                    kmid_done[KMID(i, cnt2, bits2)] = 1;
+                    st = edge(c, &ev, KMID(i, cnt2, bits2), NODE(i + 1, 1, cnt2, bits2), kv);
+                }
+            }
+    }
+    for (uint64_t cnt = 0; cnt <= C && !st; cnt++)
+        for (uint64_t bits = 0; bits < B && !st; bits++) {
+            bool ok = !has_min || cnt >= minp;
+            final[NODE(n, 0, cnt, bits)] = ok;
+            final[NODE(n, 1, cnt, bits)] = ok;
+            if (!extra) continue;
+            uint64_t cnt2 = cnt + 1;
+            if (cnt2 > C) {
+                if (has_max) continue;
+                cnt2 = C;
+            }
+            st = edge(c, &ev, NODE(n, 0, cnt, bits), EMID(cnt, bits), NULL);
+            if (!st) st = edge(c, &ev, NODE(n, 1, cnt, bits), EMID(cnt, bits), sep);
+            if (!st) st = edge(c, &ev, EMID(cnt, bits), NODE(n, 1, cnt2, bits), extra);
+        }
+#undef NODE
+#undef KMID
+#undef EMID
+    sv_ast_t *g = st ? NULL : sv_ast_graph(c->arena, (uint32_t)nnodes, ev.v, ev.n, final);
+    free(ev.v);
+    free(final);
+    free(kmid_done);
+    if (st) return st;
+    sv_ast_t *ws = sv_sc_ws(c);
+    *out = sv_sc_cat3(c, sv_sc_cat2(c, sv_sc_lit(c, "{", 1), ws), g, sv_sc_cat2(c, ws, sv_sc_lit(c, "}", 1)));
+    return *out ? SV_OK : sv_sc_nomem(c);
+}
+
+/* ---- arrays -------------------------------------------------------------------- */
+
+static sv_status canon_value(sctx_t *c, const sv_loc_t *loc, sv_ast_t **out) {
+    /* One level down in the canonical universe; at the depth limit only
+     * scalars, which keeps the universe finite (a smaller universe is still
+     * sound for differences). */
+    sv_status st;
+    sv_ast_t *alts[6];
+    sv_dfa_t *content;
+    if ((st = sv_sc_any_number(c, true, &alts[0])) || (st = sv_sc_any_string_content(c, &content))) return st;
+    alts[1] = sv_sc_quoted(c, content);
+    alts[2] = sv_sc_lit(c, "null", 4);
+    alts[3] = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_lit(c, "true", 4), sv_sc_lit(c, "false", 5)}, 2);
+    uint32_t n = 4;
+    if (c->canon_depth > 1) {
+        sv_loc_t empty = {0};
+        const sv_loc_t *l = loc ? loc : &empty;
+        c->canon_depth--;
+        st = sv_sc_array(c, NULL, l, true, &alts[n++]);
+        if (!st) st = sv_sc_object(c, NULL, l, true, &alts[n++]);
+        c->canon_depth++;
+        if (st) return st;
+    }
+    *out = sv_ast_alt(c->arena, alts, n);
+    return *out ? SV_OK : sv_sc_nomem(c);
+}
+
+sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out) {
+    sv_status st;
+    json_t *prefix = s ? json_object_get(s, "prefixItems") : NULL, *items = s ? json_object_get(s, "items") : NULL;
+    json_t *tuple = json_is_array(prefix) ? prefix : json_is_array(items) ? items : NULL;
+    json_t *rest = json_is_array(prefix) ? items : json_is_array(items) ? (s ? json_object_get(s, "additionalItems") : NULL) : items;
+    const char *rest_kw = json_is_array(prefix) ? "items" : json_is_array(items) ? "additionalItems" : "items";
+    uint32_t P = tuple && !canonical_any ? (uint32_t)json_array_size(tuple) : 0;
+    bool has_min, has_max, has_minc, has_maxc;
+    uint64_t mini = 0, maxi = 0, minc = 0, maxc = 0;
+    json_t *cont = s && !canonical_any ? json_object_get(s, "contains") : NULL;
+    if (!canonical_any) {
+        if ((st = get_uint(c, s, "minItems", &has_min, &mini)) || (st = get_uint(c, s, "maxItems", &has_max, &maxi))) return st;
+        if (cont && ((st = get_uint(c, s, "minContains", &has_minc, &minc)) || (st = get_uint(c, s, "maxContains", &has_maxc, &maxc))))
+            return st;
+    } else {
+        has_min = has_max = has_minc = has_maxc = false;
+    }
+    if (cont && !has_minc) minc = 1;
+    if (cont && c->draft < 2019) has_maxc = false, minc = 1; /* min/maxContains are 2019-09 keywords */
+    bool rest_false = json_is_false(rest) && !canonical_any;
+    if (rest_false) {
+        if (!has_max || maxi > P) maxi = P, has_max = true;
+    }
+    if (has_min && has_max && mini > maxi)
+        return sv_sc_fail(c, SV_ERR_EMPTY, "minItems", "minItems %llu is above the items allowed (%llu)",
+                          (unsigned long long)mini, (unsigned long long)maxi);
+    /* Unbounded arrays saturate at a node with at least one item, so the
+     * loop there always has a separator. */
+    uint64_t N = has_max ? maxi : (P > mini ? P : mini);
+    if (!has_max && N == 0) N = 1;
+    uint64_t J = !cont ? 0 : has_maxc ? maxc : minc;
+    uint64_t nnodes = (N + 1) * (J + 1) * 2;
+    if (nnodes > MAX_GRAPH_NODES)
+        return sv_sc_fail(c, SV_ERR_BUDGET, has_max ? "maxItems" : "minItems",
+                          "the array needs %llu automaton nodes to count its items (limit %u)", (unsigned long long)nnodes,
+                          MAX_GRAPH_NODES);
+    /* Item languages: prefix positions, then the rest (shared). */
+    sv_ast_t **lang = sv_arena_alloc(c->arena, (P + 1) * sizeof *lang);
+    sv_dfa_t **in = NULL, **outc = NULL;
+    if (!lang) return sv_sc_nomem(c);
+    for (uint32_t i = 0; i <= P; i++) {
+        sv_loc_t child;
+        if ((st = sv_sc_loc_item(c, loc, i, &child))) return st;
+        json_t *x = i < P ? json_array_get(tuple, i) : rest;
+        if (canonical_any) {
+            st = canon_value(c, &child, &lang[i]);
+        } else if (i == P && rest_false) {
+            lang[i] = NULL;
+        } else if (!x || json_is_true(x)) {
+            st = sv_sc_any_value(c, c->o->max_any_depth, false, &lang[i]);
+        } else {
+            size_t mark = sv_sc_push(c, i < P ? (json_is_array(prefix) ? "prefixItems" : "items") : rest_kw);
+            if (i < P) {
+                char b[16];
+                snprintf(b, sizeof b, "%u", i);
+                sv_sc_push(c, b);
+            }
+            st = sub_lang(c, x, &child, &lang[i]);
+            sv_sc_pop(c, mark);
+        }
+        if (st) return st;
+    }
+    if (cont) {
+        /* Split each item language by contains: matching / not matching. The
+         * not-matching part is taken within canonical spellings when a
+         * maximum bounds the matches, so a match is never miscounted. */
+        in = sv_arena_alloc(c->arena, (P + 1) * sizeof *in);
+        outc = sv_arena_alloc(c->arena, (P + 1) * sizeof *outc);
+        if (!in || !outc) return sv_sc_nomem(c);
+        for (uint32_t i = 0; i <= P; i++) {
+            in[i] = outc[i] = NULL;
+            if (!lang[i]) continue;
+            sv_loc_t child;
+            if ((st = sv_sc_loc_item(c, loc, i, &child))) return st;
+            sv_ast_t *ca;
+            bool keep = c->truncated;
+            c->truncated = false;
+            size_t mark = sv_sc_push(c, "contains");
+            st = sub_lang(c, cont, &child, &ca);
+            sv_sc_pop(c, mark);
+            if (st) return st;
+            if (has_maxc && c->truncated)
+                return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "maxContains",
+                                  "maxContains over a recursive schema deeper than max_ref_depth cannot be counted exactly");
+            c->truncated |= keep;
+            sv_dfa_t *ld, *cd = NULL, *base;
+            if ((st = to_dfa(c, lang[i], &ld))) return st;
+            if (ca && (st = to_dfa(c, ca, &cd))) return st;
+            if ((st = prod(c, ld, cd, SV_DFA_AND, "contains", &in[i]))) return st;
+            base = ld;
+            if (has_maxc) {
+                sv_ast_t *u;
+                sv_dfa_t *ud;
+                uint32_t keepd = c->canon_depth;
+                c->canon_depth = c->o->max_any_depth + 1;
+                st = canon_value(c, &child, &u);
+                c->canon_depth = keepd;
+                if (st || (st = to_dfa(c, u, &ud)) || (st = prod(c, ld, ud, SV_DFA_AND, "contains", &base))) return st;
+            }
+            if ((st = prod(c, base, cd, SV_DFA_DIFF, "contains", &outc[i]))) return st;
+        }
+    }
+    /* Graph nodes (i, j) and imid(i, j) after a separator. */
+#define ANODE(i, j) ((uint32_t)((i) * (J + 1) + (j)))
+#define AMID(i, j) ((uint32_t)((N + 1) * (J + 1) + (i) * (J + 1) + (j)))
+    edgevec_t ev = {0};
+    uint8_t *final = calloc(nnodes, 1);
+    if (!final) return sv_sc_nomem(c);
+    sv_ast_t *sep = sv_sc_sep(c);
+    for (uint64_t i = 0; i <= N && !st; i++) {
+        uint32_t li = i < P ? (uint32_t)i : P;
+        bool loop = i == N && !has_max;
+        uint64_t i2 = loop ? N : i + 1;
+        for (uint64_t j = 0; j <= J && !st; j++) {
+            final[ANODE(i, j)] = (!has_min || i >= mini) && j >= minc * (cont != NULL);
+            if (i == N && has_max) continue;
+            if (!lang[li]) continue;
+            uint32_t from = ANODE(i, j);
+            if (i > 0) {
+                st = edge(c, &ev, from, AMID(i, j), sep);
+                from = AMID(i, j);
+            }
+            if (!cont) {
+                if (!st) st = edge(c, &ev, from, ANODE(i2, 0), lang[li]);
+                continue;
+            }
+            uint64_t j2 = j + 1;
+            bool can_match = in[li] != NULL;
+            if (j2 > J) {
+                if (has_maxc) can_match = false;
+                else j2 = J;
+            }
+            if (!st && can_match) st = edge(c, &ev, from, ANODE(i2, j2), sv_ast_dfa(c->arena, in[li], false));
+            if (!st && outc[li]) st = edge(c, &ev, from, ANODE(i2, j), sv_ast_dfa(c->arena, outc[li], false));
+        }
+    }
+#undef ANODE
+#undef AMID
+    sv_ast_t *g = st ? NULL : sv_ast_graph(c->arena, (uint32_t)nnodes, ev.v, ev.n, final);
+    free(ev.v);
+    free(final);
+    if (st) return st;
+    sv_ast_t *ws = sv_sc_ws(c);
+    *out = sv_sc_cat3(c, sv_sc_cat2(c, sv_sc_lit(c, "[", 1), ws), g, sv_sc_cat2(c, ws, sv_sc_lit(c, "]", 1)));
+    return *out ? SV_OK : sv_sc_nomem(c);
+}

@@ -1,0 +1,96 @@
+/* schema_internal.h — shared state of the JSON Schema compiler's files:
+ * schema.c (loading, $ref, keyword dispatch, boolean keywords),
+ * schema_text.c (whitespace, strings, literals, the universe of values),
+ * schema_container.c (objects and arrays). */
+#ifndef SV_FSM_SCHEMA_INTERNAL_H
+#define SV_FSM_SCHEMA_INTERNAL_H
+
+#include <jansson.h>
+
+#include "../src/util/arena.h"
+#include "ast.h"
+#include "dfa_internal.h"
+#include "schema.h"
+
+#define SV_SCHEMA_MAX_ANY 16
+
+/* The set of schema objects that apply at one instance location, closed
+ * under the in-place applicators (allOf, anyOf, oneOf, not, if/then/else,
+ * $ref). It fixes the order of object keys at that location. */
+typedef struct sv_loc {
+    json_t **v;
+    uint32_t n;
+} sv_loc_t;
+
+typedef struct sctx {
+    sv_arena_t *arena;
+    const sv_schema_opts_t *o;
+    sv_schema_info_t *info;
+    sv_error_t *err;
+    json_t *root;
+    int draft;                 /* 4, 6, 7, 2019 or 2020 */
+    char ptr[1024];            /* JSON pointer of the schema being compiled */
+    size_t ptr_len;
+    /* $ref expansion: targets on the current path and their counts. */
+    json_t *ref_stack[256];
+    uint32_t ref_depth;
+    bool truncated;            /* a $ref was cut below the current negation point */
+    uint32_t canon_depth;      /* container levels left in the canonical universe */
+    /* Caches (DFAs live in the arena's cleanup list). */
+    sv_dfa_t *any_value[SV_SCHEMA_MAX_ANY + 1][2]; /* [depth][canonical] */
+    sv_dfa_t *any_string;      /* content [^]* */
+    sv_ast_t *any_number[2];   /* [canonical] */
+} sctx_t;
+
+/* ---- errors and pointers (schema.c) ---- */
+sv_status sv_sc_fail(sctx_t *c, sv_status code, const char *keyword, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+size_t sv_sc_push(sctx_t *c, const char *token);   /* returns the length to restore */
+void sv_sc_pop(sctx_t *c, size_t len);
+sv_status sv_sc_nomem(sctx_t *c);
+
+/* ---- languages (schema.c) ---- */
+/* The language of schema s at location loc. */
+sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out);
+/* Compiles an AST to a DFA owned by the arena. */
+sv_status sv_sc_dfa(sctx_t *c, sv_ast_t *ast, sv_dfa_t **out);
+/* Location sets. */
+sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, sv_loc_t *out);
+sv_status sv_sc_loc_property(sctx_t *c, const sv_loc_t *loc, const char *key, sv_loc_t *out);
+sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_t *out);
+/* Resolves a $ref string to its target (local JSON pointer or anchor). */
+sv_status sv_sc_resolve_ref(sctx_t *c, const char *ref, json_t **out);
+
+/* ---- text pieces (schema_text.c) ---- */
+sv_ast_t *sv_sc_lit(sctx_t *c, const char *bytes, size_t n);   /* a literal byte string */
+sv_ast_t *sv_sc_ws(sctx_t *c);        /* optional whitespace (flexible mode), else empty */
+sv_ast_t *sv_sc_sep(sctx_t *c);       /* between items / members */
+sv_ast_t *sv_sc_colon(sctx_t *c);     /* between key and value */
+sv_ast_t *sv_sc_cat2(sctx_t *c, sv_ast_t *x, sv_ast_t *y);
+sv_ast_t *sv_sc_cat3(sctx_t *c, sv_ast_t *x, sv_ast_t *y, sv_ast_t *z);
+/* "content" as a JSON string: '"' + escaped content DFA + '"'. */
+sv_ast_t *sv_sc_quoted(sctx_t *c, const sv_dfa_t *content);
+/* The JSON string literal of a UTF-8 key (escaped as json.dumps does). */
+sv_ast_t *sv_sc_key(sctx_t *c, const char *key, size_t len);
+/* The content DFA of any string, and the any-string JSON language. */
+sv_status sv_sc_any_string_content(sctx_t *c, sv_dfa_t **out);
+/* Any number; canonical: one spelling per value (for complements). */
+sv_status sv_sc_any_number(sctx_t *c, bool canonical, sv_ast_t **out);
+/* Any JSON value nested at most depth levels (canonical: one spelling per
+ * value, objects in no particular key order). */
+sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, bool canonical, sv_ast_t **out);
+/* The spellings of a JSON value (const/enum), keys ordered per location. */
+sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **out);
+/* The content language of a string schema (pattern, lengths, format); *out
+ * NULL when the schema constrains nothing about string content. */
+sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out);
+
+/* ---- containers (schema_container.c) ---- */
+/* canonical_any: build the universe at this location (every key optional,
+ * any values, canonical spellings) instead of s's language. */
+sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out);
+sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out);
+/* The ordered keys of a location (arena memory). */
+sv_status sv_sc_loc_keys(sctx_t *c, const sv_loc_t *loc, const char ***keys, uint32_t *n);
+
+#endif

@@ -1,0 +1,325 @@
+/* schema_text.c — the textual pieces of JSON languages: whitespace and
+ * separators per mode, JSON strings (content DFAs spelled with json.dumps's
+ * escapes), literals for const/enum, and the universe of JSON values. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_format.h"
+#include "json_num.h"
+#include "regex.h"
+#include "schema_internal.h"
+
+sv_ast_t *sv_sc_lit(sctx_t *c, const char *bytes, size_t n) {
+    if (n == 0) return sv_ast_empty(c->arena);
+    sv_ast_t **kids = sv_arena_alloc(c->arena, n * sizeof *kids);
+    if (!kids) return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!(kids[i] = sv_ast_bytes(c->arena, (uint8_t)bytes[i], (uint8_t)bytes[i]))) return NULL;
+    return sv_ast_cat(c->arena, kids, (uint32_t)n);
+}
+
+sv_ast_t *sv_sc_ws(sctx_t *c) {
+    if (c->o->ws != SV_WS_FLEXIBLE) return sv_ast_empty(c->arena);
+    sv_ast_t *alts[4] = {sv_ast_bytes(c->arena, ' ', ' '), sv_ast_bytes(c->arena, '\t', '\t'),
+                         sv_ast_bytes(c->arena, '\n', '\n'), sv_ast_bytes(c->arena, '\r', '\r')};
+    if (!alts[0] || !alts[1] || !alts[2] || !alts[3]) return NULL;
+    sv_ast_t *alt = sv_ast_alt(c->arena, alts, 4);
+    return alt ? sv_ast_repeat(c->arena, alt, 0, SV_AST_INF) : NULL;
+}
+
+sv_ast_t *sv_sc_cat2(sctx_t *c, sv_ast_t *x, sv_ast_t *y) {
+    if (!x || !y) return NULL;
+    sv_ast_t *k[2] = {x, y};
+    return sv_ast_cat(c->arena, k, 2);
+}
+
+sv_ast_t *sv_sc_cat3(sctx_t *c, sv_ast_t *x, sv_ast_t *y, sv_ast_t *z) {
+    if (!x || !y || !z) return NULL;
+    sv_ast_t *k[3] = {x, y, z};
+    return sv_ast_cat(c->arena, k, 3);
+}
+
+static sv_ast_t *punct(sctx_t *c, char p, const char *canonical) {
+    switch (c->o->ws) {
+    case SV_WS_CANONICAL: return sv_sc_lit(c, canonical, strlen(canonical));
+    case SV_WS_COMPACT: return sv_sc_lit(c, &p, 1);
+    case SV_WS_FLEXIBLE: return sv_sc_cat3(c, sv_sc_ws(c), sv_sc_lit(c, &p, 1), sv_sc_ws(c));
+    }
+    return NULL;
+}
+
+sv_ast_t *sv_sc_sep(sctx_t *c) { return punct(c, ',', ", "); }
+sv_ast_t *sv_sc_colon(sctx_t *c) { return punct(c, ':', ": "); }
+
+sv_ast_t *sv_sc_quoted(sctx_t *c, const sv_dfa_t *content) {
+    sv_ast_t *q = sv_ast_bytes(c->arena, '"', '"');
+    return sv_sc_cat3(c, q, sv_ast_dfa(c->arena, content, true), q);
+}
+
+/* Appends the json.dumps(ensure_ascii=False) spelling of s[0..n) to buf. */
+static size_t escape_json(const char *s, size_t n, char *buf) {
+    size_t o = 0;
+    buf[o++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = (unsigned char)s[i];
+        const char *e = NULL;
+        switch (x) {
+        case '"': e = "\\\""; break;
+        case '\\': e = "\\\\"; break;
+        case '\b': e = "\\b"; break;
+        case '\f': e = "\\f"; break;
+        case '\n': e = "\\n"; break;
+        case '\r': e = "\\r"; break;
+        case '\t': e = "\\t"; break;
+        default: break;
+        }
+        if (e) {
+            memcpy(buf + o, e, 2);
+            o += 2;
+        } else if (x < 0x20) {
+            o += (size_t)sprintf(buf + o, "\\u%04x", x);
+        } else {
+            buf[o++] = (char)x;
+        }
+    }
+    buf[o++] = '"';
+    return o;
+}
+
+sv_ast_t *sv_sc_key(sctx_t *c, const char *key, size_t len) {
+    char *buf = sv_arena_alloc(c->arena, len * 6 + 3);
+    if (!buf) return NULL;
+    size_t n = escape_json(key, len, buf);
+    return sv_sc_lit(c, buf, n);
+}
+
+static sv_status compile_regex_dfa(sctx_t *c, const char *pattern, sv_dfa_t **out) {
+    sv_ast_t *ast;
+    sv_status st = sv_regex_parse(pattern, strlen(pattern), c->arena, &ast, c->err);
+    return st ? st : sv_sc_dfa(c, ast, out);
+}
+
+sv_status sv_sc_any_string_content(sctx_t *c, sv_dfa_t **out) {
+    if (!c->any_string) {
+        sv_status st = compile_regex_dfa(c, "[^]*", &c->any_string);
+        if (st) return st;
+    }
+    *out = c->any_string;
+    return SV_OK;
+}
+
+sv_status sv_sc_any_number(sctx_t *c, bool canonical, sv_ast_t **out) {
+    if (!c->any_number[canonical]) {
+        /* Canonical: integers without a fraction, other values without
+         * trailing zeros, no negative zero: one spelling per value. */
+        const char *p = canonical ? "(0|-?[1-9][0-9]*)(\\.[0-9]*[1-9])?|-0\\.[0-9]*[1-9]"
+                                  : "-?(0|[1-9][0-9]*)(\\.[0-9]+)?";
+        sv_status st = sv_regex_parse(p, strlen(p), c->arena, &c->any_number[canonical], c->err);
+        if (st) return st;
+    }
+    *out = c->any_number[canonical];
+    return SV_OK;
+}
+
+sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, bool canonical, sv_ast_t **out) {
+    if (depth > SV_SCHEMA_MAX_ANY) depth = SV_SCHEMA_MAX_ANY;
+    if (c->any_value[depth][canonical]) {
+        *out = sv_ast_dfa(c->arena, c->any_value[depth][canonical], false);
+        return *out ? SV_OK : sv_sc_nomem(c);
+    }
+    sv_status st;
+    sv_ast_t *num, *str;
+    sv_dfa_t *content;
+    if ((st = sv_sc_any_number(c, canonical, &num)) || (st = sv_sc_any_string_content(c, &content))) return st;
+    str = sv_sc_quoted(c, content);
+    sv_ast_t *alts[7] = {sv_sc_lit(c, "null", 4), sv_sc_lit(c, "true", 4), sv_sc_lit(c, "false", 5), num, str};
+    uint32_t n = 5;
+    if (depth > 0) {
+        sv_ast_t *inner;
+        if ((st = sv_sc_any_value(c, depth - 1, canonical, &inner))) return st;
+        /* [ (v (, v)*)? ]  and  { (k: v (, k: v)*)? } */
+        sv_ast_t *items = sv_sc_cat2(c, inner, sv_ast_repeat(c->arena, sv_sc_cat2(c, sv_sc_sep(c), inner), 0, SV_AST_INF));
+        sv_ast_t *member = sv_sc_cat3(c, str, sv_sc_colon(c), inner);
+        sv_ast_t *members = sv_sc_cat2(c, member, sv_ast_repeat(c->arena, sv_sc_cat2(c, sv_sc_sep(c), member), 0, SV_AST_INF));
+        sv_ast_t *ws = sv_sc_ws(c);
+        sv_ast_t *arr_body = sv_ast_repeat(c->arena, sv_sc_cat3(c, ws, items, ws), 0, 1);
+        sv_ast_t *obj_body = sv_ast_repeat(c->arena, sv_sc_cat3(c, ws, members, ws), 0, 1);
+        if (c->o->ws == SV_WS_FLEXIBLE) {
+            /* "[ ]" is JSON too: whitespace alone inside empty brackets. */
+            arr_body = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_cat3(c, ws, items, ws), ws}, 2);
+            obj_body = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_cat3(c, ws, members, ws), ws}, 2);
+        }
+        alts[n++] = sv_sc_cat3(c, sv_sc_lit(c, "[", 1), arr_body, sv_sc_lit(c, "]", 1));
+        alts[n++] = sv_sc_cat3(c, sv_sc_lit(c, "{", 1), obj_body, sv_sc_lit(c, "}", 1));
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!alts[i]) return sv_sc_nomem(c);
+    sv_ast_t *alt = sv_ast_alt(c->arena, alts, n);
+    if (!alt) return sv_sc_nomem(c);
+    if ((st = sv_sc_dfa(c, alt, &c->any_value[depth][canonical]))) return st;
+    *out = sv_ast_dfa(c->arena, c->any_value[depth][canonical], false);
+    return *out ? SV_OK : sv_sc_nomem(c);
+}
+
+/* ---- literals ------------------------------------------------------------ */
+
+static sv_status number_literal(sctx_t *c, json_t *v, sv_ast_t **out) {
+    char buf[400];
+    if (json_is_integer(v)) {
+        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+    } else if (!sv_decimal_from_double(json_real_value(v), buf, sizeof buf)) {
+        return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "const", "the number %g cannot be spelled without an exponent",
+                          json_real_value(v));
+    }
+    return sv_json_number_value(c->arena, buf, out, c->err);
+}
+
+sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **out) {
+    sv_status st = SV_OK;
+    switch (json_typeof(v)) {
+    case JSON_NULL: *out = sv_sc_lit(c, "null", 4); break;
+    case JSON_TRUE: *out = sv_sc_lit(c, "true", 4); break;
+    case JSON_FALSE: *out = sv_sc_lit(c, "false", 5); break;
+    case JSON_INTEGER:
+    case JSON_REAL: return number_literal(c, v, out);
+    case JSON_STRING: *out = sv_sc_key(c, json_string_value(v), json_string_length(v)); break;
+    case JSON_ARRAY: {
+        size_t n = json_array_size(v);
+        sv_ast_t **parts = sv_arena_alloc(c->arena, (2 * n + 3) * sizeof *parts);
+        if (!parts) return sv_sc_nomem(c);
+        uint32_t k = 0;
+        parts[k++] = sv_sc_lit(c, "[", 1);
+        if (n) parts[k++] = sv_sc_ws(c);
+        for (size_t i = 0; i < n; i++) {
+            sv_loc_t child;
+            if ((st = sv_sc_loc_item(c, loc, (uint32_t)i, &child))) return st;
+            if (i) parts[k++] = sv_sc_sep(c);
+            if ((st = sv_sc_literal(c, json_array_get(v, i), &child, &parts[k++]))) return st;
+        }
+        if (n) parts[k++] = sv_sc_ws(c);
+        else if (c->o->ws == SV_WS_FLEXIBLE) parts[k++] = sv_sc_ws(c);
+        parts[k++] = sv_sc_lit(c, "]", 1);
+        *out = sv_ast_cat(c->arena, parts, k);
+        break;
+    }
+    case JSON_OBJECT: {
+        /* Keys in the location's order (it contains every const/enum key). */
+        const char **keys;
+        uint32_t nk;
+        if ((st = sv_sc_loc_keys(c, loc, &keys, &nk))) return st;
+        size_t n = json_object_size(v);
+        sv_ast_t **parts = sv_arena_alloc(c->arena, (4 * n + 3) * sizeof *parts);
+        if (!parts) return sv_sc_nomem(c);
+        uint32_t k = 0, done = 0;
+        parts[k++] = sv_sc_lit(c, "{", 1);
+        if (n) parts[k++] = sv_sc_ws(c);
+        for (uint32_t i = 0; i < nk; i++) {
+            json_t *x = json_object_get(v, keys[i]);
+            if (!x) continue;
+            sv_loc_t child;
+            if ((st = sv_sc_loc_property(c, loc, keys[i], &child))) return st;
+            if (done++) parts[k++] = sv_sc_sep(c);
+            parts[k++] = sv_sc_key(c, keys[i], strlen(keys[i]));
+            parts[k++] = sv_sc_colon(c);
+            if ((st = sv_sc_literal(c, x, &child, &parts[k++]))) return st;
+        }
+        if (done != n)
+            return sv_sc_fail(c, SV_ERR_ARG, "const", "internal: an object literal key is missing from the key order");
+        if (n) parts[k++] = sv_sc_ws(c);
+        else if (c->o->ws == SV_WS_FLEXIBLE) parts[k++] = sv_sc_ws(c);
+        parts[k++] = sv_sc_lit(c, "}", 1);
+        *out = sv_ast_cat(c->arena, parts, k);
+        break;
+    }
+    }
+    return *out ? SV_OK : sv_sc_nomem(c);
+}
+
+/* ---- string content -------------------------------------------------------- */
+
+static sv_status get_count(sctx_t *c, json_t *s, const char *kw, uint32_t cap, bool *set, uint32_t *v) {
+    json_t *x = json_object_get(s, kw);
+    *set = false;
+    if (!x) return SV_OK;
+    double d = json_number_value(x);
+    if (!json_is_number(x) || d < 0 || d != floor(d))
+        return sv_sc_fail(c, SV_ERR_SYNTAX, kw, "%s must be a non-negative integer", kw);
+    *set = true;
+    *v = d > cap ? cap + 1 : (uint32_t)d;
+    return SV_OK;
+}
+
+sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out) {
+    sv_ast_t *parts[3];
+    uint32_t n = 0;
+    sv_status st;
+    bool has_min, has_max;
+    uint32_t mn = 0, mx = 0;
+    const uint32_t cap = 100000;
+    if ((st = get_count(c, s, "minLength", cap, &has_min, &mn)) || (st = get_count(c, s, "maxLength", cap, &has_max, &mx)))
+        return st;
+    if (has_max && mx > cap) has_max = false; /* beyond any budget: the limit cannot bind in practice */
+    if (has_min && mn > cap)
+        return sv_sc_fail(c, SV_ERR_BUDGET, "minLength", "minLength above %u is beyond the state budget", cap);
+    if ((has_min && mn > 0) || has_max) {
+        sv_cpset_t any;
+        sv_cpset_init(&any);
+        if (sv_cpset_add(&any, 0, SV_CP_MAX) || sv_cpset_normalize(&any)) { sv_cpset_free(&any); return sv_sc_nomem(c); }
+        sv_ast_t *cp = sv_ast_class(c->arena, &any);
+        sv_cpset_free(&any);
+        if (has_max && has_min && mn > mx) return sv_sc_fail(c, SV_ERR_EMPTY, "minLength", "minLength %u is above maxLength %u", mn, mx);
+        parts[n++] = sv_ast_repeat(c->arena, cp, has_min ? mn : 0, has_max ? mx : SV_AST_INF);
+    }
+    json_t *pat = json_object_get(s, "pattern");
+    if (pat) {
+        if (!json_is_string(pat)) return sv_sc_fail(c, SV_ERR_SYNTAX, "pattern", "pattern must be a string");
+        sv_ast_t *p;
+        sv_error_t perr;
+        sv_error_clear(&perr);
+        st = sv_regex_parse(json_string_value(pat), json_string_length(pat), c->arena, &p, &perr);
+        if (st)
+            return sv_sc_fail(c, st, "pattern", "pattern /%s/: %s", json_string_value(pat), perr.message);
+        /* JSON Schema patterns search: they match anywhere unless anchored. */
+        sv_ast_t *any = NULL;
+        const char *star = "[^]*";
+        if ((st = sv_regex_parse(star, 4, c->arena, &any, c->err))) return st;
+        parts[n++] = sv_sc_cat3(c, any, p, any);
+    }
+    json_t *fmt = json_object_get(s, "format");
+    if (fmt && json_is_string(fmt)) {
+        const char *f = json_string_value(fmt);
+        if (sv_json_format_known(f)) {
+            sv_ast_t *fa;
+            if ((st = sv_json_format(c->arena, f, &fa, c->err))) return sv_sc_fail(c, st, "format", "%s", c->err->message);
+            parts[n++] = fa;
+        } else if (!c->o->unknown_formats_ok) {
+            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "format",
+                              "unknown format \"%s\" (supported: date-time, date, time, duration, email, hostname, "
+                              "ipv4, ipv6, uri, uri-reference, uuid; unknown formats can be allowed as annotations)", f);
+        }
+    }
+    if (n == 0) { *out = NULL; return SV_OK; }
+    sv_dfa_t *acc = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!parts[i]) return sv_sc_nomem(c);
+        sv_dfa_t *d;
+        size_t mark = c->ptr_len;
+        if ((st = sv_sc_dfa(c, parts[i], &d))) {
+            if (st == SV_ERR_EMPTY) return sv_sc_fail(c, SV_ERR_EMPTY, "pattern", "the string constraints match no string");
+            return st;
+        }
+        sv_sc_pop(c, mark);
+        if (!acc) { acc = d; continue; }
+        sv_dfa_t *r;
+        st = sv_dfa_product(acc, d, SV_DFA_AND, &c->o->lim, &r, c->err);
+        if (st == SV_ERR_EMPTY)
+            return sv_sc_fail(c, SV_ERR_EMPTY, "pattern", "no string satisfies pattern, length and format together");
+        if (st) return sv_sc_fail(c, st, "pattern", "%s", c->err->message);
+        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, r)) return sv_sc_nomem(c);
+        acc = r;
+    }
+    *out = acc;
+    return SV_OK;
+}

@@ -1,0 +1,122 @@
+"""Runs the JSON-Schema-Test-Suite (draft 2020-12) through `sieve compile` and
+`sieve match` and reports one outcome per test.
+
+Each instance is spelled the way sieve's canonical mode writes JSON
+(json.dumps with ensure_ascii=False). Object keys have no order in JSON, and
+sieve fixes one per location, so for a valid instance the test passes if any
+key order is accepted; for an invalid instance every key order must be
+rejected (under-constraining is never allowed)."""
+import itertools
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ROOT / "tests" / "data" / "json-schema-test-suite" / "draft2020-12"
+MAX_SPELLINGS = 720
+
+
+def spellings(v, limit=MAX_SPELLINGS):
+    """Every key order of every nested object (capped), as json.dumps text."""
+    if isinstance(v, dict):
+        keys = list(v)
+        per_key = {k: spellings(v[k], limit) for k in keys}
+        out = []
+        for perm in itertools.permutations(keys):
+            for vals in itertools.product(*(per_key[k] for k in perm)):
+                out.append("{" + ", ".join(json.dumps(k, ensure_ascii=False) + ": " + s for k, s in zip(perm, vals)) + "}")
+                if len(out) >= limit:
+                    return out
+        return out or ["{}"]
+    if isinstance(v, list):
+        out = []
+        for vals in itertools.product(*(spellings(x, limit) for x in v)):
+            out.append("[" + ", ".join(vals) + "]")
+            if len(out) >= limit:
+                break
+        return out
+    return [json.dumps(v, ensure_ascii=False)]
+
+
+def sieve_bin():
+    return os.environ.get("SIEVE_BIN", str(ROOT / "build" / "sieve"))
+
+
+def run_group(schema, tests, extra_args=()):
+    """Returns (compile_result, [outcome per test]); compile_result is "ok" or
+    the error object; outcomes are "pass", "valid_rejected", "invalid_accepted"."""
+    r = subprocess.run([sieve_bin(), "compile", "--schema", "-", *extra_args], input=json.dumps(schema),
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        try:
+            return json.loads(r.stdout)["error"], []
+        except (ValueError, KeyError):
+            return {"type": "crash", "message": r.stderr[-500:], "returncode": r.returncode}, []
+    cands, owners = [], []
+    for i, t in enumerate(tests):
+        for s in spellings(t["data"]):
+            cands.append(json.dumps(s, ensure_ascii=True))
+            owners.append(i)
+    m = subprocess.run([sieve_bin(), "match", "--schema", "-", *extra_args], input=json.dumps(schema),
+                       capture_output=True, text=True, timeout=120) if False else None
+    # The schema goes in a file so the candidates can use standard input.
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(schema, f)
+        path = f.name
+    try:
+        m = subprocess.run([sieve_bin(), "match", "--schema", path, *extra_args], input="\n".join(cands) + "\n",
+                           capture_output=True, text=True, timeout=300)
+    finally:
+        os.unlink(path)
+    res = m.stdout.split()
+    if m.returncode != 0 or len(res) != len(cands):
+        return {"type": "crash", "message": m.stderr[-500:], "returncode": m.returncode}, []
+    accepted = [False] * len(tests)
+    for i, x in zip(owners, res):
+        accepted[i] |= x == "1"
+    outcomes = []
+    for t, acc in zip(tests, accepted):
+        if t["valid"]:
+            outcomes.append("pass" if acc else "valid_rejected")
+        else:
+            outcomes.append("invalid_accepted" if acc else "pass")
+    return "ok", outcomes
+
+
+def suite_files():
+    files = sorted(SUITE.glob("*.json")) + sorted((SUITE / "optional").glob("*.json")) + \
+        sorted((SUITE / "optional" / "format").glob("*.json"))
+    return files
+
+
+def run_all():
+    """{ "file#group": {"compile": "ok" | "error: <type> <keyword>", "tests": {desc: outcome}} }"""
+    results = {}
+    for f in suite_files():
+        rel = f.relative_to(SUITE).as_posix()
+        for gi, group in enumerate(json.loads(f.read_text())):
+            key = f"{rel}#{gi} {group['description']}"
+            comp, outs = run_group(group["schema"], group["tests"])
+            if comp == "ok":
+                results[key] = {"compile": "ok",
+                                "tests": {t["description"]: o for t, o in zip(group["tests"], outs)}}
+            else:
+                results[key] = {"compile": "error", "error": comp}
+    return results
+
+
+if __name__ == "__main__":
+    import collections
+    res = run_all()
+    c = collections.Counter()
+    for k, v in res.items():
+        if v["compile"] != "ok":
+            c["compile_error:" + str(v["error"].get("keyword", v["error"].get("type")))] += 1
+            continue
+        for d, o in v["tests"].items():
+            c[o] += 1
+            if o != "pass":
+                print(o, "|", k, "|", d)
+    print(dict(c))
