@@ -16,7 +16,8 @@ sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_df
     st = sv_dfa_determinize(&nfa, lim, t0, &raw, err);
     sv_nfa_free(&nfa);
     if (st) return st;
-    st = sv_dfa_minimize(&raw, out, err);
+    if (!st) st = sv_dfa_minimize_budget(&raw, lim, err);
+    if (!st) st = sv_dfa_minimize(&raw, out, err);
     sv_rawdfa_free(&raw);
     return st;
 }

@@ -166,7 +166,7 @@ static sv_status intern(det_t *d, bool acc, int32_t *id) {
         if (!so || !sl || !ac || !tr) return sv_error_set(d->err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
         d->capstates = cap;
     }
-    if (d->npool + d->nset > d->cappool) {
+    if (!d->pool || d->npool + d->nset > d->cappool) {
         size_t cap = d->cappool ? d->cappool * 2 : 4096;
         while (cap < d->npool + d->nset) cap *= 2;
         int32_t *p = realloc(d->pool, cap * sizeof *p);
@@ -226,8 +226,8 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
     int32_t *targets = malloc((size_t)n * sizeof *targets + 16);
     uint32_t *bucket_n = calloc(256, sizeof *bucket_n);
     uint32_t *bucket_off = calloc(257, sizeof *bucket_off);
-    int32_t *bucket = NULL;
-    if (!d.mark || !d.mark_eol || !d.stack || !d.set || !targets || !bucket_n || !bucket_off) {
+    int32_t *bucket = malloc(16 * sizeof *bucket); /* never NULL below: no pointer arithmetic on NULL */
+    if (!d.mark || !d.mark_eol || !d.stack || !d.set || !targets || !bucket_n || !bucket_off || !bucket) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
         goto done;
     }
@@ -236,7 +236,7 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
     int32_t start_seed = nfa->start, start;
     bool acc = closure(&d, &start_seed, 1, true);
     if ((st = intern(&d, acc, &start))) goto done;
-    size_t bucket_cap = 0;
+    size_t bucket_cap = 16;
     for (uint32_t cur = 0; cur < d.nstates; cur++) {
         const int32_t *set = d.pool + d.set_off[cur];
         uint32_t len = d.set_len[cur];

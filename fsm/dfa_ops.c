@@ -132,7 +132,8 @@ sv_status sv_dfa_product(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, con
     }
     raw.nstates = n;
     raw.start = 0;
-    st = sv_dfa_minimize(&raw, out, err);
+    st = sv_dfa_minimize_budget(&raw, lim, err);
+    if (!st) st = sv_dfa_minimize(&raw, out, err);
     if (st == SV_ERR_EMPTY) sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string");
 done:
     free(states);

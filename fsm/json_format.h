@@ -21,4 +21,8 @@ sv_status sv_json_format(sv_arena_t *a, const char *format, sv_ast_t **out, sv_e
 /* Whether the format is supported (the list above). */
 bool sv_json_format_known(const char *format);
 
+/* Whether the format's language holds every valid value (date, ipv4); the
+ * others are narrower, so a complement over them would be unsound. */
+bool sv_json_format_exact(const char *format);
+
 #endif

@@ -90,6 +90,17 @@ static void split_block(part_t *p, uint32_t b) {
     push_work(p, nb);
 }
 
+sv_status sv_dfa_minimize_budget(const sv_rawdfa_t *raw, const sv_fsm_limits_t *lim, sv_error_t *err) {
+    /* Inverse transitions (4 + 1 bytes), predecessor scratch (4) per
+     * (state, class) pair, and about 48 bytes of partition arrays per state. */
+    size_t n = (size_t)raw->nstates + 1;
+    size_t bytes = n * raw->nclasses * 9 + n * 48;
+    if (bytes > lim->max_memory)
+        return sv_error_set(err, SV_ERR_BUDGET, -1, "minimizing the DFA needs about %zu bytes, over the memory budget of %zu",
+                            bytes, lim->max_memory);
+    return SV_OK;
+}
+
 sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *err) {
     if (raw->nstates == 0 || raw->start < 0)
         return sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");

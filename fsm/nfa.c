@@ -490,8 +490,8 @@ static sv_status build(builder_t *b, const sv_ast_t *a, frag_t *f) {
 sv_status sv_nfa_build(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_nfa_t *nfa, sv_error_t *err) {
     memset(nfa, 0, sizeof *nfa);
     builder_t b = {.nfa = nfa, .lim = lim, .err = err};
-    frag_t f;
-    int32_t m;
+    frag_t f = {-1, -1};
+    int32_t m = -1;
     sv_status st = build(&b, ast, &f);
     if (!st) st = add_state(&b, NFA_MATCH, 0, 0, &m);
     if (st) {

@@ -447,7 +447,7 @@ static sv_status parse_atom(parser_t *ps, sv_ast_t **out, bool *repeatable) {
         return *out ? SV_OK : nomem(ps);
     }
     default: {
-        uint32_t cp;
+        uint32_t cp = 0;
         sv_status st = read_char(ps, &cp);
         if (st) return st;
         *out = sv_ast_codepoint(ps->arena, cp);

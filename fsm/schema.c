@@ -171,83 +171,6 @@ static sv_status check_keywords(sctx_t *c, json_t *s) {
 
 /* ---- $ref ----------------------------------------------------------------------- */
 
-static json_t *find_anchor(json_t *s, const char *name, int depth) {
-    if (depth > 64) return NULL;
-    if (json_is_object(s)) {
-        json_t *a = json_object_get(s, "$anchor");
-        if (a && json_is_string(a) && strcmp(json_string_value(a), name) == 0) return s;
-        json_t *id = json_object_get(s, "$id");
-        if (!id) id = json_object_get(s, "id");
-        if (id && json_is_string(id) && json_string_value(id)[0] == '#' && strcmp(json_string_value(id) + 1, name) == 0)
-            return s;
-        const char *k;
-        json_t *v;
-        json_object_foreach(s, k, v) {
-            if (strcmp(k, "enum") == 0 || strcmp(k, "const") == 0) continue;
-            json_t *r = find_anchor(v, name, depth + 1);
-            if (r) return r;
-        }
-    } else if (json_is_array(s)) {
-        for (size_t i = 0; i < json_array_size(s); i++) {
-            json_t *r = find_anchor(json_array_get(s, i), name, depth + 1);
-            if (r) return r;
-        }
-    }
-    return NULL;
-}
-
-static int hexd(char x) {
-    return x >= '0' && x <= '9' ? x - '0' : (x | 32) >= 'a' && (x | 32) <= 'f' ? (x | 32) - 'a' + 10 : -1;
-}
-
-sv_status sv_sc_resolve_ref(sctx_t *c, const char *ref, json_t **out) {
-    const char *hash = strchr(ref, '#');
-    size_t base_len = hash ? (size_t)(hash - ref) : strlen(ref);
-    if (base_len > 0) {
-        /* Only the root's own $id counts as local. */
-        json_t *id = json_object_get(c->root, "$id");
-        if (!id) id = json_object_get(c->root, "id");
-        const char *ids = id && json_is_string(id) ? json_string_value(id) : NULL;
-        size_t idl = ids ? strcspn(ids, "#") : 0;
-        if (!ids || idl != base_len || strncmp(ids, ref, base_len) != 0)
-            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "$ref", "remote $ref \"%s\": sieve never fetches schemas", ref);
-    }
-    const char *frag = hash ? hash + 1 : "";
-    if (*frag && *frag != '/') {
-        json_t *t = find_anchor(c->root, frag, 0);
-        if (!t) return sv_sc_fail(c, SV_ERR_SYNTAX, "$ref", "$ref \"%s\": no such anchor", ref);
-        *out = t;
-        return SV_OK;
-    }
-    json_t *cur = c->root;
-    const char *p = frag;
-    char tok[512];
-    while (*p == '/') {
-        p++;
-        size_t n = 0;
-        while (*p && *p != '/' && n + 1 < sizeof tok) {
-            char ch = *p++;
-            if (ch == '~' && *p == '0') ch = '~', p++;
-            else if (ch == '~' && *p == '1') ch = '/', p++;
-            else if (ch == '%' && hexd(p[0]) >= 0 && hexd(p[1]) >= 0) ch = (char)(hexd(p[0]) * 16 + hexd(p[1])), p += 2;
-            tok[n++] = ch;
-        }
-        tok[n] = '\0';
-        if (json_is_object(cur)) {
-            cur = json_object_get(cur, tok);
-        } else if (json_is_array(cur)) {
-            char *end;
-            unsigned long i = strtoul(tok, &end, 10);
-            cur = *end || !*tok ? NULL : json_array_get(cur, i);
-        } else {
-            cur = NULL;
-        }
-        if (!cur) return sv_sc_fail(c, SV_ERR_SYNTAX, "$ref", "$ref \"%s\" points nowhere in this schema", ref);
-    }
-    *out = cur;
-    return SV_OK;
-}
-
 /* ---- locations ---------------------------------------------------------------- */
 
 typedef struct { json_t **v; uint32_t n, cap; } jvec_t;
@@ -287,27 +210,32 @@ static sv_status closure_add(sctx_t *c, jvec_t *v, json_t *s, int depth) {
         sv_error_t *keep = c->err;
         sv_error_t scratch;
         c->err = &scratch; /* unresolvable refs are reported where they are compiled */
-        if (sv_sc_resolve_ref(c, json_string_value(ref), &t) == SV_OK) st = closure_add(c, v, t, depth + 1);
+        if (sv_sc_resolve_ref(c, s, json_string_value(ref), &t) == SV_OK) st = closure_add(c, v, t, depth + 1);
         c->err = keep;
     }
     return st;
 }
 
-sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, sv_loc_t *out) {
-    jvec_t v = {0};
-    for (uint32_t i = 0; i < n; i++) {
-        sv_status st = closure_add(c, &v, seeds[i], 0);
-        if (st) return st;
+sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, json_t *const *lits, uint32_t nlits,
+                            sv_loc_t *out) {
+    jvec_t v = {0}, l = {0};
+    sv_status st = SV_OK;
+    for (uint32_t i = 0; i < n && !st; i++) st = closure_add(c, &v, seeds[i], 0);
+    for (uint32_t i = 0; i < nlits && !st; i++) st = jvec_add(c, &l, lits[i]);
+    for (uint32_t i = 0; i < v.n && !st; i++) {
+        json_t *cn = json_object_get(v.v[i], "const"), *en = json_object_get(v.v[i], "enum");
+        if (cn) st = jvec_add(c, &l, cn);
+        for (size_t j = 0; json_is_array(en) && j < json_array_size(en) && !st; j++) st = jvec_add(c, &l, json_array_get(en, j));
     }
-    out->v = v.v;
-    out->n = v.n;
+    if (st) return st;
+    *out = (sv_loc_t){v.v, v.n, l.v, l.n};
     return SV_OK;
 }
 
 static bool pattern_matches(sctx_t *c, const char *pattern, const char *key);
 
 sv_status sv_sc_loc_property(sctx_t *c, const sv_loc_t *loc, const char *key, sv_loc_t *out) {
-    jvec_t seeds = {0};
+    jvec_t seeds = {0}, lits = {0};
     sv_status st = SV_OK;
     for (uint32_t i = 0; i < loc->n && !st; i++) {
         json_t *s = loc->v[i];
@@ -323,12 +251,16 @@ sv_status sv_sc_loc_property(sctx_t *c, const sv_loc_t *loc, const char *key, sv
         json_t *ap = json_object_get(s, "additionalProperties");
         if (!st && !matched && json_is_object(ap)) st = jvec_add(c, &seeds, ap);
     }
+    for (uint32_t i = 0; i < loc->nlits && !st; i++) {
+        json_t *x = json_is_object(loc->lits[i]) ? json_object_get(loc->lits[i], key) : NULL;
+        if (x) st = jvec_add(c, &lits, x);
+    }
     if (st) return st;
-    return sv_sc_loc_closure(c, seeds.v, seeds.n, out);
+    return sv_sc_loc_closure(c, seeds.v, seeds.n, lits.v, lits.n, out);
 }
 
 sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_t *out) {
-    jvec_t seeds = {0};
+    jvec_t seeds = {0}, lits = {0};
     sv_status st = SV_OK;
     for (uint32_t i = 0; i < loc->n && !st; i++) {
         json_t *s = loc->v[i];
@@ -340,8 +272,15 @@ sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_
         json_t *cont = json_object_get(s, "contains");
         if (!st && json_is_object(cont)) st = jvec_add(c, &seeds, cont);
     }
+    /* Literal arrays: the item at this index; for the shared "rest" index,
+     * every item from there on. */
+    for (uint32_t i = 0; i < loc->nlits && !st; i++) {
+        json_t *a = loc->lits[i];
+        if (!json_is_array(a)) continue;
+        for (size_t j = index; j < json_array_size(a) && !st; j++) st = jvec_add(c, &lits, json_array_get(a, j));
+    }
     if (st) return st;
-    return sv_sc_loc_closure(c, seeds.v, seeds.n, out);
+    return sv_sc_loc_closure(c, seeds.v, seeds.n, lits.v, lits.n, out);
 }
 
 /* Whether a patternProperties regex (search semantics) matches a key. */
@@ -557,8 +496,8 @@ static sv_status sub_dfa(sctx_t *c, json_t *s, const sv_loc_t *loc, const char *
     }
     if (!st && negated && c->truncated)
         st = sv_sc_fail(c, SV_ERR_UNSUPPORTED, kw,
-                        "%s over a recursive schema deeper than max_ref_depth (%u) cannot be compiled exactly",
-                        kw, c->o->max_ref_depth);
+                        "%s over a language sieve narrows (a recursive $ref cut at max_ref_depth %u, or a format "
+                        "other than date and ipv4) cannot be compiled exactly", kw, c->o->max_ref_depth);
     if (trunc) *trunc = c->truncated;
     c->truncated = keep || c->truncated;
     return st;
@@ -585,7 +524,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
     if (ref) {
         if (!json_is_string(ref)) return sv_sc_fail(c, SV_ERR_SYNTAX, "$ref", "$ref must be a string");
         json_t *t;
-        if ((st = sv_sc_resolve_ref(c, json_string_value(ref), &t))) return st;
+        if ((st = sv_sc_resolve_ref(c, s, json_string_value(ref), &t))) return st;
         uint32_t seen = 0;
         for (uint32_t i = 0; i < c->ref_depth; i++) seen += c->ref_stack[i] == t;
         sv_ast_t *ta = NULL;
@@ -751,8 +690,9 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
              * branch has, which would let those through: refuse. */
             if (trunc)
                 return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "oneOf",
-                                  "overlapping oneOf branches over a recursive schema deeper than max_ref_depth (%u) "
-                                  "cannot be compiled exactly", c->o->max_ref_depth);
+                                  "overlapping oneOf branches over a language sieve narrows (a recursive $ref cut at "
+                                  "max_ref_depth %u, or a format other than date and ipv4) cannot be compiled exactly",
+                                  c->o->max_ref_depth);
             if ((st = universe(c, loc, &U))) return st;
             sv_dfa_t *res = NULL;
             for (size_t i = 0; i < n; i++) {
@@ -852,7 +792,10 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
     if (info) memset(info, 0, sizeof *info);
     sv_error_clear(err);
     json_error_t je;
-    json_t *root = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    size_t flags = JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
+    json_t *root = json_loadb(text, len, flags, &je);
+    if (!root && strstr(je.text, "too big")) /* integers beyond 64 bits: read every number as a double */
+        root = json_loadb(text, len, flags | JSON_DECODE_INT_AS_REAL, &je);
     if (!root) {
         sv_error_set(err, SV_ERR_SYNTAX, je.position, "the schema is not valid JSON: %s (line %d, column %d)", je.text,
                      je.line, je.column);
@@ -867,7 +810,8 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
     }
     sv_loc_t loc;
     sv_ast_t *top = NULL;
-    st = sv_sc_loc_closure(&c, &root, 1, &loc);
+    st = sv_sc_refs_index(&c);
+    if (!st) st = sv_sc_loc_closure(&c, &root, 1, NULL, 0, &loc);
     if (!st) st = sv_sc_lang(&c, root, &loc, &top);
     if (!st && o->ws == SV_WS_FLEXIBLE) top = sv_sc_cat3(&c, sv_sc_ws(&c), top, sv_sc_ws(&c));
     if (!st) {

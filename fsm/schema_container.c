@@ -75,11 +75,8 @@ sv_status sv_sc_loc_keys(sctx_t *c, const sv_loc_t *loc, const char ***keys, uin
                     if (json_is_string(json_array_get(x, j))) st = key_add(c, &k, json_string_value(json_array_get(x, j)));
             }
         }
-        json_t *cn = json_object_get(s, "const");
-        if (cn && !st) st = value_keys(c, &k, cn);
-        json_t *en = json_object_get(s, "enum");
-        for (size_t j = 0; json_is_array(en) && j < json_array_size(en) && !st; j++) st = value_keys(c, &k, json_array_get(en, j));
     }
+    for (uint32_t i = 0; i < loc->nlits && !st; i++) st = value_keys(c, &k, loc->lits[i]);
     if (st) return st;
     *keys = k.v;
     *n = k.n;
@@ -191,8 +188,9 @@ static sv_status pattern_content(sctx_t *c, const char *pattern, sv_dfa_t **out)
 
 /* The extra members: alternatives (key region ": " value) for keys outside K. */
 static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_t *mem, uint32_t n, sv_dfa_t *names,
-                        bool canonical_any, sv_ast_t **out) {
+                        bool names_empty, bool canonical_any, sv_ast_t **out) {
     *out = NULL;
+    if (names_empty) return SV_OK; /* propertyNames admits no key */
     json_t *ap = s ? json_object_get(s, "additionalProperties") : NULL;
     if (s && !ap && c->o->strict_properties) ap = json_false();
     json_t *pp = s ? json_object_get(s, "patternProperties") : NULL;
@@ -253,7 +251,7 @@ static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_
                 if ((st = sv_sc_any_value(c, c->o->max_any_depth, false, &val))) return st;
             } else {
                 sv_loc_t child;
-                if ((st = sv_sc_loc_closure(c, &ap, 1, &child))) return st;
+                if ((st = sv_sc_loc_closure(c, &ap, 1, NULL, 0, &child))) return st;
                 size_t mark = sv_sc_push(c, "additionalProperties");
                 st = sub_lang(c, ap, &child, &val);
                 sv_sc_pop(c, mark);
@@ -265,7 +263,7 @@ static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_
             for (uint32_t b = 0; b < m; b++)
                 if ((set >> b) & 1) seeds[ns++] = pschemas[b];
             sv_loc_t child;
-            if ((st = sv_sc_loc_closure(c, seeds, ns, &child))) return st;
+            if ((st = sv_sc_loc_closure(c, seeds, ns, NULL, 0, &child))) return st;
             sv_dfa_t *acc = NULL;
             bool first = true;
             for (uint32_t b = 0; b < ns; b++) {
@@ -312,18 +310,17 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     if (props && !json_is_object(props)) return sv_sc_fail(c, SV_ERR_SYNTAX, "properties", "properties must be an object");
     if (req && !json_is_array(req)) return sv_sc_fail(c, SV_ERR_SYNTAX, "required", "required must be an array");
     sv_dfa_t *names = NULL;
+    bool names_empty = false;
     if (pn) {
         sv_loc_t nl;
         sv_ast_t *na;
-        if ((st = sv_sc_loc_closure(c, &pn, 1, &nl))) return st;
+        if ((st = sv_sc_loc_closure(c, &pn, 1, NULL, 0, &nl))) return st;
         size_t mark = sv_sc_push(c, "propertyNames");
         st = sub_lang(c, pn, &nl, &na);
         sv_sc_pop(c, mark);
         if (st) return st;
         if (!na) {
-            names = NULL;
-            /* No key is allowed at all: only {} remains. */
-            pn = json_false();
+            names_empty = true; /* no key is allowed at all: only {} remains */
         } else if ((st = to_dfa(c, na, &names))) {
             return st;
         }
@@ -340,7 +337,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
                 m->required = true;
         sv_loc_t child;
         if ((st = sv_sc_loc_property(c, loc, m->key, &child))) return st;
-        bool ok = !json_is_false(pn);
+        bool ok = !names_empty;
         if (ok && (st = key_name_ok(c, names, m->key, &ok))) return st;
         m->value = NULL;
         if (ok && canonical_any) {
@@ -418,7 +415,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         return st;
     if (canonical_any) has_min = has_max = false;
     sv_ast_t *extra;
-    if ((st = extras(c, s, loc, mem, n, names, canonical_any, &extra))) return st;
+    if ((st = extras(c, s, loc, mem, n, names, names_empty, canonical_any, &extra))) return st;
     uint32_t nallowed = 0;
     for (uint32_t i = 0; i < n; i++) nallowed += mem[i].allowed;
     if (has_max && !extra && maxp >= nallowed) has_max = false;

@@ -18,8 +18,11 @@
  * under the in-place applicators (allOf, anyOf, oneOf, not, if/then/else,
  * $ref). It fixes the order of object keys at that location. */
 typedef struct sv_loc {
-    json_t **v;
+    json_t **v;       /* the schemas */
     uint32_t n;
+    json_t **lits;    /* const/enum values that apply here (from these schemas
+                         or from literals at enclosing locations) */
+    uint32_t nlits;
 } sv_loc_t;
 
 typedef struct sctx {
@@ -28,13 +31,16 @@ typedef struct sctx {
     sv_schema_info_t *info;
     sv_error_t *err;
     json_t *root;
+    struct sv_refmap *refs;    /* schema_ref.c */
     int draft;                 /* 4, 6, 7, 2019 or 2020 */
     char ptr[1024];            /* JSON pointer of the schema being compiled */
     size_t ptr_len;
     /* $ref expansion: targets on the current path and their counts. */
     json_t *ref_stack[256];
     uint32_t ref_depth;
-    bool truncated;            /* a $ref was cut below the current negation point */
+    bool truncated;            /* the language built since the last negation point may
+                                  miss valid values (a $ref cut at max_ref_depth, or a
+                                  format sieve narrows): no complement over it */
     uint32_t canon_depth;      /* container levels left in the canonical universe */
     /* Caches (DFAs live in the arena's cleanup list). */
     sv_dfa_t *any_value[SV_SCHEMA_MAX_ANY + 1][2]; /* [depth][canonical] */
@@ -55,11 +61,15 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out);
 /* Compiles an AST to a DFA owned by the arena. */
 sv_status sv_sc_dfa(sctx_t *c, sv_ast_t *ast, sv_dfa_t **out);
 /* Location sets. */
-sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, sv_loc_t *out);
+/* lits: literal values inherited from the enclosing location (may be NULL). */
+sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, json_t *const *lits, uint32_t nlits,
+                            sv_loc_t *out);
 sv_status sv_sc_loc_property(sctx_t *c, const sv_loc_t *loc, const char *key, sv_loc_t *out);
 sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_t *out);
-/* Resolves a $ref string to its target (local JSON pointer or anchor). */
-sv_status sv_sc_resolve_ref(sctx_t *c, const char *ref, json_t **out);
+/* $id/$anchor index of the document (schema_ref.c), built once. */
+sv_status sv_sc_refs_index(sctx_t *c);
+/* Resolves the $ref string held by schema `from` to its target. */
+sv_status sv_sc_resolve_ref(sctx_t *c, json_t *from, const char *ref, json_t **out);
 
 /* ---- text pieces (schema_text.c) ---- */
 sv_ast_t *sv_sc_lit(sctx_t *c, const char *bytes, size_t n);   /* a literal byte string */

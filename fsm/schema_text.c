@@ -294,6 +294,7 @@ sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out) {
             sv_ast_t *fa;
             if ((st = sv_json_format(c->arena, f, &fa, c->err))) return sv_sc_fail(c, st, "format", "%s", c->err->message);
             parts[n++] = fa;
+            if (!sv_json_format_exact(f)) c->truncated = true; /* narrower than the format: no complement over it */
         } else if (!c->o->unknown_formats_ok) {
             return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "format",
                               "unknown format \"%s\" (supported: date-time, date, time, duration, email, hostname, "
