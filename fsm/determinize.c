@@ -75,6 +75,10 @@ static bool closure(det_t *d, const int32_t *seeds, uint32_t n, bool at_start) {
         case NFA_BYTE:
             if (!eol) d->set[d->nset++] = id;
             break;
+        case NFA_DFA:
+            if (!eol) d->set[d->nset++] = id;
+            if (st->out >= 0) d->stack[sp++] = st->out << 1 | eol; /* an accepting embedded state */
+            break;
         case NFA_MATCH:
             acc = true;
             break;
@@ -202,6 +206,13 @@ static void compute_classes(det_t *d) {
         cut[s->lo] = true;
         cut[s->hi + 1] = true;
     }
+    /* Embedded DFAs: their classes need not be intervals; cut wherever the
+     * class changes, so each interval lies inside one class of every DFA. */
+    for (uint32_t e = 0; e < d->nfa->nembeds; e++) {
+        const uint8_t *cl = d->nfa->embeds[e].dfa->classes;
+        for (int b = 1; b < 256; b++)
+            if (cl[b] != cl[b - 1]) cut[b] = true;
+    }
     int c = -1;
     for (int b = 0; b < 256; b++) {
         if (cut[b]) d->class_lo[++c] = (uint8_t)b;
@@ -245,6 +256,10 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
         size_t total = 0;
         for (uint32_t i = 0; i < len; i++) {
             const sv_nfa_state_t *s = &nfa->s[set[i]];
+            if (s->kind == NFA_DFA) {
+                for (uint32_t c = 0; c < d.nclasses; c++) bucket_n[c]++, total++;
+                continue;
+            }
             for (uint32_t c = d.classes[s->lo]; c <= d.classes[s->hi]; c++) bucket_n[c]++, total++;
         }
         if (total > bucket_cap) {
@@ -258,6 +273,16 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
         memset(bucket_n, 0, 256 * sizeof *bucket_n);
         for (uint32_t i = 0; i < len; i++) {
             const sv_nfa_state_t *s = &nfa->s[set[i]];
+            if (s->kind == NFA_DFA) {
+                const sv_nfa_embed_t *e = &nfa->embeds[s->out1];
+                int32_t q = set[i] - e->base;
+                const int32_t *row = e->dfa->trans + (size_t)q * e->dfa->nclasses;
+                for (uint32_t c = 0; c < d.nclasses; c++) {
+                    int32_t t = row[e->dfa->classes[d.class_lo[c]]];
+                    if (t >= 0) bucket[bucket_off[c] + bucket_n[c]++] = e->base + t;
+                }
+                continue;
+            }
             for (uint32_t c = d.classes[s->lo]; c <= d.classes[s->hi]; c++)
                 bucket[bucket_off[c] + bucket_n[c]++] = s->out;
         }

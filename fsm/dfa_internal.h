@@ -21,17 +21,28 @@ struct sv_dfa {
 };
 
 /* Thompson NFA over bytes. */
-typedef enum { NFA_BYTE, NFA_SPLIT, NFA_EPS, NFA_BOL, NFA_EOL, NFA_MATCH } nfa_kind;
+/* NFA_DFA: state q of an embedded DFA. Its byte moves are the DFA's own
+ * (read from the DFA, not stored as NFA edges: an embedded DFA costs one NFA
+ * state per DFA state); out is the fragment's exit when q accepts, else -1;
+ * out1 indexes nfa->embeds. */
+typedef enum { NFA_BYTE, NFA_SPLIT, NFA_EPS, NFA_BOL, NFA_EOL, NFA_MATCH, NFA_DFA } nfa_kind;
 
 typedef struct {
     uint8_t kind, lo, hi;
-    int32_t out, out1;  /* out1 only for SPLIT */
+    int32_t out, out1;  /* out1: SPLIT's second branch, or NFA_DFA's embed index */
 } sv_nfa_state_t;
+
+typedef struct sv_nfa_embed {
+    const sv_dfa_t *dfa;
+    int32_t base;       /* NFA id of the DFA's state 0 */
+} sv_nfa_embed_t;
 
 typedef struct sv_nfa {
     sv_nfa_state_t *s;
     uint32_t n, cap;
     int32_t start;
+    sv_nfa_embed_t *embeds;
+    uint32_t nembeds, capembeds;
 } sv_nfa_t;
 
 /* Builds the NFA of an AST. Caller frees with sv_nfa_free. */

@@ -274,14 +274,37 @@ static sv_status chain_alt(builder_t *b, int32_t alt, int32_t *acc) {
 
 static bool needs_escape(uint8_t x) { return x < 0x20 || x == '"' || x == '\\'; }
 
-/* A compiled DFA as an NFA fragment: one entry per DFA state (a SPLIT chain
- * over its byte intervals, plus an epsilon to the exit when it accepts). */
+/* A compiled DFA as an NFA fragment. Without escaping, each DFA state is
+ * one NFA_DFA state that reads its moves from the DFA itself. With JSON
+ * escaping, escaped bytes become byte chains, so the DFA is spelled out: one
+ * entry per DFA state, a SPLIT chain over its byte intervals, and an epsilon
+ * to the exit when it accepts. */
 static sv_status build_dfa(builder_t *b, const sv_dfa_t *d, bool esc, frag_t *f) {
     sv_status st;
     int32_t exit, base;
     if ((st = add_state(b, NFA_EPS, 0, 0, &exit))) return st;
-    /* Entry placeholders first, so transitions can point at them. */
     base = (int32_t)b->nfa->n;
+    if (!esc) {
+        sv_nfa_t *n = b->nfa;
+        if (n->nembeds == n->capembeds) {
+            uint32_t cap = n->capembeds ? n->capembeds * 2 : 16;
+            sv_nfa_embed_t *e = realloc(n->embeds, cap * sizeof *e);
+            if (!e) return sv_error_set(b->err, SV_ERR_NOMEM, -1, "out of memory building the NFA");
+            n->embeds = e;
+            n->capembeds = cap;
+        }
+        n->embeds[n->nembeds] = (sv_nfa_embed_t){d, base};
+        for (uint32_t s = 0; s < d->nstates; s++) {
+            int32_t id;
+            if ((st = add_state(b, NFA_DFA, 0, 0, &id))) return st;
+            b->nfa->s[id].out = d->accept[s] ? exit : -1;
+            b->nfa->s[id].out1 = (int32_t)n->nembeds;
+        }
+        n->nembeds++;
+        *f = (frag_t){base, exit};
+        return SV_OK;
+    }
+    /* Entry placeholders first, so transitions can point at them. */
     for (uint32_t s = 0; s < d->nstates; s++) {
         int32_t id;
         if ((st = add_state(b, NFA_EPS, 0, 0, &id))) return st;
@@ -293,14 +316,14 @@ static sv_status build_dfa(builder_t *b, const sv_dfa_t *d, bool esc, frag_t *f)
              * are intervals of their own). */
             int32_t t = d->trans[(size_t)s * d->nclasses + d->classes[x]];
             int lo = x;
-            if (!(esc && needs_escape((uint8_t)x)))
+            if (!needs_escape((uint8_t)x))
                 while (lo > 0 && d->trans[(size_t)s * d->nclasses + d->classes[lo - 1]] == t &&
-                       !(esc && needs_escape((uint8_t)(lo - 1))))
+                       !needs_escape((uint8_t)(lo - 1)))
                     lo--;
             if (t >= 0) {
                 int32_t e = -1;
                 char buf[8];
-                const char *seq = esc ? json_escape_of((uint8_t)x, buf) : NULL;
+                const char *seq = json_escape_of((uint8_t)x, buf);
                 if (seq) st = escape_edge(b, seq, base + t, &e);
                 else st = byte_edge(b, (uint8_t)lo, (uint8_t)x, base + t, &e);
                 if (st || (st = chain_alt(b, e, &acc))) return st;
@@ -506,5 +529,6 @@ sv_status sv_nfa_build(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_nfa_t
 void sv_nfa_free(sv_nfa_t *nfa) {
     if (!nfa) return;
     free(nfa->s);
+    free(nfa->embeds);
     memset(nfa, 0, sizeof *nfa);
 }

@@ -35,7 +35,8 @@ void sv_schema_opts_default(sv_schema_opts_t *o) {
     memset(o, 0, sizeof *o);
     o->ws = SV_WS_CANONICAL;
     o->max_ref_depth = 5;
-    o->max_any_depth = 5;
+    o->max_any_depth = 3;
+    o->max_string_length = 512;
     sv_fsm_limits_default(&o->lim);
 }
 
@@ -768,11 +769,47 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
     return *out ? SV_OK : sv_sc_nomem(c);
 }
 
+/* Memo of compiled subschemas. A language depends on the schema and on its
+ * location (which fixes key orders); it also depends on the $ref stack, but
+ * only when an expansion was cut there, so only uncut results are kept. The
+ * ASTs are immutable and live in the arena, so a hit shares the subtree:
+ * definitions referenced from many places are compiled once. */
+typedef struct sv_memo {
+    json_t *s;
+    sv_loc_t loc;
+    sv_ast_t *ast;
+} memo_t;
+
+static bool loc_equal(const sv_loc_t *a, const sv_loc_t *b) {
+    return a->n == b->n && a->nlits == b->nlits && (a->n == 0 || memcmp(a->v, b->v, a->n * sizeof *a->v) == 0) &&
+           (a->nlits == 0 || memcmp(a->lits, b->lits, a->nlits * sizeof *a->lits) == 0);
+}
+
 sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) {
     if (json_is_true(s)) return sv_sc_any_value(c, c->o->max_any_depth, false, out);
     if (json_is_false(s)) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema false matches no value");
     if (!json_is_object(s)) return sv_sc_fail(c, SV_ERR_SYNTAX, NULL, "a schema must be an object or a boolean");
-    return lang_object(c, s, loc, out);
+    for (uint32_t i = 0; i < c->nmemo; i++)
+        if (c->memo[i].s == s && loc_equal(&c->memo[i].loc, loc)) {
+            *out = c->memo[i].ast;
+            return SV_OK;
+        }
+    bool keep = c->truncated;
+    c->truncated = false;
+    sv_status st = lang_object(c, s, loc, out);
+    bool cut = c->truncated;
+    c->truncated = keep || cut;
+    if (st || cut) return st;
+    if (c->nmemo == c->capmemo) {
+        uint32_t cap = c->capmemo ? c->capmemo * 2 : 64;
+        memo_t *m = sv_arena_alloc(c->arena, cap * sizeof *m);
+        if (!m) return SV_OK; /* the memo is an optimization */
+        if (c->nmemo) memcpy(m, c->memo, c->nmemo * sizeof *m);
+        c->memo = m;
+        c->capmemo = cap;
+    }
+    c->memo[c->nmemo++] = (memo_t){s, *loc, *out};
+    return SV_OK;
 }
 
 static int detect_draft(json_t *root) {

@@ -34,7 +34,10 @@ typedef struct sv_schema_opts {
                                   disable_additional_properties) */
     bool unknown_formats_ok;   /* treat unknown formats as annotations */
     uint32_t max_ref_depth;    /* expansions of one $ref along a path (default 5) */
-    uint32_t max_any_depth;    /* nesting of unconstrained values (default 5) */
+    uint32_t max_any_depth;    /* nesting of unconstrained values (default 3: a DFA
+                                  for nesting depth d needs about 2^d copies of a level) */
+    uint32_t max_string_length;/* a maxLength above this is narrowed to it (default 512
+                                  code points): each counted character costs DFA states */
     sv_fsm_limits_t lim;
 } sv_schema_opts_t;
 
@@ -46,6 +49,7 @@ typedef struct sv_schema_info {
     uint32_t nignored;                       /* distinct annotation/unknown keywords seen */
     char ignored[SV_SCHEMA_MAX_IGNORED][48]; /* the first SV_SCHEMA_MAX_IGNORED of them */
     bool ref_truncated;                      /* a recursive $ref was cut at max_ref_depth */
+    uint32_t nnarrowed;                      /* maxLength values narrowed to max_string_length */
 } sv_schema_info_t;
 
 /* Compiles the schema text (JSON). On success *out is a new DFA the caller

@@ -45,6 +45,8 @@ typedef struct sctx {
     /* Caches (DFAs live in the arena's cleanup list). */
     sv_dfa_t *any_value[SV_SCHEMA_MAX_ANY + 1][2]; /* [depth][canonical] */
     sv_dfa_t *any_string;      /* content [^]* */
+    struct sv_memo *memo;      /* compiled (schema, location) pairs (schema.c) */
+    uint32_t nmemo, capmemo;
     sv_ast_t *any_number[2];   /* [canonical] */
 } sctx_t;
 

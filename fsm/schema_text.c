@@ -257,12 +257,19 @@ sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out) {
     sv_status st;
     bool has_min, has_max;
     uint32_t mn = 0, mx = 0;
-    const uint32_t cap = 100000;
+    const uint32_t cap = UINT32_MAX - 1;
     if ((st = get_count(c, s, "minLength", cap, &has_min, &mn)) || (st = get_count(c, s, "maxLength", cap, &has_max, &mx)))
         return st;
-    if (has_max && mx > cap) has_max = false; /* beyond any budget: the limit cannot bind in practice */
-    if (has_min && mn > cap)
-        return sv_sc_fail(c, SV_ERR_BUDGET, "minLength", "minLength above %u is beyond the state budget", cap);
+    /* Each counted character costs about 14 DFA states, so a large maxLength
+     * is narrowed (never widened) to max_string_length, and reported. */
+    uint32_t lim = c->o->max_string_length;
+    if (has_min && mn > lim)
+        return sv_sc_fail(c, SV_ERR_BUDGET, "minLength", "minLength %u is above max_string_length (%u)", mn, lim);
+    if (has_max && mx > lim) {
+        mx = lim;
+        c->truncated = true;
+        if (c->info) c->info->nnarrowed++;
+    }
     if ((has_min && mn > 0) || has_max) {
         sv_cpset_t any;
         sv_cpset_init(&any);

@@ -26,7 +26,7 @@ typedef struct {
 
 enum {
     OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN,
-    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH,
+    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_STRING_LEN,
 };
 
 static const char constraint_help[] =
@@ -41,7 +41,8 @@ static const char constraint_help[] =
     "  --strict-properties    absent additionalProperties means false\n"
     "  --allow-unknown-formats  treat unknown formats as annotations (default: error)\n"
     "  --max-ref-depth N      expansions of one recursive $ref (default 5)\n"
-    "  --max-any-depth N      nesting of unconstrained values (default 5)\n"
+    "  --max-any-depth N      nesting of unconstrained values (default 3)\n"
+    "  --max-string-length N  narrow larger maxLength values to N (default 512)\n"
     "Budgets:\n"
     "  --max-nfa-states N     default 2000000\n"
     "  --max-dfa-states N     default 200000\n"
@@ -87,6 +88,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
         {"max-ref-depth", required_argument, 0, OPT_REF_DEPTH},
         {"max-any-depth", required_argument, 0, OPT_ANY_DEPTH},
+        {"max-string-length", required_argument, 0, OPT_STRING_LEN},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -122,6 +124,10 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
             else return sv_cli_usage_error(verb, "invalid value '%s' for --ws (canonical, compact, flexible)", arg);
             break;
         case OPT_STRICT: o->sopts.strict_properties = true; break;
+        case OPT_STRING_LEN:
+            if (sv_cli_parse_u64(arg, 1000000, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --max-string-length", arg);
+            o->sopts.max_string_length = (uint32_t)v;
+            break;
         case OPT_UNKNOWN_FORMATS: o->sopts.unknown_formats_ok = true; break;
         case OPT_REF_DEPTH:
         case OPT_ANY_DEPTH:
@@ -195,6 +201,7 @@ int sv_cmd_compile(int argc, char **argv) {
             for (uint32_t i = 0; i < k; i++) json_array_append_new(ign, json_string(o.info.ignored[i]));
             json_object_set_new(stats, "ignored_keywords", ign);
             json_object_set_new(stats, "recursion_truncated", json_boolean(o.info.ref_truncated));
+            json_object_set_new(stats, "max_length_narrowed", json_integer(o.info.nnarrowed));
         }
         char *txt = stats ? json_dumps(stats, JSON_PRESERVE_ORDER) : NULL;
         if (txt) printf("%s\n", txt);
