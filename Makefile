@@ -21,7 +21,8 @@ build: bootstrap
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	SIEVE_BIN=$(abspath $(BUILD))/sieve .venv/bin/python -m pytest -q tests/cli
+	SIEVE_BIN=$(abspath $(BUILD))/sieve SAMPLE_FORMAT_BIN=$(abspath $(BUILD))/tests/sample_format \
+	  .venv/bin/python -m pytest -q tests/cli tests/schema tests/format/check_formats.py
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: bootstrap

@@ -342,7 +342,7 @@ static sv_status type_mask(sctx_t *c, json_t *s, int *mask) {
 
 /* Whether a JSON value has one of the types in mask (integer: any number
  * with an integral value). */
-static bool value_has_type(json_t *v, int mask) {
+static bool value_has_type(sctx_t *c, json_t *v, int mask) {
     switch (json_typeof(v)) {
     case JSON_NULL: return mask & T_NULL;
     case JSON_TRUE: case JSON_FALSE: return mask & T_BOOL;
@@ -351,8 +351,10 @@ static bool value_has_type(json_t *v, int mask) {
     case JSON_STRING: return mask & T_STRING;
     case JSON_INTEGER: return mask & (T_NUMBER | T_INTEGER);
     case JSON_REAL: {
-        double d = json_real_value(v);
-        return (mask & T_NUMBER) || ((mask & T_INTEGER) && d == (double)(long long)d);
+        if (mask & T_NUMBER) return true;
+        char buf[400];
+        const char *d = sv_sc_decimal(c, v, buf, sizeof buf);
+        return (mask & T_INTEGER) && d && !strchr(d, '.');
     }
     }
     return false;
@@ -366,19 +368,18 @@ static sv_status bound(sctx_t *c, json_t *s, const char *kw, const char *excl_kw
     if (e && json_is_number(e)) {
         buf = sv_arena_alloc(c->arena, 400);
         if (!buf) return sv_sc_nomem(c);
-        if (json_is_integer(e)) snprintf(buf, 400, "%lld", (long long)json_integer_value(e));
-        else if (!sv_decimal_from_double(json_real_value(e), buf, 400))
-            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, excl_kw, "%s is not a finite number", excl_kw);
+        const char *d = sv_sc_decimal(c, e, buf, 400);
+        if (!d) return sv_sc_fail(c, SV_ERR_UNSUPPORTED, excl_kw, "%s has an exponent beyond 4000", excl_kw);
         b->set = b->exclusive = true;
-        b->value = buf;
+        b->value = d;
     }
     if (x) {
         if (!json_is_number(x)) return sv_sc_fail(c, SV_ERR_SYNTAX, kw, "%s must be a number", kw);
         buf = sv_arena_alloc(c->arena, 400);
         if (!buf) return sv_sc_nomem(c);
-        if (json_is_integer(x)) snprintf(buf, 400, "%lld", (long long)json_integer_value(x));
-        else if (!sv_decimal_from_double(json_real_value(x), buf, 400))
-            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, kw, "%s is not a finite number", kw);
+        const char *d = sv_sc_decimal(c, x, buf, 400);
+        if (!d) return sv_sc_fail(c, SV_ERR_UNSUPPORTED, kw, "%s has an exponent beyond 4000", kw);
+        buf = (char *)d;
         bool excl = json_is_true(e);
         if (b->set) {
             /* Both forms: keep the tighter bound. */
@@ -404,10 +405,8 @@ static sv_status number_lang(sctx_t *c, json_t *s, bool integer, sv_ast_t **out)
     if (m) {
         if (!json_is_number(m) || json_number_value(m) <= 0)
             return sv_sc_fail(c, SV_ERR_SYNTAX, "multipleOf", "multipleOf must be a positive number");
-        if (json_is_integer(m)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(m));
-        else if (!sv_decimal_from_double(json_real_value(m), buf, sizeof buf))
-            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "multipleOf", "multipleOf is not a finite number");
-        spec.multiple_of = buf;
+        spec.multiple_of = sv_sc_decimal(c, m, buf, sizeof buf);
+        if (!spec.multiple_of) return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "multipleOf", "multipleOf has an exponent beyond 4000");
     }
     if (!spec.min.set && !spec.max.set && !spec.multiple_of && !integer) return sv_sc_any_number(c, false, out);
     sv_error_t e;
@@ -570,7 +569,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
         uint32_t k = 0;
         for (size_t i = 0; i < nv; i++) {
             json_t *v = cnst ? cnst : json_array_get(vals, i);
-            if (!value_has_type(v, mask)) continue;
+            if (!value_has_type(c, v, mask)) continue;
             size_t m = sv_sc_push(c, cnst ? "const" : "enum");
             st = sv_sc_literal(c, v, loc, &alts[k]);
             sv_sc_pop(c, m);
@@ -848,6 +847,7 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
     sv_loc_t loc;
     sv_ast_t *top = NULL;
     st = sv_sc_refs_index(&c);
+    if (!st) st = sv_sc_numtexts_index(&c, text, len);
     if (!st) st = sv_sc_loc_closure(&c, &root, 1, NULL, 0, &loc);
     if (!st) st = sv_sc_lang(&c, root, &loc, &top);
     if (!st && o->ws == SV_WS_FLEXIBLE) top = sv_sc_cat3(&c, sv_sc_ws(&c), top, sv_sc_ws(&c));

@@ -6,6 +6,7 @@
 #define SV_FSM_SCHEMA_INTERNAL_H
 
 #include <jansson.h>
+#include <stdio.h>
 
 #include "../src/util/arena.h"
 #include "ast.h"
@@ -32,6 +33,7 @@ typedef struct sctx {
     sv_error_t *err;
     json_t *root;
     struct sv_refmap *refs;    /* schema_ref.c */
+    struct sv_numtexts *numtexts; /* schema_numtext.c */
     int draft;                 /* 4, 6, 7, 2019 or 2020 */
     char ptr[1024];            /* JSON pointer of the schema being compiled */
     size_t ptr_len;
@@ -72,6 +74,12 @@ sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_
 sv_status sv_sc_refs_index(sctx_t *c);
 /* Resolves the $ref string held by schema `from` to its target. */
 sv_status sv_sc_resolve_ref(sctx_t *c, json_t *from, const char *ref, json_t **out);
+
+/* ---- exact numbers (schema_numtext.c) ---- */
+sv_status sv_sc_numtexts_index(sctx_t *c, const char *text, size_t len);
+/* The exact plain decimal of a number node ("-12.5", "10000000000000009999"),
+ * or NULL if it has none (an exponent beyond +-4000). buf is scratch. */
+const char *sv_sc_decimal(sctx_t *c, json_t *v, char *buf, size_t cap);
 
 /* ---- text pieces (schema_text.c) ---- */
 sv_ast_t *sv_sc_lit(sctx_t *c, const char *bytes, size_t n);   /* a literal byte string */

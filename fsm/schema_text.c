@@ -167,13 +167,9 @@ sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, bool canonical, sv_ast_t **
 
 static sv_status number_literal(sctx_t *c, json_t *v, sv_ast_t **out) {
     char buf[400];
-    if (json_is_integer(v)) {
-        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
-    } else if (!sv_decimal_from_double(json_real_value(v), buf, sizeof buf)) {
-        return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "const", "the number %g cannot be spelled without an exponent",
-                          json_real_value(v));
-    }
-    return sv_json_number_value(c->arena, buf, out, c->err);
+    const char *d = sv_sc_decimal(c, v, buf, sizeof buf);
+    if (!d) return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "const", "a number with an exponent beyond 4000 cannot be spelled");
+    return sv_json_number_value(c->arena, d, out, c->err);
 }
 
 sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **out) {
