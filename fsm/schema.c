@@ -505,9 +505,13 @@ static sv_status sub_dfa(sctx_t *c, json_t *s, const sv_loc_t *loc, const char *
 
 /* Intersects acc (may be "unset" = NULL with *unset) with d. */
 static sv_status meet(sctx_t *c, sv_dfa_t **acc, bool *unset, sv_dfa_t *d, const char *kw) {
-    if (*unset) { *acc = d; *unset = false; return SV_OK; }
-    if (!*acc || !d) { *acc = NULL; return SV_OK; }
-    return product(c, *acc, d, SV_DFA_AND, kw, acc);
+    sv_status st = SV_OK;
+    if (*unset) *acc = d, *unset = false;
+    else if (!*acc || !d) *acc = NULL;
+    else st = product(c, *acc, d, SV_DFA_AND, kw, acc);
+    if (!st && !*acc)
+        return sv_sc_fail(c, SV_ERR_EMPTY, kw, "no value satisfies %s together with the rest of this schema", kw);
+    return st;
 }
 
 static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) {

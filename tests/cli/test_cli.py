@@ -4,6 +4,7 @@ strings `sample` prints checked by Python's `re` where its semantics equal
 ECMA-262's (ASCII patterns with re.ASCII)."""
 import json
 import re
+import tempfile
 import unicodedata
 
 import pytest
@@ -159,3 +160,101 @@ def test_sample_unicode(sieve):
         assert cats[0] == "Lu" and all(c == "Ll" for c in cats[1:]) and 3 <= len(s) <= 5, s
         seen.add("Lu")
     assert "Lu" in seen and seen & {"中", "文"}
+
+
+# ---- JSON Schema ------------------------------------------------------------
+
+SCHEMA_NO_NUMBERS = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "tags": {"type": "array", "items": {"enum": ["a", "b\"q", "c\\d"]}, "maxItems": 3},
+        "ok": {"type": "boolean"},
+        "nested": {"type": "object", "properties": {"x": {"type": ["string", "null"]}}, "required": ["x"]},
+    },
+    "required": ["name", "ok"],
+    "additionalProperties": False,
+}
+
+
+def test_schema_compile_stats(sieve, tmp_path):
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps({"type": "object", "title": "T", "x-vendor": 1, "properties": {"a": {"type": "integer"}}}))
+    r = sieve("compile", "--schema", str(p))
+    assert r.returncode == 0, r.stdout
+    st = json.loads(r.stdout)
+    assert st["states"] > 0 and st["min_len"] == 2  # "{}"
+    assert set(st["ignored_keywords"]) == {"title", "x-vendor"}
+
+
+@pytest.mark.parametrize(
+    "schema, kind, keyword, pointer",
+    [
+        ({"type": "object", "properties": {"d": {"type": "string", "format": "bogus"}}}, "unsupported", "format",
+         "/properties/d/format"),
+        ({"items": {"unevaluatedItems": False}}, "unsupported", "unevaluatedItems", "/items/unevaluatedItems"),
+        ({"$ref": "https://example.com/other.json"}, "unsupported", "$ref", "/$ref"),
+        ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "empty", "allOf", "/allOf"),
+        ({"type": "array", "uniqueItems": True}, "unsupported", "uniqueItems", "/uniqueItems"),
+    ],
+)
+def test_schema_errors(sieve, schema, kind, keyword, pointer):
+    r = sieve("compile", "--schema", "-", stdin=json.dumps(schema))
+    assert r.returncode == 2, r.stdout
+    err = json.loads(r.stdout)["error"]
+    assert (err["type"], err["keyword"], err["pointer"]) == (kind, keyword, pointer), err
+    assert err["message"]
+
+
+def test_schema_not_json(sieve):
+    r = sieve("compile", "--schema", "-", stdin="{bad")
+    assert r.returncode == 2 and json.loads(r.stdout)["error"]["type"] == "syntax"
+
+
+def test_schema_canonical_is_json_dumps(sieve):
+    r = sieve("sample", "--schema", "-", "-n", "200", "--seed", "5", stdin=json.dumps(SCHEMA_NO_NUMBERS))
+    assert r.returncode == 0, r.stderr
+    for line in r.stdout.split("\n")[:-1]:
+        text = json.loads(line)
+        # Exactly what Python writes: separators, key order, escapes.
+        assert json.dumps(json.loads(text), ensure_ascii=False) == text
+
+
+def test_schema_ws_modes(sieve):
+    schema = json.dumps(SCHEMA_NO_NUMBERS)
+    compact = sieve("sample", "--schema", "-", "--ws", "compact", "-n", "50", "--seed", "1", stdin=schema)
+    for line in compact.stdout.split("\n")[:-1]:
+        text = json.loads(line)
+        assert json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":")) == text
+    flex = sieve("sample", "--schema", "-", "--ws", "flexible", "-n", "50", "--seed", "1", stdin=schema)
+    saw_ws = False
+    for line in flex.stdout.split("\n")[:-1]:
+        text = json.loads(line)
+        json.loads(text)  # valid JSON whatever the whitespace
+        saw_ws |= any(ch in text for ch in "\n\t\r")
+    assert saw_ws
+    # The same text matched in each mode.
+    canon = json.dumps({"name": "x", "ok": True})
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        f.write(schema)
+    for mode, want in (("canonical", "1"), ("compact", "0"), ("flexible", "1")):
+        r = sieve("match", "--schema", f.name, "--ws", mode, stdin=json.dumps(canon) + "\n")
+        assert r.stdout.split() == [want], mode
+    r = sieve("match", "--schema", f.name, "--ws", "bogus", stdin="")
+    assert r.returncode == 64
+
+
+def test_schema_match(sieve, tmp_path):
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(SCHEMA_NO_NUMBERS))
+    cands = [
+        '{"name": "x", "ok": true}',
+        '{"ok": true, "name": "x"}',              # keys out of definition order
+        '{"name": "x"}',                          # required key missing
+        '{"name": "x", "ok": true, "z": 1}',      # additionalProperties false
+        '{"name": "x", "tags": ["b\\"q", "c\\\\d"], "ok": false}',
+        '{"name": "xxxxxxxxxxxxx", "ok": true}',  # maxLength 12
+        '{"name": "é", "ok": true, "nested": {"x": null}}',
+    ]
+    r = sieve("match", "--schema", str(p), stdin="\n".join(json.dumps(c) for c in cands) + "\n")
+    assert r.stdout.split() == ["1", "0", "0", "0", "1", "0", "1"]
