@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/clock.h"
 #include "json_num.h"
 #include "regex.h"
 #include "schema_internal.h"
@@ -61,6 +62,15 @@ sv_status sv_sc_fail(sctx_t *c, sv_status code, const char *keyword, const char 
     return code;
 }
 
+const sv_fsm_limits_t *sv_sc_lim(sctx_t *c) {
+    c->lim_now = c->o->lim;
+    if (c->deadline_ns) {
+        uint64_t now = sv_now_ns();
+        c->lim_now.max_time_us = now >= c->deadline_ns ? 1 : (c->deadline_ns - now) / 1000 + 1;
+    }
+    return &c->lim_now;
+}
+
 sv_status sv_sc_nomem(sctx_t *c) { return sv_sc_fail(c, SV_ERR_NOMEM, NULL, "out of memory compiling the schema"); }
 
 size_t sv_sc_push(sctx_t *c, const char *token) {
@@ -91,7 +101,7 @@ sv_status sv_sc_dfa(sctx_t *c, sv_ast_t *ast, sv_dfa_t **out) {
     if (!ast) return sv_sc_nomem(c);
     sv_error_t e;
     sv_error_clear(&e);
-    sv_status st = sv_dfa_from_ast(ast, &c->o->lim, out, &e);
+    sv_status st = sv_dfa_from_ast(ast, sv_sc_lim(c), out, &e);
     if (st == SV_ERR_EMPTY) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema at this location matches no value");
     if (st) return sv_sc_fail(c, st, NULL, "%s", e.message);
     if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) return sv_sc_nomem(c);
@@ -284,22 +294,51 @@ sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_
     return sv_sc_loc_closure(c, seeds.v, seeds.n, lits.v, lits.n, out);
 }
 
-/* Whether a patternProperties regex (search semantics) matches a key. */
-static bool pattern_matches(sctx_t *c, const char *pattern, const char *key) {
-    sv_arena_t *a = sv_arena_create(0);
-    if (!a) return false;
+typedef struct sv_patcache { const char *pattern; sv_dfa_t *dfa; sv_status st; } patcache_t;
+
+sv_status sv_sc_pattern_dfa(sctx_t *c, const char *pattern, const char *kw, sv_dfa_t **out) {
+    for (uint32_t i = 0; i < c->npats; i++)
+        if (strcmp(c->pats[i].pattern, pattern) == 0) {
+            *out = c->pats[i].dfa;
+            if (c->pats[i].st) return sv_sc_fail(c, c->pats[i].st, kw, "pattern /%s/ does not compile", pattern);
+            return SV_OK;
+        }
     sv_ast_t *p, *any;
     sv_error_t e;
-    bool m = false;
-    if (sv_regex_parse(pattern, strlen(pattern), a, &p, &e) == SV_OK && sv_regex_parse("[^]*", 4, a, &any, &e) == SV_OK) {
+    sv_error_clear(&e);
+    sv_dfa_t *d = NULL;
+    sv_status st = sv_regex_parse(pattern, strlen(pattern), c->arena, &p, &e);
+    if (st) {
+        sv_sc_fail(c, st, kw, "pattern /%s/: %s", pattern, e.message);
+    } else if (!(st = sv_regex_parse("[^]*", 4, c->arena, &any, c->err))) {
         sv_ast_t *k[3] = {any, p, any};
-        sv_dfa_t *d = NULL;
-        if (sv_dfa_from_ast(sv_ast_cat(a, k, 3), &c->o->lim, &d, &e) == SV_OK)
-            m = sv_dfa_matches(d, (const uint8_t *)key, strlen(key));
-        sv_dfa_destroy(d);
+        st = sv_sc_dfa(c, sv_ast_cat(c->arena, k, 3), &d);
+        if (st == SV_ERR_EMPTY) d = NULL, st = SV_OK;
     }
-    sv_arena_destroy(a);
-    return m;
+    if (st == SV_ERR_NOMEM || st == SV_ERR_TIMEOUT) return st;
+    if (c->npats == c->cappats) {
+        uint32_t cap = c->cappats ? c->cappats * 2 : 16;
+        patcache_t *np = sv_arena_alloc(c->arena, cap * sizeof *np);
+        if (!np) return sv_sc_nomem(c);
+        if (c->npats) memcpy(np, c->pats, c->npats * sizeof *np);
+        c->pats = np;
+        c->cappats = cap;
+    }
+    c->pats[c->npats++] = (patcache_t){pattern, d, st};
+    *out = d;
+    return st;
+}
+
+/* Whether a patternProperties regex (search semantics) matches a key; a
+ * pattern that does not compile matches nothing here and fails where the
+ * patternProperties are compiled. */
+static bool pattern_matches(sctx_t *c, const char *pattern, const char *key) {
+    sv_dfa_t *d = NULL;
+    sv_error_t *keep = c->err, scratch;
+    c->err = &scratch;
+    sv_status st = sv_sc_pattern_dfa(c, pattern, "patternProperties", &d);
+    c->err = keep;
+    return !st && d && sv_dfa_matches(d, (const uint8_t *)key, strlen(key));
 }
 
 /* ---- types ------------------------------------------------------------------- */
@@ -411,7 +450,7 @@ static sv_status number_lang(sctx_t *c, json_t *s, bool integer, sv_ast_t **out)
     if (!spec.min.set && !spec.max.set && !spec.multiple_of && !integer) return sv_sc_any_number(c, false, out);
     sv_error_t e;
     sv_error_clear(&e);
-    st = sv_json_number(c->arena, &spec, &c->o->lim, out, &e);
+    st = sv_json_number(c->arena, &spec, sv_sc_lim(c), out, &e);
     if (st) {
         const char *kw = spec.multiple_of && st == SV_ERR_BUDGET ? "multipleOf" : spec.min.set ? "minimum" : "maximum";
         if (st == SV_ERR_EMPTY) return sv_sc_fail(c, st, kw, "no number satisfies the bounds: %s", e.message);
@@ -471,7 +510,7 @@ static sv_status to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out) {
 static sv_status product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out) {
     sv_error_t e;
     sv_error_clear(&e);
-    sv_status st = sv_dfa_product(a, b, op, &c->o->lim, out, &e);
+    sv_status st = sv_dfa_product(a, b, op, sv_sc_lim(c), out, &e);
     if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; } /* callers decide whether empty is an error */
     if (st) return sv_sc_fail(c, st, kw, "%s", e.message);
     if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) return sv_sc_nomem(c);
@@ -842,6 +881,7 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
         return SV_ERR_SYNTAX;
     }
     sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root)};
+    if (o->lim.max_time_us) c.deadline_ns = sv_now_ns() + o->lim.max_time_us * 1000;
     c.arena = sv_arena_create(0);
     sv_status st;
     if (!c.arena) {
@@ -858,7 +898,7 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
     if (!st) {
         sv_error_t e;
         sv_error_clear(&e);
-        st = sv_dfa_from_ast(top, &o->lim, out, &e);
+        st = sv_dfa_from_ast(top, sv_sc_lim(&c), out, &e);
         if (st == SV_ERR_EMPTY) sv_sc_fail(&c, st, NULL, "the schema matches no value (it is unsatisfiable)");
         else if (st) sv_sc_fail(&c, st, NULL, "%s", e.message);
     } else if (st == SV_ERR_EMPTY && err && !strstr(err->message, "unsatisfiable")) {

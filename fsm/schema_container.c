@@ -111,7 +111,7 @@ static sv_status prod(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const c
     if (!b) { *out = op == SV_DFA_AND ? NULL : a; return SV_OK; }
     sv_error_t e;
     sv_error_clear(&e);
-    sv_status st = sv_dfa_product(a, b, op, &c->o->lim, out, &e);
+    sv_status st = sv_dfa_product(a, b, op, sv_sc_lim(c), out, &e);
     if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; }
     if (st) return sv_sc_fail(c, st, kw, "%s", e.message);
     if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) return sv_sc_nomem(c);
@@ -175,15 +175,7 @@ static sv_status key_name_ok(sctx_t *c, sv_dfa_t *names, const char *k, bool *ok
 
 /* Content DFA of a patternProperties regex with search semantics. */
 static sv_status pattern_content(sctx_t *c, const char *pattern, sv_dfa_t **out) {
-    sv_ast_t *p, *any;
-    sv_error_t e;
-    sv_error_clear(&e);
-    sv_status st = sv_regex_parse(pattern, strlen(pattern), c->arena, &p, &e);
-    if (st) return sv_sc_fail(c, st, "patternProperties", "pattern /%s/: %s", pattern, e.message);
-    if ((st = sv_regex_parse("[^]*", 4, c->arena, &any, c->err))) return st;
-    st = sv_sc_dfa(c, sv_sc_cat3(c, any, p, any), out);
-    if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; }
-    return st;
+    return sv_sc_pattern_dfa(c, pattern, "patternProperties", out);
 }
 
 /* The extra members: alternatives (key region ": " value) for keys outside K. */

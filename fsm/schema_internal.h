@@ -44,10 +44,14 @@ typedef struct sctx {
                                   miss valid values (a $ref cut at max_ref_depth, or a
                                   format sieve narrows): no complement over it */
     uint32_t canon_depth;      /* container levels left in the canonical universe */
+    uint64_t deadline_ns;      /* the whole compilation's time budget (0 = none) */
+    sv_fsm_limits_t lim_now;   /* o->lim with the time that is left */
     /* Caches (DFAs live in the arena's cleanup list). */
     sv_dfa_t *any_value[SV_SCHEMA_MAX_ANY + 1][2]; /* [depth][canonical] */
     sv_dfa_t *any_string;      /* content [^]* */
     struct sv_memo *memo;      /* compiled (schema, location) pairs (schema.c) */
+    struct sv_patcache *pats;  /* compiled patternProperties regexes (schema.c) */
+    uint32_t npats, cappats;
     uint32_t nmemo, capmemo;
     sv_ast_t *any_number[2];   /* [canonical] */
 } sctx_t;
@@ -58,12 +62,19 @@ sv_status sv_sc_fail(sctx_t *c, sv_status code, const char *keyword, const char 
 size_t sv_sc_push(sctx_t *c, const char *token);   /* returns the length to restore */
 void sv_sc_pop(sctx_t *c, size_t len);
 sv_status sv_sc_nomem(sctx_t *c);
+/* The budgets for the next DFA construction: o->lim with max_time_us cut to
+ * what is left of the whole compilation's time budget. */
+const sv_fsm_limits_t *sv_sc_lim(sctx_t *c);
 
 /* ---- languages (schema.c) ---- */
 /* The language of schema s at location loc. */
 sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out);
 /* Compiles an AST to a DFA owned by the arena. */
 sv_status sv_sc_dfa(sctx_t *c, sv_ast_t *ast, sv_dfa_t **out);
+/* The content DFA of a regex with JSON Schema's search semantics, compiled
+ * once per pattern text; *out NULL when it matches nothing. On a bad regex
+ * fails with keyword kw. */
+sv_status sv_sc_pattern_dfa(sctx_t *c, const char *pattern, const char *kw, sv_dfa_t **out);
 /* Location sets. */
 /* lits: literal values inherited from the enclosing location (may be NULL). */
 sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, json_t *const *lits, uint32_t nlits,

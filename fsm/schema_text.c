@@ -317,7 +317,7 @@ sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out) {
         sv_sc_pop(c, mark);
         if (!acc) { acc = d; continue; }
         sv_dfa_t *r;
-        st = sv_dfa_product(acc, d, SV_DFA_AND, &c->o->lim, &r, c->err);
+        st = sv_dfa_product(acc, d, SV_DFA_AND, sv_sc_lim(c), &r, c->err);
         if (st == SV_ERR_EMPTY)
             return sv_sc_fail(c, SV_ERR_EMPTY, "pattern", "no string satisfies pattern, length and format together");
         if (st) return sv_sc_fail(c, st, "pattern", "%s", c->err->message);
