@@ -118,14 +118,14 @@ static const char *const handled[] = {
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains", "maxContains",
     "uniqueItems",
     "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref",
-    "minLength", "maxLength", "pattern", "format",
+    "minLength", "maxLength", "pattern", "format", "dependentSchemas",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "$defs", "definitions",
 };
 
 /* Keywords that constrain instances and that sieve refuses. */
 static const char *const refused[] = {
-    "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
+    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
 };
 
 static bool in_list(const char *k, const char *const *list, size_t n) {
@@ -166,17 +166,6 @@ static sv_status check_keywords(sctx_t *c, json_t *s) {
                               "uniqueItems: true is not supported on arrays that may hold more than one item "
                               "(distinctness of unbounded items is not a regular language)");
     }
-    json_t *deps = json_object_get(s, "dependencies");
-    if (deps && json_is_object(deps)) {
-        json_object_foreach(deps, k, v) {
-            if (json_is_array(v)) continue;
-            if (json_is_true(v) || (json_is_object(v) && json_object_size(v) == 0)) continue;
-            size_t m = sv_sc_push(c, "dependencies");
-            sv_status st = sv_sc_fail(c, SV_ERR_UNSUPPORTED, k, "schema dependencies (dependentSchemas) are not supported");
-            sv_sc_pop(c, m);
-            return st;
-        }
-    }
     return SV_OK;
 }
 
@@ -215,6 +204,13 @@ static sv_status closure_add(sctx_t *c, jvec_t *v, json_t *s, int depth) {
     static const char *const singles[] = {"not", "if", "then", "else"};
     for (int l = 0; l < 4; l++)
         if ((st = closure_add(c, v, json_object_get(s, singles[l]), depth + 1))) return st;
+    static const char *const dep_maps[] = {"dependentSchemas", "dependencies"};
+    for (int l = 0; l < 2; l++) {
+        json_t *m = json_object_get(s, dep_maps[l]), *x;
+        const char *k;
+        if (json_is_object(m)) json_object_foreach(m, k, x) if (!st && json_is_object(x)) st = closure_add(c, v, x, depth + 1);
+        if (st) return st;
+    }
     json_t *ref = json_object_get(s, "$ref");
     if (ref && json_is_string(ref)) {
         json_t *t;
@@ -671,8 +667,12 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
         anyl = sv_ast_alt(c->arena, alts, k);
     }
 
+    bool dep_schemas = json_object_get(s, "dependentSchemas") != NULL;
+    json_t *dj = json_object_get(s, "dependencies"), *dx;
+    const char *dk;
+    if (json_is_object(dj)) json_object_foreach(dj, dk, dx) dep_schemas |= !json_is_array(dx);
     bool needs_dfa = !unset || json_object_get(s, "allOf") || json_object_get(s, "oneOf") || json_object_get(s, "not") ||
-                     json_object_get(s, "if") || (base && anyl);
+                     json_object_get(s, "if") || (base && anyl) || dep_schemas;
     if (!needs_dfa) {
         if (base && !anyl) *out = base;
         else if (anyl) *out = anyl;
@@ -769,6 +769,26 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
         sv_dfa_t *x = U;
         if (d && (st = product(c, U, d, SV_DFA_DIFF, "not", &x))) return st;
         if ((st = meet(c, &acc, &unset, x, "not"))) return st;
+    }
+    /* dependentSchemas (and schema-valued dependencies): for each key k with
+     * schema D, the conjunct {"if": {"type": "object", "required": [k]},
+     * "then": D}, which is exactly "an object holding k must satisfy D". */
+    static const char *const dep_maps[] = {"dependentSchemas", "dependencies"};
+    for (int l = 0; l < 2; l++) {
+        json_t *m = json_object_get(s, dep_maps[l]), *x;
+        const char *k;
+        if (!json_is_object(m)) continue;
+        json_object_foreach(m, k, x) {
+            if (json_is_array(x)) continue; /* dependentRequired form: objects handle it */
+            if (json_is_true(x) || (json_is_object(x) && json_object_size(x) == 0)) continue;
+            json_t *cond = json_pack("{s:{s:s, s:[s]}, s:O}", "if", "type", "object", "required", k, "then", x);
+            if (!cond || !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, cond)) return sv_sc_nomem(c);
+            size_t mk = sv_sc_push(c, dep_maps[l]);
+            sv_sc_push(c, k);
+            st = sub_dfa(c, cond, loc, dep_maps[l], false, &d, NULL);
+            sv_sc_pop(c, mk);
+            if (st || (st = meet(c, &acc, &unset, d, dep_maps[l]))) return st;
+        }
     }
     json_t *iff = json_object_get(s, "if");
     if (iff) {

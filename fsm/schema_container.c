@@ -64,13 +64,13 @@ sv_status sv_sc_loc_keys(sctx_t *c, const sv_loc_t *loc, const char ***keys, uin
         json_t *req = json_object_get(s, "required");
         for (size_t j = 0; json_is_array(req) && j < json_array_size(req) && !st; j++)
             if (json_is_string(json_array_get(req, j))) st = key_add(c, &k, json_string_value(json_array_get(req, j)));
-        static const char *const dep_kw[] = {"dependentRequired", "dependencies"};
-        for (int d = 0; d < 2 && !st; d++) {
+        static const char *const dep_kw[] = {"dependentRequired", "dependencies", "dependentSchemas"};
+        for (int d = 0; d < 3 && !st; d++) {
             json_t *deps = json_object_get(s, dep_kw[d]);
             if (!json_is_object(deps)) continue;
             json_object_foreach(deps, key, x) {
-                if (!json_is_array(x)) continue;
                 if (!st) st = key_add(c, &k, key);
+                if (!json_is_array(x)) continue;
                 for (size_t j = 0; j < json_array_size(x) && !st; j++)
                     if (json_is_string(json_array_get(x, j))) st = key_add(c, &k, json_string_value(json_array_get(x, j)));
             }

@@ -265,6 +265,17 @@ int sv_cmd_sample(int argc, char **argv) {
     for (unsigned long long i = 0; buf && i < o.n; i++) {
         size_t len;
         if (sv_dfa_sample(dfa, &rng, (uint32_t)o.max_len, buf, cap, &len)) { rc = SV_EXIT_RUNTIME; break; }
+        /* A DFA cannot remember which of unboundedly many extra keys an
+         * object already has, so a schema that allows extra keys also
+         * accepts a repeated one. Such texts are not valid samples: draw
+         * again (a bounded number of times). */
+        for (int retry = 0; o.is_schema && retry < 64; retry++) {
+            json_error_t je;
+            json_t *v = json_loadb((const char *)buf, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+            json_decref(v);
+            if (v) break;
+            if (sv_dfa_sample(dfa, &rng, (uint32_t)o.max_len, buf, cap, &len)) { rc = SV_EXIT_RUNTIME; break; }
+        }
         json_t *s = json_stringn_nocheck((const char *)buf, len);
         char *txt = s ? json_dumps(s, JSON_ENCODE_ANY) : NULL;
         if (!txt) { json_decref(s); rc = SV_EXIT_RUNTIME; break; }
