@@ -452,7 +452,10 @@ static sv_status number_lang(sctx_t *c, json_t *s, bool integer, sv_ast_t **out)
         if (st == SV_ERR_EMPTY) return sv_sc_fail(c, st, kw, "no number satisfies the bounds: %s", e.message);
         return sv_sc_fail(c, st, kw, "%s", e.message);
     }
-    return SV_OK;
+    if (integer) return SV_OK; /* integers have one spelling already */
+    st = sv_sc_python_numbers(c, *out, out);
+    if (st == SV_ERR_EMPTY) return sv_sc_fail(c, st, "multipleOf", "no number satisfies the constraints");
+    return st;
 }
 
 static sv_status type_lang(sctx_t *c, json_t *s, int type, const sv_loc_t *loc, sv_ast_t **out) {

@@ -4,8 +4,8 @@
  * schema, spelled canonically: whitespace per the mode below, object keys in
  * one fixed order per position (the properties named by the schemas that
  * apply there, in first-appearance order; other keys after them), strings
- * with only the escapes json.dumps(ensure_ascii=False) writes, numbers
- * without exponents. Some valid values have other spellings that the DFA
+ * with only the escapes json.dumps(ensure_ascii=False) writes, numbers as
+ * json.dumps writes ints and floats but without exponents (10, 10.0, 0.5). Some valid values have other spellings that the DFA
  * rejects (1.0 for an integer, keys in another order, 1e-05): generation
  * never needs them. No invalid value is ever accepted.
  *

@@ -54,6 +54,7 @@ typedef struct sctx {
     uint32_t npats, cappats;
     uint32_t nmemo, capmemo;
     sv_ast_t *any_number[2];   /* [canonical] */
+    sv_dfa_t *py_numbers;      /* the Python number spellings */
 } sctx_t;
 
 /* ---- errors and pointers (schema.c) ---- */
@@ -105,7 +106,11 @@ sv_ast_t *sv_sc_quoted(sctx_t *c, const sv_dfa_t *content);
 sv_ast_t *sv_sc_key(sctx_t *c, const char *key, size_t len);
 /* The content DFA of any string, and the any-string JSON language. */
 sv_status sv_sc_any_string_content(sctx_t *c, sv_dfa_t **out);
-/* Any number; canonical: one spelling per value (for complements). */
+/* Narrows a number language to the spellings Python's json.dumps writes
+ * (repr of a float or an int): no exponent, no trailing zeros but the ".0"
+ * of an integral float, "-0" only as "-0.0". */
+sv_status sv_sc_python_numbers(sctx_t *c, sv_ast_t *lang, sv_ast_t **out);
+/* Any number (Python spellings); canonical: one spelling per value (for complements). */
 sv_status sv_sc_any_number(sctx_t *c, bool canonical, sv_ast_t **out);
 /* Any JSON value nested at most depth levels (canonical: one spelling per
  * value, objects in no particular key order). */

@@ -110,12 +110,29 @@ sv_status sv_sc_any_string_content(sctx_t *c, sv_dfa_t **out) {
     return SV_OK;
 }
 
+/* The spellings Python's json.dumps writes for ints and floats (without the
+ * exponent forms, which no automaton here uses). */
+#define PY_NUMBERS "(0|-?[1-9][0-9]*)(\\.0)?|-?(0|[1-9][0-9]*)\\.[0-9]*[1-9]|-0\\.0"
+
+sv_status sv_sc_python_numbers(sctx_t *c, sv_ast_t *lang, sv_ast_t **out) {
+    sv_status st;
+    if (!c->py_numbers && (st = compile_regex_dfa(c, PY_NUMBERS, &c->py_numbers))) return st;
+    sv_dfa_t *d, *r;
+    if ((st = sv_sc_dfa(c, lang, &d))) return st;
+    sv_error_t e;
+    sv_error_clear(&e);
+    st = sv_dfa_product(d, c->py_numbers, SV_DFA_AND, sv_sc_lim(c), &r, &e);
+    if (st) return sv_sc_fail(c, st, NULL, "%s", e.message);
+    if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, r)) return sv_sc_nomem(c);
+    *out = sv_ast_dfa(c->arena, r, false);
+    return *out ? SV_OK : sv_sc_nomem(c);
+}
+
 sv_status sv_sc_any_number(sctx_t *c, bool canonical, sv_ast_t **out) {
     if (!c->any_number[canonical]) {
         /* Canonical: integers without a fraction, other values without
          * trailing zeros, no negative zero: one spelling per value. */
-        const char *p = canonical ? "(0|-?[1-9][0-9]*)(\\.[0-9]*[1-9])?|-0\\.[0-9]*[1-9]"
-                                  : "-?(0|[1-9][0-9]*)(\\.[0-9]+)?";
+        const char *p = canonical ? "(0|-?[1-9][0-9]*)(\\.[0-9]*[1-9])?|-0\\.[0-9]*[1-9]" : PY_NUMBERS;
         sv_status st = sv_regex_parse(p, strlen(p), c->arena, &c->any_number[canonical], c->err);
         if (st) return st;
     }
@@ -169,7 +186,9 @@ static sv_status number_literal(sctx_t *c, json_t *v, sv_ast_t **out) {
     char buf[400];
     const char *d = sv_sc_decimal(c, v, buf, sizeof buf);
     if (!d) return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "const", "a number with an exponent beyond 4000 cannot be spelled");
-    return sv_json_number_value(c->arena, d, out, c->err);
+    sv_ast_t *all;
+    sv_status st = sv_json_number_value(c->arena, d, &all, c->err);
+    return st ? st : sv_sc_python_numbers(c, all, out);
 }
 
 sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **out) {
