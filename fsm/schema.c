@@ -613,7 +613,16 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
             json_t *v = cnst ? cnst : json_array_get(vals, i);
             if (!value_has_type(c, v, mask)) continue;
             size_t m = sv_sc_push(c, cnst ? "const" : "enum");
-            st = sv_sc_literal(c, v, loc, &alts[k]);
+            if (json_is_number(v) && (mask & T_INTEGER) && !(mask & T_NUMBER)) {
+                /* An integer-typed location: the integer spelling only (draft 4
+                 * counts 1.0 as no integer at all). */
+                char buf[400];
+                const char *d = sv_sc_decimal(c, v, buf, sizeof buf);
+                st = d ? SV_OK : sv_sc_fail(c, SV_ERR_UNSUPPORTED, cnst ? "const" : "enum", "number out of range");
+                if (!st && !(alts[k] = sv_sc_lit(c, d, strlen(d)))) st = sv_sc_nomem(c);
+            } else {
+                st = sv_sc_literal(c, v, loc, &alts[k]);
+            }
             sv_sc_pop(c, m);
             if (st) return st;
             k++;
