@@ -501,12 +501,16 @@ static sv_status universe(sctx_t *c, const sv_loc_t *loc, sv_dfa_t **out) {
     return sv_sc_dfa(c, sv_ast_alt(c->arena, alts, 6), out);
 }
 
-static sv_status to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out) {
+sv_status sv_sc_to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out) {
     if (a->kind == SV_AST_DFA && !a->json_escape) { *out = (sv_dfa_t *)a->dfa; return SV_OK; }
-    return sv_sc_dfa(c, a, out);
+    sv_status st = sv_sc_dfa(c, a, out);
+    if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; }
+    return st;
 }
 
-static sv_status product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out) {
+sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out) {
+    if (!a) { *out = op == SV_DFA_OR || op == SV_DFA_XOR ? b : NULL; return SV_OK; }
+    if (!b) { *out = op == SV_DFA_AND ? NULL : a; return SV_OK; }
     sv_error_t e;
     sv_error_clear(&e);
     sv_status st = sv_dfa_product(a, b, op, sv_sc_lim(c), out, &e);
@@ -526,7 +530,7 @@ static sv_status sub_dfa(sctx_t *c, json_t *s, const sv_loc_t *loc, const char *
     sv_ast_t *a;
     sv_status st = sv_sc_lang(c, s, loc, &a);
     if (st == SV_OK) {
-        st = to_dfa(c, a, out);
+        st = sv_sc_to_dfa(c, a, out);
         if (st == SV_ERR_EMPTY) { *out = NULL; st = SV_OK; }
     } else if (st == SV_ERR_EMPTY) {
         *out = NULL;
@@ -546,7 +550,7 @@ static sv_status meet(sctx_t *c, sv_dfa_t **acc, bool *unset, sv_dfa_t *d, const
     sv_status st = SV_OK;
     if (*unset) *acc = d, *unset = false;
     else if (!*acc || !d) *acc = NULL;
-    else st = product(c, *acc, d, SV_DFA_AND, kw, acc);
+    else st = sv_sc_product(c, *acc, d, SV_DFA_AND, kw, acc);
     if (!st && !*acc)
         return sv_sc_fail(c, SV_ERR_EMPTY, kw, "no value satisfies %s together with the rest of this schema", kw);
     return st;
@@ -585,7 +589,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
         }
         if (c->draft <= 7 || json_object_size(s) == 1) { *out = ta; return SV_OK; }
         sv_dfa_t *td = NULL;
-        if (ta->kind != SV_AST_NONE && (st = to_dfa(c, ta, &td)) && st != SV_ERR_EMPTY) return st;
+        if (ta->kind != SV_AST_NONE && (st = sv_sc_to_dfa(c, ta, &td)) && st != SV_ERR_EMPTY) return st;
         if ((st = meet(c, &acc, &unset, ta->kind == SV_AST_NONE ? NULL : td, "$ref"))) return st;
     }
 
@@ -640,9 +644,9 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
             for (int b = 1; b <= T_INTEGER; b <<= 1)
                 if ((mask & b) && (st = type_lang(c, s, b, loc, &tl[nt++]))) return st;
             sv_dfa_t *td, *ld;
-            if ((st = to_dfa(c, sv_ast_alt(c->arena, tl, nt), &td)) && st != SV_ERR_EMPTY) return st;
+            if ((st = sv_sc_to_dfa(c, sv_ast_alt(c->arena, tl, nt), &td)) && st != SV_ERR_EMPTY) return st;
             if (st == SV_ERR_EMPTY) td = NULL;
-            st = to_dfa(c, lits, &ld);
+            st = sv_sc_to_dfa(c, lits, &ld);
             if (st == SV_ERR_EMPTY) ld = NULL, st = SV_OK;
             if (st) return st;
             if ((st = meet(c, &acc, &unset, td, "type")) || (st = meet(c, &acc, &unset, ld, cnst ? "const" : "enum")))
@@ -693,12 +697,12 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
     }
     sv_dfa_t *d;
     if (base) {
-        st = to_dfa(c, base, &d);
+        st = sv_sc_to_dfa(c, base, &d);
         if (st == SV_ERR_EMPTY) d = NULL, st = SV_OK;
         if (st || (st = meet(c, &acc, &unset, d, "type"))) return st;
     }
     if (anyl) {
-        st = to_dfa(c, anyl, &d);
+        st = sv_sc_to_dfa(c, anyl, &d);
         if (st == SV_ERR_EMPTY) d = NULL, st = SV_OK;
         if (st || (st = meet(c, &acc, &unset, d, "anyOf"))) return st;
     }
@@ -736,7 +740,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
             for (size_t j = i + 1; j < n && disjoint; j++) {
                 if (!br[i] || !br[j]) continue;
                 sv_dfa_t *x;
-                if ((st = product(c, br[i], br[j], SV_DFA_AND, "oneOf", &x))) return st;
+                if ((st = sv_sc_product(c, br[i], br[j], SV_DFA_AND, "oneOf", &x))) return st;
                 disjoint = x == NULL;
             }
         if (!disjoint) {
@@ -753,12 +757,12 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
             for (size_t i = 0; i < n; i++) {
                 if (!br[i]) continue;
                 sv_dfa_t *x;
-                if ((st = product(c, br[i], U, SV_DFA_AND, "oneOf", &x))) return st;
+                if ((st = sv_sc_product(c, br[i], U, SV_DFA_AND, "oneOf", &x))) return st;
                 for (size_t j = 0; j < n && x; j++)
-                    if (j != i && br[j] && (st = product(c, x, br[j], SV_DFA_DIFF, "oneOf", &x))) return st;
+                    if (j != i && br[j] && (st = sv_sc_product(c, x, br[j], SV_DFA_DIFF, "oneOf", &x))) return st;
                 if (!x) continue;
                 if (!res) res = x;
-                else if ((st = product(c, res, x, SV_DFA_OR, "oneOf", &res))) return st;
+                else if ((st = sv_sc_product(c, res, x, SV_DFA_OR, "oneOf", &res))) return st;
             }
             if ((st = meet(c, &acc, &unset, res, "oneOf"))) return st;
         } else {
@@ -766,7 +770,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
             for (size_t i = 0; i < n; i++) {
                 if (!br[i]) continue;
                 if (!res) res = br[i];
-                else if ((st = product(c, res, br[i], SV_DFA_OR, "oneOf", &res))) return st;
+                else if ((st = sv_sc_product(c, res, br[i], SV_DFA_OR, "oneOf", &res))) return st;
             }
             if ((st = meet(c, &acc, &unset, res, "oneOf"))) return st;
         }
@@ -779,7 +783,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
         if (st) return st;
         if (!U && (st = universe(c, loc, &U))) return st;
         sv_dfa_t *x = U;
-        if (d && (st = product(c, U, d, SV_DFA_DIFF, "not", &x))) return st;
+        if (d && (st = sv_sc_product(c, U, d, SV_DFA_DIFF, "not", &x))) return st;
         if ((st = meet(c, &acc, &unset, x, "not"))) return st;
     }
     /* dependentSchemas (and schema-valued dependencies): for each key k with
@@ -829,11 +833,11 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
         }
         /* (if ∩ then) ∪ ((U \ if) ∩ else) */
         sv_dfa_t *a = NULL, *b = U, *r = NULL;
-        if (di && dt && (st = product(c, di, dt, SV_DFA_AND, "then", &a))) return st;
-        if (di && (st = product(c, U, di, SV_DFA_DIFF, "if", &b))) return st;
-        if (b && de && (st = product(c, b, de, SV_DFA_AND, "else", &b))) return st;
+        if (di && dt && (st = sv_sc_product(c, di, dt, SV_DFA_AND, "then", &a))) return st;
+        if (di && (st = sv_sc_product(c, U, di, SV_DFA_DIFF, "if", &b))) return st;
+        if (b && de && (st = sv_sc_product(c, b, de, SV_DFA_AND, "else", &b))) return st;
         if (!de) b = NULL;
-        if (a && b) { if ((st = product(c, a, b, SV_DFA_OR, "if", &r))) return st; }
+        if (a && b) { if ((st = sv_sc_product(c, a, b, SV_DFA_OR, "if", &r))) return st; }
         else r = a ? a : b;
         if ((st = meet(c, &acc, &unset, r, "if"))) return st;
     }

@@ -99,25 +99,6 @@ static sv_status edge(sctx_t *c, edgevec_t *e, uint32_t from, uint32_t to, sv_as
     return SV_OK;
 }
 
-static sv_status to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out) {
-    if (a->kind == SV_AST_DFA && !a->json_escape) { *out = (sv_dfa_t *)a->dfa; return SV_OK; }
-    sv_status st = sv_sc_dfa(c, a, out);
-    if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; }
-    return st;
-}
-
-static sv_status prod(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out) {
-    if (!a) { *out = op == SV_DFA_OR || op == SV_DFA_XOR ? b : NULL; return SV_OK; }
-    if (!b) { *out = op == SV_DFA_AND ? NULL : a; return SV_OK; }
-    sv_error_t e;
-    sv_error_clear(&e);
-    sv_status st = sv_dfa_product(a, b, op, sv_sc_lim(c), out, &e);
-    if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; }
-    if (st) return sv_sc_fail(c, st, kw, "%s", e.message);
-    if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) return sv_sc_nomem(c);
-    return SV_OK;
-}
-
 /* The language of a subschema (NULL when it matches nothing). */
 static sv_status sub_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) {
     sv_status st = sv_sc_lang(c, s, loc, out);
@@ -154,21 +135,11 @@ typedef struct {
 /* Whether the JSON string of key k is in L(propertyNames). */
 static sv_status key_name_ok(sctx_t *c, sv_dfa_t *names, const char *k, bool *ok) {
     if (!names) { *ok = true; return SV_OK; }
-    char *buf = malloc(strlen(k) * 6 + 3);
+    size_t len = strlen(k);
+    char *buf = malloc(len * 6 + 3);
     if (!buf) return sv_sc_nomem(c);
-    /* Same spelling as sv_sc_key: reuse it through a tiny DFA would be
-     * wasteful; spell it here. */
-    size_t o = 0;
-    buf[o++] = '"';
-    for (const unsigned char *p = (const unsigned char *)k; *p; p++) {
-        const char *e = *p == '"' ? "\\\"" : *p == '\\' ? "\\\\" : *p == '\n' ? "\\n" : *p == '\r' ? "\\r" :
-                        *p == '\t' ? "\\t" : *p == '\b' ? "\\b" : *p == '\f' ? "\\f" : NULL;
-        if (e) buf[o++] = e[0], buf[o++] = e[1];
-        else if (*p < 0x20) o += (size_t)sprintf(buf + o, "\\u%04x", *p);
-        else buf[o++] = (char)*p;
-    }
-    buf[o++] = '"';
-    *ok = sv_dfa_matches(names, (const uint8_t *)buf, o);
+    size_t n = sv_sc_escape_json(k, len, buf);
+    *ok = sv_dfa_matches(names, (const uint8_t *)buf, n);
     free(buf);
     return SV_OK;
 }
@@ -206,10 +177,10 @@ static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_
             for (size_t j = 0; j < len; j++) cps[j] = sv_ast_bytes(c->arena, (uint8_t)mem[i].key[j], (uint8_t)mem[i].key[j]);
             alts[i] = sv_ast_cat(c->arena, cps, (uint32_t)len);
         }
-        if ((st = to_dfa(c, sv_ast_alt(c->arena, alts, n), &known))) return st;
+        if ((st = sv_sc_to_dfa(c, sv_ast_alt(c->arena, alts, n), &known))) return st;
     }
     sv_dfa_t *free_keys;
-    if ((st = prod(c, any, known, SV_DFA_DIFF, "additionalProperties", &free_keys))) return st;
+    if ((st = sv_sc_product(c, any, known, SV_DFA_DIFF, "additionalProperties", &free_keys))) return st;
     if (!free_keys) return SV_OK;
     sv_dfa_t *pats[6];
     json_t *pschemas[6];
@@ -230,7 +201,7 @@ static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_
     for (uint32_t set = 0; set < (1u << m); set++) {
         sv_dfa_t *region = free_keys;
         for (uint32_t b = 0; b < m && region; b++)
-            if ((st = prod(c, region, pats[b], (set >> b) & 1 ? SV_DFA_AND : SV_DFA_DIFF, "patternProperties", &region)))
+            if ((st = sv_sc_product(c, region, pats[b], (set >> b) & 1 ? SV_DFA_AND : SV_DFA_DIFF, "patternProperties", &region)))
                 return st;
         if (!region) continue;
         /* The value: the matching patterns' schemas, or additionalProperties. */
@@ -266,9 +237,9 @@ static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_
                 if (st) return st;
                 if (ns == 1) { val = x; break; }
                 sv_dfa_t *d = NULL;
-                if (x && (st = to_dfa(c, x, &d))) return st;
+                if (x && (st = sv_sc_to_dfa(c, x, &d))) return st;
                 if (first) acc = d, first = false;
-                else if ((st = prod(c, acc, d, SV_DFA_AND, "patternProperties", &acc))) return st;
+                else if ((st = sv_sc_product(c, acc, d, SV_DFA_AND, "patternProperties", &acc))) return st;
             }
             if (ns > 1) val = acc ? sv_ast_dfa(c->arena, acc, false) : NULL;
         }
@@ -277,7 +248,7 @@ static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_
         if (names) {
             /* propertyNames: intersect at the JSON-string level. */
             sv_dfa_t *kd;
-            if ((st = to_dfa(c, key, &kd)) || (st = prod(c, kd, names, SV_DFA_AND, "propertyNames", &kd))) return st;
+            if ((st = sv_sc_to_dfa(c, key, &kd)) || (st = sv_sc_product(c, kd, names, SV_DFA_AND, "propertyNames", &kd))) return st;
             if (!kd) continue;
             key = sv_ast_dfa(c->arena, kd, false);
         }
@@ -313,7 +284,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         if (st) return st;
         if (!na) {
             names_empty = true; /* no key is allowed at all: only {} remains */
-        } else if ((st = to_dfa(c, na, &names))) {
+        } else if ((st = sv_sc_to_dfa(c, na, &names))) {
             return st;
         }
     }
@@ -363,9 +334,9 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
                 if (st) return st;
                 if (ns == 1) { m->value = x; break; }
                 sv_dfa_t *d = NULL;
-                if (x && (st = to_dfa(c, x, &d))) return st;
+                if (x && (st = sv_sc_to_dfa(c, x, &d))) return st;
                 if (k == 0) acc = d;
-                else if ((st = prod(c, acc, d, SV_DFA_AND, "patternProperties", &acc))) return st;
+                else if ((st = sv_sc_product(c, acc, d, SV_DFA_AND, "patternProperties", &acc))) return st;
             }
             if (ns > 1 && acc) m->value = sv_ast_dfa(c->arena, acc, false);
         }
@@ -603,9 +574,9 @@ sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_
                                   "maxContains over a recursive schema deeper than max_ref_depth cannot be counted exactly");
             c->truncated |= keep;
             sv_dfa_t *ld, *cd = NULL, *base;
-            if ((st = to_dfa(c, lang[i], &ld))) return st;
-            if (ca && (st = to_dfa(c, ca, &cd))) return st;
-            if ((st = prod(c, ld, cd, SV_DFA_AND, "contains", &in[i]))) return st;
+            if ((st = sv_sc_to_dfa(c, lang[i], &ld))) return st;
+            if (ca && (st = sv_sc_to_dfa(c, ca, &cd))) return st;
+            if ((st = sv_sc_product(c, ld, cd, SV_DFA_AND, "contains", &in[i]))) return st;
             base = ld;
             if (has_maxc) {
                 sv_ast_t *u;
@@ -614,9 +585,9 @@ sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_
                 c->canon_depth = c->o->max_any_depth + 1;
                 st = canon_value(c, &child, &u);
                 c->canon_depth = keepd;
-                if (st || (st = to_dfa(c, u, &ud)) || (st = prod(c, ld, ud, SV_DFA_AND, "contains", &base))) return st;
+                if (st || (st = sv_sc_to_dfa(c, u, &ud)) || (st = sv_sc_product(c, ld, ud, SV_DFA_AND, "contains", &base))) return st;
             }
-            if ((st = prod(c, base, cd, SV_DFA_DIFF, "contains", &outc[i]))) return st;
+            if ((st = sv_sc_product(c, base, cd, SV_DFA_DIFF, "contains", &outc[i]))) return st;
         }
     }
     /* Graph nodes (i, j) and imid(i, j) after a separator. */

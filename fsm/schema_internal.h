@@ -76,6 +76,13 @@ sv_status sv_sc_dfa(sctx_t *c, sv_ast_t *ast, sv_dfa_t **out);
  * once per pattern text; *out NULL when it matches nothing. On a bad regex
  * fails with keyword kw. */
 sv_status sv_sc_pattern_dfa(sctx_t *c, const char *pattern, const char *kw, sv_dfa_t **out);
+/* An AST as a DFA (an embedded DFA is reused as it is); *out NULL when the
+ * language is empty. */
+sv_status sv_sc_to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out);
+/* A product under the compilation's budgets, owned by the arena; NULL
+ * operands stand for the empty language, and *out is NULL when the result is
+ * empty. Errors name keyword kw. */
+sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out);
 /* Location sets. */
 /* lits: literal values inherited from the enclosing location (may be NULL). */
 sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, json_t *const *lits, uint32_t nlits,
@@ -104,6 +111,9 @@ sv_ast_t *sv_sc_cat3(sctx_t *c, sv_ast_t *x, sv_ast_t *y, sv_ast_t *z);
 sv_ast_t *sv_sc_quoted(sctx_t *c, const sv_dfa_t *content);
 /* The JSON string literal of a UTF-8 key (escaped as json.dumps does). */
 sv_ast_t *sv_sc_key(sctx_t *c, const char *key, size_t len);
+/* Writes '"' + the json.dumps(ensure_ascii=False) escape of s[0..n) + '"' to
+ * buf (room for 6n + 2 bytes) and returns its length. */
+size_t sv_sc_escape_json(const char *s, size_t n, char *buf);
 /* The content DFA of any string, and the any-string JSON language. */
 sv_status sv_sc_any_string_content(sctx_t *c, sv_dfa_t **out);
 /* Narrows a number language to the spellings Python's json.dumps writes

@@ -58,8 +58,7 @@ sv_ast_t *sv_sc_quoted(sctx_t *c, const sv_dfa_t *content) {
     return sv_sc_cat3(c, q, sv_ast_dfa(c->arena, content, true), q);
 }
 
-/* Appends the json.dumps(ensure_ascii=False) spelling of s[0..n) to buf. */
-static size_t escape_json(const char *s, size_t n, char *buf) {
+size_t sv_sc_escape_json(const char *s, size_t n, char *buf) {
     size_t o = 0;
     buf[o++] = '"';
     for (size_t i = 0; i < n; i++) {
@@ -91,7 +90,7 @@ static size_t escape_json(const char *s, size_t n, char *buf) {
 sv_ast_t *sv_sc_key(sctx_t *c, const char *key, size_t len) {
     char *buf = sv_arena_alloc(c->arena, len * 6 + 3);
     if (!buf) return NULL;
-    size_t n = escape_json(key, len, buf);
+    size_t n = sv_sc_escape_json(key, len, buf);
     return sv_sc_lit(c, buf, n);
 }
 
