@@ -22,7 +22,8 @@ build: bootstrap
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	SIEVE_BIN=$(abspath $(BUILD))/sieve SAMPLE_FORMAT_BIN=$(abspath $(BUILD))/tests/sample_format \
-	  .venv/bin/python -m pytest -q tests/cli tests/schema tests/format/check_formats.py
+	  TOK_CLI_BIN=$(abspath $(BUILD))/tests/tok_cli \
+	  .venv/bin/python -m pytest -q tests/cli tests/schema tests/format/check_formats.py tests/tokenizer/test_nfc.py
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: bootstrap
@@ -35,6 +36,9 @@ test-extended: build
 	@if [ ! -d "$(SHARED_DATA)" ]; then \
 	  echo "test-extended: $(SHARED_DATA) is missing; these checks need the benchmark data (see README)" >&2; exit 1; fi
 	tests/extended/run_regex_corpus.sh $(BUILD) $(SHARED_DATA)
+	.venv/bin/python tests/extended/maskbench_subset.py --sieve $(BUILD)/sieve --data $(SHARED_DATA)
+	TOK_CLI_BIN=$(abspath $(BUILD))/tests/tok_cli SIEVE_SHARED_DATA=$(abspath $(SHARED_DATA)) \
+	  .venv/bin/python -m pytest -q tests/tokenizer/test_parity.py
 
 fuzz-smoke: bootstrap
 	scripts/fuzz-smoke.sh 60
@@ -43,6 +47,16 @@ bench: bootstrap
 	cmake -S . -B build-rel -DSV_CUDA=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build build-rel -j $(JOBS)
 	build-rel/tests/bench/bench_regex_compile
+
+# JSON Schema coverage on all of MaskBench (../shared/data/maskbench; about
+# 20 minutes on 2 cores): compile, match every test instance, judge samples.
+# Records go to build-rel/maskbench/results.jsonl; see BENCHMARKS.md.
+.PHONY: bench-coverage
+bench-coverage: bootstrap
+	cmake -S . -B build-rel -DSV_CUDA=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build build-rel -j $(JOBS)
+	.venv/bin/python tests/bench/maskbench_coverage.py --sieve build-rel/sieve \
+	  --data $(SHARED_DATA)/maskbench --out build-rel/maskbench/results.jsonl --jobs $(JOBS)
 
 serve: build
 	@echo "sieve serve is not built yet: the server needs the tokenizer and token index," >&2
