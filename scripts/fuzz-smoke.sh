@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# fuzz-smoke.sh — build the libFuzzer targets and fuzz the regex compiler for
-# a while. Exits non-zero if the build fails or the fuzzer finds a crash, a
-# leak, a sanitizer report, a timeout or an out-of-memory.
+# fuzz-smoke.sh — build the libFuzzer targets and fuzz each of them for a
+# while: fuzz_regex (the regex compiler) and fuzz_schema (the JSON Schema
+# compiler), one after the other. Exits non-zero if the build fails or either
+# fuzzer finds a crash, a leak, a sanitizer report, a timeout or an
+# out-of-memory; both run even when the first one fails.
 #
 #   scripts/fuzz-smoke.sh [SECONDS] [extra libFuzzer flags...]
 #
-# SECONDS defaults to 60 (CI runs `scripts/fuzz-smoke.sh 60`). Needs clang
-# with libFuzzer. Everything it writes stays under build-fuzz/:
+# SECONDS is per target and defaults to 60 (CI runs `scripts/fuzz-smoke.sh 60`:
+# two minutes of fuzzing plus the build). Needs clang with libFuzzer.
+# Everything it writes stays under build-fuzz/, for each NAME in regex, schema:
 #   build-fuzz/                    the instrumented build (CC=clang, ASan+UBSan)
-#   build-fuzz/corpus-regex/       working corpus: a copy of fuzz/corpus/regex,
+#   build-fuzz/corpus-NAME/        working corpus: a copy of fuzz/corpus/NAME,
 #                                  grown by the run (the committed seeds are
 #                                  never written to)
-#   build-fuzz/artifacts-regex/    crash-*, leak-*, timeout-*, oom-* inputs
-#   build-fuzz/fuzz-regex.log      the fuzzer's log
-# To replay one input: build-fuzz/fuzz/fuzz_regex path/to/input
+#   build-fuzz/artifacts-NAME/     crash-*, leak-*, timeout-*, oom-* inputs
+#   build-fuzz/fuzz-NAME.log       the fuzzer's log
+# To replay one input: build-fuzz/fuzz/fuzz_NAME path/to/input
 set -euo pipefail
 
 secs="${1:-60}"
@@ -32,34 +35,47 @@ esac
 
 CC="$cc" cmake -B "$build" -S "$root" -DSV_CUDA=OFF -DSV_FUZZ=ON \
   -DSV_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target fuzz_regex -j "$(nproc 2>/dev/null || echo 2)"
-
-corpus="$build/corpus-regex"
-artifacts="$build/artifacts-regex"
-log="$build/fuzz-regex.log"
-mkdir -p "$corpus"
-rm -rf "$artifacts"
-mkdir -p "$artifacts"
-cp "$root"/fuzz/corpus/regex/* "$corpus"/
+cmake --build "$build" --target fuzz_regex fuzz_schema -j "$(nproc 2>/dev/null || echo 2)"
 
 # Leak checks on: the library must free everything on every error path.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
-echo "fuzz-smoke: fuzz_regex for ${secs}s (log: $log)"
-set +e
-"$build/fuzz/fuzz_regex" \
-  -max_total_time="$secs" -max_len=256 -timeout=10 -rss_limit_mb=2048 \
-  -dict="$root/fuzz/regex.dict" -artifact_prefix="$artifacts/" \
-  -print_final_stats=1 "$@" "$corpus" >"$log" 2>&1
-rc=$?
-set -e
+# fuzz NAME MAX_LEN [libFuzzer flags...]: runs build-fuzz/fuzz/fuzz_NAME for
+# $secs seconds; returns non-zero on any finding.
+fuzz() {
+  local name="$1" max_len="$2"
+  shift 2
+  local corpus="$build/corpus-$name" artifacts="$build/artifacts-$name" log="$build/fuzz-$name.log"
+  mkdir -p "$corpus"
+  rm -rf "$artifacts"
+  mkdir -p "$artifacts"
+  cp "$root"/fuzz/corpus/"$name"/* "$corpus"/
 
-tail -n 25 "$log"
-found="$(find "$artifacts" -type f | wc -l)"
-if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
-  echo "fuzz-smoke: FAILED (exit $rc, $found artifact(s) in $artifacts)" >&2
-  find "$artifacts" -type f -exec ls -l {} + >&2
+  echo "fuzz-smoke: fuzz_$name for ${secs}s (log: $log)"
+  local rc=0
+  "$build/fuzz/fuzz_$name" \
+    -max_total_time="$secs" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+    -dict="$root/fuzz/$name.dict" -artifact_prefix="$artifacts/" \
+    -print_final_stats=1 "$@" "$corpus" >"$log" 2>&1 || rc=$?
+
+  tail -n 25 "$log"
+  local found
+  found="$(find "$artifacts" -type f | wc -l)"
+  if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
+    echo "fuzz-smoke: fuzz_$name FAILED (exit $rc, $found artifact(s) in $artifacts)" >&2
+    find "$artifacts" -type f -exec ls -l {} + >&2
+    return 1
+  fi
+  echo "fuzz-smoke: fuzz_$name ok"
+}
+
+failed=0
+fuzz regex 256 "$@" || failed=1
+# Schemas are longer than patterns: the seeds go up to 2 KB.
+fuzz schema 4096 "$@" || failed=1
+if [ "$failed" -ne 0 ]; then
+  echo "fuzz-smoke: FAILED" >&2
   exit 1
 fi
 echo "fuzz-smoke: ok"
