@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # fuzz-smoke.sh — build the libFuzzer targets and fuzz each of them for a
-# while: fuzz_regex (the regex compiler) and fuzz_schema (the JSON Schema
+# while: fuzz_regex (the regex compiler), fuzz_tokenizer (encode/decode round
+# trips) and fuzz_schema (the JSON Schema
 # compiler), one after the other. Exits non-zero if the build fails or either
 # fuzzer finds a crash, a leak, a sanitizer report, a timeout or an
 # out-of-memory; both run even when the first one fails.
@@ -35,7 +36,7 @@ esac
 
 CC="$cc" cmake -B "$build" -S "$root" -DSV_CUDA=OFF -DSV_FUZZ=ON \
   -DSV_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target fuzz_regex fuzz_schema -j "$(nproc 2>/dev/null || echo 2)"
+cmake --build "$build" --target fuzz_regex fuzz_schema fuzz_tokenizer -j "$(nproc 2>/dev/null || echo 2)"
 
 # Leak checks on: the library must free everything on every error path.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}"
@@ -53,10 +54,11 @@ fuzz() {
   cp "$root"/fuzz/corpus/"$name"/* "$corpus"/
 
   echo "fuzz-smoke: fuzz_$name for ${secs}s (log: $log)"
-  local rc=0
+  local rc=0 dict=()
+  [ -f "$root/fuzz/$name.dict" ] && dict=(-dict="$root/fuzz/$name.dict")
   "$build/fuzz/fuzz_$name" \
     -max_total_time="$secs" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
-    -dict="$root/fuzz/$name.dict" -artifact_prefix="$artifacts/" \
+    "${dict[@]}" -artifact_prefix="$artifacts/" \
     -print_final_stats=1 "$@" "$corpus" >"$log" 2>&1 || rc=$?
 
   tail -n 25 "$log"
@@ -74,6 +76,8 @@ failed=0
 fuzz regex 256 "$@" || failed=1
 # Schemas are longer than patterns: the seeds go up to 2 KB.
 fuzz schema 4096 "$@" || failed=1
+# The tokenizer: encode/decode round trips.
+fuzz tokenizer 1024 "$@" || failed=1
 if [ "$failed" -ne 0 ]; then
   echo "fuzz-smoke: FAILED" >&2
   exit 1
