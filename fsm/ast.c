@@ -44,6 +44,8 @@ sv_ast_t *sv_ast_bytes(sv_arena_t *a, uint8_t lo, uint8_t hi) {
 }
 
 static sv_ast_t *list(sv_arena_t *a, sv_ast_kind kind, sv_ast_t *const *kids, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++)
+        if (!kids[i]) return NULL; /* a kid that failed to allocate: propagate */
     if (n == 0) return kind == SV_AST_CAT ? sv_ast_empty(a) : sv_ast_none(a);
     if (n == 1) return kids[0];
     sv_ast_t *x = node(a, kind);
@@ -59,6 +61,7 @@ sv_ast_t *sv_ast_cat(sv_arena_t *a, sv_ast_t *const *kids, uint32_t n) { return 
 sv_ast_t *sv_ast_alt(sv_arena_t *a, sv_ast_t *const *kids, uint32_t n) { return list(a, SV_AST_ALT, kids, n); }
 
 sv_ast_t *sv_ast_repeat(sv_arena_t *a, sv_ast_t *kid, uint32_t min, uint32_t max) {
+    if (!kid) return NULL;
     sv_ast_t *n = node(a, SV_AST_REPEAT);
     if (!n) return NULL;
     n->kids = sv_arena_alloc(a, sizeof *n->kids);

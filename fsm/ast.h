@@ -56,7 +56,8 @@ typedef struct sv_ast {
 } sv_ast_t;
 
 /* Constructors. All memory comes from the arena; each returns NULL when the
- * arena is out of memory. sv_ast_class copies a normalized set (an empty set
+ * arena is out of memory, or when a kid it is given is NULL (so a failed
+ * allocation anywhere below propagates up instead of becoming a hole). sv_ast_class copies a normalized set (an empty set
  * gives a NONE node). sv_ast_cat/alt copy the kids array. */
 sv_ast_t *sv_ast_none(sv_arena_t *a);
 sv_ast_t *sv_ast_empty(sv_arena_t *a);

@@ -442,6 +442,7 @@ static sv_status build_repeat(builder_t *b, const sv_ast_t *a, frag_t *f) {
 static sv_status build(builder_t *b, const sv_ast_t *a, frag_t *f) {
     sv_status st;
     int32_t id, id2;
+    if (!a) return sv_error_set(b->err, SV_ERR_NOMEM, -1, "out of memory building the constraint");
     switch (a->kind) {
     case SV_AST_NONE:
         /* An entry that leads nowhere and a separate, unreachable exit. */

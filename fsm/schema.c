@@ -502,6 +502,7 @@ static sv_status universe(sctx_t *c, const sv_loc_t *loc, sv_dfa_t **out) {
 }
 
 sv_status sv_sc_to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out) {
+    if (!a) return sv_sc_nomem(c); /* a constructor ran out of memory */
     if (a->kind == SV_AST_DFA && !a->json_escape) { *out = (sv_dfa_t *)a->dfa; return SV_OK; }
     sv_status st = sv_sc_dfa(c, a, out);
     if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; }

@@ -252,9 +252,9 @@ static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_
             if (!kd) continue;
             key = sv_ast_dfa(c->arena, kd, false);
         }
-        alts[na++] = sv_sc_cat3(c, key, sv_sc_colon(c), val);
+        if (!(alts[na++] = sv_sc_cat3(c, key, sv_sc_colon(c), val))) return sv_sc_nomem(c);
     }
-    if (na) *out = sv_ast_alt(c->arena, alts, na);
+    if (na && !(*out = sv_ast_alt(c->arena, alts, na))) return sv_sc_nomem(c);
     return SV_OK;
 }
 
@@ -404,9 +404,11 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     uint8_t *final = calloc(nnodes, 1), *kmid_done = calloc(nnodes, 1);
     if (!final || !kmid_done) { free(final); free(kmid_done); return sv_sc_nomem(c); }
     sv_ast_t *sep = sv_sc_sep(c), *colon = sv_sc_colon(c);
+    if (!sep || !colon) st = sv_sc_nomem(c);
     for (uint32_t i = 0; i < n && !st; i++) {
         member_t *m = &mem[i];
         sv_ast_t *kv = m->allowed ? sv_sc_cat3(c, sv_sc_key(c, m->key, strlen(m->key)), colon, m->value) : NULL;
+        if (m->allowed && !kv) { st = sv_sc_nomem(c); break; } /* a NULL label would be an epsilon edge */
         for (uint64_t cnt = 0; cnt <= C && !st; cnt++)
             for (uint64_t bits = 0; bits < B && !st; bits++) {
                 /* Dependencies decided at this key. */
@@ -597,6 +599,7 @@ sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_
     uint8_t *final = calloc(nnodes, 1);
     if (!final) return sv_sc_nomem(c);
     sv_ast_t *sep = sv_sc_sep(c);
+    if (!sep) st = sv_sc_nomem(c);
     for (uint64_t i = 0; i <= N && !st; i++) {
         uint32_t li = i < P ? (uint32_t)i : P;
         bool loop = i == N && !has_max;
@@ -620,8 +623,11 @@ sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_
                 if (has_maxc) can_match = false;
                 else j2 = J;
             }
-            if (!st && can_match) st = edge(c, &ev, from, ANODE(i2, j2), sv_ast_dfa(c->arena, in[li], false));
-            if (!st && outc[li]) st = edge(c, &ev, from, ANODE(i2, j), sv_ast_dfa(c->arena, outc[li], false));
+            sv_ast_t *lin = can_match ? sv_ast_dfa(c->arena, in[li], false) : NULL;
+            sv_ast_t *lout = outc[li] ? sv_ast_dfa(c->arena, outc[li], false) : NULL;
+            if (!st && ((can_match && !lin) || (outc[li] && !lout))) st = sv_sc_nomem(c);
+            if (!st && can_match) st = edge(c, &ev, from, ANODE(i2, j2), lin);
+            if (!st && outc[li]) st = edge(c, &ev, from, ANODE(i2, j), lout);
         }
     }
 #undef ANODE
