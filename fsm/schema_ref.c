@@ -156,8 +156,31 @@ static sv_status walk_any(sctx_t *c, struct sv_refmap *m, json_t *x, const char 
     return walk(c, m, x, base, depth + 1);
 }
 
+/* Whether a keyword's string (or array of strings) holds a NUL character:
+ * sieve reads keyword strings as C strings, so it refuses those. */
+static bool has_nul(json_t *v) {
+    if (json_is_string(v)) return strlen(json_string_value(v)) != json_string_length(v);
+    if (json_is_array(v))
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if (has_nul(json_array_get(v, i))) return true;
+    return false;
+}
+
 static sv_status walk(sctx_t *c, struct sv_refmap *m, json_t *s, const char *base, int depth) {
     if (!json_is_object(s) || depth > 200) return SV_OK;
+    static const char *const strkw[] = {"required", "dependentRequired", "format", "type", "$ref", "$anchor", "$id", "id"};
+    for (size_t i = 0; i < sizeof strkw / sizeof strkw[0]; i++) {
+        json_t *v = json_object_get(s, strkw[i]);
+        bool bad = has_nul(v);
+        if (!bad && json_is_object(v) && strcmp(strkw[i], "dependentRequired") == 0) {
+            const char *k;
+            json_t *x;
+            json_object_foreach(v, k, x) bad |= has_nul(x);
+        }
+        if (bad)
+            return sv_sc_fail(c, SV_ERR_UNSUPPORTED, strkw[i], "a NUL character in the strings of %s is not supported",
+                              strkw[i]);
+    }
     json_t *id = json_object_get(s, "$id");
     if (!id && c->draft == 4) id = json_object_get(s, "id");
     ref_entry_t e = {.node = s, .base = (char *)base};

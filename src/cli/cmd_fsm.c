@@ -271,9 +271,10 @@ int sv_cmd_sample(int argc, char **argv) {
          * again (a bounded number of times). */
         for (int retry = 0; o.is_schema && retry < 64; retry++) {
             json_error_t je;
-            json_t *v = json_loadb((const char *)buf, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+            json_t *v = json_loadb((const char *)buf, len,
+                                   JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
             json_decref(v);
-            if (v) break;
+            if (v || !strstr(je.text, "duplicate")) break; /* only a repeated key draws again */
             if (sv_dfa_sample(dfa, &rng, (uint32_t)o.max_len, buf, cap, &len)) { rc = SV_EXIT_RUNTIME; break; }
         }
         json_t *s = json_stringn_nocheck((const char *)buf, len);
