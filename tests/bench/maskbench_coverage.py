@@ -1051,7 +1051,9 @@ def summarize(results, markdown=False, top=10):
     def table(header, rows, align=None):
         if markdown:
             w("| " + " | ".join(header) + " |")
-            w("|" + "|".join((":--" if i == 0 else "--:") for i in range(len(header))) + "|")
+            numeric = [i > 0 and all(re.fullmatch(r"[-\d.,%]*", str(r[i])) for r in rows)
+                       for i in range(len(header))]
+            w("|" + "|".join(("--:" if numeric[i] else ":--") for i in range(len(header))) + "|")
             for r in rows:
                 w("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |")
         else:
@@ -1147,7 +1149,11 @@ def summarize(results, markdown=False, top=10):
     w("Rejected valid instances by cause (a schema can have several causes):" if not markdown
       else "### Rejected valid instances by cause (a schema can have several)")
     w("")
-    table(["cause", "schemas", "instances"], [[k, sc[k], ic[k]] for k, _ in sc.most_common()])
+    ve_n = sum(1 for r in recs if r.get("validation_errors"))
+    w("Schemas with a rejected valid instance (any outcome): %d (%s of all)." % (ve_n, _pct(ve_n, n)))
+    w("")
+    table(["cause", "schemas", "share of all", "instances"],
+          [[k, sc[k], _pct(sc[k], n), ic[k]] for k, _ in sc.most_common()])
 
     # times
     walls = [r["wall_s"] for r in recs if "wall_s" in r]
