@@ -36,9 +36,12 @@ test-extended: build
 	@if [ ! -d "$(SHARED_DATA)" ]; then \
 	  echo "test-extended: $(SHARED_DATA) is missing; these checks need the benchmark data (see README)" >&2; exit 1; fi
 	tests/extended/run_regex_corpus.sh $(BUILD) $(SHARED_DATA)
+	$(BUILD)/tests/test_token_index --tokenizer $(SHARED_DATA)/tokenizers/llama3/tokenizer.json --states 3
+	$(BUILD)/tests/test_matcher --tokenizer $(SHARED_DATA)/tokenizers/llama3/tokenizer.json
 	.venv/bin/python tests/extended/maskbench_subset.py --sieve $(BUILD)/sieve --data $(SHARED_DATA)
+	scripts/fetch-model.sh >/dev/null
 	TOK_CLI_BIN=$(abspath $(BUILD))/tests/tok_cli SIEVE_SHARED_DATA=$(abspath $(SHARED_DATA)) \
-	  .venv/bin/python -m pytest -q tests/tokenizer/test_parity.py
+	  .venv/bin/python -m pytest -q tests/tokenizer/test_parity.py tests/tokenizer/test_gguf_parity.py
 
 fuzz-smoke: bootstrap
 	scripts/fuzz-smoke.sh 60

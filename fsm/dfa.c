@@ -23,6 +23,15 @@ void sv_dfa_destroy(sv_dfa_t *d) {
     free(d);
 }
 
+size_t sv_dfa_memory(const sv_dfa_t *d) {
+    size_t forced = 0;
+    for (uint32_t s = 0; s < d->nstates; s++)
+        if ((size_t)d->forced_off[s] + d->forced_len[s] > forced) forced = (size_t)d->forced_off[s] + d->forced_len[s];
+    return sizeof *d + forced +
+           (size_t)d->nstates * (d->nclasses * sizeof *d->trans + sizeof *d->accept + sizeof *d->dist +
+                                 sizeof *d->forced_off + sizeof *d->forced_len);
+}
+
 uint32_t sv_dfa_num_states(const sv_dfa_t *d) { return d->nstates; }
 uint32_t sv_dfa_num_classes(const sv_dfa_t *d) { return d->nclasses; }
 const uint8_t *sv_dfa_byte_classes(const sv_dfa_t *d) { return d->classes; }

@@ -40,6 +40,8 @@ typedef struct sv_dfa sv_dfa_t;
 void sv_dfa_destroy(sv_dfa_t *d);
 
 uint32_t sv_dfa_num_states(const sv_dfa_t *d);
+/* Bytes the DFA holds (approximately: its tables). */
+size_t sv_dfa_memory(const sv_dfa_t *d);
 uint32_t sv_dfa_num_classes(const sv_dfa_t *d);
 /* Byte -> class map (256 entries), borrowed from d. */
 const uint8_t *sv_dfa_byte_classes(const sv_dfa_t *d);

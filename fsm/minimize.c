@@ -54,6 +54,7 @@ static sv_status coreachable(const sv_rawdfa_t *r, uint8_t *live, sv_error_t *er
 
 typedef struct {
     uint32_t n;                    /* states, sink included */
+    uint32_t sink;
     uint32_t *elems, *pos, *blk;   /* partition arrays */
     uint32_t *bstart, *bend, *bmark;
     uint8_t *inw;
@@ -86,8 +87,13 @@ static void split_block(part_t *p, uint32_t b) {
     p->bmark[nb] = 0;
     for (uint32_t i = p->bstart[nb]; i < p->bend[nb]; i++) p->blk[p->elems[i]] = nb;
     /* Hopcroft: if b is a pending splitter, both halves must be (b stays
-     * queued); otherwise the smaller half suffices, and nb is the smaller. */
-    push_work(p, nb);
+     * queued). Otherwise either half suffices: the smaller (nb) for the
+     * O(n log n) bound, except that the sink's half is never a splitter (its
+     * predecessors are every dead transition; no block holding the sink is
+     * ever queued, see sv_dfa_minimize). */
+    if (p->inw[b]) push_work(p, nb);
+    else if (p->blk[p->sink] == nb) push_work(p, b);
+    else push_work(p, nb);
 }
 
 sv_status sv_dfa_minimize_budget(const sv_rawdfa_t *raw, const sv_fsm_limits_t *lim, sv_error_t *err) {
@@ -120,7 +126,7 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     uint32_t *isrc = malloc(E * sizeof *isrc);
     uint8_t *icls = malloc(E);
     uint32_t *ifill = calloc(N, sizeof *ifill);
-    part_t p = {.n = N};
+    part_t p = {.n = N, .sink = n};
     p.elems = malloc(N * sizeof *p.elems);
     p.pos = malloc(N * sizeof *p.pos);
     p.blk = malloc(N * sizeof *p.blk);
@@ -140,12 +146,19 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
         st = oom(err);
         goto done;
     }
-    for (uint32_t s = 0; s < N; s++)
-        for (uint32_t c = 0; c < k; c++) ioff[TR(s, c) + 1]++;
-    for (uint32_t t = 0; t < N; t++) ioff[t + 1] += ioff[t];
-    for (uint32_t s = 0; s < N; s++)
+    /* Edges into the sink are left out: no block holding the sink is ever
+     * a splitter, so its predecessors are never asked for. */
+    for (uint32_t s = 0; s < n; s++)
         for (uint32_t c = 0; c < k; c++) {
-            uint32_t t = TR(s, c), at = ioff[t] + ifill[t]++;
+            uint32_t t = TR(s, c);
+            if (t != sink) ioff[t + 1]++;
+        }
+    for (uint32_t t = 0; t < N; t++) ioff[t + 1] += ioff[t];
+    for (uint32_t s = 0; s < n; s++)
+        for (uint32_t c = 0; c < k; c++) {
+            uint32_t t = TR(s, c);
+            if (t == sink) continue;
+            uint32_t at = ioff[t] + ifill[t]++;
             isrc[at] = s;
             icls[at] = (uint8_t)c;
         }
@@ -166,7 +179,10 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     }
     p.bstart[p.nblocks] = na, p.bend[p.nblocks] = N;
     for (uint32_t i = na; i < N; i++) p.blk[p.elems[i]] = p.nblocks;
-    push_work(&p, p.nblocks++);
+    /* One of the two initial blocks suffices as a splitter: the accepting
+     * one, which keeps the sink's block off the worklist for good. */
+    if (na == 0) push_work(&p, p.nblocks);
+    p.nblocks++;
 
     while (p.nwork) {
         uint32_t a = p.work[--p.nwork];
@@ -233,10 +249,9 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
      * columns, compare only on equal hashes). */
     {
         uint64_t h[256];
-        for (uint32_t c = 0; c < k; c++) {
-            h[c] = 1469598103934665603ull;
-            for (uint32_t q = 0; q < m; q++) h[c] = (h[c] ^ (uint32_t)d->trans[(size_t)q * k + c]) * 1099511628211ull;
-        }
+        for (uint32_t c = 0; c < k; c++) h[c] = 1469598103934665603ull;
+        for (uint32_t q = 0; q < m; q++) /* row by row: the table is row-major */
+            for (uint32_t c = 0; c < k; c++) h[c] = (h[c] ^ (uint32_t)d->trans[(size_t)q * k + c]) * 1099511628211ull;
         int32_t cmap[256];
         uint32_t nc = 0, repc[256];
         for (uint32_t c = 0; c < k; c++) {

@@ -63,6 +63,7 @@ struct sv_bpe_scratch {
     const sv_bpe_t *b;
     sv_pretok_scratch_t pt;
     sv_bytes_t norm, nfc_work, word;
+    sv_bytes_t meta;                                  /* text with spaces spelled U+2581 */
     int32_t *sym_id, *sym_prev, *sym_next, *sym_len;  /* (cap) the symbol list */
     heap_t *heap;                                     /* (cap) */
     size_t cap;
@@ -112,7 +113,7 @@ static sv_status build_merges(sv_bpe_t *b, sv_error_t *err) {
         memcpy(buf, v->strs + v->str_off[l], ln);
         memcpy(buf + ln, v->strs + v->str_off[rt], rn);
         b->merges[i].key = key;
-        b->merges[i].rank = r;
+        b->merges[i].rank = v->merge_ranks ? v->merge_ranks[r] : r;
         b->merges[i].id = sv_vocab_lookup(v, buf, ln + rn);
     }
     return SV_OK;
@@ -183,6 +184,7 @@ void sv_bpe_scratch_destroy(sv_bpe_scratch_t *s) {
     sv_bytes_free(&s->norm);
     sv_bytes_free(&s->nfc_work);
     sv_bytes_free(&s->word);
+    sv_bytes_free(&s->meta);
     free(s->sym_id);
     free(s->sym_prev);
     free(s->sym_next);
@@ -413,16 +415,69 @@ typedef struct {
     sv_ids_t *ids;     /* encode: the output; NULL when normalizing */
     sv_bytes_t *text;  /* normalize: the output */
     sv_error_t *err;
+    const uint8_t *start;     /* the input text */
+    const uint8_t *seg_base;  /* the current (normalized) segment */
+    bool seg_first;           /* it starts at the start of the input */
 } run_t;
 
 static sv_status oom(run_t *r) { return sv_error_set(r->err, SV_ERR_NOMEM, -1, "bpe: out of memory"); }
+
+#define META "\xE2\x96\x81" /* U+2581 */
+
+/* Writes t[0..n) to s->meta with spaces spelled U+2581, after a U+2581
+ * when the vocabulary's prefix rule asks for one (vocab_internal.h). */
+static sv_status meta_escape(run_t *r, const uint8_t *t, size_t n, bool first) {
+    const sv_vocab_t *v = r->b->v;
+    sv_bytes_t *m = &r->s->meta;
+    bool spaced = n && (t[0] == ' ' || (n >= 3 && memcmp(t, META, 3) == 0));
+    bool prefix = n && (v->meta_prefix == SV_META_PREFIX_EACH ||
+                        (v->meta_prefix == SV_META_PREFIX_EACH_UNLESS_SPACE && !spaced) ||
+                        (v->meta_prefix == SV_META_PREFIX_FIRST_UNLESS_SPACE && first && !spaced));
+    m->n = 0;
+    if (n > (SIZE_MAX - 3) / 3 || sv_bytes_reserve(m, 3 * n + 3))
+        return oom(r);
+    if (prefix) {
+        memcpy(m->p, META, 3);
+        m->n = 3;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] == ' ') {
+            memcpy(m->p + m->n, META, 3);
+            m->n += 3;
+        } else {
+            m->p[m->n++] = t[i];
+        }
+    }
+    return SV_OK;
+}
+
+/* Appends t[0..n) to the normalize output, U+2581 written as the space it
+ * decodes to when the vocabulary spells spaces that way. */
+static sv_status put_text(run_t *r, const uint8_t *t, size_t n) {
+    if (!r->b->v->meta_escape)
+        return sv_bytes_append(r->text, t, n) ? oom(r) : SV_OK;
+    for (size_t i = 0; i < n;) {
+        bool meta = i + 3 <= n && memcmp(t + i, META, 3) == 0;
+        if (sv_bytes_append(r->text, meta ? (const uint8_t *)" " : t + i, 1))
+            return oom(r);
+        i += meta ? 3 : 1;
+    }
+    return SV_OK;
+}
 
 /* Step 3 and 4 on a normalized stretch without added tokens. */
 static sv_status encode_plain(run_t *r, const uint8_t *t, size_t n) {
     if (n == 0)
         return SV_OK;
+    if (r->b->v->meta_escape && r->b->v->meta_at_pretok) {
+        /* Metaspace: the pre-tokenizer spells spaces (and the prefix). */
+        if (meta_escape(r, t, n, r->seg_first && t == r->seg_base))
+            return oom(r);
+        t = r->s->meta.p;
+        n = r->s->meta.n;
+    }
     if (!r->ids)
-        return sv_bytes_append(r->text, t, n) ? oom(r) : SV_OK;
+        return put_text(r, t, n);
     sv_status st = sv_pretok_split(r->b->pretok, &r->s->pt, t, n, r->err);
     if (st)
         return st;
@@ -460,6 +515,7 @@ static sv_status split_added(run_t *r, const sv_added_t *a, const uint8_t *t, si
 /* Step 2 on a raw stretch without (non-normalized) added tokens. */
 static sv_status encode_segment(run_t *r, const uint8_t *t, size_t n) {
     sv_bpe_scratch_t *s = r->s;
+    bool first = t == r->start;
     if (r->b->v->nfc && !sv_nfc_quick_check(t, n)) {
         s->norm.n = 0;
         if (sv_nfc_append(t, n, &s->norm, &s->nfc_work))
@@ -467,6 +523,15 @@ static sv_status encode_segment(run_t *r, const uint8_t *t, size_t n) {
         t = s->norm.p;
         n = s->norm.n;
     }
+    if (r->b->v->meta_escape && !r->b->v->meta_at_pretok) {
+        /* Prepend("▁") + Replace(" ", "▁") normalizers. */
+        if (meta_escape(r, t, n, first))
+            return oom(r);
+        t = s->meta.p;
+        n = s->meta.n;
+    }
+    r->seg_base = t;
+    r->seg_first = first;
     return split_added(r, r->b->added_norm, t, n, encode_plain);
 }
 
@@ -475,6 +540,7 @@ static sv_status run(run_t *r, const char *text, size_t len) {
         return sv_error_set(r->err, SV_ERR_BUDGET, -1, "encode: input of %zu bytes is over the limit (%u)",
                             len, SV_BPE_MAX_INPUT);
     const uint8_t *t = (const uint8_t *)text;
+    r->start = t;
     size_t bad = sv_tok_utf8_check(t, len);
     if (bad != len)
         return sv_error_set(r->err, SV_ERR_ARG, (long)bad, "encode: invalid UTF-8 at byte %zu", bad);
@@ -483,12 +549,12 @@ static sv_status run(run_t *r, const char *text, size_t len) {
 
 sv_status sv_bpe_encode(const sv_bpe_t *b, sv_bpe_scratch_t *s, const char *text, size_t len,
                         uint32_t flags, sv_ids_t *out, sv_error_t *err) {
-    run_t r = {b, s, (flags & SV_BPE_SPECIAL_AS_TEXT) != 0, out, NULL, err};
+    run_t r = {b, s, (flags & SV_BPE_SPECIAL_AS_TEXT) != 0, out, NULL, err, NULL, NULL, false};
     return run(&r, text, len);
 }
 
 sv_status sv_bpe_normalize(const sv_bpe_t *b, sv_bpe_scratch_t *s, const char *text, size_t len,
                            uint32_t flags, sv_bytes_t *out, sv_error_t *err) {
-    run_t r = {b, s, (flags & SV_BPE_SPECIAL_AS_TEXT) != 0, NULL, out, err};
+    run_t r = {b, s, (flags & SV_BPE_SPECIAL_AS_TEXT) != 0, NULL, out, err, NULL, NULL, false};
     return run(&r, text, len);
 }

@@ -12,6 +12,14 @@
  * The ids equal tokenizers' `encode(text, add_special_tokens=False).ids`;
  * no BOS is added (callers that want one prepend sv_vocab_bos).
  *
+ * SentencePiece-style vocabularies (Llama 2, Mistral; GGUF model "llama")
+ * run the same pipeline without the byte-level alphabet: step 2 (Prepend +
+ * Replace normalizers) or step 3 (Metaspace) spells spaces U+2581 and
+ * prepends one per the vocabulary's rule (vocab_internal.h), each
+ * character is a symbol, characters without a token become <0xNN> byte
+ * tokens (or <unk>), and merges rank by the merged token's score when the
+ * vocabulary came from GGUF scores (vocab_gguf.c).
+ *
  * An sv_bpe_t is immutable once built and may be shared between threads;
  * each thread encodes with its own sv_bpe_scratch_t, which holds the
  * growable buffers and a small cache of recent pieces, so that repeated

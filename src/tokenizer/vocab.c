@@ -62,6 +62,39 @@ int32_t sv_vocab_lookup(const sv_vocab_t *v, const char *s, size_t n) {
     return v->hash ? hash_find(v, s, n) : -1;
 }
 
+sv_vocab_t *sv_vocab_new(void) {
+    sv_vocab_t *v = calloc(1, sizeof *v);
+    if (v)
+        v->bos = v->eos = v->eot = v->unk_id = -1;
+    return v;
+}
+
+sv_status sv_vocab_index(sv_vocab_t *v, const int32_t *ids, size_t n) {
+    uint32_t hsize = 16;
+    while (hsize < 2 * n + 2)
+        hsize *= 2;
+    free(v->hash);
+    v->hash = malloc(hsize * sizeof *v->hash);
+    if (!v->hash)
+        return SV_ERR_NOMEM;
+    for (uint32_t i = 0; i < hsize; i++)
+        v->hash[i].id = -1;
+    v->hash_mask = hsize - 1;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        const char *s = v->strs + v->str_off[id];
+        uint32_t len = v->str_len[id];
+        uint32_t h = (uint32_t)sv_tok_hash(s, len) & v->hash_mask;
+        while (v->hash[h].id >= 0 &&
+               !(v->hash[h].len == len && memcmp(v->strs + v->hash[h].off, s, len) == 0))
+            h = (h + 1) & v->hash_mask;
+        v->hash[h].off = v->str_off[id];
+        v->hash[h].len = len;
+        v->hash[h].id = id;
+    }
+    return SV_OK;
+}
+
 /* Appends s (plus a NUL) to the spelling pool; returns its offset. */
 static sv_status add_str(sv_bytes_t *pool, const char *s, size_t n, uint32_t *off) {
     if (pool->n + n + 1 > UINT32_MAX)
@@ -75,6 +108,12 @@ static sv_status add_str(sv_bytes_t *pool, const char *s, size_t n, uint32_t *of
 
 /* ---- the parts of tokenizer.json ----------------------------------------- */
 
+#define META "\xE2\x96\x81" /* U+2581, SentencePiece's space */
+
+static bool is_str(json_t *j, const char *s) {
+    return json_is_string(j) && strcmp(json_string_value(j), s) == 0;
+}
+
 static sv_status parse_normalizer(sv_vocab_t *v, json_t *n, int depth, sv_error_t *err) {
     if (!n || json_is_null(n))
         return SV_OK;
@@ -83,6 +122,12 @@ static sv_status parse_normalizer(sv_vocab_t *v, json_t *n, int depth, sv_error_
         return sv_error_set(err, SV_ERR_SYNTAX, -1, "tokenizer.json: normalizer without a type");
     if (strcmp(t, "NFC") == 0) {
         v->nfc = true;
+    } else if (strcmp(t, "Prepend") == 0 && is_str(json_object_get(n, "prepend"), META)) {
+        v->meta_prefix = SV_META_PREFIX_EACH;  /* Llama 2: Prepend("▁") + Replace(" ", "▁") */
+    } else if (strcmp(t, "Replace") == 0 &&
+               is_str(json_object_get(json_object_get(n, "pattern"), "String"), " ") &&
+               is_str(json_object_get(n, "content"), META)) {
+        v->meta_escape = true;
     } else if (strcmp(t, "Sequence") == 0 && depth < 4) {
         json_t *list = json_object_get(n, "normalizers");
         size_t i;
@@ -98,17 +143,17 @@ static sv_status parse_normalizer(sv_vocab_t *v, json_t *n, int depth, sv_error_
     return SV_OK;
 }
 
-static sv_status add_step(sv_vocab_t *v, const char *pattern, bool literal, sv_split_behavior b,
-                          bool invert, bool prefix, sv_error_t *err) {
+sv_status sv_vocab_add_step(sv_vocab_t *v, const char *pattern, bool literal, sv_split_behavior b,
+                            bool invert, bool prefix, sv_error_t *err) {
     if (v->n_steps == SV_PRETOK_MAX_STEPS)
-        return sv_error_set(err, SV_ERR_BUDGET, -1,
-                            "tokenizer.json: more than %d pre-tokenizer steps", SV_PRETOK_MAX_STEPS);
+        return sv_error_set(err, SV_ERR_BUDGET, -1, "vocabulary: more than %d pre-tokenizer steps",
+                            SV_PRETOK_MAX_STEPS);
     sv_pretok_step_t *s = &v->steps[v->n_steps];
     memset(s, 0, sizeof *s);
     if (pattern) {
         s->pattern = strdup(pattern);
         if (!s->pattern)
-            return nomem(err);
+            return sv_error_set(err, SV_ERR_NOMEM, -1, "vocabulary: out of memory");
     }
     s->literal = literal;
     s->behavior = b;
@@ -141,11 +186,34 @@ static sv_status parse_pretok(sv_vocab_t *v, json_t *p, int depth, sv_error_t *e
         bool prefix = get_bool(p, "add_prefix_space", true);
         if (!regex && !prefix)
             return SV_OK;
-        return add_step(v, regex ? GPT2_PATTERN : NULL, false, SV_SPLIT_ISOLATED, false, prefix, err);
+        return sv_vocab_add_step(v, regex ? GPT2_PATTERN : NULL, false, SV_SPLIT_ISOLATED, false, prefix, err);
+    }
+    if (strcmp(t, "Metaspace") == 0) {
+        /* Spaces become ▁ in each stretch of text, a ▁ is prepended per the
+         * scheme, and (split) each ▁ starts a new piece. */
+        json_t *scheme = json_object_get(p, "prepend_scheme");
+        if (!is_str(json_object_get(p, "replacement"), META) || v->n_steps > 0) {
+            unsupported(v, "pre_tokenizer", "Metaspace (other than a first step with \"▁\")");
+            return SV_OK;
+        }
+        v->meta_escape = v->meta_at_pretok = true;
+        if (json_is_string(scheme))
+            v->meta_prefix = is_str(scheme, "always") ? SV_META_PREFIX_EACH_UNLESS_SPACE
+                             : is_str(scheme, "first") ? SV_META_PREFIX_FIRST_UNLESS_SPACE
+                                                       : SV_META_PREFIX_NONE;
+        else  /* before tokenizers 0.19: add_prefix_space */
+            v->meta_prefix = get_bool(p, "add_prefix_space", true) ? SV_META_PREFIX_EACH_UNLESS_SPACE
+                                                                   : SV_META_PREFIX_NONE;
+        if (json_is_string(scheme) && !is_str(scheme, "always") && !is_str(scheme, "first") &&
+            !is_str(scheme, "never"))
+            unsupported(v, "Metaspace prepend_scheme", json_string_value(scheme));
+        if (!get_bool(p, "split", true))
+            return SV_OK;
+        return sv_vocab_add_step(v, META, true, SV_SPLIT_MERGED_WITH_NEXT, false, false, err);
     }
     if (strcmp(t, "Digits") == 0) {
         bool each = get_bool(p, "individual_digits", false);
-        return add_step(v, each ? "\\p{N}" : "\\p{N}+", false, SV_SPLIT_ISOLATED, false, false, err);
+        return sv_vocab_add_step(v, each ? "\\p{N}" : "\\p{N}+", false, SV_SPLIT_ISOLATED, false, false, err);
     }
     if (strcmp(t, "Split") == 0) {
         json_t *pat = json_object_get(p, "pattern");
@@ -174,7 +242,7 @@ static sv_status parse_pretok(sv_vocab_t *v, json_t *p, int depth, sv_error_t *e
         if (strlen(json_string_value(s)) != json_string_length(s))
             return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
                                 "tokenizer.json: a Split pattern with a NUL character");
-        return add_step(v, json_string_value(s), !json_is_string(re), (sv_split_behavior)b,
+        return sv_vocab_add_step(v, json_string_value(s), !json_is_string(re), (sv_split_behavior)b,
                         get_bool(p, "invert", false), false, err);
     }
     unsupported(v, "pre_tokenizer", t);
@@ -182,11 +250,7 @@ static sv_status parse_pretok(sv_vocab_t *v, json_t *p, int depth, sv_error_t *e
 }
 
 /* What the decoder says about token bytes. */
-typedef struct {
-    bool byte_level, byte_fallback, replace_meta;
-} decoder_info_t;
-
-static void parse_decoder(json_t *d, decoder_info_t *info, int depth) {
+static void parse_decoder(json_t *d, sv_spelling_t *info, int depth) {
     const char *t = d ? type_of(d) : NULL;
     if (!t)
         return;
@@ -211,8 +275,7 @@ static void parse_decoder(json_t *d, decoder_info_t *info, int depth) {
     }
 }
 
-/* The value of a byte-fallback token "<0xNN>", or -1. */
-static int byte_token(const char *s, size_t n) {
+int sv_vocab_byte_token(const char *s, size_t n) {
     if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>')
         return -1;
     int v = 0;
@@ -226,8 +289,7 @@ static int byte_token(const char *s, size_t n) {
     return v;
 }
 
-/* Appends the bytes that spelling s stands for (see vocab.h). */
-static sv_status token_bytes(const decoder_info_t *dec, const char *s, size_t n, sv_bytes_t *out) {
+sv_status sv_vocab_spell_bytes(const sv_spelling_t *dec, const char *s, size_t n, sv_bytes_t *out) {
     const uint8_t *u = (const uint8_t *)s;
     if (dec->byte_level) {
         size_t start = out->n;
@@ -250,7 +312,7 @@ static sv_status token_bytes(const decoder_info_t *dec, const char *s, size_t n,
         return sv_bytes_append(out, s, n);
     }
     if (dec->byte_fallback) {
-        int b = byte_token(s, n);
+        int b = sv_vocab_byte_token(s, n);
         if (b >= 0) {
             uint8_t byte = (uint8_t)b;
             return sv_bytes_append(out, &byte, 1);
@@ -282,8 +344,7 @@ static int32_t find_added(const sv_vocab_t *v, const char *s, size_t n) {
     return -1;
 }
 
-/* Guesses BOS, EOS and end-of-turn ids from well-known added-token names. */
-static void guess_specials(sv_vocab_t *v) {
+void sv_vocab_guess_specials(sv_vocab_t *v) {
     static const char *const bos[] = {"<|begin_of_text|>", "<s>", "<|startoftext|>", "<bos>", NULL};
     static const char *const eos[] = {"<|end_of_text|>", "<|endoftext|>", "</s>", "<eos>", NULL};
     static const char *const eot[] = {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>",
@@ -311,6 +372,28 @@ static void guess_specials(sv_vocab_t *v) {
 }
 
 /* ---- loading ---------------------------------------------------------------- */
+
+/* True when the post-processor's single-sequence template starts with
+ * the BOS token (Llama 3's TemplateProcessing, possibly in a Sequence). */
+static bool template_starts_with(const sv_vocab_t *v, json_t *p, int depth) {
+    const char *t = p ? type_of(p) : NULL;
+    if (!t)
+        return false;
+    if (strcmp(t, "Sequence") == 0 && depth < 4) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(p, "processors"), i, e)
+            if (template_starts_with(v, e, depth + 1))
+                return true;
+        return false;
+    }
+    if (strcmp(t, "TemplateProcessing") != 0)
+        return false;
+    json_t *id = json_object_get(json_object_get(json_array_get(json_object_get(p, "single"), 0),
+                                                 "SpecialToken"), "id");
+    return json_is_string(id) &&
+           sv_vocab_find(v, json_string_value(id), json_string_length(id)) == v->bos;
+}
 
 static sv_status parse_id(json_t *j, int64_t *id, const char *what, sv_error_t *err) {
     if (!json_is_integer(j) || json_integer_value(j) < 0 ||
@@ -537,7 +620,9 @@ static sv_status load_model(sv_vocab_t *v, json_t *root, sv_error_t *err) {
         goto done;
     if ((st = parse_pretok(v, json_object_get(root, "pre_tokenizer"), 0, err)))
         goto done;
-    decoder_info_t dec = {0};
+    if (v->meta_prefix != SV_META_PREFIX_NONE && !v->meta_escape)
+        unsupported(v, "normalizer", "Prepend without Replace(\" \", \"▁\")");
+    sv_spelling_t dec = {0};
     json_t *dj = json_object_get(root, "decoder");
     parse_decoder(dj, &dec, 0);
     if ((!dj || json_is_null(dj)) && v->byte_level)
@@ -552,19 +637,20 @@ static sv_status load_model(sv_vocab_t *v, json_t *root, sv_error_t *err) {
         if (bytes.n > UINT32_MAX - 4 * n)
             goto oom;
         v->byte_off[id] = (uint32_t)bytes.n;
-        if (token_bytes(&dec, s, n, &bytes))
+        if (sv_vocab_spell_bytes(&dec, s, n, &bytes))
             goto oom;
         v->byte_len[id] = (uint32_t)(bytes.n - v->byte_off[id]);
         if (v->byte_len[id] > v->max_token_bytes)
             v->max_token_bytes = v->byte_len[id];
-        if (v->byte_fallback && !(v->flags[id] & SV_TOKEN_ADDED) && byte_token(s, n) >= 0)
+        if (v->byte_fallback && !(v->flags[id] & SV_TOKEN_ADDED) && sv_vocab_byte_token(s, n) >= 0)
             v->flags[id] |= SV_TOKEN_BYTE;
     }
     v->bytes = bytes.p;
     v->bytes_n = bytes.n;
     bytes.p = NULL;
 
-    guess_specials(v);
+    sv_vocab_guess_specials(v);
+    v->add_bos = v->bos >= 0 && template_starts_with(v, json_object_get(root, "post_processor"), 0);
     st = SV_OK;
     goto done;
 oom:
@@ -582,12 +668,11 @@ static sv_status finish(json_t *root, json_error_t *jerr, sv_vocab_t **out, sv_e
     if (!root)
         return sv_error_set(err, SV_ERR_SYNTAX, (long)jerr->position, "tokenizer.json: %s (line %d)",
                             jerr->text, jerr->line);
-    sv_vocab_t *v = calloc(1, sizeof *v);
+    sv_vocab_t *v = sv_vocab_new();
     if (!v) {
         json_decref(root);
         return nomem(err);
     }
-    v->bos = v->eos = v->eot = v->unk_id = -1;
     sv_status st = json_is_object(root)
                        ? load_model(v, root, err)
                        : sv_error_set(err, SV_ERR_SYNTAX, -1, "tokenizer.json: not a JSON object");
@@ -633,6 +718,7 @@ void sv_vocab_destroy(sv_vocab_t *v) {
     free(v->bytes);
     free(v->hash);
     free(v->merges);
+    free(v->merge_ranks);
     free(v->added);
     for (uint32_t i = 0; i < v->n_steps; i++)
         free(v->steps[i].pattern);
@@ -650,7 +736,8 @@ static const char *config_token(json_t *root, const char *key) {
 
 sv_status sv_vocab_apply_hf_config(sv_vocab_t *v, const char *path, sv_error_t *err) {
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
+    /* model_max_length is often 1e30 written as an integer */
+    json_t *root = json_load_file(path, JSON_DECODE_INT_AS_REAL, &jerr);
     if (!root)
         return sv_error_set(err, SV_ERR_IO, (long)jerr.position, "%s: %s", path, jerr.text);
     sv_status st = SV_OK;
@@ -710,6 +797,7 @@ size_t sv_vocab_max_token_bytes(const sv_vocab_t *v) { return v->max_token_bytes
 int32_t sv_vocab_bos(const sv_vocab_t *v) { return v->bos; }
 int32_t sv_vocab_eos(const sv_vocab_t *v) { return v->eos; }
 int32_t sv_vocab_eot(const sv_vocab_t *v) { return v->eot; }
+bool sv_vocab_add_bos(const sv_vocab_t *v) { return v->add_bos; }
 
 const char *sv_vocab_encoder_support(const sv_vocab_t *v) {
     return v->unsupported[0] ? v->unsupported : NULL;

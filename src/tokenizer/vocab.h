@@ -1,5 +1,6 @@
 /* vocab.h — a tokenizer's vocabulary, loaded from a Hugging Face
- * tokenizer.json.
+ * tokenizer.json or from a GGUF file's tokenizer.ggml.* metadata
+ * (vocab_gguf.c, which says how GGUF's fields map onto this).
  *
  * A vocabulary maps each token id to the exact bytes the token stands for
  * (what the DFA walks and what decoding emits) and says which ids are
@@ -13,10 +14,14 @@
  *   ignore_merges, unk_token, fuse_unk. Other model types are refused.
  * - added_tokens: content, id, special, normalized, lstrip, rstrip,
  *   single_word.
- * - normalizer: null, NFC, or a Sequence of those.
+ * - normalizer: null, NFC, Llama 2's Prepend("▁") + Replace(" ", "▁"),
+ *   or a Sequence of those.
  * - pre_tokenizer: ByteLevel (add_prefix_space, use_regex with GPT-2's
  *   pattern), Split (Regex or String pattern, any behavior, invert), Digits,
- *   and a Sequence of those.
+ *   Metaspace ("▁", prepend_scheme always/first/never, split) as the first
+ *   step, and a Sequence of those.
+ * - post_processor: only whether a TemplateProcessing starts with BOS
+ *   (sv_vocab_add_bos).
  * - decoder: ByteLevel; for other decoders, ByteFallback's <0xNN> tokens and
  *   Replace("▁", " ") are honoured when computing token bytes.
  * A file whose normalizer or pre-tokenizer is outside that set still loads
@@ -63,6 +68,18 @@ sv_status sv_vocab_load_hf_json(const char *path, sv_vocab_t **out, sv_error_t *
 sv_status sv_vocab_from_hf_json(const char *text, size_t len, sv_vocab_t **out, sv_error_t *err);
 void sv_vocab_destroy(sv_vocab_t *v);
 
+struct sv_gguf;
+
+/* Loads the vocabulary of a GGUF file (its tokenizer.ggml.* metadata; see
+ * vocab_gguf.c). On success *out is a new vocabulary that the caller frees
+ * with sv_vocab_destroy; it does not refer to the file afterwards. */
+sv_status sv_vocab_load_gguf(const char *path, sv_vocab_t **out, sv_error_t *err);
+/* The same from an open GGUF file (borrowed; only read during the call). */
+sv_status sv_vocab_from_gguf(const struct sv_gguf *g, sv_vocab_t **out, sv_error_t *err);
+/* Loads either kind of file: a GGUF file when it starts with the "GGUF"
+ * magic, otherwise a tokenizer.json. */
+sv_status sv_vocab_load(const char *path, sv_vocab_t **out, sv_error_t *err);
+
 /* Applies a tokenizer_config.json (file path): its bos_token and eos_token
  * (a string or {"content": ...}) name the BOS and EOS tokens, overriding
  * the guesses from token names. Unknown names are an error. */
@@ -91,6 +108,10 @@ size_t sv_vocab_max_token_bytes(const sv_vocab_t *v);
 int32_t sv_vocab_bos(const sv_vocab_t *v);
 int32_t sv_vocab_eos(const sv_vocab_t *v);
 int32_t sv_vocab_eot(const sv_vocab_t *v);
+/* Whether prompts start with BOS: GGUF's tokenizer.ggml.add_bos_token (or
+ * the model type's default), or a tokenizer.json post-processor template
+ * that starts with the BOS token. Encoding never adds it: callers do. */
+bool sv_vocab_add_bos(const sv_vocab_t *v);
 
 /* NULL when bpe.h can encode with this vocabulary; otherwise a sentence
  * saying which part of the tokenizer.json it does not implement. */

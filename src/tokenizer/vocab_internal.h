@@ -27,6 +27,30 @@ typedef struct sv_pretok_step {
 
 #define SV_PRETOK_MAX_STEPS 8
 
+/* SentencePiece-style text (Llama 2, Mistral, TinyLlama; GGUF model
+ * "llama"): spaces are spelled U+2581 ("▁") and a ▁ may be prepended. When
+ * the prefix is added, per stretch of text between added tokens:
+ * - EACH: every non-empty stretch (Hugging Face's Prepend normalizer, and
+ *   llama.cpp's add_space_prefix, which adds it after every special token);
+ * - EACH_UNLESS_SPACE: every stretch that does not already start with a
+ *   space (Metaspace with prepend_scheme "always");
+ * - FIRST_UNLESS_SPACE: only a stretch at the very start of the text
+ *   (Metaspace "first"). */
+typedef enum {
+    SV_META_PREFIX_NONE,
+    SV_META_PREFIX_EACH,
+    SV_META_PREFIX_EACH_UNLESS_SPACE,
+    SV_META_PREFIX_FIRST_UNLESS_SPACE,
+} sv_meta_prefix;
+
+/* How token spellings map to bytes (from tokenizer.json's decoder, or the
+ * GGUF model type). See vocab.h. */
+typedef struct sv_spelling {
+    bool byte_level;           /* GPT-2's byte alphabet */
+    bool byte_fallback;        /* <0xNN> is byte NN */
+    bool replace_meta;         /* U+2581 is a space */
+} sv_spelling_t;
+
 typedef struct sv_added_token {
     int32_t id;
     uint32_t off, len;         /* content, in v->strs */
@@ -64,12 +88,41 @@ struct sv_vocab {
     uint32_t n_steps;
     bool ignore_merges, byte_fallback, fuse_unk;
     int32_t unk_id;            /* -1: unknown characters are dropped, as HF does */
+    /* SentencePiece-style spaces: with meta_escape, ' ' becomes U+2581
+     * before BPE, in the normalizer (Prepend + Replace) or, with
+     * meta_at_pretok, in the pre-tokenizer (Metaspace). */
+    bool meta_escape, meta_at_pretok;
+    sv_meta_prefix meta_prefix;
+    /* (n_merges) each merge's priority, lowest first, or NULL when it is
+     * the merge's index. SentencePiece vocabularies (GGUF "llama") merge by
+     * the score of the merged token: equal scores share a rank, and the
+     * leftmost pair goes first. */
+    uint32_t *merge_ranks;
 
     int32_t bos, eos, eot;
+    bool add_bos;              /* the model expects BOS before a prompt */
     char unsupported[256];     /* "" when bpe.h can encode */
 };
 
 /* The model-vocabulary id of spelling s[0..n), or -1. */
 int32_t sv_vocab_lookup(const sv_vocab_t *v, const char *s, size_t n);
+
+/* ---- shared by the loaders (vocab.c, vocab_gguf.c) ---- */
+
+/* An empty vocabulary (every id -1). NULL when out of memory. */
+sv_vocab_t *sv_vocab_new(void);
+/* Appends the bytes that spelling s[0..n) stands for to out. */
+sv_status sv_vocab_spell_bytes(const sv_spelling_t *sp, const char *s, size_t n, sv_bytes_t *out);
+/* The value of a byte-fallback spelling "<0xNN>", or -1. */
+int sv_vocab_byte_token(const char *s, size_t n);
+/* Builds v->hash over the spellings of ids[0..n) (v->strs, str_off and
+ * str_len must be set). A spelling listed twice keeps the later id. */
+sv_status sv_vocab_index(sv_vocab_t *v, const int32_t *ids, size_t n);
+/* Appends a pre-tokenizer step (pattern copied; NULL for none). */
+sv_status sv_vocab_add_step(sv_vocab_t *v, const char *pattern, bool literal, sv_split_behavior b,
+                            bool invert, bool prefix, sv_error_t *err);
+/* Fills BOS, EOS and EOT from well-known added-token names where they are
+ * still -1, and flags every EOS/EOT name found as SV_TOKEN_EOG. */
+void sv_vocab_guess_specials(sv_vocab_t *v);
 
 #endif

@@ -1,8 +1,11 @@
 /* tok_cli — drives the tokenizer from the command line, for the parity tests
  * against Hugging Face tokenizers (test_parity.py) and for benchmarking.
  *
- *   tok_cli TOKENIZER_JSON [--special-as-text] MODE
+ *   tok_cli TOKENIZER [--special-as-text] MODE
  *   tok_cli nfc          (no tokenizer needed)
+ *
+ * TOKENIZER is a tokenizer.json or a GGUF file (sv_vocab_load tells them
+ * apart by the GGUF magic).
  *
  * Input records are read from stdin, one per line; text records are JSON
  * strings (so a record can hold newlines), id records are ids separated by
@@ -15,7 +18,8 @@
  *   normalize  text -> the text as the encoder sees it (JSON string)
  *   nfc        text -> its NFC (JSON string)
  *   bytes      (no input) one line per id: the id and its bytes in hex
- *   info       (no input) vocabulary size, BOS/EOS/EOT, flag counts
+ *   flags      (no input) one line per id: the id and its SV_TOKEN_* flags
+ *   info       (no input) vocabulary size, BOS/EOS/EOT, add_bos, flag counts
  *   bench      text -> nothing; prints records, bytes, tokens and seconds
  */
 #include <jansson.h>
@@ -100,8 +104,8 @@ int main(int argc, char **argv) {
         path = NULL;
     }
     if (!mode) {
-        fprintf(stderr, "usage: tok_cli TOKENIZER_JSON [--special-as-text] "
-                        "encode|decode|stream|normalize|nfc|bytes|info|bench\n");
+        fprintf(stderr, "usage: tok_cli TOKENIZER [--special-as-text] "
+                        "encode|decode|stream|normalize|nfc|bytes|flags|info|bench\n");
         return 64;
     }
     static char obuf[1 << 16];
@@ -114,7 +118,7 @@ int main(int argc, char **argv) {
     sv_bpe_scratch_t *scratch = NULL;
     sv_detok_t *detok = NULL;
     double t0 = now();
-    if (path && sv_vocab_load_hf_json(path, &v, &err))
+    if (path && sv_vocab_load(path, &v, &err))
         return fail(path, &err);
     double t_load = now() - t0;
     bool needs_encoder = !strcmp(mode, "encode") || !strcmp(mode, "normalize") || !strcmp(mode, "bench");
@@ -134,11 +138,17 @@ int main(int argc, char **argv) {
             unused += !!(f & SV_TOKEN_UNUSED);
         }
         const char *why = sv_vocab_encoder_support(v);
-        printf("{\"size\": %u, \"bos\": %d, \"eos\": %d, \"eot\": %d, \"added\": %zu, "
-               "\"special\": %zu, \"unused\": %zu, \"max_token_bytes\": %zu, \"load_s\": %.3f, "
-               "\"encoder\": \"%s\"}\n",
-               sv_vocab_size(v), sv_vocab_bos(v), sv_vocab_eos(v), sv_vocab_eot(v), added, special,
-               unused, sv_vocab_max_token_bytes(v), t_load, why ? "unsupported" : "ok");
+        printf("{\"size\": %u, \"bos\": %d, \"eos\": %d, \"eot\": %d, \"add_bos\": %s, "
+               "\"added\": %zu, \"special\": %zu, \"unused\": %zu, \"max_token_bytes\": %zu, "
+               "\"load_s\": %.3f, \"encoder\": \"%s\"}\n",
+               sv_vocab_size(v), sv_vocab_bos(v), sv_vocab_eos(v), sv_vocab_eot(v),
+               sv_vocab_add_bos(v) ? "true" : "false", added, special, unused,
+               sv_vocab_max_token_bytes(v), t_load, why ? "unsupported" : "ok");
+        goto done;
+    }
+    if (!strcmp(mode, "flags")) {
+        for (uint32_t i = 0; i < sv_vocab_size(v); i++)
+            printf("%u %u\n", i, sv_vocab_flags(v, (int32_t)i));
         goto done;
     }
     if (!strcmp(mode, "bytes")) {

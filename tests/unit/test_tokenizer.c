@@ -1,7 +1,8 @@
 /* test_tokenizer.c — the tokenizer on tiny tokenizer.json files that the test
  * writes itself: hand-checked BPE merges, added and special tokens, NFC,
  * the split behaviors, byte fallback and unknown tokens, decoding, the
- * streaming detokenizer (characters cut across tokens), and errors.
+ * streaming detokenizer (characters cut across tokens), SentencePiece-style
+ * BPE (Llama 2's Prepend/Replace normalizers, Metaspace), and errors.
  *
  * The byte-level tokenizer ("tiny") has ids 0..255 for the 256 bytes (id =
  * byte value, spelled in GPT-2's alphabet), then these merges, in rank
@@ -439,6 +440,112 @@ static void test_fallback(void) {
     }
 }
 
+/* SentencePiece-style BPE from tokenizer.json (Llama 2, Mistral): ids
+ * 0..2 <unk> <s> </s>, 3..258 <0xNN>, then ▁ a b h e l o (259..265) and ll
+ * he ▁he llo ▁hello ab (266..271), merged in that order. The expected ids
+ * are Hugging Face tokenizers' (0.23) for the same file. */
+enum { M_SP = 259, M_HELLO = 270, M_AB = 271 };
+
+static char *spm_json(const char *normalizer, const char *pre_tokenizer, const char *post_processor) {
+    json_t *vocab = json_object();
+    const char *special[] = {"<unk>", "<s>", "</s>"};
+    json_t *added = json_array();
+    for (int i = 0; i < 3; i++) {
+        json_object_set_new(vocab, special[i], json_integer(i));
+        json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b}", "id", i, "content", special[i],
+                                               "special", true, "normalized", false));
+    }
+    for (int i = 0; i < 256; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", i);
+        json_object_set_new(vocab, name, json_integer(3 + i));
+    }
+    const char *pieces[] = {"\xE2\x96\x81", "a", "b", "h", "e", "l", "o", "ll", "he", "\xE2\x96\x81he",
+                            "llo", "\xE2\x96\x81hello", "ab"};
+    for (int i = 0; i < 13; i++)
+        json_object_set_new(vocab, pieces[i], json_integer(M_SP + i));
+    json_t *merges = json_pack("[s, s, s, s, s, s]", "l l", "h e", "\xE2\x96\x81 he", "ll o",
+                               "\xE2\x96\x81he llo", "a b");
+    json_error_t jerr;
+    json_t *root = json_pack(
+        "{s:o, s:o, s:o, s:o, s:{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s}, {s:s}]},"
+        " s:{s:s, s:s, s:b, s:b, s:o, s:o}}",
+        "added_tokens", added,
+        "post_processor", post_processor ? json_loads(post_processor, 0, &jerr) : json_null(),
+        "normalizer", normalizer ? json_loads(normalizer, 0, &jerr) : json_null(),
+        "pre_tokenizer", pre_tokenizer ? json_loads(pre_tokenizer, 0, &jerr) : json_null(),
+        "decoder", "type", "Sequence", "decoders", "type", "Replace", "pattern", "String",
+        "\xE2\x96\x81", "content", " ", "type", "ByteFallback", "type", "Fuse",
+        "model", "type", "BPE", "unk_token", "<unk>", "fuse_unk", true, "byte_fallback", true,
+        "vocab", vocab, "merges", merges);
+    char *text = json_dumps(root, 0);
+    json_decref(root);
+    return text;
+}
+
+static void test_spm_json(void) {
+    tok_t t;
+    char *json = spm_json("{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", "
+                          "\"prepend\": \"\xE2\x96\x81\"}, {\"type\": \"Replace\", \"pattern\": "
+                          "{\"String\": \" \"}, \"content\": \"\xE2\x96\x81\"}]}", NULL,
+                          "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
+                          "{\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", "
+                          "\"type_id\": 0}}]}");
+    CHECK(open_tok(&t, json), "Llama 2 style tokenizer loads");
+    CHECK(t.v && sv_vocab_bos(t.v) == 1 && sv_vocab_add_bos(t.v), "the template adds <s>");
+    free(json);
+    if (t.s) {
+        /* ▁ h e l l o: l l, h e, ▁ he, ll o, ▁he llo. */
+        EXPECT(&t, "hello", 0, M_HELLO);
+        /* Prepend adds a ▁ even before a space. */
+        EXPECT(&t, " hello", 0, M_SP, M_HELLO);
+        EXPECT(&t, "hello  hello", 0, M_HELLO, M_SP, M_HELLO);
+        /* After a special token, the next stretch gets its own ▁. */
+        EXPECT(&t, "<s>ab", 0, 1, M_SP, M_AB);
+        /* é has no piece: its two bytes. */
+        EXPECT(&t, "\xC3\xA9", 0, M_SP, 3 + 0xC3, 3 + 0xA9);
+        size_t n;
+        const uint8_t *b = sv_vocab_bytes(t.v, M_HELLO, &n);
+        CHECK(n == 6 && memcmp(b, " hello", 6) == 0, "bytes of ▁hello");
+    }
+    close_tok(&t);
+
+    /* Metaspace "always" with split: a ▁ per stretch unless it starts with
+     * a space, and each ▁ starts a piece. */
+    json = spm_json(NULL, "{\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", "
+                          "\"prepend_scheme\": \"always\", \"split\": true}", NULL);
+    CHECK(open_tok(&t, json), "Metaspace (always) loads");
+    CHECK(t.v && !sv_vocab_add_bos(t.v), "no template, no BOS");
+    free(json);
+    if (t.s) {
+        EXPECT(&t, "hello hello", 0, M_HELLO, M_HELLO);
+        EXPECT(&t, " hello", 0, M_HELLO);
+        EXPECT(&t, "ab<s> ab", 0, M_SP, M_AB, 1, M_SP, M_AB);
+    }
+    close_tok(&t);
+
+    /* Metaspace "first": only the stretch at the start of the text. */
+    json = spm_json(NULL, "{\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", "
+                          "\"prepend_scheme\": \"first\", \"split\": true}", NULL);
+    CHECK(open_tok(&t, json), "Metaspace (first) loads");
+    free(json);
+    if (t.s) {
+        EXPECT(&t, "<s>ab", 0, 1, M_AB);
+        EXPECT(&t, "ab<s>ab", 0, M_SP, M_AB, 1, M_AB);
+        EXPECT(&t, " ab", 0, M_SP, M_AB);
+    }
+    close_tok(&t);
+
+    /* Prepend alone (no Replace) is not something the encoder does. */
+    json = spm_json("{\"type\": \"Prepend\", \"prepend\": \"\xE2\x96\x81\"}", NULL, NULL);
+    sv_vocab_t *v;
+    sv_error_t err;
+    CHECK(sv_vocab_from_hf_json(json, strlen(json), &v, &err) == SV_OK && sv_vocab_encoder_support(v),
+          "Prepend without Replace is flagged");
+    sv_vocab_destroy(v);
+    free(json);
+}
+
 static void test_errors(void) {
     sv_vocab_t *v = NULL;
     sv_bpe_t *b = NULL;
@@ -507,6 +614,7 @@ int main(void) {
     test_nfc();
     test_pretok();
     test_fallback();
+    test_spm_json();
     test_errors();
     test_files();
     return test_summary("tokenizer: BPE, added tokens, NFC, pre-tokenizer, detokenizer, errors");

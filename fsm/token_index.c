@@ -1,0 +1,1047 @@
+/* token_index.c — vocabulary tries and memoized per-state token masks.
+ *
+ * The trie is stored in depth-first preorder as parallel arrays: node i has
+ * the byte on its incoming edge, its depth (1 for children of the root) and
+ * skip[i], the index just past its subtree. A walk from DFA state s is then
+ * one forward scan: node i's parent state is stack[depth - 1]; if the DFA
+ * dies on the node's byte, the scan jumps to skip[i], pruning every token
+ * below it. Tokens with equal bytes hang off the same node.
+ *
+ * Masks are memoized per (state, whitespace bucket) in an array of atomic
+ * pointers: a reader that finds a pointer uses it without locking; a miss
+ * takes the lock, computes the mask into a scratch buffer, and looks it up
+ * in a hash table of the distinct masks before storing a copy. */
+#include "token_index.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfa_internal.h"
+
+/* ---- token sets ------------------------------------------------------------ */
+
+struct sv_token_set {
+    uint32_t n, mask_bits, words;
+    uint8_t *kind;         /* (n) */
+    uint32_t *off, *len;   /* (n): bytes in buf */
+    uint8_t *buf;
+    /* whitespace shape of each token: leading and trailing run, longest run,
+     * and whether it is whitespace only */
+    uint16_t *ws_lead, *ws_trail, *ws_max;
+    uint8_t *ws_all;
+    int32_t *eog;          /* EOG ids */
+    uint32_t neog;
+    bool all_bytes;
+    /* the trie */
+    uint32_t nnodes;
+    uint8_t *nbyte;
+    uint16_t *ndepth;
+    uint32_t *nskip;
+    uint32_t *ntok_lo;     /* into sorted */
+    uint16_t *ntok_n;
+    int32_t *sorted;       /* NORMAL ids sorted by bytes */
+    uint32_t max_len;
+    /* Subtree summaries, for nodes with at least SUMMARY_MIN tokens below:
+     * nsum[i] indexes sum_bytes (the set of bytes on every edge of the
+     * subtree, the node's own edge included) and sum_lo/sum_hi (the range of
+     * `sorted` the subtree's tokens occupy), or is UINT32_MAX. */
+    uint32_t *nsum;
+    uint64_t (*sum_bytes)[4];
+    uint32_t *sum_lo, *sum_hi;
+    uint16_t *sum_maxlen;  /* the longest token in the subtree */
+    uint8_t *sum_utf8;     /* every token's bytes from this node on are UTF-8 from a
+                              character boundary (possibly cut short at the end) */
+    uint32_t nsums;
+    /* the same nodes packed for the walk: one 8-byte record each */
+    struct node *nodes;
+    /* Root masks: for a state whose self-loop bytes are many (string
+     * content), the tokens made only of those bytes (and of whole UTF-8
+     * characters, when they loop too) are allowed whatever the DFA; they are
+     * cached by that signature and shared by every index on this set. */
+    uint64_t (*tok_ascii)[2];  /* (n) ASCII bytes of each token after its first character */
+    uint8_t *tok_first;        /* (n) first byte */
+    uint8_t *tok_root_ok;      /* (n) UTF-8 from byte 0 (last character may be cut) */
+    uint8_t *tok_high;         /* (n) has a byte >= 0x80 */
+    pthread_mutex_t root_lock;
+    struct root_mask *roots;
+    uint32_t nroots;
+};
+
+#define ROOT_CACHE 64
+#define ROOT_MIN_LOOP 16   /* ASCII self-loop bytes for a root mask to pay off */
+
+/* A root signature: from the walk's state s0, the ASCII bytes first[] lead
+ * to one state c (and, with utf8_first, so does every multi-byte
+ * character); at c the ASCII bytes loop[] (and, with utf8_loop, every
+ * multi-byte character) lead back to c. Every token whose first character
+ * is one of those and whose other characters loop is then allowed. */
+typedef struct root_sig {
+    uint64_t first[2], loop[2];
+    uint8_t utf8_first, utf8_loop;
+} root_sig_t;
+
+typedef struct root_mask {
+    root_sig_t sig;
+    uint32_t *mask;
+} root_mask_t;
+
+typedef struct node {
+    uint32_t skip;
+    uint16_t depth;
+    uint8_t byte;
+    uint8_t flags;   /* NODE_TOKENS, NODE_SUMMARY */
+} node_t;
+
+enum { NODE_TOKENS = 1, NODE_SUMMARY = 2 };
+
+#define SUMMARY_MIN 2
+
+static bool is_ws(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+
+static const sv_token_set_t *g_sort_ts; /* qsort has no context argument in C11 */
+
+static int cmp_tok(const void *a, const void *b) {
+    const sv_token_set_t *ts = g_sort_ts;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    uint32_t lx = ts->len[x], ly = ts->len[y];
+    int c = memcmp(ts->buf + ts->off[x], ts->buf + ts->off[y], lx < ly ? lx : ly);
+    if (c) return c;
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+void sv_token_set_destroy(sv_token_set_t *ts) {
+    if (!ts) return;
+    free(ts->kind);
+    free(ts->off);
+    free(ts->len);
+    free(ts->buf);
+    free(ts->ws_lead);
+    free(ts->ws_trail);
+    free(ts->ws_max);
+    free(ts->ws_all);
+    free(ts->eog);
+    free(ts->nbyte);
+    free(ts->ndepth);
+    free(ts->nskip);
+    free(ts->ntok_lo);
+    free(ts->ntok_n);
+    free(ts->sorted);
+    free(ts->nsum);
+    free(ts->sum_bytes);
+    free(ts->sum_lo);
+    free(ts->sum_hi);
+    free(ts->sum_utf8);
+    free(ts->sum_maxlen);
+    free(ts->nodes);
+    free(ts->tok_ascii);
+    free(ts->tok_first);
+    free(ts->tok_root_ok);
+    free(ts->tok_high);
+    for (uint32_t i = 0; i < ts->nroots; i++) free(ts->roots[i].mask);
+    free(ts->roots);
+    pthread_mutex_destroy(&ts->root_lock);
+    free(ts);
+}
+
+static bool is_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
+
+/* Whether b[p..len) is UTF-8 starting at a character boundary; the last
+ * character may be cut short. */
+static bool utf8_from(const uint8_t *b, uint32_t len, uint32_t p) {
+    while (p < len) {
+        uint8_t c = b[p];
+        uint32_t n;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (c < 0x80) n = 0;
+        else if (c >= 0xC2 && c <= 0xDF) n = 1;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            n = 2;
+            if (c == 0xE0) lo = 0xA0;
+            if (c == 0xED) hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            n = 3;
+            if (c == 0xF0) lo = 0x90;
+            if (c == 0xF4) hi = 0x8F;
+        } else return false;
+        p++;
+        for (uint32_t k = 0; k < n && p < len; k++, p++) {
+            if (k == 0 ? (b[p] < lo || b[p] > hi) : !is_cont(b[p])) return false;
+        }
+    }
+    return true;
+}
+
+/* The smallest p from which the token is UTF-8 from a boundary (len when
+ * none); from any later p at a non-continuation byte it is too. */
+static uint32_t utf8_start(const uint8_t *b, uint32_t len) {
+    for (uint32_t p = 0; p < len; p++)
+        if (!is_cont(b[p]) && utf8_from(b, len, p)) return p;
+    return len;
+}
+
+/* Subtree summaries. The first token at or below node i is the first one
+ * whose node is >= i (preorder), so a subtree's tokens are the sorted range
+ * [first(i), first(skip[i])). */
+static sv_status build_summaries(sv_token_set_t *ts, sv_error_t *err) {
+    uint32_t nn = ts->nnodes;
+    uint32_t *first = malloc(((size_t)nn + 1) * sizeof *first);
+    ts->nsum = malloc((nn ? nn : 1) * sizeof *ts->nsum);
+    if (!first || !ts->nsum) {
+        free(first);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory building the vocabulary trie");
+    }
+    uint32_t ntok = 0;
+    for (uint32_t i = 0; i < nn; i++) ntok += ts->ntok_n[i];
+    first[nn] = ntok;
+    for (uint32_t i = nn; i-- > 0;) first[i] = ts->ntok_n[i] ? ts->ntok_lo[i] : first[i + 1];
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < nn; i++) {
+        uint32_t k = first[ts->nskip[i]] - first[i];
+        ts->nsum[i] = k >= SUMMARY_MIN && ts->nskip[i] - i > 1 ? count++ : UINT32_MAX;
+    }
+    ts->nsums = count;
+    ts->sum_bytes = calloc(count ? count : 1, sizeof *ts->sum_bytes);
+    ts->sum_lo = malloc((count ? count : 1) * sizeof *ts->sum_lo);
+    ts->sum_hi = malloc((count ? count : 1) * sizeof *ts->sum_hi);
+    ts->sum_utf8 = malloc(count ? count : 1);
+    if (ts->sum_utf8) memset(ts->sum_utf8, 1, count ? count : 1);
+    ts->sum_maxlen = calloc(count ? count : 1, sizeof *ts->sum_maxlen);
+    if (!ts->sum_bytes || !ts->sum_lo || !ts->sum_hi || !ts->sum_utf8 || !ts->sum_maxlen) {
+        free(first);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory building the vocabulary trie");
+    }
+    /* Bytes below each summarized node: walk backwards, OR-ing each node's
+     * byte into every summarized ancestor. Ancestors are on a stack. */
+    uint32_t *anc = malloc((ts->max_len + 1) * sizeof *anc);
+    if (!anc) {
+        free(first);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory building the vocabulary trie");
+    }
+    for (uint32_t i = 0; i < nn; i++) {
+        uint32_t d = ts->ndepth[i];
+        anc[d] = i;
+        uint8_t b = ts->nbyte[i];
+        for (uint32_t a = 1; a <= d; a++) {
+            uint32_t si = ts->nsum[anc[a]];
+            if (si != UINT32_MAX) ts->sum_bytes[si][b >> 6] |= 1ull << (b & 63);
+        }
+        if (ts->nsum[i] != UINT32_MAX) {
+            ts->sum_lo[ts->nsum[i]] = first[i];
+            ts->sum_hi[ts->nsum[i]] = first[ts->nskip[i]];
+            if (is_cont(b)) ts->sum_utf8[ts->nsum[i]] = 0;
+        }
+        for (uint32_t k = 0; k < ts->ntok_n[i]; k++) {
+            int32_t id = ts->sorted[ts->ntok_lo[i] + k];
+            uint32_t v = utf8_start(ts->buf + ts->off[id], ts->len[id]);
+            for (uint32_t a = 1; a <= d; a++) {
+                uint32_t si = ts->nsum[anc[a]];
+                if (si == UINT32_MAX) continue;
+                if (v > a - 1) ts->sum_utf8[si] = 0;
+                if (ts->len[id] > ts->sum_maxlen[si]) ts->sum_maxlen[si] = (uint16_t)ts->len[id];
+            }
+        }
+    }
+    free(anc);
+    free(first);
+    ts->nodes = malloc((nn ? nn : 1) * sizeof *ts->nodes);
+    if (!ts->nodes) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory building the vocabulary trie");
+    for (uint32_t i = 0; i < nn; i++)
+        ts->nodes[i] = (node_t){ts->nskip[i], ts->ndepth[i], ts->nbyte[i],
+                                (uint8_t)((ts->ntok_n[i] ? NODE_TOKENS : 0) | (ts->nsum[i] != UINT32_MAX ? NODE_SUMMARY : 0))};
+    return SV_OK;
+}
+
+static pthread_mutex_t g_sort_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static sv_status build_trie(sv_token_set_t *ts, sv_error_t *err) {
+    uint32_t nsorted = 0;
+    size_t total = 0;
+    for (uint32_t i = 0; i < ts->n; i++)
+        if (ts->kind[i] == SV_TOKKIND_NORMAL) nsorted++, total += ts->len[i];
+    ts->sorted = malloc((nsorted ? nsorted : 1) * sizeof *ts->sorted);
+    /* nodes <= total bytes */
+    size_t cap = total ? total : 1;
+    ts->nbyte = malloc(cap);
+    ts->ndepth = malloc(cap * sizeof *ts->ndepth);
+    ts->nskip = malloc(cap * sizeof *ts->nskip);
+    ts->ntok_lo = malloc(cap * sizeof *ts->ntok_lo);
+    ts->ntok_n = calloc(cap, sizeof *ts->ntok_n);
+    if (!ts->sorted || !ts->nbyte || !ts->ndepth || !ts->nskip || !ts->ntok_lo || !ts->ntok_n)
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory building the vocabulary trie");
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < ts->n; i++)
+        if (ts->kind[i] == SV_TOKKIND_NORMAL) ts->sorted[k++] = (int32_t)i;
+    pthread_mutex_lock(&g_sort_lock);
+    g_sort_ts = ts;
+    qsort(ts->sorted, nsorted, sizeof *ts->sorted, cmp_tok);
+    g_sort_ts = NULL;
+    pthread_mutex_unlock(&g_sort_lock);
+
+    uint32_t *path = malloc((ts->max_len + 1) * sizeof *path);
+    if (!path) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory building the vocabulary trie");
+    uint32_t nn = 0, depth = 0;
+    const uint8_t *prev = NULL;
+    uint32_t prevlen = 0;
+    for (uint32_t j = 0; j < nsorted; j++) {
+        int32_t id = ts->sorted[j];
+        const uint8_t *b = ts->buf + ts->off[id];
+        uint32_t L = ts->len[id];
+        uint32_t lcp = 0;
+        if (prev)
+            while (lcp < L && lcp < prevlen && b[lcp] == prev[lcp]) lcp++;
+        for (uint32_t d = depth; d > lcp; d--) ts->nskip[path[d]] = nn;
+        for (uint32_t d = lcp + 1; d <= L; d++) {
+            ts->nbyte[nn] = b[d - 1];
+            ts->ndepth[nn] = (uint16_t)d;
+            path[d] = nn++;
+        }
+        depth = L;
+        uint32_t node = path[L];
+        if (ts->ntok_n[node] == 0) ts->ntok_lo[node] = j;
+        if (ts->ntok_n[node] < UINT16_MAX) ts->ntok_n[node]++;
+        prev = b;
+        prevlen = L;
+    }
+    for (uint32_t d = depth; d > 0; d--) ts->nskip[path[d]] = nn;
+    free(path);
+    ts->nnodes = nn;
+    return build_summaries(ts, err);
+}
+
+sv_status sv_token_set_create(uint32_t n, uint32_t mask_bits, const uint8_t *const *bytes, const uint32_t *lens,
+                              const uint8_t *kinds, sv_token_set_t **out, sv_error_t *err) {
+    *out = NULL;
+    if (n == 0 || n > SV_TOKEN_SET_MAX_IDS)
+        return sv_error_set(err, SV_ERR_ARG, -1, "a token set needs 1 to %u ids, not %u", SV_TOKEN_SET_MAX_IDS, n);
+    if (mask_bits < n) mask_bits = n;
+    if (mask_bits > SV_TOKEN_SET_MAX_IDS)
+        return sv_error_set(err, SV_ERR_ARG, -1, "a logits row of %u entries is too long", mask_bits);
+    sv_token_set_t *ts = calloc(1, sizeof *ts);
+    if (!ts) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    pthread_mutex_init(&ts->root_lock, NULL);
+    ts->n = n;
+    ts->mask_bits = mask_bits;
+    ts->words = (mask_bits + 31) / 32;
+    ts->kind = malloc(n);
+    ts->off = malloc(n * sizeof *ts->off);
+    ts->len = malloc(n * sizeof *ts->len);
+    ts->ws_lead = calloc(n, sizeof *ts->ws_lead);
+    ts->ws_trail = calloc(n, sizeof *ts->ws_trail);
+    ts->ws_max = calloc(n, sizeof *ts->ws_max);
+    ts->ws_all = calloc(n, 1);
+    ts->eog = malloc(n * sizeof *ts->eog);
+    if (!ts->kind || !ts->off || !ts->len || !ts->ws_lead || !ts->ws_trail || !ts->ws_max || !ts->ws_all || !ts->eog) {
+        sv_token_set_destroy(ts);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t k = kinds ? kinds[i] : SV_TOKKIND_NORMAL;
+        uint32_t L = bytes && bytes[i] ? lens[i] : 0;
+        if (k > SV_TOKKIND_EOG) {
+            sv_token_set_destroy(ts);
+            return sv_error_set(err, SV_ERR_ARG, i, "token %u has an unknown kind %u", i, k);
+        }
+        if (L > SV_TOKEN_SET_MAX_BYTES) {
+            sv_token_set_destroy(ts);
+            return sv_error_set(err, SV_ERR_ARG, i, "token %u is %u bytes long (the limit is %u)", i, L,
+                                SV_TOKEN_SET_MAX_BYTES);
+        }
+        if (k == SV_TOKKIND_NORMAL && L == 0) k = SV_TOKKIND_NEVER;
+        if (k != SV_TOKKIND_NORMAL) L = 0;
+        ts->kind[i] = k;
+        ts->len[i] = L;
+        total += L;
+        if (k == SV_TOKKIND_EOG) ts->eog[ts->neog++] = (int32_t)i;
+    }
+    ts->buf = malloc(total ? total : 1);
+    if (!ts->buf) {
+        sv_token_set_destroy(ts);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
+    bool seen[256] = {false};
+    size_t o = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t L = ts->len[i];
+        ts->off[i] = (uint32_t)o;
+        if (!L) continue;
+        memcpy(ts->buf + o, bytes[i], L);
+        const uint8_t *b = ts->buf + o;
+        o += L;
+        if (L > ts->max_len) ts->max_len = L;
+        if (L == 1) seen[b[0]] = true;
+        uint32_t lead = 0, run = 0, mx = 0;
+        while (lead < L && is_ws(b[lead])) lead++;
+        for (uint32_t j = 0; j < L; j++) {
+            run = is_ws(b[j]) ? run + 1 : 0;
+            if (run > mx) mx = run;
+        }
+        ts->ws_lead[i] = (uint16_t)lead;
+        ts->ws_trail[i] = (uint16_t)run;
+        ts->ws_max[i] = (uint16_t)mx;
+        ts->ws_all[i] = lead == L;
+    }
+    ts->tok_ascii = calloc(n, sizeof *ts->tok_ascii);
+    ts->tok_first = calloc(n, 1);
+    ts->tok_root_ok = calloc(n, 1);
+    ts->tok_high = calloc(n, 1);
+    ts->roots = calloc(ROOT_CACHE, sizeof *ts->roots);
+    if (!ts->tok_ascii || !ts->tok_first || !ts->tok_root_ok || !ts->tok_high || !ts->roots) {
+        sv_token_set_destroy(ts);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *b = ts->buf + ts->off[i];
+        if (!ts->len[i]) continue;
+        ts->tok_first[i] = b[0];
+        for (uint32_t j = 0; j < ts->len[i]; j++) {
+            if (b[j] < 0x80) {
+                if (j) ts->tok_ascii[i][b[j] >> 6] |= 1ull << (b[j] & 63);
+            } else {
+                ts->tok_high[i] = 1;
+            }
+        }
+        ts->tok_root_ok[i] = ts->len[i] && utf8_start(b, ts->len[i]) == 0;
+    }
+    ts->all_bytes = true;
+    for (int b = 0; b < 256; b++) ts->all_bytes &= seen[b];
+    sv_status st = build_trie(ts, err);
+    if (st) {
+        sv_token_set_destroy(ts);
+        return st;
+    }
+    *out = ts;
+    return SV_OK;
+}
+
+uint32_t sv_token_set_size(const sv_token_set_t *ts) { return ts->n; }
+uint32_t sv_token_set_mask_bits(const sv_token_set_t *ts) { return ts->mask_bits; }
+uint32_t sv_token_set_mask_words(const sv_token_set_t *ts) { return ts->words; }
+bool sv_token_set_has_all_bytes(const sv_token_set_t *ts) { return ts->all_bytes; }
+uint32_t sv_token_set_num_nodes(const sv_token_set_t *ts) { return ts->nnodes; }
+
+const uint8_t *sv_token_set_bytes(const sv_token_set_t *ts, int32_t id, uint32_t *len) {
+    if (id < 0 || (uint32_t)id >= ts->n || ts->kind[id] != SV_TOKKIND_NORMAL) {
+        *len = 0;
+        return NULL;
+    }
+    *len = ts->len[id];
+    return ts->buf + ts->off[id];
+}
+
+uint8_t sv_token_set_kind(const sv_token_set_t *ts, int32_t id) {
+    if (id < 0 || (uint32_t)id >= ts->n) return SV_TOKKIND_NEVER;
+    return ts->kind[id];
+}
+
+/* ---- token indexes ----------------------------------------------------------- */
+
+typedef struct {
+    uint64_t hash;
+    uint32_t *mask;
+} cons_slot_t;
+
+struct sv_token_index {
+    sv_dfa_t *dfa;
+    const sv_token_set_t *ts;
+    sv_token_index_opts_t o;
+    uint32_t nbuckets;                 /* ws_cap + 1 */
+    size_t nentries;                   /* nstates * nbuckets */
+    _Atomic(uintptr_t) *memo;          /* (nentries): const uint32_t * or 0 */
+    uint32_t *maxd;                    /* (nentries) */
+    pthread_mutex_t lock;
+    cons_slot_t *cons;                 /* hash set of distinct masks (under lock) */
+    uint32_t ncons, capcons;
+    uint32_t *scratch;                 /* words (under lock) */
+    size_t mask_bytes;
+    uint32_t known;
+    _Atomic uint64_t walks;
+    /* per state, computed on first need by any walk: its ASCII self-loop
+     * bytes and whether every multi-byte character loops on it */
+    _Atomic uint8_t *st_flags;        /* ST_LOOP, ST_UTF8_KNOWN, ST_UTF8 */
+    _Atomic uint64_t (*st_loop)[2];
+    /* the state most ASCII bytes lead to, and those bytes */
+    _Atomic int32_t *st_uni;
+    _Atomic uint64_t (*st_uniset)[2];
+};
+
+enum { ST_LOOP = 1, ST_UTF8_KNOWN = 2, ST_UTF8 = 4, ST_UNI = 8, ST_UNI8_KNOWN = 16, ST_UNI8 = 32 };
+
+void sv_token_index_opts_default(sv_token_index_opts_t *o) {
+    o->ws_cap = 0;
+    o->max_mask_bytes = (size_t)256 << 20;
+}
+
+sv_status sv_token_index_create(sv_dfa_t *dfa, const sv_token_set_t *ts, const sv_token_index_opts_t *o,
+                                sv_token_index_t **out, sv_error_t *err) {
+    *out = NULL;
+    sv_token_index_opts_t def;
+    if (!o) {
+        sv_token_index_opts_default(&def);
+        o = &def;
+    }
+    if (o->ws_cap > 4096) return sv_error_set(err, SV_ERR_ARG, -1, "a whitespace cap of %u is too large", o->ws_cap);
+    sv_token_index_t *ix = calloc(1, sizeof *ix);
+    if (!ix) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    ix->ts = ts;
+    ix->o = *o;
+    ix->nbuckets = o->ws_cap + 1;
+    ix->nentries = (size_t)dfa->nstates * ix->nbuckets;
+    ix->memo = calloc(ix->nentries, sizeof *ix->memo);
+    ix->maxd = calloc(ix->nentries, sizeof *ix->maxd);
+    ix->scratch = malloc((size_t)ts->words * sizeof *ix->scratch);
+    ix->capcons = 64;
+    ix->cons = calloc(ix->capcons, sizeof *ix->cons);
+    ix->st_flags = calloc(dfa->nstates, sizeof *ix->st_flags);
+    ix->st_loop = calloc(dfa->nstates, sizeof *ix->st_loop);
+    ix->st_uni = calloc(dfa->nstates, sizeof *ix->st_uni);
+    ix->st_uniset = calloc(dfa->nstates, sizeof *ix->st_uniset);
+    if (!ix->memo || !ix->maxd || !ix->scratch || !ix->cons || !ix->st_flags || !ix->st_loop || !ix->st_uni ||
+        !ix->st_uniset) {
+        free(ix->st_flags);
+        free(ix->st_loop);
+        free(ix->st_uni);
+        free(ix->st_uniset);
+        free(ix->memo);
+        free(ix->maxd);
+        free(ix->scratch);
+        free(ix->cons);
+        free(ix);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
+    pthread_mutex_init(&ix->lock, NULL);
+    ix->dfa = dfa;
+    *out = ix;
+    return SV_OK;
+}
+
+void sv_token_index_destroy(sv_token_index_t *ix) {
+    if (!ix) return;
+    for (uint32_t i = 0; i < ix->capcons; i++) free(ix->cons[i].mask);
+    free(ix->cons);
+    free(ix->memo);
+    free(ix->maxd);
+    free(ix->scratch);
+    free(ix->st_flags);
+    free(ix->st_loop);
+    free(ix->st_uni);
+    free(ix->st_uniset);
+    pthread_mutex_destroy(&ix->lock);
+    sv_dfa_destroy(ix->dfa);
+    free(ix);
+}
+
+const sv_dfa_t *sv_token_index_dfa(const sv_token_index_t *ix) { return ix->dfa; }
+const sv_token_set_t *sv_token_index_tokens(const sv_token_index_t *ix) { return ix->ts; }
+uint32_t sv_token_index_ws_cap(const sv_token_index_t *ix) { return ix->o.ws_cap; }
+
+static inline bool ws_ok(const sv_token_set_t *ts, uint32_t cap, uint32_t run, int32_t id) {
+    if (ts->ws_max[id] > cap) return false;
+    return run + (ts->ws_all[id] ? ts->len[id] : ts->ws_lead[id]) <= cap;
+}
+
+bool sv_token_index_ws_after(const sv_token_index_t *ix, uint32_t ws_run, int32_t id, uint32_t *ws_after) {
+    const sv_token_set_t *ts = ix->ts;
+    if (id < 0 || (uint32_t)id >= ts->n || ts->kind[id] != SV_TOKKIND_NORMAL) {
+        *ws_after = 0;
+        return ts->kind[id] == SV_TOKKIND_EOG;
+    }
+    *ws_after = ts->ws_all[id] ? ws_run + ts->len[id] : ts->ws_trail[id];
+    return !ix->o.ws_cap || ws_ok(ts, ix->o.ws_cap, ws_run, id);
+}
+
+/* The bytes that lead from state s back to s. */
+static void loop_set(const sv_dfa_t *d, int32_t s, uint64_t out[4]) {
+    const int32_t *row = d->trans + (size_t)s * d->nclasses;
+    out[0] = out[1] = out[2] = out[3] = 0;
+    for (int b = 0; b < 256; b++)
+        if (row[d->classes[b]] == s) out[b >> 6] |= 1ull << (b & 63);
+}
+
+/* Whether every UTF-8 character of two or more bytes leads from s back to s
+ * (and so every prefix of one is live). Intermediate states are few in a
+ * minimal DFA; each is checked once. */
+typedef struct {
+    int32_t st[16];
+    uint8_t depth[16];
+    int n;
+} seen_t;
+
+static bool back_to(const sv_dfa_t *d, int32_t s, int32_t t, int k, seen_t *seen) {
+    /* s: the state every character must end in */
+    /* from t, k more continuation bytes must lead to s */
+    if (t < 0) return false;
+    if (k == 0) return t == s;
+    for (int i = 0; i < seen->n; i++)
+        if (seen->st[i] == t && seen->depth[i] == k) return true;
+    const int32_t *row = d->trans + (size_t)t * d->nclasses;
+    for (int c = 0x80; c <= 0xBF; c++)
+        if (!back_to(d, s, row[d->classes[c]], k - 1, seen)) return false;
+    if (seen->n < 16) {
+        seen->st[seen->n] = t;
+        seen->depth[seen->n++] = (uint8_t)k;
+    }
+    return true;
+}
+
+/* Every multi-byte character leads from `from` to `to`. */
+static bool utf8_to(const sv_dfa_t *d, int32_t from, int32_t s) {
+    seen_t seen = {.n = 0};
+    const int32_t *row = d->trans + (size_t)from * d->nclasses;
+    for (int lead = 0xC2; lead <= 0xF4; lead++) {
+        int32_t t = row[d->classes[lead]];
+        if (t < 0) return false;
+        int n = lead < 0xE0 ? 1 : lead < 0xF0 ? 2 : 3;
+        int lo = 0x80, hi = 0xBF;
+        if (lead == 0xE0) lo = 0xA0;
+        if (lead == 0xED) hi = 0x9F;
+        if (lead == 0xF0) lo = 0x90;
+        if (lead == 0xF4) hi = 0x8F;
+        const int32_t *r2 = d->trans + (size_t)t * d->nclasses;
+        for (int c = lo; c <= hi; c++)
+            if (!back_to(d, s, r2[d->classes[c]], n - 1, &seen)) return false;
+    }
+    return true;
+}
+
+static bool utf8_loops(const sv_dfa_t *d, int32_t s) { return utf8_to(d, s, s); }
+
+/* The ASCII self-loop bytes of s (into out), cached in the index. */
+static void state_loops(const sv_token_index_t *ix, int32_t s, uint64_t out[2]) {
+    if (atomic_load_explicit(&ix->st_flags[s], memory_order_acquire) & ST_LOOP) {
+        out[0] = atomic_load_explicit(&ix->st_loop[s][0], memory_order_relaxed);
+        out[1] = atomic_load_explicit(&ix->st_loop[s][1], memory_order_relaxed);
+        return;
+    }
+    uint64_t l[4];
+    loop_set(ix->dfa, s, l);
+    out[0] = l[0];
+    out[1] = l[1];
+    atomic_store_explicit(&ix->st_loop[s][0], l[0], memory_order_relaxed);
+    atomic_store_explicit(&ix->st_loop[s][1], l[1], memory_order_relaxed);
+    atomic_fetch_or_explicit(&ix->st_flags[s], ST_LOOP, memory_order_release);
+}
+
+/* The uniform successor of s: the live state most ASCII bytes lead to (-1
+ * when none), and the set of those bytes. */
+static int32_t state_uni(const sv_token_index_t *ix, int32_t s, uint64_t set[2]) {
+    if (atomic_load_explicit(&ix->st_flags[s], memory_order_acquire) & ST_UNI) {
+        set[0] = atomic_load_explicit(&ix->st_uniset[s][0], memory_order_relaxed);
+        set[1] = atomic_load_explicit(&ix->st_uniset[s][1], memory_order_relaxed);
+        return atomic_load_explicit(&ix->st_uni[s], memory_order_relaxed);
+    }
+    const sv_dfa_t *d = ix->dfa;
+    const int32_t *row = d->trans + (size_t)s * d->nclasses;
+    int32_t tgt[8];
+    int cnt[8], nt = 0;
+    for (int b = 0; b < 128; b++) {
+        int32_t t = row[d->classes[b]];
+        if (t < 0) continue;
+        int k = 0;
+        while (k < nt && tgt[k] != t) k++;
+        if (k == nt) {
+            if (nt == 8) continue;
+            tgt[nt] = t, cnt[nt++] = 0;
+        }
+        cnt[k]++;
+    }
+    int32_t best = -1;
+    int bestn = 0;
+    for (int k = 0; k < nt; k++)
+        if (cnt[k] > bestn) bestn = cnt[k], best = tgt[k];
+    set[0] = set[1] = 0;
+    if (best >= 0)
+        for (int b = 0; b < 128; b++)
+            if (row[d->classes[b]] == best) set[b >> 6] |= 1ull << (b & 63);
+    atomic_store_explicit(&ix->st_uni[s], best, memory_order_relaxed);
+    atomic_store_explicit(&ix->st_uniset[s][0], set[0], memory_order_relaxed);
+    atomic_store_explicit(&ix->st_uniset[s][1], set[1], memory_order_relaxed);
+    atomic_fetch_or_explicit(&ix->st_flags[s], ST_UNI, memory_order_release);
+    return best;
+}
+
+static bool utf8_to(const sv_dfa_t *d, int32_t from, int32_t s);
+
+/* Whether every multi-byte character leads from s to its uniform successor. */
+static bool state_uni8(const sv_token_index_t *ix, int32_t s, int32_t uni) {
+    uint8_t f = atomic_load_explicit(&ix->st_flags[s], memory_order_acquire);
+    if (f & ST_UNI8_KNOWN) return f & ST_UNI8;
+    bool v = uni >= 0 && utf8_to(ix->dfa, s, uni);
+    atomic_fetch_or_explicit(&ix->st_flags[s], (uint8_t)(ST_UNI8_KNOWN | (v ? ST_UNI8 : 0)), memory_order_release);
+    return v;
+}
+
+/* For a subtree with ASCII byte set sb (and multi-byte characters when
+ * high; its tokens are then UTF-8 from a boundary) whose tokens have at
+ * most h bytes from here: whether every such string stays alive from s by
+ * taking, per character, the uniform successor (so each token is allowed,
+ * ending on the chain within h steps, or inside a character just before).
+ * A string with maxLength counts its characters that way. *maxd gets the
+ * largest distance of those end states. */
+static bool chain_ok(const sv_token_index_t *ix, int32_t s, const uint64_t *sb, bool high, uint32_t h,
+                     uint32_t *maxd, uint32_t *limit) {
+    uint32_t md = 0;
+    *limit = h;
+    for (uint32_t k = 0; k < h; k++) {
+        uint64_t set[2];
+        int32_t t = state_uni(ix, s, set);
+        if (t < 0 || (sb[0] & ~set[0]) || (sb[1] & ~set[1]) || (high && !state_uni8(ix, s, t))) {
+            /* The chain ends here. For ASCII bytes only: if every byte of
+             * the subtree dies at s, exactly the tokens of at most k bytes
+             * (from here) are allowed. */
+            if (high || k == 0) return false;
+            const sv_dfa_t *d = ix->dfa;
+            const int32_t *row = d->trans + (size_t)s * d->nclasses;
+            for (int b = 0; b < 128; b++)
+                if (((sb[b >> 6] >> (b & 63)) & 1) && row[d->classes[b]] >= 0) return false;
+            *limit = k;
+            break;
+        }
+        s = t;
+        if (ix->dfa->dist[s] > md) md = ix->dfa->dist[s];
+    }
+    *maxd = md + (high ? 3 : 0);
+    return true;
+}
+
+static bool state_utf8(const sv_token_index_t *ix, int32_t s) {
+    uint8_t f = atomic_load_explicit(&ix->st_flags[s], memory_order_acquire);
+    if (f & ST_UTF8_KNOWN) return f & ST_UTF8;
+    bool v = utf8_loops(ix->dfa, s);
+    atomic_fetch_or_explicit(&ix->st_flags[s], (uint8_t)(ST_UTF8_KNOWN | (v ? ST_UTF8 : 0)), memory_order_release);
+    return v;
+}
+
+static bool sig_eq(const root_sig_t *a, const root_sig_t *b) {
+    return a->first[0] == b->first[0] && a->first[1] == b->first[1] && a->loop[0] == b->loop[0] &&
+           a->loop[1] == b->loop[1] && a->utf8_first == b->utf8_first && a->utf8_loop == b->utf8_loop;
+}
+
+/* The root mask of a signature (NULL when out of memory). */
+static const uint32_t *root_mask(const sv_token_set_t *cts, const root_sig_t *sig) {
+    sv_token_set_t *ts = (sv_token_set_t *)cts;
+    const uint32_t *found = NULL;
+    pthread_mutex_lock(&ts->root_lock);
+    for (uint32_t i = 0; i < ts->nroots; i++) {
+        root_mask_t *r = &ts->roots[i];
+        if (sig_eq(&r->sig, sig)) {
+            found = r->mask;
+            if (i) { /* move to front */
+                root_mask_t t = *r;
+                memmove(ts->roots + 1, ts->roots, i * sizeof *ts->roots);
+                ts->roots[0] = t;
+            }
+            break;
+        }
+    }
+    if (!found) {
+        uint32_t *m = calloc(ts->words, sizeof *m);
+        if (m) {
+            bool u8 = sig->utf8_first && sig->utf8_loop;
+            for (uint32_t id = 0; id < ts->n; id++) {
+                if (ts->kind[id] != SV_TOKKIND_NORMAL || !ts->tok_root_ok[id]) continue;
+                uint8_t f = ts->tok_first[id];
+                if (f < 0x80 ? !((sig->first[f >> 6] >> (f & 63)) & 1) : !u8) continue;
+                if ((ts->tok_ascii[id][0] & ~sig->loop[0]) || (ts->tok_ascii[id][1] & ~sig->loop[1])) continue;
+                if (ts->tok_high[id] && !u8) continue;
+                m[id >> 5] |= 1u << (id & 31);
+            }
+            if (ts->nroots == ROOT_CACHE) free(ts->roots[--ts->nroots].mask);
+            memmove(ts->roots + 1, ts->roots, ts->nroots * sizeof *ts->roots);
+            ts->roots[0] = (root_mask_t){*sig, m};
+            ts->nroots++;
+            found = m;
+        }
+    }
+    pthread_mutex_unlock(&ts->root_lock);
+    return found;
+}
+
+/* The signature of s0: c is the state most ASCII bytes lead to. False when
+ * it would not pay off. */
+static bool root_signature(const sv_token_index_t *ix, int32_t s0, root_sig_t *sig, int32_t *c_out) {
+    const sv_dfa_t *d = ix->dfa;
+    const int32_t *row = d->trans + (size_t)s0 * d->nclasses;
+    /* the most common live target among ASCII bytes */
+    int32_t tgt[8];
+    int cnt[8], nt = 0;
+    for (int b = 0; b < 128; b++) {
+        int32_t t = row[d->classes[b]];
+        if (t < 0) continue;
+        int k = 0;
+        while (k < nt && tgt[k] != t) k++;
+        if (k == nt) {
+            if (nt == 8) continue;
+            tgt[nt] = t, cnt[nt++] = 0;
+        }
+        cnt[k]++;
+    }
+    int32_t best = -1;
+    int bestn = 0;
+    for (int k = 0; k < nt; k++)
+        if (cnt[k] > bestn) bestn = cnt[k], best = tgt[k];
+    if (best < 0 || bestn < ROOT_MIN_LOOP) return false;
+    memset(sig, 0, sizeof *sig);
+    const int32_t *rc = d->trans + (size_t)best * d->nclasses;
+    int nl = 0;
+    for (int b = 0; b < 128; b++) {
+        if (row[d->classes[b]] == best) sig->first[b >> 6] |= 1ull << (b & 63);
+        if (rc[d->classes[b]] == best) sig->loop[b >> 6] |= 1ull << (b & 63), nl++;
+    }
+    if (nl < ROOT_MIN_LOOP) return false;
+    sig->utf8_first = utf8_to(d, s0, best);
+    sig->utf8_loop = state_utf8(ix, best);
+    *c_out = best;
+    return true;
+}
+
+#ifdef TI_STATS
+uint64_t ti_visited, ti_bulk_tokens, ti_skipped_root;
+#endif
+static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_token_filter_fn filter, void *ctx,
+                     uint32_t *dst, uint32_t *maxd_out) {
+    const sv_token_set_t *ts = ix->ts;
+    const sv_dfa_t *d = ix->dfa;
+    const int32_t *trans = d->trans;
+    const uint8_t *cls = d->classes;
+    const size_t nc = d->nclasses;
+    const node_t *nodes = ts->nodes;
+    const uint32_t cap = ix->o.ws_cap;
+    int32_t stack[SV_TOKEN_SET_MAX_BYTES + 1];
+    stack[0] = s0;
+    uint32_t maxd = 0;
+    /* The root mask: tokens allowed from s0 by its self-loops alone. With
+     * it, a bulk-allowed subtree below a pure path (only such bytes, back in
+     * s0) needs no bits set: they are all in it already. */
+    uint8_t pure[SV_TOKEN_SET_MAX_BYTES + 1];
+    bool use_root = false, u8 = false;
+    root_sig_t sig;
+    int32_t c = -1;
+    if (!filter && !cap && root_signature(ix, s0, &sig, &c)) {
+        const uint32_t *rm = root_mask(ts, &sig);
+        if (rm) {
+            use_root = true;
+            u8 = sig.utf8_first && sig.utf8_loop;
+            memcpy(dst, rm, (size_t)ts->words * sizeof *dst);
+            pure[0] = c == s0;
+            /* its tokens end in c, or cut short inside a character */
+            maxd = d->dist[c] + (u8 ? 3 : 0);
+        }
+    }
+    const uint32_t N = ts->nnodes;
+    uint32_t i = 0;
+    while (i < N) {
+        const node_t nd = nodes[i];
+#ifdef TI_STATS
+        ti_visited++;
+#endif
+        int32_t ps = stack[nd.depth - 1];
+        int32_t ns = trans[(size_t)ps * nc + cls[nd.byte]];
+        if (ns < 0) {
+            i = nd.skip;
+            continue;
+        }
+        if (nd.flags) {
+            if (nd.flags & NODE_SUMMARY) {
+                uint32_t si = ts->nsum[i];
+                const uint64_t *sb = ts->sum_bytes[si];
+                bool high = sb[2] | sb[3];
+                /* cheap necessary conditions first: an ASCII edge must loop */
+                bool maybe = nd.byte < 0x80 ? ns == ps : (ts->sum_utf8[si] && !filter);
+                uint64_t lp[2] = {0, 0};
+                if (maybe) state_loops(ix, ps, lp);
+                if (maybe && !(sb[0] & ~lp[0]) && !(sb[1] & ~lp[1]) && (!high || (ts->sum_utf8[si] && !filter))) {
+                    bool ok = !high || state_utf8(ix, ps);
+                    if (ok && use_root && ps == c && pure[nd.depth - 1] && (!high || u8)) {
+#ifdef TI_STATS
+                        ti_skipped_root += ts->sum_hi[si] - ts->sum_lo[si];
+#endif
+                        i = nd.skip; /* all in the root mask */
+                        continue;
+                    }
+                    if (ok) {
+                        /* every token below ends in ps, or (cut short inside a
+                         * character) at most 3 bytes before it */
+                        if (!filter || filter(ctx, ps)) {
+#ifdef TI_STATS
+                            ti_bulk_tokens += ts->sum_hi[si] - ts->sum_lo[si];
+#endif
+                            for (uint32_t j = ts->sum_lo[si], e = ts->sum_hi[si]; j < e; j++) {
+                                int32_t id = ts->sorted[j];
+                                if (cap && !ws_ok(ts, cap, run, id)) continue;
+                                dst[id >> 5] |= 1u << (id & 31);
+                            }
+                            uint32_t dd = d->dist[ps] + (high ? 3 : 0);
+                            if (dd > maxd) maxd = dd;
+                        }
+                        i = nd.skip;
+                        continue;
+                    }
+                }
+                /* a chain: strings that advance one state per byte (a
+                 * string with maxLength counts its characters that way) */
+                uint32_t cm, lim;
+                if (!filter && (!high || ts->sum_utf8[si]) &&
+                    chain_ok(ix, ps, sb, high, ts->sum_maxlen[si] - (nd.depth - 1u), &cm, &lim)) {
+#ifdef TI_STATS
+                    ti_bulk_tokens += ts->sum_hi[si] - ts->sum_lo[si];
+#endif
+                    uint32_t maxlen = lim + (nd.depth - 1u);
+                    for (uint32_t j = ts->sum_lo[si], e = ts->sum_hi[si]; j < e; j++) {
+                        int32_t id = ts->sorted[j];
+                        if (ts->len[id] > maxlen || (cap && !ws_ok(ts, cap, run, id))) continue;
+                        dst[id >> 5] |= 1u << (id & 31);
+                    }
+                    if (cm > maxd) maxd = cm;
+                    i = nd.skip;
+                    continue;
+                }
+            }
+            if ((nd.flags & NODE_TOKENS) && (!filter || filter(ctx, ns))) {
+                uint32_t lo = ts->ntok_lo[i], k = ts->ntok_n[i];
+                for (uint32_t j = 0; j < k; j++) {
+                    int32_t id = ts->sorted[lo + j];
+                    if (cap && !ws_ok(ts, cap, run, id)) continue;
+                    dst[id >> 5] |= 1u << (id & 31);
+                }
+                if (d->dist[ns] > maxd) maxd = d->dist[ns];
+            }
+        }
+        stack[nd.depth] = ns;
+        if (use_root) {
+            /* pure: the path so far is a first character of the signature,
+             * then looping characters */
+            bool in;
+            if (nd.byte >= 0x80) in = u8 && (nd.depth == 1 || pure[nd.depth - 1]);
+            else if (nd.depth == 1) in = (sig.first[nd.byte >> 6] >> (nd.byte & 63)) & 1;
+            else in = pure[nd.depth - 1] && ((sig.loop[nd.byte >> 6] >> (nd.byte & 63)) & 1);
+            pure[nd.depth] = in;
+        }
+        i++;
+    }
+    if (d->accept[s0])
+        for (uint32_t j = 0; j < ts->neog; j++) {
+            int32_t id = ts->eog[j];
+            dst[id >> 5] |= 1u << (id & 31);
+        }
+    if (maxd_out) *maxd_out = maxd;
+    return 0;
+}
+
+uint32_t sv_token_index_fill(const sv_token_index_t *ix, int32_t state, uint32_t ws_run, sv_token_filter_fn filter,
+                             void *ctx, uint32_t *dst) {
+    memset(dst, 0, (size_t)ix->ts->words * sizeof *dst);
+    if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
+    atomic_fetch_add_explicit(&((sv_token_index_t *)ix)->walks, 1, memory_order_relaxed);
+    walk(ix, state, ws_run, filter, ctx, dst, NULL);
+    uint32_t count = 0;
+    for (uint32_t w = 0; w < ix->ts->words; w++) count += (uint32_t)__builtin_popcount(dst[w]);
+    return count;
+}
+
+static uint64_t hash_words(const uint32_t *w, uint32_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (uint32_t i = 0; i < n; i++) {
+        h ^= w[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return h;
+}
+
+static sv_status cons_insert(sv_token_index_t *ix, const uint32_t *m, const uint32_t **out) {
+    uint32_t words = ix->ts->words;
+    size_t bytes = (size_t)words * sizeof *m;
+    uint64_t h = hash_words(m, words);
+    uint32_t mask = ix->capcons - 1;
+    for (uint32_t p = (uint32_t)h & mask;; p = (p + 1) & mask) {
+        cons_slot_t *sl = &ix->cons[p];
+        if (!sl->mask) break;
+        if (sl->hash == h && memcmp(sl->mask, m, bytes) == 0) {
+            *out = sl->mask;
+            return SV_OK;
+        }
+    }
+    if (ix->mask_bytes + bytes > ix->o.max_mask_bytes) return SV_ERR_BUDGET;
+    if (2 * (ix->ncons + 1) > ix->capcons) {
+        uint32_t ncap = ix->capcons * 2;
+        cons_slot_t *nt = calloc(ncap, sizeof *nt);
+        if (!nt) return SV_ERR_NOMEM;
+        for (uint32_t i = 0; i < ix->capcons; i++) {
+            if (!ix->cons[i].mask) continue;
+            uint32_t q = (uint32_t)ix->cons[i].hash & (ncap - 1);
+            while (nt[q].mask) q = (q + 1) & (ncap - 1);
+            nt[q] = ix->cons[i];
+        }
+        free(ix->cons);
+        ix->cons = nt;
+        ix->capcons = ncap;
+        mask = ncap - 1;
+    }
+    uint32_t *copy = malloc(bytes);
+    if (!copy) return SV_ERR_NOMEM;
+    memcpy(copy, m, bytes);
+    uint32_t p = (uint32_t)h & mask;
+    while (ix->cons[p].mask) p = (p + 1) & mask;
+    ix->cons[p].hash = h;
+    ix->cons[p].mask = copy;
+    ix->ncons++;
+    ix->mask_bytes += bytes;
+    *out = copy;
+    return SV_OK;
+}
+
+sv_status sv_token_index_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run, const uint32_t **mask,
+                              uint32_t *max_dist) {
+    if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
+    size_t key = (size_t)state * ix->nbuckets + ws_run;
+    uintptr_t p = atomic_load_explicit(&ix->memo[key], memory_order_acquire);
+    if (p) {
+        *mask = (const uint32_t *)p;
+        if (max_dist) *max_dist = ix->maxd[key];
+        return SV_OK;
+    }
+    pthread_mutex_lock(&ix->lock);
+    p = atomic_load_explicit(&ix->memo[key], memory_order_relaxed);
+    if (!p) {
+        memset(ix->scratch, 0, (size_t)ix->ts->words * sizeof *ix->scratch);
+        uint32_t md;
+        atomic_fetch_add_explicit(&ix->walks, 1, memory_order_relaxed);
+        walk(ix, state, ws_run, NULL, NULL, ix->scratch, &md);
+        const uint32_t *m;
+        sv_status st = cons_insert(ix, ix->scratch, &m);
+        if (st) {
+            pthread_mutex_unlock(&ix->lock);
+            return st;
+        }
+        ix->maxd[key] = md;
+        ix->known++;
+        p = (uintptr_t)m;
+        atomic_store_explicit(&ix->memo[key], p, memory_order_release);
+    }
+    pthread_mutex_unlock(&ix->lock);
+    *mask = (const uint32_t *)p;
+    if (max_dist) *max_dist = ix->maxd[key];
+    return SV_OK;
+}
+
+int32_t sv_token_index_next(const sv_token_index_t *ix, int32_t s, int32_t id) {
+    const sv_token_set_t *ts = ix->ts;
+    if (s < 0 || id < 0 || (uint32_t)id >= ts->n || ts->kind[id] != SV_TOKKIND_NORMAL) return SV_DFA_DEAD;
+    const sv_dfa_t *d = ix->dfa;
+    const uint8_t *b = ts->buf + ts->off[id];
+    for (uint32_t i = 0, L = ts->len[id]; i < L && s >= 0; i++) s = d->trans[(size_t)s * d->nclasses + d->classes[b[i]]];
+    return s;
+}
+
+void sv_token_index_stats(sv_token_index_t *ix, sv_token_index_stats_t *st) {
+    pthread_mutex_lock(&ix->lock);
+    st->distinct_masks = ix->ncons;
+    st->known_entries = ix->known;
+    st->mask_bytes = ix->mask_bytes;
+    st->walks = atomic_load(&ix->walks);
+    pthread_mutex_unlock(&ix->lock);
+}

@@ -1,0 +1,123 @@
+/* token_index.h — from DFA states to vocabulary masks.
+ *
+ * The DFA speaks bytes, the model speaks tokens. A token set is a
+ * vocabulary as the index sees it: each id's exact bytes and its kind. It is
+ * built once per tokenizer (a trie of the token byte strings laid out in
+ * depth-first order, so a walk is a linear scan that skips dead subtrees)
+ * and is immutable and shareable between threads.
+ *
+ * A token index pairs one DFA with one token set. The allowed set of a state
+ * is every normal token whose bytes the DFA walks from that state without
+ * dying, plus the end-of-generation tokens when the state accepts. Masks are
+ * computed lazily on first request and memoized per (state, whitespace
+ * bucket); equal masks are stored once (hash-consed). A mask is a bitset of
+ * sv_token_set_mask_words() 32-bit words, bit (id & 31) of word (id >> 5);
+ * ids at or beyond the token set's size (padding rows of the logits) are
+ * always 0.
+ *
+ * Whitespace cap: with ws_cap > 0 (for DFAs built in `flexible` whitespace
+ * mode), no run of JSON whitespace bytes (space, tab, LF, CR) in the output
+ * may exceed ws_cap bytes. The cap is a runtime counter, not DFA states: the
+ * matcher tracks the current trailing run, and masks are keyed by (state,
+ * run). Runs inside string content count too.
+ *
+ * Thread safety: sv_token_index_mask may be called from several threads at
+ * once (reads are lock-free once a mask is known; computing one takes the
+ * index's lock). */
+#ifndef SV_FSM_TOKEN_INDEX_H
+#define SV_FSM_TOKEN_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dfa.h"
+
+/* Token kinds. */
+enum {
+    SV_TOKKIND_NORMAL = 0, /* text: allowed wherever the DFA walks its bytes */
+    SV_TOKKIND_NEVER = 1,  /* special/control/unused/empty: never in constrained text */
+    SV_TOKKIND_EOG = 2,    /* ends generation (EOS, end of turn): allowed exactly in accepting states */
+};
+
+#define SV_TOKEN_SET_MAX_IDS (1u << 24)
+#define SV_TOKEN_SET_MAX_BYTES 4096u
+
+typedef struct sv_token_set sv_token_set_t;
+
+/* Builds a token set of n ids. bytes[i]/lens[i] are token i's bytes (copied;
+ * NULL or length 0 makes the token NEVER); kinds[i] is an SV_TOKKIND_*.
+ * mask_bits is the logits row length (>= n; padded vocabularies have more
+ * rows than tokens). */
+sv_status sv_token_set_create(uint32_t n, uint32_t mask_bits, const uint8_t *const *bytes, const uint32_t *lens,
+                              const uint8_t *kinds, sv_token_set_t **out, sv_error_t *err);
+void sv_token_set_destroy(sv_token_set_t *ts);
+
+uint32_t sv_token_set_size(const sv_token_set_t *ts);
+uint32_t sv_token_set_mask_bits(const sv_token_set_t *ts);
+uint32_t sv_token_set_mask_words(const sv_token_set_t *ts);
+/* Token bytes (borrowed) or NULL with *len = 0 for a NEVER/EOG token. */
+const uint8_t *sv_token_set_bytes(const sv_token_set_t *ts, int32_t id, uint32_t *len);
+uint8_t sv_token_set_kind(const sv_token_set_t *ts, int32_t id);
+/* True when every one of the 256 bytes is a NORMAL token of its own: then
+ * any byte string can be emitted, one token per byte, and a distance in
+ * bytes bounds a distance in tokens. */
+bool sv_token_set_has_all_bytes(const sv_token_set_t *ts);
+/* Trie nodes (for statistics). */
+uint32_t sv_token_set_num_nodes(const sv_token_set_t *ts);
+
+typedef struct sv_token_index sv_token_index_t;
+
+typedef struct sv_token_index_opts {
+    uint32_t ws_cap;          /* 0: no cap; else the longest whitespace run (flexible mode) */
+    size_t max_mask_bytes;    /* memory for memoized masks (default 256 MiB); beyond it,
+                                 sv_token_index_mask answers SV_ERR_BUDGET and callers
+                                 compute with sv_token_index_fill */
+} sv_token_index_opts_t;
+
+void sv_token_index_opts_default(sv_token_index_opts_t *o);
+
+/* Pairs dfa with ts. On success the index owns dfa (freed by
+ * sv_token_index_destroy); ts is borrowed and must outlive it. */
+sv_status sv_token_index_create(sv_dfa_t *dfa, const sv_token_set_t *ts, const sv_token_index_opts_t *o,
+                                sv_token_index_t **out, sv_error_t *err);
+void sv_token_index_destroy(sv_token_index_t *ix);
+
+const sv_dfa_t *sv_token_index_dfa(const sv_token_index_t *ix);
+const sv_token_set_t *sv_token_index_tokens(const sv_token_index_t *ix);
+uint32_t sv_token_index_ws_cap(const sv_token_index_t *ix);
+
+/* The memoized mask of (state, ws_run) (ws_run is clamped to ws_cap; pass 0
+ * without a cap). *mask is borrowed for the index's lifetime. *max_dist, if
+ * non-NULL, gets the largest DFA distance (bytes to acceptance) among the
+ * states the allowed normal tokens lead to (0 when none). SV_ERR_BUDGET when
+ * the memo is full and the mask is new. state must be live. */
+sv_status sv_token_index_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run, const uint32_t **mask,
+                              uint32_t *max_dist);
+
+/* Computes the mask of (state, ws_run) into dst (mask_words words) without
+ * memoizing it. With a filter, a normal token is kept only when
+ * filter(ctx, next_state) is true (the matcher's budget rule). Returns the
+ * number of allowed tokens. */
+typedef bool (*sv_token_filter_fn)(void *ctx, int32_t next_state);
+uint32_t sv_token_index_fill(const sv_token_index_t *ix, int32_t state, uint32_t ws_run, sv_token_filter_fn filter,
+                             void *ctx, uint32_t *dst);
+
+/* The state after token id from state s: SV_DFA_DEAD when the token's bytes
+ * do not walk (and for NEVER/EOG tokens). Ignores the whitespace cap. */
+int32_t sv_token_index_next(const sv_token_index_t *ix, int32_t s, int32_t id);
+
+/* The whitespace run after emitting token id with run ws_run before it, and
+ * whether the token respects the cap. */
+bool sv_token_index_ws_after(const sv_token_index_t *ix, uint32_t ws_run, int32_t id, uint32_t *ws_after);
+
+/* Statistics: distinct masks stored, (state, bucket) masks known, bytes held. */
+typedef struct sv_token_index_stats {
+    uint32_t distinct_masks;
+    uint32_t known_entries;
+    size_t mask_bytes;
+    uint64_t walks;           /* trie walks done (memo misses + fills) */
+} sv_token_index_stats_t;
+void sv_token_index_stats(sv_token_index_t *ix, sv_token_index_stats_t *st);
+
+#endif

@@ -1,0 +1,268 @@
+/* constraint_cache.c — a thread-safe, byte-bounded LRU of compiled
+ * constraints. Entries live in a list ordered by last use (head = newest)
+ * and are found by a linear scan of 64-bit key hashes, then a full key
+ * compare (caches of compiled schemas hold hundreds of entries, not
+ * millions). */
+#include "constraint_cache.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsm/regex.h"
+#include "src/util/clock.h"
+
+struct sv_constraint {
+    struct sv_constraint *prev, *next;
+    uint64_t hash;
+    char *key;
+    size_t keylen;
+    sv_token_index_t *ix;     /* NULL while compiling */
+    uint32_t refs;
+    bool ready, failed;
+    size_t bytes;             /* last accounted */
+    uint64_t compile_us;
+};
+
+struct sv_constraint_cache {
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    sv_constraint_t *head, *tail;
+    uint32_t n;
+    size_t max_bytes, bytes;
+    uint64_t hits, misses, evictions, waits;
+};
+
+sv_status sv_ccache_create(size_t max_bytes, sv_constraint_cache_t **out, sv_error_t *err) {
+    sv_constraint_cache_t *c = calloc(1, sizeof *c);
+    if (!c) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->done, NULL);
+    c->max_bytes = max_bytes;
+    *out = c;
+    return SV_OK;
+}
+
+static void free_entry(sv_constraint_t *e) {
+    sv_token_index_destroy(e->ix);
+    free(e->key);
+    free(e);
+}
+
+void sv_ccache_destroy(sv_constraint_cache_t *c) {
+    if (!c) return;
+    for (sv_constraint_t *e = c->head, *nx; e; e = nx) {
+        nx = e->next;
+        free_entry(e);
+    }
+    pthread_cond_destroy(&c->done);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+static void unlink_entry(sv_constraint_cache_t *c, sv_constraint_t *e) {
+    if (e->prev) e->prev->next = e->next;
+    else c->head = e->next;
+    if (e->next) e->next->prev = e->prev;
+    else c->tail = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void push_front(sv_constraint_cache_t *c, sv_constraint_t *e) {
+    e->prev = NULL;
+    e->next = c->head;
+    if (c->head) c->head->prev = e;
+    c->head = e;
+    if (!c->tail) c->tail = e;
+}
+
+static size_t entry_bytes(sv_constraint_t *e) {
+    size_t b = sizeof *e + e->keylen;
+    if (e->ix) {
+        sv_token_index_stats_t st;
+        sv_token_index_stats(e->ix, &st);
+        b += sv_dfa_memory(sv_token_index_dfa(e->ix)) + st.mask_bytes;
+    }
+    return b;
+}
+
+/* Re-accounts every entry and evicts unheld ones from the cold end until
+ * the total fits. Under the lock. */
+static void shrink(sv_constraint_cache_t *c) {
+    size_t total = 0;
+    for (sv_constraint_t *e = c->head; e; e = e->next) {
+        if (e->ready) e->bytes = entry_bytes(e);
+        total += e->bytes;
+    }
+    for (sv_constraint_t *e = c->tail, *pv; e && total > c->max_bytes; e = pv) {
+        pv = e->prev;
+        if (e->refs || !e->ready) continue;
+        total -= e->bytes;
+        unlink_entry(c, e);
+        c->n--;
+        c->evictions++;
+        free_entry(e);
+    }
+    c->bytes = total;
+}
+
+/* The key: kind, options that change the language, token set, whitespace
+ * cap, then the canonical text. */
+static char *make_key(sv_constraint_kind kind, const char *text, size_t len, const sv_schema_opts_t *o,
+                      const sv_token_set_t *tokens, uint32_t ws_cap, size_t *klen, sv_error_t *err) {
+    char *canon = NULL;
+    const char *body = text;
+    size_t blen = len;
+    if (kind == SV_CONSTRAINT_SCHEMA) {
+        json_error_t je;
+        json_t *doc = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+        if (doc) {
+            canon = json_dumps(doc, JSON_ENCODE_ANY | JSON_COMPACT);
+            json_decref(doc);
+            if (canon) body = canon, blen = strlen(canon);
+        }
+        /* text that does not parse is keyed as is; compiling reports it */
+    }
+    char head[256];
+    int h = snprintf(head, sizeof head, "%d|%p|%u|%d|%d|%d|%u|%u|%u|", (int)kind, (const void *)tokens, ws_cap,
+                     (int)o->ws, (int)o->strict_properties, (int)o->unknown_formats_ok, o->max_ref_depth,
+                     o->max_any_depth, o->max_string_length);
+    char *key = malloc((size_t)h + blen + 1);
+    if (!key) {
+        free(canon);
+        sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+        return NULL;
+    }
+    memcpy(key, head, (size_t)h);
+    memcpy(key + h, body, blen);
+    key[h + blen] = 0;
+    *klen = (size_t)h + blen;
+    free(canon);
+    return key;
+}
+
+sv_status sv_ccache_get(sv_constraint_cache_t *c, sv_constraint_kind kind, const char *text, size_t len,
+                        const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap,
+                        sv_constraint_t **out, bool *hit, sv_error_t *err) {
+    *out = NULL;
+    if (hit) *hit = false;
+    sv_schema_opts_t def;
+    if (!opts) {
+        sv_schema_opts_default(&def);
+        opts = &def;
+    }
+    size_t klen;
+    char *key = make_key(kind, text, len, opts, tokens, ws_cap, &klen, err);
+    if (!key) return SV_ERR_NOMEM;
+    uint64_t h = hash_bytes(key, klen);
+
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        sv_constraint_t *e = c->head;
+        while (e && !(e->hash == h && e->keylen == klen && memcmp(e->key, key, klen) == 0)) e = e->next;
+        if (!e) break;
+        if (!e->ready) { /* someone is compiling it: wait, then look again */
+            c->waits++;
+            e->refs++;
+            while (!e->ready) pthread_cond_wait(&c->done, &c->lock);
+            e->refs--;
+            if (e->failed) {
+                if (!e->refs) free_entry(e);
+                continue; /* compile it ourselves, to get the error */
+            }
+        }
+        e->refs++;
+        unlink_entry(c, e);
+        push_front(c, e);
+        c->hits++;
+        pthread_mutex_unlock(&c->lock);
+        free(key);
+        if (hit) *hit = true;
+        *out = e;
+        return SV_OK;
+    }
+    /* a miss: publish a placeholder, compile outside the lock */
+    sv_constraint_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        pthread_mutex_unlock(&c->lock);
+        free(key);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
+    e->hash = h;
+    e->key = key;
+    e->keylen = klen;
+    e->refs = 1;
+    push_front(c, e);
+    c->n++;
+    c->misses++;
+    pthread_mutex_unlock(&c->lock);
+
+    uint64_t t0 = sv_now_ns();
+    sv_dfa_t *dfa = NULL;
+    sv_status st = kind == SV_CONSTRAINT_SCHEMA ? sv_schema_compile(text, len, opts, &dfa, NULL, err)
+                                                : sv_regex_compile(text, len, &opts->lim, &dfa, err);
+    sv_token_index_t *ix = NULL;
+    if (!st) {
+        sv_token_index_opts_t io;
+        sv_token_index_opts_default(&io);
+        io.ws_cap = ws_cap;
+        st = sv_token_index_create(dfa, tokens, &io, &ix, err);
+        if (st) sv_dfa_destroy(dfa);
+    }
+    uint64_t us = (sv_now_ns() - t0) / 1000;
+
+    pthread_mutex_lock(&c->lock);
+    e->ready = true;
+    e->compile_us = us;
+    if (st) {
+        /* failures are not cached: unlink; waiters see `failed` and retry */
+        e->failed = true;
+        unlink_entry(c, e);
+        c->n--;
+        e->refs--;
+        pthread_cond_broadcast(&c->done);
+        bool last = e->refs == 0;
+        pthread_mutex_unlock(&c->lock);
+        if (last) free_entry(e);
+        return st;
+    }
+    e->ix = ix;
+    shrink(c);
+    pthread_cond_broadcast(&c->done);
+    pthread_mutex_unlock(&c->lock);
+    *out = e;
+    return SV_OK;
+}
+
+void sv_constraint_release(sv_constraint_cache_t *c, sv_constraint_t *e) {
+    if (!e) return;
+    pthread_mutex_lock(&c->lock);
+    e->refs--;
+    shrink(c);
+    pthread_mutex_unlock(&c->lock);
+}
+
+sv_token_index_t *sv_constraint_index(sv_constraint_t *e) { return e->ix; }
+uint64_t sv_constraint_compile_us(const sv_constraint_t *e) { return e->compile_us; }
+
+void sv_ccache_stats(sv_constraint_cache_t *c, sv_ccache_stats_t *st) {
+    pthread_mutex_lock(&c->lock);
+    st->entries = c->n;
+    st->bytes = c->bytes;
+    st->hits = c->hits;
+    st->misses = c->misses;
+    st->evictions = c->evictions;
+    st->waits = c->waits;
+    pthread_mutex_unlock(&c->lock);
+}

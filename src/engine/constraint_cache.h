@@ -1,0 +1,63 @@
+/* constraint_cache.h — compiled constraints, shared and bounded.
+ *
+ * Compiling a schema and warming its token index costs milliseconds to
+ * seconds; agents and batch jobs send the same schema again and again. The
+ * cache keys a compiled constraint (its DFA and token index, with every mask
+ * computed so far) by the canonical constraint text (a schema re-serialized
+ * compactly in its own key order, since order is meaningful to sieve; a
+ * regex verbatim), its kind, the compile options that change the language
+ * (whitespace mode, strict properties, unknown formats, depths, string-length
+ * narrowing) and the token set. Budgets are not part of the key: they bound
+ * work, not the result.
+ *
+ * It is bounded in bytes (DFA tables plus the masks each index has stored,
+ * which grow as requests visit new states): least recently used entries that
+ * no request holds are evicted until the total fits. A request holds its
+ * entry from sv_ccache_get to sv_constraint_release, so an entry in use is
+ * never freed under it.
+ *
+ * Thread-safe: any thread may get and release. When several threads ask for
+ * the same missing key at once, one compiles and the others wait for it.
+ * Failed compilations are not cached (the error goes to each caller). */
+#ifndef SV_ENGINE_CONSTRAINT_CACHE_H
+#define SV_ENGINE_CONSTRAINT_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsm/schema.h"
+#include "fsm/token_index.h"
+
+typedef enum { SV_CONSTRAINT_REGEX, SV_CONSTRAINT_SCHEMA } sv_constraint_kind;
+
+typedef struct sv_constraint_cache sv_constraint_cache_t;
+typedef struct sv_constraint sv_constraint_t;
+
+/* max_bytes: the budget (entries in use may exceed it until released).
+ * Token sets are keyed by address: they must outlive the cache. */
+sv_status sv_ccache_create(size_t max_bytes, sv_constraint_cache_t **out, sv_error_t *err);
+/* Frees every entry; no entry may be held. */
+void sv_ccache_destroy(sv_constraint_cache_t *c);
+
+/* The compiled constraint for (kind, text, opts, tokens, ws_cap), compiled
+ * on a miss. opts may be NULL for defaults (its lim bounds the compile).
+ * *hit says whether it was found. On success the caller holds *out and
+ * must sv_constraint_release it. */
+sv_status sv_ccache_get(sv_constraint_cache_t *c, sv_constraint_kind kind, const char *text, size_t len,
+                        const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap,
+                        sv_constraint_t **out, bool *hit, sv_error_t *err);
+void sv_constraint_release(sv_constraint_cache_t *c, sv_constraint_t *e);
+
+sv_token_index_t *sv_constraint_index(sv_constraint_t *e);
+/* Microseconds the compilation took (0 for entries compiled by nobody yet). */
+uint64_t sv_constraint_compile_us(const sv_constraint_t *e);
+
+typedef struct sv_ccache_stats {
+    uint32_t entries;
+    size_t bytes;          /* as of the last accounting (each get and release) */
+    uint64_t hits, misses, evictions, waits;
+} sv_ccache_stats_t;
+void sv_ccache_stats(sv_constraint_cache_t *c, sv_ccache_stats_t *st);
+
+#endif
