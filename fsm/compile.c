@@ -1,26 +1,10 @@
 /* compile.c — the pipeline from an AST (or a regex) to the canonical DFA. */
 #include <stdlib.h>
 
-#include "../src/util/clock.h"
 #include "dfa_internal.h"
 #include "regex.h"
 
-sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
-    sv_fsm_limits_t def;
-    if (!lim) sv_fsm_limits_default(&def), lim = &def;
-    uint64_t t0 = sv_now_ns();
-    sv_nfa_t nfa;
-    sv_status st = sv_nfa_build(ast, lim, &nfa, err);
-    if (st) return st;
-    sv_rawdfa_t raw = {0};
-    st = sv_dfa_determinize(&nfa, lim, t0, &raw, err);
-    sv_nfa_free(&nfa);
-    if (st) return st;
-    if (!st) st = sv_dfa_minimize_budget(&raw, lim, err);
-    if (!st) st = sv_dfa_minimize(&raw, out, err);
-    sv_rawdfa_free(&raw);
-    return st;
-}
+/* sv_dfa_from_ast is in dfa_cache.c (the pipeline behind a process-wide memo). */
 
 sv_status sv_regex_compile(const char *pattern, size_t len, const sv_fsm_limits_t *lim, sv_dfa_t **out,
                            sv_error_t *err) {

@@ -156,7 +156,7 @@ static sv_status intern(det_t *d, bool acc, int32_t *id) {
                             "patterns like (a|b)*a(a|b){n} grow exponentially", d->lim->max_dfa_states);
     if (d->deadline_ns && (d->nstates & 63) == 0 && sv_now_ns() > d->deadline_ns)
         return sv_error_set(d->err, SV_ERR_TIMEOUT, -1, "compiling the constraint exceeded the time budget of %llu ms",
-                            (unsigned long long)(d->lim->max_time_us / 1000));
+                            (unsigned long long)((d->lim->time_budget_us ? d->lim->time_budget_us : d->lim->max_time_us) / 1000));
     if (d->nstates == d->capstates) {
         uint32_t cap = d->capstates ? d->capstates * 2 : 256;
         size_t *so = realloc(d->set_off, cap * sizeof *so);
@@ -238,6 +238,7 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
     uint32_t *bucket_n = calloc(256, sizeof *bucket_n);
     uint32_t *bucket_off = calloc(257, sizeof *bucket_off);
     int32_t *bucket = malloc(16 * sizeof *bucket); /* never NULL below: no pointer arithmetic on NULL */
+    uint32_t seed_hash[256];
     if (!d.mark || !d.mark_eol || !d.stack || !d.set || !targets || !bucket_n || !bucket_off || !bucket) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
         goto done;
@@ -286,14 +287,28 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
             for (uint32_t c = d.classes[s->lo]; c <= d.classes[s->hi]; c++)
                 bucket[bucket_off[c] + bucket_n[c]++] = s->out;
         }
+        /* Classes with the same seeds (in the same order, since buckets fill
+         * in set order) go to the same state: one closure per distinct list. */
         for (uint32_t c = 0; c < d.nclasses; c++) {
             uint32_t m = bucket_n[c];
             const int32_t *seeds = bucket + bucket_off[c];
-            int32_t next;
-            if (c > 0 && m == bucket_n[c - 1] && (m == 0 || memcmp(seeds, bucket + bucket_off[c - 1], m * sizeof *seeds) == 0)) {
-                next = d.trans[(size_t)cur * d.nclasses + c - 1]; /* same seeds as the previous class */
+            uint32_t h = hash_set(seeds, m, false);
+            seed_hash[c] = h;
+            int32_t next = 0;
+            bool found = false;
+            if (m == 0) {
+                next = SV_DFA_DEAD, found = true;
             } else {
-                if (m) memcpy(targets, seeds, m * sizeof *seeds);
+                for (uint32_t c2 = c; c2-- > 0;)
+                    if (seed_hash[c2] == h && bucket_n[c2] == m &&
+                        memcmp(seeds, bucket + bucket_off[c2], m * sizeof *seeds) == 0) {
+                        next = d.trans[(size_t)cur * d.nclasses + c2];
+                        found = true;
+                        break;
+                    }
+            }
+            if (!found) {
+                memcpy(targets, seeds, m * sizeof *seeds);
                 bool a = closure(&d, targets, m, false);
                 if ((st = intern(&d, a, &next))) goto done;
             }

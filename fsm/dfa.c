@@ -10,6 +10,7 @@ void sv_fsm_limits_default(sv_fsm_limits_t *lim) {
     lim->max_dfa_states = 200000;
     lim->max_memory = (size_t)1 << 30;
     lim->max_time_us = 10 * 1000 * 1000;
+    lim->time_budget_us = 0;
 }
 
 void sv_dfa_destroy(sv_dfa_t *d) {

@@ -30,6 +30,8 @@ typedef struct sv_fsm_limits {
     uint32_t max_dfa_states;  /* states during subset construction */
     size_t max_memory;        /* bytes held by the construction at once */
     uint64_t max_time_us;     /* wall time for one compilation; 0 = none */
+    uint64_t time_budget_us;  /* for messages: the whole compilation's budget when
+                                 max_time_us is what is left of it (0: max_time_us) */
 } sv_fsm_limits_t;
 
 /* Defaults: 2M NFA states, 200k DFA states, 1 GiB, 10 s. */
@@ -78,6 +80,11 @@ typedef enum {
 } sv_dfa_op;
 sv_status sv_dfa_product(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, const sv_fsm_limits_t *lim,
                          sv_dfa_t **out, sv_error_t *err);
+
+/* The process-wide memo of compiled ASTs (dfa_cache.c): a byte budget
+ * (default 64 MiB; 0 turns it off and empties it), and its counters. */
+void sv_dfa_cache_configure(size_t max_bytes);
+void sv_dfa_cache_stats(uint64_t *hits, uint64_t *misses, size_t *bytes);
 
 /* Structural equality (same language, since both are minimal and BFS-numbered). */
 bool sv_dfa_equal(const sv_dfa_t *a, const sv_dfa_t *b);

@@ -18,6 +18,7 @@ struct sv_dfa {
     uint32_t *forced_len;     /* (nstates): 0 if not forced */
     uint8_t *forced_buf;      /* the forced chains, each state's a suffix of one */
     uint32_t nforced;         /* states with forced_len > 0 */
+    _Atomic uint64_t fp;      /* fingerprint of the tables (dfa_cache.c), 0 = not yet */
 };
 
 /* Thompson NFA over bytes. */

@@ -91,7 +91,7 @@ sv_status sv_dfa_product(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, con
                         goto done;
                     }
                     if (deadline && (n & 255) == 0 && sv_now_ns() > deadline) {
-                        st = sv_error_set(err, SV_ERR_TIMEOUT, -1, "combining constraints exceeded the time budget of %llu ms", (unsigned long long)(lim->max_time_us / 1000));
+                        st = sv_error_set(err, SV_ERR_TIMEOUT, -1, "combining constraints exceeded the time budget of %llu ms", (unsigned long long)((lim->time_budget_us ? lim->time_budget_us : lim->max_time_us) / 1000));
                         goto done;
                     }
                     if (n == cap) {

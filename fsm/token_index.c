@@ -44,15 +44,10 @@ struct sv_token_set {
     int32_t *sorted;       /* NORMAL ids sorted by bytes */
     uint32_t max_len;
     /* Subtree summaries, for nodes with at least SUMMARY_MIN tokens below:
-     * nsum[i] indexes sum_bytes (the set of bytes on every edge of the
-     * subtree, the node's own edge included) and sum_lo/sum_hi (the range of
-     * `sorted` the subtree's tokens occupy), or is UINT32_MAX. */
+     * nsum[i] indexes sums, or is UINT32_MAX. */
     uint32_t *nsum;
-    uint64_t (*sum_bytes)[4];
-    uint32_t *sum_lo, *sum_hi;
-    uint16_t *sum_maxlen;  /* the longest token in the subtree */
-    uint8_t *sum_utf8;     /* every token's bytes from this node on are UTF-8 from a
-                              character boundary (possibly cut short at the end) */
+    struct summary *sums;
+    uint16_t *sorted_len;  /* token lengths in `sorted` order */
     uint32_t nsums;
     /* the same nodes packed for the walk: one 8-byte record each */
     struct node *nodes;
@@ -86,6 +81,15 @@ typedef struct root_mask {
     root_sig_t sig;
     uint32_t *mask;
 } root_mask_t;
+
+/* One record per summarized node, so a check touches one cache line. */
+typedef struct summary {
+    uint64_t bytes[4];     /* every byte on an edge of the subtree, the node's own included */
+    uint32_t lo, hi;       /* the subtree's tokens: sorted[lo..hi) */
+    uint16_t maxlen;       /* the longest token in the subtree */
+    uint8_t utf8;          /* every token's bytes from this node on are UTF-8 from a
+                              character boundary (possibly cut short at the end) */
+} summary_t;
 
 typedef struct node {
     uint32_t skip;
@@ -130,11 +134,8 @@ void sv_token_set_destroy(sv_token_set_t *ts) {
     free(ts->ntok_n);
     free(ts->sorted);
     free(ts->nsum);
-    free(ts->sum_bytes);
-    free(ts->sum_lo);
-    free(ts->sum_hi);
-    free(ts->sum_utf8);
-    free(ts->sum_maxlen);
+    free(ts->sums);
+    free(ts->sorted_len);
     free(ts->nodes);
     free(ts->tok_ascii);
     free(ts->tok_first);
@@ -203,13 +204,13 @@ static sv_status build_summaries(sv_token_set_t *ts, sv_error_t *err) {
         ts->nsum[i] = k >= SUMMARY_MIN && ts->nskip[i] - i > 1 ? count++ : UINT32_MAX;
     }
     ts->nsums = count;
-    ts->sum_bytes = calloc(count ? count : 1, sizeof *ts->sum_bytes);
-    ts->sum_lo = malloc((count ? count : 1) * sizeof *ts->sum_lo);
-    ts->sum_hi = malloc((count ? count : 1) * sizeof *ts->sum_hi);
-    ts->sum_utf8 = malloc(count ? count : 1);
-    if (ts->sum_utf8) memset(ts->sum_utf8, 1, count ? count : 1);
-    ts->sum_maxlen = calloc(count ? count : 1, sizeof *ts->sum_maxlen);
-    if (!ts->sum_bytes || !ts->sum_lo || !ts->sum_hi || !ts->sum_utf8 || !ts->sum_maxlen) {
+    ts->sums = calloc(count ? count : 1, sizeof *ts->sums);
+    ts->sorted_len = malloc((ntok ? ntok : 1) * sizeof *ts->sorted_len);
+    if (ts->sums)
+        for (uint32_t j = 0; j < count; j++) ts->sums[j].utf8 = 1;
+    if (ts->sorted_len)
+        for (uint32_t j = 0; j < ntok; j++) ts->sorted_len[j] = (uint16_t)ts->len[ts->sorted[j]];
+    if (!ts->sums || !ts->sorted_len) {
         free(first);
         return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory building the vocabulary trie");
     }
@@ -226,12 +227,12 @@ static sv_status build_summaries(sv_token_set_t *ts, sv_error_t *err) {
         uint8_t b = ts->nbyte[i];
         for (uint32_t a = 1; a <= d; a++) {
             uint32_t si = ts->nsum[anc[a]];
-            if (si != UINT32_MAX) ts->sum_bytes[si][b >> 6] |= 1ull << (b & 63);
+            if (si != UINT32_MAX) ts->sums[si].bytes[b >> 6] |= 1ull << (b & 63);
         }
         if (ts->nsum[i] != UINT32_MAX) {
-            ts->sum_lo[ts->nsum[i]] = first[i];
-            ts->sum_hi[ts->nsum[i]] = first[ts->nskip[i]];
-            if (is_cont(b)) ts->sum_utf8[ts->nsum[i]] = 0;
+            ts->sums[ts->nsum[i]].lo = first[i];
+            ts->sums[ts->nsum[i]].hi = first[ts->nskip[i]];
+            if (is_cont(b)) ts->sums[ts->nsum[i]].utf8 = 0;
         }
         for (uint32_t k = 0; k < ts->ntok_n[i]; k++) {
             int32_t id = ts->sorted[ts->ntok_lo[i] + k];
@@ -239,8 +240,8 @@ static sv_status build_summaries(sv_token_set_t *ts, sv_error_t *err) {
             for (uint32_t a = 1; a <= d; a++) {
                 uint32_t si = ts->nsum[anc[a]];
                 if (si == UINT32_MAX) continue;
-                if (v > a - 1) ts->sum_utf8[si] = 0;
-                if (ts->len[id] > ts->sum_maxlen[si]) ts->sum_maxlen[si] = (uint16_t)ts->len[id];
+                if (v > a - 1) ts->sums[si].utf8 = 0;
+                if (ts->len[id] > ts->sums[si].maxlen) ts->sums[si].maxlen = (uint16_t)ts->len[id];
             }
         }
     }
@@ -466,9 +467,14 @@ struct sv_token_index {
     /* the state most ASCII bytes lead to, and those bytes */
     _Atomic int32_t *st_uni;
     _Atomic uint64_t (*st_uniset)[2];
+    /* runs: from s, how many uniform steps keep the same byte set and
+     * UTF-8 flag, and the largest distance on the way */
+    _Atomic uint64_t (*st_live)[2];   /* ASCII bytes with a live transition */
+    _Atomic uint16_t *st_run;
+    _Atomic uint32_t *st_runmaxd;
 };
 
-enum { ST_LOOP = 1, ST_UTF8_KNOWN = 2, ST_UTF8 = 4, ST_UNI = 8, ST_UNI8_KNOWN = 16, ST_UNI8 = 32 };
+enum { ST_LOOP = 1, ST_UTF8_KNOWN = 2, ST_UTF8 = 4, ST_UNI = 8, ST_UNI8_KNOWN = 16, ST_UNI8 = 32, ST_RUN = 64, ST_LIVE = 128 };
 
 void sv_token_index_opts_default(sv_token_index_opts_t *o) {
     o->ws_cap = 0;
@@ -499,8 +505,14 @@ sv_status sv_token_index_create(sv_dfa_t *dfa, const sv_token_set_t *ts, const s
     ix->st_loop = calloc(dfa->nstates, sizeof *ix->st_loop);
     ix->st_uni = calloc(dfa->nstates, sizeof *ix->st_uni);
     ix->st_uniset = calloc(dfa->nstates, sizeof *ix->st_uniset);
+    ix->st_run = calloc(dfa->nstates, sizeof *ix->st_run);
+    ix->st_live = calloc(dfa->nstates, sizeof *ix->st_live);
+    ix->st_runmaxd = calloc(dfa->nstates, sizeof *ix->st_runmaxd);
     if (!ix->memo || !ix->maxd || !ix->scratch || !ix->cons || !ix->st_flags || !ix->st_loop || !ix->st_uni ||
-        !ix->st_uniset) {
+        !ix->st_uniset || !ix->st_run || !ix->st_runmaxd || !ix->st_live) {
+        free(ix->st_live);
+        free(ix->st_run);
+        free(ix->st_runmaxd);
         free(ix->st_flags);
         free(ix->st_loop);
         free(ix->st_uni);
@@ -529,6 +541,9 @@ void sv_token_index_destroy(sv_token_index_t *ix) {
     free(ix->st_loop);
     free(ix->st_uni);
     free(ix->st_uniset);
+    free(ix->st_run);
+    free(ix->st_runmaxd);
+    free(ix->st_live);
     pthread_mutex_destroy(&ix->lock);
     sv_dfa_destroy(ix->dfa);
     free(ix);
@@ -570,16 +585,22 @@ typedef struct {
     int n;
 } seen_t;
 
+/* Bytes of one class move every state alike, so each check below looks at
+ * one byte per class of its range. */
 static bool back_to(const sv_dfa_t *d, int32_t s, int32_t t, int k, seen_t *seen) {
-    /* s: the state every character must end in */
     /* from t, k more continuation bytes must lead to s */
     if (t < 0) return false;
     if (k == 0) return t == s;
     for (int i = 0; i < seen->n; i++)
         if (seen->st[i] == t && seen->depth[i] == k) return true;
     const int32_t *row = d->trans + (size_t)t * d->nclasses;
-    for (int c = 0x80; c <= 0xBF; c++)
-        if (!back_to(d, s, row[d->classes[c]], k - 1, seen)) return false;
+    uint64_t done[4] = {0, 0, 0, 0};
+    for (int c = 0x80; c <= 0xBF; c++) {
+        uint8_t cl = d->classes[c];
+        if ((done[cl >> 6] >> (cl & 63)) & 1) continue;
+        done[cl >> 6] |= 1ull << (cl & 63);
+        if (!back_to(d, s, row[cl], k - 1, seen)) return false;
+    }
     if (seen->n < 16) {
         seen->st[seen->n] = t;
         seen->depth[seen->n++] = (uint8_t)k;
@@ -591,18 +612,31 @@ static bool back_to(const sv_dfa_t *d, int32_t s, int32_t t, int k, seen_t *seen
 static bool utf8_to(const sv_dfa_t *d, int32_t from, int32_t s) {
     seen_t seen = {.n = 0};
     const int32_t *row = d->trans + (size_t)from * d->nclasses;
+    /* leads that share a class and a continuation range are checked once */
+    uint32_t checked[64];
+    int nchecked = 0;
     for (int lead = 0xC2; lead <= 0xF4; lead++) {
-        int32_t t = row[d->classes[lead]];
-        if (t < 0) return false;
         int n = lead < 0xE0 ? 1 : lead < 0xF0 ? 2 : 3;
         int lo = 0x80, hi = 0xBF;
         if (lead == 0xE0) lo = 0xA0;
         if (lead == 0xED) hi = 0x9F;
         if (lead == 0xF0) lo = 0x90;
         if (lead == 0xF4) hi = 0x8F;
+        uint32_t key = (uint32_t)d->classes[lead] << 24 | (uint32_t)n << 16 | (uint32_t)lo << 8 | (uint32_t)hi;
+        int j = 0;
+        while (j < nchecked && checked[j] != key) j++;
+        if (j < nchecked) continue;
+        if (nchecked < 64) checked[nchecked++] = key;
+        int32_t t = row[d->classes[lead]];
+        if (t < 0) return false;
         const int32_t *r2 = d->trans + (size_t)t * d->nclasses;
-        for (int c = lo; c <= hi; c++)
-            if (!back_to(d, s, r2[d->classes[c]], n - 1, &seen)) return false;
+        uint64_t done[4] = {0, 0, 0, 0};
+        for (int c = lo; c <= hi; c++) {
+            uint8_t cl = d->classes[c];
+            if ((done[cl >> 6] >> (cl & 63)) & 1) continue;
+            done[cl >> 6] |= 1ull << (cl & 63);
+            if (!back_to(d, s, r2[cl], n - 1, &seen)) return false;
+        }
     }
     return true;
 }
@@ -681,10 +715,96 @@ static bool state_uni8(const sv_token_index_t *ix, int32_t s, int32_t uni) {
  * ending on the chain within h steps, or inside a character just before).
  * A string with maxLength counts its characters that way. *maxd gets the
  * largest distance of those end states. */
+/* The ASCII bytes with a live transition from s. */
+static void state_live(const sv_token_index_t *ix, int32_t s, uint64_t out[2]) {
+    if (atomic_load_explicit(&ix->st_flags[s], memory_order_acquire) & ST_LIVE) {
+        out[0] = atomic_load_explicit(&ix->st_live[s][0], memory_order_relaxed);
+        out[1] = atomic_load_explicit(&ix->st_live[s][1], memory_order_relaxed);
+        return;
+    }
+    const sv_dfa_t *d = ix->dfa;
+    const int32_t *row = d->trans + (size_t)s * d->nclasses;
+    out[0] = out[1] = 0;
+    for (int b = 0; b < 128; b++)
+        if (row[d->classes[b]] >= 0) out[b >> 6] |= 1ull << (b & 63);
+    atomic_store_explicit(&ix->st_live[s][0], out[0], memory_order_relaxed);
+    atomic_store_explicit(&ix->st_live[s][1], out[1], memory_order_relaxed);
+    atomic_fetch_or_explicit(&ix->st_flags[s], ST_LIVE, memory_order_release);
+}
+
+#define RUN_MAX 1024
+#define RUN_INF UINT16_MAX
+
+/* The run from s (see st_run), computed along the chain and cached for
+ * every state on it. */
+static uint32_t state_run(const sv_token_index_t *ix, int32_t s, uint32_t *maxd) {
+    if (atomic_load_explicit(&ix->st_flags[s], memory_order_acquire) & ST_RUN) {
+        *maxd = atomic_load_explicit(&ix->st_runmaxd[s], memory_order_relaxed);
+        return atomic_load_explicit(&ix->st_run[s], memory_order_relaxed);
+    }
+    const sv_dfa_t *d = ix->dfa;
+    int32_t chain[RUN_MAX + 1];
+    uint64_t set0[2], set[2];
+    int32_t t = state_uni(ix, s, set0);
+    bool u0 = t >= 0 && state_uni8(ix, s, t);
+    int n = 0;
+    chain[n++] = s;
+    uint32_t len = 0, md = 0;
+    bool inf = false, tail_known = false;
+    int32_t x = s;
+    while (t >= 0 && n <= RUN_MAX) {
+        /* x -> t is a uniform step with set0 */
+        if (t == x) { inf = true; break; }
+        int32_t t2 = state_uni(ix, t, set);
+        bool u = t2 >= 0 && state_uni8(ix, t, t2);
+        if (set[0] != set0[0] || set[1] != set0[1] || u != u0 || t2 < 0) break;
+        if (atomic_load_explicit(&ix->st_flags[t], memory_order_acquire) & ST_RUN) { tail_known = true; break; }
+        chain[n++] = t;
+        x = t;
+        t = t2;
+    }
+    /* backfill: chain[i] -> chain[i+1] -> ... ; the last one steps to t */
+    if (inf) {
+        len = RUN_INF;
+        md = d->dist[t];
+    } else if (tail_known) {
+        uint32_t tm = atomic_load_explicit(&ix->st_runmaxd[t], memory_order_relaxed);
+        uint32_t tl = atomic_load_explicit(&ix->st_run[t], memory_order_relaxed);
+        len = tl == RUN_INF ? RUN_INF : tl + 1;
+        md = tm > d->dist[t] ? tm : d->dist[t];
+    } else {
+        len = t >= 0 ? 1 : 0;
+        md = t >= 0 ? d->dist[t] : 0;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        if (i < n - 1) {
+            int32_t nx = chain[i + 1];
+            if (len != RUN_INF) len = len + 1 < RUN_INF ? len + 1 : RUN_INF - 1;
+            if (d->dist[nx] > md) md = d->dist[nx];
+        }
+        atomic_store_explicit(&ix->st_run[chain[i]], (uint16_t)len, memory_order_relaxed);
+        atomic_store_explicit(&ix->st_runmaxd[chain[i]], md, memory_order_relaxed);
+        atomic_fetch_or_explicit(&ix->st_flags[chain[i]], ST_RUN, memory_order_release);
+    }
+    *maxd = atomic_load_explicit(&ix->st_runmaxd[s], memory_order_relaxed);
+    return atomic_load_explicit(&ix->st_run[s], memory_order_relaxed);
+}
+
 static bool chain_ok(const sv_token_index_t *ix, int32_t s, const uint64_t *sb, bool high, uint32_t h,
                      uint32_t *maxd, uint32_t *limit) {
     uint32_t md = 0;
     *limit = h;
+    {   /* the common case in O(1): the whole subtree fits in s's run */
+        uint64_t set[2];
+        int32_t t = state_uni(ix, s, set);
+        if (t >= 0 && !(sb[0] & ~set[0]) && !(sb[1] & ~set[1]) && (!high || state_uni8(ix, s, t))) {
+            uint32_t rm, run = state_run(ix, s, &rm);
+            if (h <= run) {
+                *maxd = rm + (high ? 3 : 0);
+                return true;
+            }
+        }
+    }
     for (uint32_t k = 0; k < h; k++) {
         uint64_t set[2];
         int32_t t = state_uni(ix, s, set);
@@ -693,10 +813,9 @@ static bool chain_ok(const sv_token_index_t *ix, int32_t s, const uint64_t *sb, 
              * the subtree dies at s, exactly the tokens of at most k bytes
              * (from here) are allowed. */
             if (high || k == 0) return false;
-            const sv_dfa_t *d = ix->dfa;
-            const int32_t *row = d->trans + (size_t)s * d->nclasses;
-            for (int b = 0; b < 128; b++)
-                if (((sb[b >> 6] >> (b & 63)) & 1) && row[d->classes[b]] >= 0) return false;
+            uint64_t live[2];
+            state_live(ix, s, live);
+            if ((sb[0] & live[0]) || (sb[1] & live[1])) return false;
             *limit = k;
             break;
         }
@@ -847,17 +966,18 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
         if (nd.flags) {
             if (nd.flags & NODE_SUMMARY) {
                 uint32_t si = ts->nsum[i];
-                const uint64_t *sb = ts->sum_bytes[si];
+                const summary_t *sm = &ts->sums[si];
+                const uint64_t *sb = sm->bytes;
                 bool high = sb[2] | sb[3];
                 /* cheap necessary conditions first: an ASCII edge must loop */
-                bool maybe = nd.byte < 0x80 ? ns == ps : (ts->sum_utf8[si] && !filter);
+                bool maybe = nd.byte < 0x80 ? ns == ps : (sm->utf8 && !filter);
                 uint64_t lp[2] = {0, 0};
                 if (maybe) state_loops(ix, ps, lp);
-                if (maybe && !(sb[0] & ~lp[0]) && !(sb[1] & ~lp[1]) && (!high || (ts->sum_utf8[si] && !filter))) {
+                if (maybe && !(sb[0] & ~lp[0]) && !(sb[1] & ~lp[1]) && (!high || (sm->utf8 && !filter))) {
                     bool ok = !high || state_utf8(ix, ps);
                     if (ok && use_root && ps == c && pure[nd.depth - 1] && (!high || u8)) {
 #ifdef TI_STATS
-                        ti_skipped_root += ts->sum_hi[si] - ts->sum_lo[si];
+                        ti_skipped_root += sm->hi - sm->lo;
 #endif
                         i = nd.skip; /* all in the root mask */
                         continue;
@@ -867,9 +987,9 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
                          * character) at most 3 bytes before it */
                         if (!filter || filter(ctx, ps)) {
 #ifdef TI_STATS
-                            ti_bulk_tokens += ts->sum_hi[si] - ts->sum_lo[si];
+                            ti_bulk_tokens += sm->hi - sm->lo;
 #endif
-                            for (uint32_t j = ts->sum_lo[si], e = ts->sum_hi[si]; j < e; j++) {
+                            for (uint32_t j = sm->lo, e = sm->hi; j < e; j++) {
                                 int32_t id = ts->sorted[j];
                                 if (cap && !ws_ok(ts, cap, run, id)) continue;
                                 dst[id >> 5] |= 1u << (id & 31);
@@ -884,15 +1004,15 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
                 /* a chain: strings that advance one state per byte (a
                  * string with maxLength counts its characters that way) */
                 uint32_t cm, lim;
-                if (!filter && (!high || ts->sum_utf8[si]) &&
-                    chain_ok(ix, ps, sb, high, ts->sum_maxlen[si] - (nd.depth - 1u), &cm, &lim)) {
+                if (!filter && (!high || sm->utf8) &&
+                    chain_ok(ix, ps, sb, high, sm->maxlen - (nd.depth - 1u), &cm, &lim)) {
 #ifdef TI_STATS
-                    ti_bulk_tokens += ts->sum_hi[si] - ts->sum_lo[si];
+                    ti_bulk_tokens += sm->hi - sm->lo;
 #endif
                     uint32_t maxlen = lim + (nd.depth - 1u);
-                    for (uint32_t j = ts->sum_lo[si], e = ts->sum_hi[si]; j < e; j++) {
+                    for (uint32_t j = sm->lo, e = sm->hi; j < e; j++) {
                         int32_t id = ts->sorted[j];
-                        if (ts->len[id] > maxlen || (cap && !ws_ok(ts, cap, run, id))) continue;
+                        if (ts->sorted_len[j] > maxlen || (cap && !ws_ok(ts, cap, run, id))) continue;
                         dst[id >> 5] |= 1u << (id & 31);
                     }
                     if (cm > maxd) maxd = cm;
@@ -938,7 +1058,11 @@ uint32_t sv_token_index_fill(const sv_token_index_t *ix, int32_t state, uint32_t
     atomic_fetch_add_explicit(&((sv_token_index_t *)ix)->walks, 1, memory_order_relaxed);
     walk(ix, state, ws_run, filter, ctx, dst, NULL);
     uint32_t count = 0;
-    for (uint32_t w = 0; w < ix->ts->words; w++) count += (uint32_t)__builtin_popcount(dst[w]);
+    for (uint32_t w = 0; w < ix->ts->words; w++) { /* portable popcount (no -mpopcnt in the baseline ABI) */
+        uint32_t x = dst[w] - ((dst[w] >> 1) & 0x55555555u);
+        x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+        count += (((x + (x >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24;
+    }
     return count;
 }
 

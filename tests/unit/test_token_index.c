@@ -214,9 +214,9 @@ static void check_state(sv_token_index_t *ix, const vocab_t *v, int32_t s, uint3
     uint32_t maxd;
     CHECK(sv_token_index_mask(ix, s, run, &m, &maxd) == SV_OK, "%s: mask failed", name);
     uint32_t *f = malloc(words * sizeof *f);
-    sv_token_index_fill(ix, s, run, NULL, NULL, f);
+    uint32_t fcount = sv_token_index_fill(ix, s, run, NULL, NULL, f);
     CHECK(memcmp(f, m, words * sizeof *f) == 0, "%s: state %d: memoized mask differs from fill", name, s);
-    uint32_t bad = 0, realmax = 0;
+    uint32_t bad = 0, realmax = 0, nwant = 0;
     for (uint32_t id = 0; id < sv_token_set_mask_bits(ts); id++) {
         bool got = (m[id >> 5] >> (id & 31)) & 1u, want;
         if (id >= v->n) want = false;
@@ -230,10 +230,12 @@ static void check_state(sv_token_index_t *ix, const vocab_t *v, int32_t s, uint3
             CHECK(nx == bx, "%s: state %d token %u: next %d, walk %d", name, s, id, nx, bx);
             if (want && sv_dfa_distance(d, nx) > realmax) realmax = sv_dfa_distance(d, nx);
         }
+        nwant += want;
         if (got != want && bad++ < 3)
             CHECK(0, "%s: state %d run %u token %u (%u bytes): index %d, brute force %d", name, s, run, id,
                   id < v->n ? v->lens[id] : 0, got, want);
     }
+    CHECK(fcount == nwant, "%s: state %d: fill counts %u tokens, brute force %u", name, s, fcount, nwant);
     CHECK(maxd >= realmax, "%s: state %d: max_dist %u below the true %u", name, s, maxd, realmax);
     free(f);
 }

@@ -1,0 +1,306 @@
+/* dfa_cache.c — a process-wide memo of sv_dfa_from_ast.
+ *
+ * Schema compilation builds the same automata again and again: the content
+ * of a JSON string, numbers, free-form values nested a few levels, formats,
+ * common patterns. Each is a small AST whose DFA costs milliseconds. The
+ * memo keys a DFA by a serialization of its AST; an embedded DFA enters the
+ * key by a fingerprint of its tables, so an automaton built on cached parts
+ * is found again in the next compilation even though those parts are fresh
+ * copies. Callers get a copy (they own and free it as before), so entries
+ * can be evicted at any time: the memo is an LRU bounded in bytes, under one
+ * mutex. Keys longer than KEY_MAX bytes and DFAs over MAX_STATES states are
+ * not cached. Failures are never cached. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfa_internal.h"
+
+#define KEY_MAX 16384
+#define MAX_STATES 65536
+#define BUCKETS 1024
+
+typedef struct entry {
+    struct entry *prev, *next;   /* LRU, newest first */
+    struct entry *chain;         /* hash bucket */
+    uint64_t hash;
+    uint8_t *key;
+    size_t keylen, bytes;
+    sv_dfa_t *dfa;
+} entry_t;
+
+static struct {
+    pthread_mutex_t lock;
+    entry_t *bucket[BUCKETS];
+    entry_t *head, *tail;
+    size_t bytes, max_bytes;
+    uint64_t hits, misses;
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .max_bytes = (size_t)64 << 20};
+
+/* ---- DFA copies and fingerprints ------------------------------------------ */
+
+static size_t forced_bytes(const sv_dfa_t *d) {
+    size_t n = 0;
+    for (uint32_t s = 0; s < d->nstates; s++)
+        if ((size_t)d->forced_off[s] + d->forced_len[s] > n) n = (size_t)d->forced_off[s] + d->forced_len[s];
+    return n;
+}
+
+static sv_dfa_t *clone(const sv_dfa_t *d) {
+    sv_dfa_t *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    *c = *d;
+    atomic_init(&c->fp, atomic_load(&d->fp));
+    size_t n = d->nstates, fb = forced_bytes(d);
+    c->trans = malloc(n * d->nclasses * sizeof *c->trans);
+    c->accept = malloc(n ? n : 1);
+    c->dist = malloc(n * sizeof *c->dist);
+    c->forced_off = malloc(n * sizeof *c->forced_off);
+    c->forced_len = malloc(n * sizeof *c->forced_len);
+    c->forced_buf = malloc(fb + 1);
+    if (!c->trans || !c->accept || !c->dist || !c->forced_off || !c->forced_len || !c->forced_buf) {
+        sv_dfa_destroy(c);
+        return NULL;
+    }
+    memcpy(c->trans, d->trans, n * d->nclasses * sizeof *c->trans);
+    memcpy(c->accept, d->accept, n);
+    memcpy(c->dist, d->dist, n * sizeof *c->dist);
+    memcpy(c->forced_off, d->forced_off, n * sizeof *c->forced_off);
+    memcpy(c->forced_len, d->forced_len, n * sizeof *c->forced_len);
+    if (fb) memcpy(c->forced_buf, d->forced_buf, fb);
+    return c;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+/* A fingerprint of the language: minimal BFS-numbered DFAs of one language
+ * have identical tables. Cached in the DFA (immutable once built). */
+static uint64_t fingerprint(const sv_dfa_t *cd) {
+    sv_dfa_t *d = (sv_dfa_t *)cd;
+    uint64_t fp = atomic_load_explicit(&d->fp, memory_order_relaxed);
+    if (fp) return fp;
+    uint64_t h = mix(d->nstates, d->nclasses);
+    for (int b = 0; b < 256; b++) h = mix(h, d->classes[b]);
+    for (size_t i = 0; i < (size_t)d->nstates * d->nclasses; i++) h = mix(h, (uint32_t)d->trans[i]);
+    for (uint32_t s = 0; s < d->nstates; s++) h = mix(h, d->accept[s]);
+    if (!h) h = 1;
+    atomic_store_explicit(&d->fp, h, memory_order_relaxed);
+    return h;
+}
+
+/* ---- keys ----------------------------------------------------------------- */
+
+typedef struct {
+    uint8_t buf[KEY_MAX];
+    size_t n;
+    bool full;
+} key_t;
+
+static void put(key_t *k, const void *p, size_t n) {
+    if (k->full || k->n + n > KEY_MAX) {
+        k->full = true;
+        return;
+    }
+    memcpy(k->buf + k->n, p, n);
+    k->n += n;
+}
+
+static void put32(key_t *k, uint32_t v) { put(k, &v, sizeof v); }
+
+static void ser(key_t *k, const sv_ast_t *a, int depth) {
+    if (k->full) return;
+    if (!a || depth > 200) {
+        k->full = true;
+        return;
+    }
+    put32(k, (uint32_t)a->kind);
+    switch (a->kind) {
+    case SV_AST_NONE:
+    case SV_AST_EMPTY:
+    case SV_AST_BOL:
+    case SV_AST_EOL: break;
+    case SV_AST_CLASS:
+        put32(k, a->nranges);
+        put(k, a->ranges, a->nranges * sizeof *a->ranges);
+        break;
+    case SV_AST_BYTES:
+        put32(k, (uint32_t)a->lo << 8 | a->hi);
+        break;
+    case SV_AST_CAT:
+    case SV_AST_ALT:
+        put32(k, a->nkids);
+        for (uint32_t i = 0; i < a->nkids; i++) ser(k, a->kids[i], depth + 1);
+        break;
+    case SV_AST_REPEAT:
+        put32(k, a->min);
+        put32(k, a->max);
+        ser(k, a->kids[0], depth + 1);
+        break;
+    case SV_AST_DFA: {
+        uint64_t fp = fingerprint(a->dfa);
+        put(k, &fp, sizeof fp);
+        put32(k, a->dfa->nstates);
+        put32(k, a->json_escape);
+        break;
+    }
+    case SV_AST_GRAPH:
+        put32(k, a->nnodes);
+        put32(k, a->nedges);
+        put(k, a->final, a->nnodes);
+        for (uint32_t i = 0; i < a->nedges; i++) {
+            put32(k, a->edges[i].from);
+            put32(k, a->edges[i].to);
+            if (a->edges[i].label) ser(k, a->edges[i].label, depth + 1);
+            else put32(k, UINT32_MAX);
+        }
+        break;
+    }
+}
+
+static uint64_t hash_key(const key_t *k) {
+    uint64_t h = 0x84222325cbf29ce4ull;
+    for (size_t i = 0; i < k->n; i++) h = (h ^ k->buf[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* ---- the memo ------------------------------------------------------------------ */
+
+static void lru_unlink(entry_t *e) {
+    if (e->prev) e->prev->next = e->next;
+    else g.head = e->next;
+    if (e->next) e->next->prev = e->prev;
+    else g.tail = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void lru_front(entry_t *e) {
+    e->prev = NULL;
+    e->next = g.head;
+    if (g.head) g.head->prev = e;
+    g.head = e;
+    if (!g.tail) g.tail = e;
+}
+
+static void evict(entry_t *e) {
+    lru_unlink(e);
+    entry_t **pp = &g.bucket[e->hash % BUCKETS];
+    while (*pp != e) pp = &(*pp)->chain;
+    *pp = e->chain;
+    g.bytes -= e->bytes;
+    sv_dfa_destroy(e->dfa);
+    free(e->key);
+    free(e);
+}
+
+void sv_dfa_cache_configure(size_t max_bytes) {
+    pthread_mutex_lock(&g.lock);
+    g.max_bytes = max_bytes;
+    while (g.tail && g.bytes > g.max_bytes) evict(g.tail);
+    pthread_mutex_unlock(&g.lock);
+}
+
+void sv_dfa_cache_stats(uint64_t *hits, uint64_t *misses, size_t *bytes) {
+    pthread_mutex_lock(&g.lock);
+    if (hits) *hits = g.hits;
+    if (misses) *misses = g.misses;
+    if (bytes) *bytes = g.bytes;
+    pthread_mutex_unlock(&g.lock);
+}
+
+static sv_status compile_uncached(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
+
+sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
+    if (!g.max_bytes) return compile_uncached(ast, lim, out, err);
+    key_t *k = malloc(sizeof *k);
+    if (!k) return compile_uncached(ast, lim, out, err);
+    k->n = 0;
+    k->full = false;
+    ser(k, ast, 0);
+    if (k->full) {
+        free(k);
+        return compile_uncached(ast, lim, out, err);
+    }
+    uint64_t h = hash_key(k);
+    pthread_mutex_lock(&g.lock);
+    for (entry_t *e = g.bucket[h % BUCKETS]; e; e = e->chain)
+        if (e->hash == h && e->keylen == k->n && memcmp(e->key, k->buf, k->n) == 0) {
+            sv_dfa_t *c = clone(e->dfa);
+            if (c) {
+                lru_unlink(e);
+                lru_front(e);
+                g.hits++;
+                pthread_mutex_unlock(&g.lock);
+                free(k);
+                *out = c;
+                return SV_OK;
+            }
+            break;
+        }
+    g.misses++;
+    pthread_mutex_unlock(&g.lock);
+    sv_status st = compile_uncached(ast, lim, out, err);
+    if (st || (*out)->nstates > MAX_STATES) {
+        free(k);
+        return st;
+    }
+    entry_t *e = calloc(1, sizeof *e);
+    sv_dfa_t *c = e ? clone(*out) : NULL;
+    uint8_t *key = c ? malloc(k->n) : NULL;
+    if (!key) {
+        free(e);
+        sv_dfa_destroy(c);
+        free(k);
+        return SV_OK;
+    }
+    memcpy(key, k->buf, k->n);
+    e->hash = h;
+    e->key = key;
+    e->keylen = k->n;
+    e->dfa = c;
+    e->bytes = sizeof *e + k->n + sv_dfa_memory(c);
+    free(k);
+    pthread_mutex_lock(&g.lock);
+    bool dup = false;
+    for (entry_t *x = g.bucket[h % BUCKETS]; x; x = x->chain)
+        if (x->hash == h && x->keylen == e->keylen && memcmp(x->key, e->key, e->keylen) == 0) dup = true;
+    if (!dup && e->bytes <= g.max_bytes) {
+        e->chain = g.bucket[h % BUCKETS];
+        g.bucket[h % BUCKETS] = e;
+        lru_front(e);
+        g.bytes += e->bytes;
+        while (g.tail && g.bytes > g.max_bytes) evict(g.tail);
+        e = NULL;
+    }
+    pthread_mutex_unlock(&g.lock);
+    if (e) {
+        sv_dfa_destroy(e->dfa);
+        free(e->key);
+        free(e);
+    }
+    return SV_OK;
+}
+
+/* ---- the pipeline ---------------------------------------------------------------- */
+
+#include "../src/util/clock.h"
+
+static sv_status compile_uncached(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
+    sv_fsm_limits_t def;
+    if (!lim) sv_fsm_limits_default(&def), lim = &def;
+    uint64_t t0 = sv_now_ns();
+    sv_nfa_t nfa;
+    sv_status st = sv_nfa_build(ast, lim, &nfa, err);
+    if (st) return st;
+    sv_rawdfa_t raw = {0};
+    st = sv_dfa_determinize(&nfa, lim, t0, &raw, err);
+    sv_nfa_free(&nfa);
+    if (st) return st;
+    if (!st) st = sv_dfa_minimize_budget(&raw, lim, err);
+    if (!st) st = sv_dfa_minimize(&raw, out, err);
+    sv_rawdfa_free(&raw);
+    return st;
+}
