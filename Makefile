@@ -65,10 +65,27 @@ bench-coverage: bootstrap
 	.venv/bin/python tests/bench/maskbench_coverage.py --sieve build-rel/sieve \
 	  --data $(SHARED_DATA)/maskbench --out build-rel/maskbench/results.jsonl --jobs $(JOBS) $(COVERAGE_ARGS)
 
+# Token masks on the fixed 537-file MaskBench sample (about 4 minutes): the
+# MaskBench method with the Llama 3 tokenizer, one thread. The side-by-side
+# run with llguidance and XGrammar is tests/bench/maskbench_compare.sh (it
+# needs tests/bench/peers/setup.sh first; see BENCHMARKS.md).
+.PHONY: bench-masks
+bench-masks: bootstrap
+	@if [ ! -d "$(SHARED_DATA)/maskbench" ]; then \
+	  echo "bench-masks: $(SHARED_DATA)/maskbench is missing; this benchmark needs the data (see README)" >&2; exit 1; fi
+	cmake -S . -B build-rel -DSV_CUDA=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build build-rel -j $(JOBS)
+	python3 tests/bench/maskbench_prep.py --data $(SHARED_DATA)/maskbench \
+	  --sample tests/bench/maskbench_sample.txt --out build-rel/maskbench-prep
+	build-rel/sieve maskbench --tokenizer $(SHARED_DATA)/tokenizers/llama3/tokenizer.json \
+	  --tokenizer-config $(SHARED_DATA)/tokenizers/llama3/tokenizer_config.json \
+	  --per-schema build-rel/maskbench-prep > build-rel/maskbench-masks.jsonl
+	tail -1 build-rel/maskbench-masks.jsonl
+
 serve: build
 	@echo "sieve serve is not built yet: the server needs the tokenizer and token index," >&2
 	@echo "the CPU model runner, the engine and the HTTP layer (issues 4-7)." >&2
-	@echo "What works today: sieve compile | match | sample (see README)." >&2
+	@echo "What works today: sieve compile | match | sample | maskbench (see README)." >&2
 	@exit 1
 
 clean:

@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "dfa_internal.h"
+#include "regex.h"
 
 /* ---- plain decimals ------------------------------------------------------ */
 
@@ -456,6 +457,104 @@ sv_status sv_json_number(sv_arena_t *a, const sv_num_spec_t *spec, const sv_fsm_
     if (!n) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     *out = n;
     return SV_OK;
+}
+
+/* ---- exponent spellings --------------------------------------------------- */
+
+/* Compares two normalized decimals by value: -1, 0 or 1. */
+static int decimal_cmp(const decimal_t *x, const decimal_t *y) {
+    if (x->neg != y->neg) return x->neg ? -1 : 1;
+    int mag; /* |x| against |y| */
+    if (x->il != y->il) {
+        mag = x->il < y->il ? -1 : 1;
+    } else {
+        int r = memcmp(x->ip, y->ip, x->il);
+        if (r == 0) {
+            size_t n = x->fl < y->fl ? x->fl : y->fl;
+            r = memcmp(x->fp, y->fp, n);
+            if (r == 0) r = x->fl < y->fl ? -1 : x->fl > y->fl ? 1 : 0;
+        }
+        mag = r < 0 ? -1 : r > 0 ? 1 : 0;
+    }
+    return x->neg ? -mag : mag;
+}
+
+/* The relation of a bound's value (checked to parse) with the plain decimal lit. */
+static int bound_cmp(const sv_num_bound_t *b, const char *lit) {
+    decimal_t x, y;
+    decimal_parse(b->value, &x);
+    decimal_parse(lit, &y);
+    return decimal_cmp(&x, &y);
+}
+
+#define EXP_MANTISSA "[1-9](\\.[0-9]*[1-9])?"
+#define EXP_TINY "e-(0[5-9]|[1-9][0-9]|[12][0-9][0-9]|30[0-7])"
+#define EXP_HUGE "e\\+(1[6-9]|[2-9][0-9]|[12][0-9][0-9]|30[0-7])"
+#define E16 "10000000000000000"
+
+sv_status sv_json_number_exp(sv_arena_t *a, const sv_num_spec_t *spec, sv_ast_t **out, sv_error_t *err) {
+    if (!a || !spec || !out) return sv_error_set(err, SV_ERR_ARG, -1, "sv_json_number_exp: NULL argument");
+    *out = NULL;
+    if (spec->integer || spec->multiple_of) return SV_OK;
+    const sv_num_bound_t *mn = &spec->min, *mx = &spec->max;
+    decimal_t chk;
+    if ((mn->set && !decimal_parse(mn->value, &chk)) || (mx->set && !decimal_parse(mx->value, &chk)))
+        return sv_error_set(err, SV_ERR_ARG, -1, "a bound is not a plain decimal");
+    /* 1e308 and -1e308 as plain decimals. */
+    char p308[311], n308[311];
+    p308[0] = '1', n308[0] = '-', n308[1] = '1';
+    memset(p308 + 1, '0', 308), memset(n308 + 2, '0', 308);
+    p308[309] = '\0', n308[310] = '\0';
+    /* Whether every value of a group satisfies the bounds (a lower bound
+     * below the group's least value, an upper bound above its greatest). */
+    bool tiny_pos = (!mn->set || bound_cmp(mn, "0") <= 0) && (!mx->set || bound_cmp(mx, "0.0001") >= 0);
+    bool tiny_neg = (!mn->set || bound_cmp(mn, "-0.0001") <= 0) && (!mx->set || bound_cmp(mx, "0") >= 0);
+    bool huge_pos = (!mn->set || bound_cmp(mn, E16) < 0 || (bound_cmp(mn, E16) == 0 && !mn->exclusive)) &&
+                    (!mx->set || bound_cmp(mx, p308) >= 0);
+    bool huge_neg = (!mn->set || bound_cmp(mn, n308) <= 0) &&
+                    (!mx->set || bound_cmp(mx, "-" E16) > 0 || (bound_cmp(mx, "-" E16) == 0 && !mx->exclusive));
+    const char *groups[4][2] = {{"", EXP_TINY}, {"-", EXP_TINY}, {"", EXP_HUGE}, {"-", EXP_HUGE}};
+    bool keep[4] = {tiny_pos, tiny_neg, huge_pos, huge_neg};
+    char pat[512];
+    size_t n = 0;
+    for (int g = 0; g < 4; g++) {
+        if (!keep[g]) continue;
+        n += (size_t)snprintf(pat + n, sizeof pat - n, "%s%s%s%s", n ? "|" : "", groups[g][0], EXP_MANTISSA, groups[g][1]);
+    }
+    if (n == 0) return SV_OK;
+    return sv_regex_parse(pat, n, a, out, err);
+}
+
+bool sv_json_number_exp_spelling(const char *decimal, char *buf, size_t cap) {
+    decimal_t d;
+    if (!decimal_parse(decimal, &d) || decimal_is_zero(&d)) return false;
+    /* The significant digits are positions [first, last] of ip·fp (the
+     * integer digits then the fraction digits); e is the decimal exponent of
+     * the first one. */
+    size_t total = d.il + d.fl, first = 0, last = total;
+    long e;
+    if (!(d.il == 1 && d.ip[0] == '0')) {
+        e = (long)d.il - 1;
+    } else {
+        first = 1;
+        while (first < total && d.fp[first - 1] == '0') first++;
+        e = -(long)first;
+    }
+#define DIGIT(i) ((i) < d.il ? d.ip[i] : d.fp[(i) - d.il])
+    while (last > first + 1 && DIGIT(last - 1) == '0') last--;
+    size_t nd = last - first;
+    if (nd > 17 || (e >= -4 && e < 16) || e < -307 || e > 307) return false;
+    char tmp[48];
+    size_t k = 0;
+    if (d.neg) tmp[k++] = '-';
+    tmp[k++] = DIGIT(first);
+    if (nd > 1) tmp[k++] = '.';
+    for (size_t i = first + 1; i < last; i++) tmp[k++] = DIGIT(i);
+#undef DIGIT
+    k += (size_t)snprintf(tmp + k, sizeof tmp - k, "e%c%02ld", e < 0 ? '-' : '+', e < 0 ? -e : e);
+    if (k + 1 > cap) return false;
+    memcpy(buf, tmp, k + 1);
+    return true;
 }
 
 /* ---- sv_json_number_value ------------------------------------------------ */

@@ -36,9 +36,27 @@ void sv_schema_opts_default(sv_schema_opts_t *o) {
     memset(o, 0, sizeof *o);
     o->ws = SV_WS_CANONICAL;
     o->max_ref_depth = 5;
-    o->max_any_depth = 3;
+    o->max_any_depth = 3; /* auto reaches deeper but compiles several times slower (BENCHMARKS.md) */
+    o->any_depth_total = 6;
     o->max_string_length = 512;
     sv_fsm_limits_default(&o->lim);
+}
+
+uint32_t sv_sc_any_depth(sctx_t *c, uint32_t level) {
+    if (c->o->max_any_depth != SV_SCHEMA_ANY_DEPTH_AUTO) return c->o->max_any_depth;
+    uint32_t t = c->o->any_depth_total;
+    uint32_t d = level < t ? t - level : 0;
+    if (d <= SV_SCHEMA_ANY_DEPTH_MIN) return SV_SCHEMA_ANY_DEPTH_MIN;
+    c->deep_any = true;
+    return d;
+}
+
+uint32_t sv_sc_child_level(const sctx_t *c, const sv_loc_t *loc) {
+    /* Levels past the one where the depth bottoms out are all alike (so the
+     * memo shares their languages); with a fixed depth, all levels are. */
+    uint32_t cap = 0, t = c->o->any_depth_total;
+    if (c->o->max_any_depth == SV_SCHEMA_ANY_DEPTH_AUTO && t > SV_SCHEMA_ANY_DEPTH_MIN) cap = t - SV_SCHEMA_ANY_DEPTH_MIN;
+    return loc->level + 1 < cap ? loc->level + 1 : cap;
 }
 
 /* ---- errors and pointers --------------------------------------------------- */
@@ -67,6 +85,7 @@ const sv_fsm_limits_t *sv_sc_lim(sctx_t *c) {
     if (c->deadline_ns) {
         uint64_t now = sv_now_ns();
         c->lim_now.max_time_us = now >= c->deadline_ns ? 1 : (c->deadline_ns - now) / 1000 + 1;
+        c->lim_now.time_budget_us = c->o->lim.max_time_us;
     }
     return &c->lim_now;
 }
@@ -223,6 +242,92 @@ static sv_status closure_add(sctx_t *c, jvec_t *v, json_t *s, int depth) {
     return st;
 }
 
+static bool pattern_matches(sctx_t *c, const char *pattern, const char *key);
+
+/* Member context. A free member value (a key the schema at hand gives no
+ * schema, e.g. the base {"type": "object"} of a schema whose allOf names the
+ * properties) would be any value nested at most max_any_depth levels; that
+ * cut is needless where other schemas at the location constrain the member
+ * anyway. The context K of a location is a set of schemas that every valid
+ * value there satisfies: at the root, the root and what it applies
+ * unconditionally (allOf entries, a $ref, a one-branch anyOf/oneOf: ctx_add);
+ * at member k of a location with context K, the same closure of the schemas
+ * K's members put on k (properties, patternProperties, additionalProperties).
+ * Every object language built at a location gives a free member k the
+ * intersection of the languages of K's schemas for k instead of the any-value.
+ * That is exact: for values whose members satisfy K's member schemas (the
+ * values that matter, since K's own languages are conjuncts of the result),
+ * membership is unchanged in every language built at the location, positive
+ * or subtracted by not/oneOf/if; and any value outside them is rejected by
+ * the conjunct of K that it breaks (by induction on the value's depth). So
+ * free members are cut only where no schema at all constrains them. */
+static sv_status ctx_add(sctx_t *c, jvec_t *v, json_t *s, int depth) {
+    if (!json_is_object(s) || depth > 64) return SV_OK;
+    sv_status st;
+    json_t *ref = json_object_get(s, "$ref"), *t;
+    bool ref_only = ref && (c->draft <= 7 || json_object_size(s) == 1); /* siblings ignored */
+    if (!ref_only) {
+        uint32_t before = v->n;
+        if ((st = jvec_add(c, v, s)) || v->n == before) return st;
+        json_t *all = json_object_get(s, "allOf");
+        for (size_t i = 0; json_is_array(all) && i < json_array_size(all); i++)
+            if ((st = ctx_add(c, v, json_array_get(all, i), depth + 1))) return st;
+        static const char *const single[] = {"anyOf", "oneOf"};
+        for (int l = 0; l < 2; l++) {
+            json_t *a = json_object_get(s, single[l]);
+            if (json_is_array(a) && json_array_size(a) == 1 && (st = ctx_add(c, v, json_array_get(a, 0), depth + 1)))
+                return st;
+        }
+    }
+    if (json_is_string(ref)) {
+        sv_error_t *keep = c->err, scratch;
+        c->err = &scratch; /* unresolvable refs are reported where they are compiled */
+        bool ok = sv_sc_resolve_ref(c, s, json_string_value(ref), &t) == SV_OK;
+        c->err = keep;
+        if (ok && (st = ctx_add(c, v, t, depth + 1))) return st;
+    }
+    return SV_OK;
+}
+
+sv_status sv_sc_loc_context(sctx_t *c, json_t *const *seeds, uint32_t n, sv_loc_t *loc) {
+    jvec_t v = {0};
+    sv_status st = SV_OK;
+    for (uint32_t i = 0; i < n && !st; i++) st = ctx_add(c, &v, seeds[i], 0);
+    if (st) return st;
+    loc->ctx = v.v;
+    loc->nctx = v.n;
+    return SV_OK;
+}
+
+/* Whether a schema constrains nothing: true, or {} (annotations aside, which
+ * are rare here; anything else counts as a constraint). */
+static bool unconstrained(json_t *s) { return json_is_true(s) || (json_is_object(s) && json_object_size(s) == 0); }
+
+sv_status sv_sc_ctx_sources(sctx_t *c, const sv_loc_t *loc, const char *key, json_t ***out, uint32_t *n) {
+    jvec_t v = {0};
+    sv_status st = SV_OK;
+    for (uint32_t i = 0; i < loc->nctx && !st; i++) {
+        json_t *s = loc->ctx[i];
+        json_t *props = json_object_get(s, "properties"), *p = json_is_object(props) ? json_object_get(props, key) : NULL;
+        bool matched = p != NULL;
+        if (p && !unconstrained(p)) st = jvec_add(c, &v, p);
+        json_t *pp = json_object_get(s, "patternProperties"), *ps;
+        const char *pat;
+        if (json_is_object(pp)) json_object_foreach(pp, pat, ps) {
+            if (!st && pattern_matches(c, pat, key)) {
+                matched = true;
+                if (!unconstrained(ps)) st = jvec_add(c, &v, ps);
+            }
+        }
+        json_t *ap = json_object_get(s, "additionalProperties");
+        if (!st && !matched && json_is_object(ap) && !unconstrained(ap)) st = jvec_add(c, &v, ap);
+    }
+    if (st) return st;
+    *out = v.v;
+    *n = v.n;
+    return SV_OK;
+}
+
 sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, json_t *const *lits, uint32_t nlits,
                             sv_loc_t *out) {
     jvec_t v = {0}, l = {0};
@@ -235,11 +340,9 @@ sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, json_t 
         for (size_t j = 0; json_is_array(en) && j < json_array_size(en) && !st; j++) st = jvec_add(c, &l, json_array_get(en, j));
     }
     if (st) return st;
-    *out = (sv_loc_t){v.v, v.n, l.v, l.n};
+    *out = (sv_loc_t){v.v, v.n, l.v, l.n, NULL, 0, 1, 0};
     return SV_OK;
 }
-
-static bool pattern_matches(sctx_t *c, const char *pattern, const char *key);
 
 sv_status sv_sc_loc_property(sctx_t *c, const sv_loc_t *loc, const char *key, sv_loc_t *out) {
     jvec_t seeds = {0}, lits = {0};
@@ -262,8 +365,14 @@ sv_status sv_sc_loc_property(sctx_t *c, const sv_loc_t *loc, const char *key, sv
         json_t *x = json_is_object(loc->lits[i]) ? json_object_get(loc->lits[i], key) : NULL;
         if (x) st = jvec_add(c, &lits, x);
     }
-    if (st) return st;
-    return sv_sc_loc_closure(c, seeds.v, seeds.n, lits.v, lits.n, out);
+    json_t **cs;
+    uint32_t ncs;
+    if (st || (st = sv_sc_loc_closure(c, seeds.v, seeds.n, lits.v, lits.n, out)) ||
+        (st = sv_sc_ctx_sources(c, loc, key, &cs, &ncs)))
+        return st;
+    out->orders = loc->orders; /* the object at loc divides it among its members */
+    out->level = sv_sc_child_level(c, loc);
+    return sv_sc_loc_context(c, cs, ncs, out);
 }
 
 sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_t *out) {
@@ -286,8 +395,10 @@ sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_
         if (!json_is_array(a)) continue;
         for (size_t j = index; j < json_array_size(a) && !st; j++) st = jvec_add(c, &lits, json_array_get(a, j));
     }
-    if (st) return st;
-    return sv_sc_loc_closure(c, seeds.v, seeds.n, lits.v, lits.n, out);
+    if (st || (st = sv_sc_loc_closure(c, seeds.v, seeds.n, lits.v, lits.n, out))) return st;
+    out->orders = loc->orders;
+    out->level = sv_sc_child_level(c, loc);
+    return SV_OK;
 }
 
 typedef struct sv_patcache { const char *pattern; sv_dfa_t *dfa; sv_status st; } patcache_t;
@@ -443,7 +554,7 @@ static sv_status number_lang(sctx_t *c, json_t *s, bool integer, sv_ast_t **out)
         spec.multiple_of = sv_sc_decimal(c, m, buf, sizeof buf);
         if (!spec.multiple_of) return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "multipleOf", "multipleOf has an exponent beyond 4000");
     }
-    if (!spec.min.set && !spec.max.set && !spec.multiple_of && !integer) return sv_sc_any_number(c, false, out);
+    if (!spec.min.set && !spec.max.set && !spec.multiple_of && !integer) return sv_sc_any_number(c, true, out);
     sv_error_t e;
     sv_error_clear(&e);
     st = sv_json_number(c->arena, &spec, sv_sc_lim(c), out, &e);
@@ -452,10 +563,13 @@ static sv_status number_lang(sctx_t *c, json_t *s, bool integer, sv_ast_t **out)
         if (st == SV_ERR_EMPTY) return sv_sc_fail(c, st, kw, "no number satisfies the bounds: %s", e.message);
         return sv_sc_fail(c, st, kw, "%s", e.message);
     }
-    if (integer) return SV_OK; /* integers have one spelling already */
+    if (integer) return sv_sc_integer_spellings(c, *out, out);
     st = sv_sc_python_numbers(c, *out, out);
     if (st == SV_ERR_EMPTY) return sv_sc_fail(c, st, "multipleOf", "no number satisfies the constraints");
-    return st;
+    sv_ast_t *exp;
+    if (st || (st = sv_json_number_exp(c->arena, &spec, &exp, c->err)) || !exp) return st;
+    *out = sv_ast_alt(c->arena, (sv_ast_t *[]){*out, exp}, 2);
+    return *out ? SV_OK : sv_sc_nomem(c);
 }
 
 static sv_status type_lang(sctx_t *c, json_t *s, int type, const sv_loc_t *loc, sv_ast_t **out) {
@@ -488,12 +602,12 @@ static sv_status universe(sctx_t *c, const sv_loc_t *loc, sv_dfa_t **out) {
     sv_ast_t *alts[6];
     sv_status st;
     sv_dfa_t *content;
-    if ((st = sv_sc_any_number(c, true, &alts[0])) || (st = sv_sc_any_string_content(c, &content))) return st;
+    if ((st = sv_sc_any_number(c, false, &alts[0])) || (st = sv_sc_any_string_content(c, &content))) return st;
     alts[1] = sv_sc_quoted(c, content);
     alts[2] = sv_sc_lit(c, "null", 4);
     alts[3] = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_lit(c, "true", 4), sv_sc_lit(c, "false", 5)}, 2);
     uint32_t keep = c->canon_depth;
-    c->canon_depth = c->o->max_any_depth;
+    c->canon_depth = sv_sc_any_depth(c, loc->level);
     st = sv_sc_array(c, NULL, loc, true, &alts[4]);
     if (!st) st = sv_sc_object(c, NULL, loc, true, &alts[5]);
     c->canon_depth = keep;
@@ -625,6 +739,13 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
                 const char *d = sv_sc_decimal(c, v, buf, sizeof buf);
                 st = d ? SV_OK : sv_sc_fail(c, SV_ERR_UNSUPPORTED, cnst ? "const" : "enum", "number out of range");
                 if (!st && !(alts[k] = sv_sc_lit(c, d, strlen(d)))) st = sv_sc_nomem(c);
+                if (!st && c->draft >= 6) {
+                    /* and as an integral float: 10.0 (and -0.0 for 0) */
+                    sv_ast_t *f[2] = {sv_sc_cat2(c, alts[k], sv_ast_repeat(c->arena, sv_sc_lit(c, ".0", 2), 0, 1)),
+                                      sv_sc_lit(c, "-0.0", 4)};
+                    alts[k] = sv_ast_alt(c->arena, f, strcmp(d, "0") == 0 ? 2 : 1);
+                    if (!f[0] || !f[1] || !alts[k]) st = sv_sc_nomem(c);
+                }
             } else {
                 st = sv_sc_literal(c, v, loc, &alts[k]);
             }
@@ -693,7 +814,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
     if (!needs_dfa) {
         if (base && !anyl) *out = base;
         else if (anyl) *out = anyl;
-        else if ((st = sv_sc_any_value(c, c->o->max_any_depth, false, out))) return st;
+        else if ((st = sv_sc_any_value(c, sv_sc_any_depth(c, loc->level), out))) return st;
         return SV_OK;
     }
     sv_dfa_t *d;
@@ -842,7 +963,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
         else r = a ? a : b;
         if ((st = meet(c, &acc, &unset, r, "if"))) return st;
     }
-    if (unset) return sv_sc_any_value(c, c->o->max_any_depth, false, out);
+    if (unset) return sv_sc_any_value(c, sv_sc_any_depth(c, loc->level), out);
     if (!acc) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema at this location matches no value");
     *out = sv_ast_dfa(c->arena, acc, false);
     return *out ? SV_OK : sv_sc_nomem(c);
@@ -860,12 +981,15 @@ typedef struct sv_memo {
 } memo_t;
 
 static bool loc_equal(const sv_loc_t *a, const sv_loc_t *b) {
-    return a->n == b->n && a->nlits == b->nlits && (a->n == 0 || memcmp(a->v, b->v, a->n * sizeof *a->v) == 0) &&
-           (a->nlits == 0 || memcmp(a->lits, b->lits, a->nlits * sizeof *a->lits) == 0);
+    return a->n == b->n && a->nlits == b->nlits && a->nctx == b->nctx && a->orders == b->orders &&
+           a->level == b->level &&
+           (a->n == 0 || memcmp(a->v, b->v, a->n * sizeof *a->v) == 0) &&
+           (a->nlits == 0 || memcmp(a->lits, b->lits, a->nlits * sizeof *a->lits) == 0) &&
+           (a->nctx == 0 || memcmp(a->ctx, b->ctx, a->nctx * sizeof *a->ctx) == 0);
 }
 
 sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) {
-    if (json_is_true(s)) return sv_sc_any_value(c, c->o->max_any_depth, false, out);
+    if (json_is_true(s)) return sv_sc_any_value(c, sv_sc_any_depth(c, loc->level), out);
     if (json_is_false(s)) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema false matches no value");
     if (!json_is_object(s)) return sv_sc_fail(c, SV_ERR_SYNTAX, NULL, "a schema must be an object or a boolean");
     for (uint32_t i = 0; i < c->nmemo; i++)
@@ -901,6 +1025,44 @@ static int detect_draft(json_t *root) {
     return 2020;
 }
 
+/* One compilation of the loaded schema, objects accepting up to `orders` key
+ * orders along any path; *more_orders says whether some object took more
+ * than one, *deep whether some free-form value nests deeper than
+ * SV_SCHEMA_ANY_DEPTH_MIN. */
+static sv_status compile_attempt(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
+                                 uint64_t deadline, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
+                                 bool *more_orders, bool *deep) {
+    sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline};
+    c.arena = sv_arena_create(0);
+    if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    sv_loc_t loc;
+    sv_ast_t *top = NULL;
+    sv_status st = sv_sc_refs_index(&c);
+    if (!st) st = sv_sc_numtexts_index(&c, text, len);
+    if (!st) st = sv_sc_loc_closure(&c, &root, 1, NULL, 0, &loc);
+    if (!st) st = sv_sc_loc_context(&c, &root, 1, &loc);
+    loc.orders = orders;
+    if (!st) st = sv_sc_lang(&c, root, &loc, &top);
+    if (!st && o->ws == SV_WS_FLEXIBLE) top = sv_sc_cat3(&c, sv_sc_ws(&c), top, sv_sc_ws(&c));
+    if (!st) {
+        sv_error_t e;
+        sv_error_clear(&e);
+        st = sv_dfa_from_ast(top, sv_sc_lim(&c), out, &e);
+        if (st == SV_ERR_EMPTY) sv_sc_fail(&c, st, NULL, "the schema matches no value (it is unsatisfiable)");
+        else if (st) sv_sc_fail(&c, st, NULL, "%s", e.message);
+    } else if (st == SV_ERR_EMPTY && err && !strstr(err->message, "unsatisfiable")) {
+        static const char prefix[] = "the schema is unsatisfiable: ";
+        size_t keep = sizeof err->message - sizeof prefix;
+        memmove(err->message + sizeof prefix - 1, err->message, keep);
+        err->message[sizeof err->message - 1] = '\0';
+        memcpy(err->message, prefix, sizeof prefix - 1);
+    }
+    *more_orders = c.more_orders;
+    *deep = c.deep_any;
+    sv_arena_destroy(c.arena);
+    return st;
+}
+
 sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t *o, sv_dfa_t **out,
                             sv_schema_info_t *info, sv_error_t *err) {
     sv_schema_opts_t def;
@@ -917,35 +1079,27 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
                      je.line, je.column);
         return SV_ERR_SYNTAX;
     }
-    sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root)};
-    if (o->lim.max_time_us) c.deadline_ns = sv_now_ns() + o->lim.max_time_us * 1000;
-    c.arena = sv_arena_create(0);
-    sv_status st;
-    if (!c.arena) {
-        json_decref(root);
-        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    /* What goes beyond one canonical spelling per value and the old fixed
+     * depth of 3 (the deeper free-form values of auto near the root, extra
+     * key orders) is dropped again when it exceeds a budget: first the depth,
+     * then the orders. The later attempts share the time budget. */
+    uint64_t deadline = o->lim.max_time_us ? sv_now_ns() + o->lim.max_time_us * 1000 : 0;
+    sv_schema_opts_t shallow = *o;
+    shallow.max_any_depth = SV_SCHEMA_ANY_DEPTH_MIN;
+    uint32_t orders = SV_SCHEMA_MAX_ORDERS;
+    bool more_orders = false, deep = false;
+    sv_status st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep);
+    if (st == SV_ERR_BUDGET && deep) {
+        if (info) memset(info, 0, sizeof *info);
+        sv_error_clear(err);
+        o = &shallow;
+        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep);
     }
-    sv_loc_t loc;
-    sv_ast_t *top = NULL;
-    st = sv_sc_refs_index(&c);
-    if (!st) st = sv_sc_numtexts_index(&c, text, len);
-    if (!st) st = sv_sc_loc_closure(&c, &root, 1, NULL, 0, &loc);
-    if (!st) st = sv_sc_lang(&c, root, &loc, &top);
-    if (!st && o->ws == SV_WS_FLEXIBLE) top = sv_sc_cat3(&c, sv_sc_ws(&c), top, sv_sc_ws(&c));
-    if (!st) {
-        sv_error_t e;
-        sv_error_clear(&e);
-        st = sv_dfa_from_ast(top, sv_sc_lim(&c), out, &e);
-        if (st == SV_ERR_EMPTY) sv_sc_fail(&c, st, NULL, "the schema matches no value (it is unsatisfiable)");
-        else if (st) sv_sc_fail(&c, st, NULL, "%s", e.message);
-    } else if (st == SV_ERR_EMPTY && err && !strstr(err->message, "unsatisfiable")) {
-        static const char prefix[] = "the schema is unsatisfiable: ";
-        size_t keep = sizeof err->message - sizeof prefix;
-        memmove(err->message + sizeof prefix - 1, err->message, keep);
-        err->message[sizeof err->message - 1] = '\0';
-        memcpy(err->message, prefix, sizeof prefix - 1);
+    if (st == SV_ERR_BUDGET && more_orders) {
+        if (info) memset(info, 0, sizeof *info);
+        sv_error_clear(err);
+        st = compile_attempt(text, len, o, root, 1, deadline, out, info, err, &more_orders, &deep);
     }
-    sv_arena_destroy(c.arena);
     json_decref(root);
     return st;
 }

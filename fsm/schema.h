@@ -1,13 +1,18 @@
 /* schema.h — JSON Schema (drafts 4 to 2020-12) to a byte-level DFA.
  *
- * The DFA accepts the JSON texts of the values that validate against the
- * schema, spelled canonically: whitespace per the mode below, object keys in
- * one fixed order per position (the properties named by the schemas that
- * apply there, in first-appearance order; other keys after them), strings
- * with only the escapes json.dumps(ensure_ascii=False) writes, numbers as
- * json.dumps writes ints and floats but without exponents (10, 10.0, 0.5). Some valid values have other spellings that the DFA
- * rejects (1.0 for an integer, keys in another order, 1e-05): generation
- * never needs them. No invalid value is ever accepted.
+ * The DFA accepts JSON texts of values that validate against the schema, and
+ * every such value in its canonical spelling: whitespace per the mode below,
+ * object keys in one fixed order per position (the properties named by the
+ * schemas that apply there, in first-appearance order, then keys only
+ * required lists name; other keys after them), strings with only the escapes
+ * json.dumps(ensure_ascii=False) writes, numbers as json.dumps writes ints
+ * and floats (10, 10.0, 0.5, -0.0). Positive languages also take a few more
+ * spellings that real data uses: up to 3 more key orders per position (an
+ * anyOf/oneOf branch's, a required list's), 10.0 for an integer (draft 6
+ * on), and exponents for typed numbers (1e-05, 1e+16) where every value of
+ * the exponent range satisfies the bounds. Other spellings of valid values
+ * are rejected (keys in other orders, 1E-5): generation never needs them. No
+ * invalid value is ever accepted.
  *
  * Every keyword that constrains instances is either compiled exactly or
  * refused with an error naming the keyword and the JSON pointer of its
@@ -28,14 +33,22 @@ typedef enum {
     SV_WS_FLEXIBLE,   /* JSON whitespace wherever JSON allows it (runs capped by the matcher) */
 } sv_ws_mode;
 
+#define SV_SCHEMA_ANY_DEPTH_AUTO UINT32_MAX
+#define SV_SCHEMA_ANY_DEPTH_MIN 3  /* auto: the depth of values at level 3 and below */
+
 typedef struct sv_schema_opts {
     sv_ws_mode ws;
     bool strict_properties;    /* absent additionalProperties means false (vLLM's
                                   disable_additional_properties) */
     bool unknown_formats_ok;   /* treat unknown formats as annotations */
     uint32_t max_ref_depth;    /* expansions of one $ref along a path (default 5) */
-    uint32_t max_any_depth;    /* nesting of unconstrained values (default 3: a DFA
-                                  for nesting depth d needs about 2^d copies of a level) */
+    uint32_t max_any_depth;    /* nesting of unconstrained values: N levels wherever
+                                  they are (default 3), or SV_SCHEMA_ANY_DEPTH_AUTO:
+                                  max(3, any_depth_total - L) levels for a value at
+                                  instance level L (the root is level 0). A DFA for
+                                  depth d needs about 2^d copies of a level, so depth
+                                  goes where the values are few: near the root */
+    uint32_t any_depth_total;  /* auto: the nesting reached from the root (default 6) */
     uint32_t max_string_length;/* a maxLength above this is narrowed to it (default 512
                                   code points): each counted character costs DFA states */
     sv_fsm_limits_t lim;

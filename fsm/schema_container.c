@@ -12,7 +12,9 @@
  * it), emit ki (separator edge or epsilon into kmid, then the key and value),
  * and at i = n a loop of extra members. Each value language is built once
  * per (count, bits) pair, so an object with n optional keys costs O(n), not
- * O(n^2) as the regex (k1 (, k2)? ...)|(k2 ...)|... would.
+ * O(n^2) as the regex (k1 (, k2)? ...)|(k2 ...)|... would. Positions follow
+ * a key order: the canonical K, and in positive languages a few more
+ * (loc_orders), one such graph per order, the member values shared.
  *
  * An array is "[" items "]" with nodes (i, j): i items so far (up to
  * maxItems, or saturating at max(prefix length, minItems)), j items matching
@@ -56,11 +58,17 @@ static sv_status value_keys(sctx_t *c, keyvec_t *k, json_t *v) {
 sv_status sv_sc_loc_keys(sctx_t *c, const sv_loc_t *loc, const char ***keys, uint32_t *n) {
     keyvec_t k = {0};
     sv_status st = SV_OK;
+    /* The properties of every schema first, then keys named only by
+     * required or dependencies: where a schema requires a key that a later
+     * one (an anyOf branch, a $ref) defines, values follow the definition. */
+    for (uint32_t i = 0; i < loc->n && !st; i++) {
+        json_t *props = json_object_get(loc->v[i], "properties"), *x;
+        const char *key;
+        if (json_is_object(props)) json_object_foreach(props, key, x) if (!st) st = key_add(c, &k, key);
+    }
     for (uint32_t i = 0; i < loc->n && !st; i++) {
         json_t *s = loc->v[i], *x;
         const char *key;
-        json_t *props = json_object_get(s, "properties");
-        if (json_is_object(props)) json_object_foreach(props, key, x) if (!st) st = key_add(c, &k, key);
         json_t *req = json_object_get(s, "required");
         for (size_t j = 0; json_is_array(req) && j < json_array_size(req) && !st; j++)
             if (json_is_string(json_array_get(req, j))) st = key_add(c, &k, json_string_value(json_array_get(req, j)));
@@ -80,6 +88,94 @@ sv_status sv_sc_loc_keys(sctx_t *c, const sv_loc_t *loc, const char ***keys, uin
     if (st) return st;
     *keys = k.v;
     *n = k.n;
+    return SV_OK;
+}
+
+/* Key orders besides the canonical one. Positive languages may hold more
+ * spellings than the canonical ones (differences subtract from the canonical
+ * universe, and every language at a location holds the canonical spelling of
+ * each value it accepts), so an object may also accept its keys in a few
+ * other orders that real data follows: the order an anyOf/oneOf branch
+ * defines (each branch's properties first, then the rest), and the order of
+ * a required list (its keys in the slots they hold, or first). Every
+ * language built at the location uses the same orders, so products keep
+ * them. Each order is a permutation of the location's keys (perm[position] =
+ * key index); at most SV_SCHEMA_MAX_ORDERS - 1 of them, each a copy of the
+ * object's automaton after the first key where the orders differ. */
+typedef struct { uint32_t **v; uint32_t n, cap; const char **keys; uint32_t nk; } orders_t;
+
+static uint32_t key_index(const orders_t *o, const char *key) {
+    for (uint32_t i = 0; i < o->nk; i++)
+        if (strcmp(o->keys[i], key) == 0) return i;
+    return o->nk;
+}
+
+/* Adds the order that puts pre[0..np) (key indices, nk for unknown keys)
+ * first and the other keys after, in canonical order, unless it is known. */
+static sv_status order_add(sctx_t *c, orders_t *o, const uint32_t *pre, uint32_t np) {
+    if (o->n >= o->cap) return SV_OK;
+    uint32_t *perm = sv_arena_alloc(c->arena, (o->nk + 1) * sizeof *perm);
+    uint8_t *used = sv_arena_alloc(c->arena, o->nk + 1);
+    if (!perm || !used) return sv_sc_nomem(c);
+    memset(used, 0, o->nk + 1);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < np; i++)
+        if (pre[i] < o->nk && !used[pre[i]]) used[pre[i]] = 1, perm[k++] = pre[i];
+    for (uint32_t i = 0; i < o->nk; i++)
+        if (!used[i]) perm[k++] = i;
+    for (uint32_t j = 0; j < o->n; j++)
+        if (memcmp(o->v[j], perm, o->nk * sizeof *perm) == 0) return SV_OK;
+    o->v[o->n++] = perm;
+    return SV_OK;
+}
+
+static sv_status loc_orders(sctx_t *c, const sv_loc_t *loc, const char **keys, uint32_t nk, bool canonical_only,
+                            orders_t *o) {
+    sv_status st;
+    uint32_t cap = canonical_only || loc->orders < 1 ? 1 : loc->orders < SV_SCHEMA_MAX_ORDERS ? loc->orders : SV_SCHEMA_MAX_ORDERS;
+    *o = (orders_t){sv_arena_alloc(c->arena, cap * sizeof *o->v), 0, cap, keys, nk};
+    uint32_t *pre = sv_arena_alloc(c->arena, (nk + 1) * sizeof *pre);
+    if (!o->v || !pre) return sv_sc_nomem(c);
+    if ((st = order_add(c, o, NULL, 0))) return st; /* canonical */
+    if (nk < 2 || cap == 1) return SV_OK;
+    /* anyOf/oneOf branches: the properties of the branch's closure first. */
+    static const char *const lists[] = {"anyOf", "oneOf"};
+    for (uint32_t i = 0; i < loc->n; i++)
+        for (int l = 0; l < 2; l++) {
+            json_t *a = json_object_get(loc->v[i], lists[l]);
+            for (size_t b = 0; json_is_array(a) && json_array_size(a) > 1 && b < json_array_size(a); b++) {
+                json_t *br = json_array_get(a, b);
+                sv_loc_t bl;
+                if ((st = sv_sc_loc_closure(c, &br, 1, NULL, 0, &bl))) return st;
+                uint32_t np = 0;
+                for (uint32_t j = 0; j < bl.n && np < nk; j++) {
+                    json_t *props = json_object_get(bl.v[j], "properties"), *x;
+                    const char *key;
+                    if (json_is_object(props)) json_object_foreach(props, key, x) if (np < nk) pre[np++] = key_index(o, key);
+                }
+                if (np && (st = order_add(c, o, pre, np))) return st;
+            }
+        }
+    /* required lists: their keys in required order, in the slots they hold
+     * in the canonical order, or first. */
+    for (uint32_t i = 0; i < loc->n; i++) {
+        json_t *req = json_object_get(loc->v[i], "required");
+        if (!json_is_array(req) || json_array_size(req) < 2) continue;
+        uint8_t *in = sv_arena_alloc(c->arena, nk + 1);
+        if (!in) return sv_sc_nomem(c);
+        memset(in, 0, nk + 1);
+        uint32_t nr = 0;
+        for (size_t j = 0; j < json_array_size(req) && nr < nk; j++) {
+            const char *key = json_string_value(json_array_get(req, j));
+            uint32_t x = key ? key_index(o, key) : nk;
+            if (x < nk && !in[x]) in[x] = 1, pre[nr++] = x;
+        }
+        if (nr < 2) continue;
+        uint32_t *slots = sv_arena_alloc(c->arena, nk * sizeof *slots);
+        if (!slots) return sv_sc_nomem(c);
+        for (uint32_t x = 0, r = 0; x < nk; x++) slots[x] = in[x] ? pre[r++] : x;
+        if ((st = order_add(c, o, slots, nk)) || (st = order_add(c, o, pre, nr))) return st;
+    }
     return SV_OK;
 }
 
@@ -150,8 +246,8 @@ static sv_status pattern_content(sctx_t *c, const char *pattern, sv_dfa_t **out)
 }
 
 /* The extra members: alternatives (key region ": " value) for keys outside K. */
-static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_t *mem, uint32_t n, sv_dfa_t *names,
-                        bool names_empty, bool canonical_any, sv_ast_t **out) {
+static sv_status extras(sctx_t *c, json_t *s, uint32_t child_orders, uint32_t child_level, const member_t *mem, uint32_t n,
+                        sv_dfa_t *names, bool names_empty, bool canonical_any, sv_ast_t **out) {
     *out = NULL;
     if (names_empty) return SV_OK; /* propertyNames admits no key */
     json_t *ap = s ? json_object_get(s, "additionalProperties") : NULL;
@@ -211,10 +307,12 @@ static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_
         } else if (set == 0) {
             if (json_is_false(ap)) continue;
             if (!ap || json_is_true(ap)) {
-                if ((st = sv_sc_any_value(c, c->o->max_any_depth, false, &val))) return st;
+                if ((st = sv_sc_any_value(c, sv_sc_any_depth(c, child_level), &val))) return st;
             } else {
                 sv_loc_t child;
                 if ((st = sv_sc_loc_closure(c, &ap, 1, NULL, 0, &child))) return st;
+                child.orders = child_orders;
+                child.level = child_level;
                 size_t mark = sv_sc_push(c, "additionalProperties");
                 st = sub_lang(c, ap, &child, &val);
                 sv_sc_pop(c, mark);
@@ -227,6 +325,8 @@ static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_
                 if ((set >> b) & 1) seeds[ns++] = pschemas[b];
             sv_loc_t child;
             if ((st = sv_sc_loc_closure(c, seeds, ns, NULL, 0, &child))) return st;
+            child.orders = child_orders;
+            child.level = child_level;
             sv_dfa_t *acc = NULL;
             bool first = true;
             for (uint32_t b = 0; b < ns; b++) {
@@ -258,164 +358,55 @@ static sv_status extras(sctx_t *c, json_t *s, const sv_loc_t *loc, const member_
     return SV_OK;
 }
 
-sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out) {
-    sv_status st;
-    const char **keys;
+typedef struct { uint32_t a, b; } dep_t;  /* b is required when a is present */
+
+/* What every key order of an object shares. */
+typedef struct {
+    const member_t *mem;
     uint32_t n;
-    if ((st = sv_sc_loc_keys(c, loc, &keys, &n))) return st;
-    member_t *mem = sv_arena_alloc(c->arena, (n + 1) * sizeof *mem);
-    if (!mem) return sv_sc_nomem(c);
-    json_t *props = s ? json_object_get(s, "properties") : NULL, *req = s ? json_object_get(s, "required") : NULL;
-    json_t *ap = s ? json_object_get(s, "additionalProperties") : NULL;
-    if (s && !ap && c->o->strict_properties) ap = json_false();
-    json_t *pp = s ? json_object_get(s, "patternProperties") : NULL;
-    json_t *pn = s ? json_object_get(s, "propertyNames") : NULL;
-    if (props && !json_is_object(props)) return sv_sc_fail(c, SV_ERR_SYNTAX, "properties", "properties must be an object");
-    if (req && !json_is_array(req)) return sv_sc_fail(c, SV_ERR_SYNTAX, "required", "required must be an array");
-    sv_dfa_t *names = NULL;
-    bool names_empty = false;
-    if (pn) {
-        sv_loc_t nl;
-        sv_ast_t *na;
-        if ((st = sv_sc_loc_closure(c, &pn, 1, NULL, 0, &nl))) return st;
-        size_t mark = sv_sc_push(c, "propertyNames");
-        st = sub_lang(c, pn, &nl, &na);
-        sv_sc_pop(c, mark);
-        if (st) return st;
-        if (!na) {
-            names_empty = true; /* no key is allowed at all: only {} remains */
-        } else if ((st = sv_sc_to_dfa(c, na, &names))) {
-            return st;
-        }
-    }
-    /* Members of K. */
-    uint32_t nreq = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        member_t *m = &mem[i];
-        m->key = keys[i];
-        m->dep_bit = -1;
-        m->required = false;
-        for (size_t j = 0; json_is_array(req) && j < json_array_size(req); j++)
-            if (json_is_string(json_array_get(req, j)) && strcmp(json_string_value(json_array_get(req, j)), m->key) == 0)
-                m->required = true;
-        sv_loc_t child;
-        if ((st = sv_sc_loc_property(c, loc, m->key, &child))) return st;
-        bool ok = !names_empty;
-        if (ok && (st = key_name_ok(c, names, m->key, &ok))) return st;
-        m->value = NULL;
-        if (ok && canonical_any) {
-            if ((st = canon_value(c, &child, &m->value))) return st;
-        } else if (ok) {
-            /* Sources: properties[k], each matching patternProperties, or additionalProperties. */
-            json_t *src[8];
-            uint32_t ns = 0;
-            json_t *p = props ? json_object_get(props, m->key) : NULL;
-            if (p) src[ns++] = p;
-            const char *pat;
-            json_t *ps;
-            if (json_is_object(pp)) json_object_foreach(pp, pat, ps) {
-                sv_dfa_t *pd;
-                if ((st = pattern_content(c, pat, &pd))) return st;
-                if (pd && sv_dfa_matches(pd, (const uint8_t *)m->key, strlen(m->key))) {
-                    if (ns == 8)
-                        return sv_sc_fail(c, SV_ERR_BUDGET, "patternProperties", "more than 8 schemas apply to key \"%s\"", m->key);
-                    src[ns++] = ps;
-                }
-            }
-            if (ns == 0 && !json_is_false(ap)) src[ns++] = ap ? ap : json_true();
-            sv_dfa_t *acc = NULL;
-            for (uint32_t k = 0; k < ns; k++) {
-                sv_ast_t *x;
-                const char *kw = k == 0 && p ? "properties" : src[k] == ap ? "additionalProperties" : "patternProperties";
-                size_t mark = sv_sc_push(c, kw);
-                if (k == 0 && p) sv_sc_push(c, m->key);
-                st = sub_lang(c, src[k], &child, &x);
-                sv_sc_pop(c, mark);
-                if (st) return st;
-                if (ns == 1) { m->value = x; break; }
-                sv_dfa_t *d = NULL;
-                if (x && (st = sv_sc_to_dfa(c, x, &d))) return st;
-                if (k == 0) acc = d;
-                else if ((st = sv_sc_product(c, acc, d, SV_DFA_AND, "patternProperties", &acc))) return st;
-            }
-            if (ns > 1 && acc) m->value = sv_ast_dfa(c->arena, acc, false);
-        }
-        m->allowed = m->value != NULL;
-        if (m->required && !m->allowed)
-            return sv_sc_fail(c, SV_ERR_EMPTY, "required", "required property \"%s\" can have no valid value", m->key);
-        nreq += m->required;
-    }
-    /* dependentRequired (and the array form of dependencies). */
-    typedef struct { uint32_t a, b; } dep_t;
-    dep_t deps[64];
-    uint32_t ndeps = 0, nbits = 0;
-    static const char *const dep_kw[] = {"dependentRequired", "dependencies"};
-    for (int d = 0; d < 2 && s && !canonical_any; d++) {
-        json_t *dj = json_object_get(s, dep_kw[d]), *arr;
-        const char *key;
-        if (!json_is_object(dj)) continue;
-        json_object_foreach(dj, key, arr) {
-            if (!json_is_array(arr)) continue;
-            uint32_t a = n;
-            for (uint32_t i = 0; i < n; i++) if (strcmp(keys[i], key) == 0) a = i;
-            for (size_t j = 0; j < json_array_size(arr); j++) {
-                const char *bk = json_string_value(json_array_get(arr, j));
-                uint32_t b = n;
-                for (uint32_t i = 0; bk && i < n; i++) if (strcmp(keys[i], bk) == 0) b = i;
-                if (a == n || b == n || a == b) continue;
-                if (ndeps == 64) return sv_sc_fail(c, SV_ERR_BUDGET, dep_kw[d], "more than 64 dependencies at one location");
-                deps[ndeps++] = (dep_t){a, b};
-                if (mem[a].dep_bit < 0) mem[a].dep_bit = (int)nbits++;
-                if (mem[b].dep_bit < 0) mem[b].dep_bit = (int)nbits++;
-            }
-        }
-    }
-    if (nbits > 8) return sv_sc_fail(c, SV_ERR_BUDGET, "dependentRequired", "dependencies involve more than 8 keys at one location");
-    /* Counting only when min/maxProperties can bind. */
+    const dep_t *deps;
+    uint32_t ndeps, nbits;
     bool has_min, has_max;
-    uint64_t minp = 0, maxp = 0;
-    if (!canonical_any && ((st = get_uint(c, s, "minProperties", &has_min, &minp)) || (st = get_uint(c, s, "maxProperties", &has_max, &maxp))))
-        return st;
-    if (canonical_any) has_min = has_max = false;
-    sv_ast_t *extra;
-    if ((st = extras(c, s, loc, mem, n, names, names_empty, canonical_any, &extra))) return st;
-    uint32_t nallowed = 0;
-    for (uint32_t i = 0; i < n; i++) nallowed += mem[i].allowed;
-    if (has_max && !extra && maxp >= nallowed) has_max = false;
-    if (has_min && minp <= nreq) has_min = false;
-    if (has_min && !extra && minp > nallowed)
-        return sv_sc_fail(c, SV_ERR_EMPTY, "minProperties", "minProperties %llu exceeds the %u properties allowed",
-                          (unsigned long long)minp, nallowed);
-    if (has_max && maxp < nreq)
-        return sv_sc_fail(c, SV_ERR_EMPTY, "maxProperties", "maxProperties %llu is below the %u required properties",
-                          (unsigned long long)maxp, nreq);
-    uint64_t C = has_max ? maxp : has_min ? minp : 0;
-    uint64_t B = (uint64_t)1 << nbits;
+    uint64_t minp, C;   /* C: the member count saturates (or stops, with a max) at C */
+    sv_ast_t *extra;    /* the extra members, or NULL */
+    sv_ast_t **kv;      /* kv[key index]: "key": value, or NULL when the key is not allowed */
+} object_shape_t;
+
+/* The members automaton of an object for one key order: perm[p] is the
+ * member decided at position p (see the top of this file). */
+static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t *perm, sv_ast_t **out) {
+    const member_t *mem = o->mem;
+    const dep_t *deps = o->deps;
+    uint32_t n = o->n, ndeps = o->ndeps;
+    bool has_min = o->has_min, has_max = o->has_max;
+    uint64_t minp = o->minp, C = o->C;
+    sv_ast_t *extra = o->extra;
+    uint64_t B = (uint64_t)1 << o->nbits;
     uint64_t per_pos = (C + 1) * B;
     uint64_t nnodes = (uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + per_pos;
-    if (nnodes > MAX_GRAPH_NODES)
-        return sv_sc_fail(c, SV_ERR_BUDGET, has_max ? "maxProperties" : "minProperties",
-                          "the object needs %llu automaton nodes to count its properties (limit %u)",
-                          (unsigned long long)nnodes, MAX_GRAPH_NODES);
+    uint32_t *pos = malloc((n + 1) * sizeof *pos); /* pos[key index] = position */
+    if (!pos) return sv_sc_nomem(c);
+    for (uint32_t p = 0; p < n; p++) pos[perm[p]] = p;
+    sv_status st = SV_OK;
 #define NODE(i, m, cnt, bits) ((uint32_t)((((uint64_t)(i) * 2 + (m)) * (C + 1) + (cnt)) * B + (bits)))
 #define KMID(i, cnt, bits) ((uint32_t)((uint64_t)(n + 1) * 2 * per_pos + ((uint64_t)(i) * (C + 1) + (cnt)) * B + (bits)))
 #define EMID(cnt, bits) ((uint32_t)((uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + (cnt) * B + (bits)))
     edgevec_t ev = {0};
     uint8_t *final = calloc(nnodes, 1), *kmid_done = calloc(nnodes, 1);
-    if (!final || !kmid_done) { free(final); free(kmid_done); return sv_sc_nomem(c); }
-    sv_ast_t *sep = sv_sc_sep(c), *colon = sv_sc_colon(c);
-    if (!sep || !colon) st = sv_sc_nomem(c);
+    if (!final || !kmid_done) { free(final); free(kmid_done); free(pos); return sv_sc_nomem(c); }
+    sv_ast_t *sep = sv_sc_sep(c);
+    if (!sep) st = sv_sc_nomem(c);
     for (uint32_t i = 0; i < n && !st; i++) {
-        member_t *m = &mem[i];
-        sv_ast_t *kv = m->allowed ? sv_sc_cat3(c, sv_sc_key(c, m->key, strlen(m->key)), colon, m->value) : NULL;
-        if (m->allowed && !kv) { st = sv_sc_nomem(c); break; } /* a NULL label would be an epsilon edge */
+        uint32_t mi = perm[i];
+        const member_t *m = &mem[mi];
+        sv_ast_t *kv = o->kv[mi];
         for (uint64_t cnt = 0; cnt <= C && !st; cnt++)
             for (uint64_t bits = 0; bits < B && !st; bits++) {
                 /* Dependencies decided at this key. */
                 bool can_skip = !m->required, can_take = m->allowed;
                 for (uint32_t d = 0; d < ndeps; d++) {
-                    if (deps[d].b == i && deps[d].a < i && (bits >> mem[deps[d].a].dep_bit & 1)) can_skip = false;
-                    if (deps[d].a == i && deps[d].b < i && !(bits >> mem[deps[d].b].dep_bit & 1)) can_take = false;
+                    if (deps[d].b == mi && pos[deps[d].a] < i && (bits >> mem[deps[d].a].dep_bit & 1)) can_skip = false;
+                    if (deps[d].a == mi && pos[deps[d].b] < i && !(bits >> mem[deps[d].b].dep_bit & 1)) can_take = false;
                 }
                 uint64_t cnt2 = cnt + 1;
                 if (cnt2 > C) {
@@ -457,9 +448,217 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     free(ev.v);
     free(final);
     free(kmid_done);
+    free(pos);
     if (st) return st;
+    *out = g;
+    return g ? SV_OK : sv_sc_nomem(c);
+}
+
+/* The intersection of n member-value languages (NULL ones match nothing). */
+static sv_status member_and(sctx_t *c, sv_ast_t *const *vals, uint32_t n, sv_ast_t **out) {
+    if (n == 1) { *out = vals[0]; return SV_OK; }
+    sv_dfa_t *acc = NULL;
+    sv_status st;
+    for (uint32_t k = 0; k < n; k++) {
+        sv_dfa_t *d = NULL;
+        if (vals[k] && (st = sv_sc_to_dfa(c, vals[k], &d))) return st;
+        if (k == 0) acc = d;
+        else if ((st = sv_sc_product(c, acc, d, SV_DFA_AND, "patternProperties", &acc))) return st;
+    }
+    *out = acc ? sv_ast_dfa(c->arena, acc, false) : NULL;
+    return acc && !*out ? sv_sc_nomem(c) : SV_OK;
+}
+
+/* The value language of a member whose schemas are src[0..n), at child. */
+static sv_status member_value(sctx_t *c, json_t *const *src, uint32_t n, const sv_loc_t *child, sv_ast_t **out) {
+    sv_ast_t *vals[8];
+    sv_status st;
+    for (uint32_t k = 0; k < n; k++)
+        if ((st = sub_lang(c, src[k], child, &vals[k]))) return st;
+    return member_and(c, vals, n, out);
+}
+
+sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out) {
+    sv_status st;
+    const char **keys;
+    uint32_t n;
+    if ((st = sv_sc_loc_keys(c, loc, &keys, &n))) return st;
+    member_t *mem = sv_arena_alloc(c->arena, (n + 1) * sizeof *mem);
+    if (!mem) return sv_sc_nomem(c);
+    json_t *props = s ? json_object_get(s, "properties") : NULL, *req = s ? json_object_get(s, "required") : NULL;
+    json_t *ap = s ? json_object_get(s, "additionalProperties") : NULL;
+    if (s && !ap && c->o->strict_properties) ap = json_false();
+    json_t *pp = s ? json_object_get(s, "patternProperties") : NULL;
+    json_t *pn = s ? json_object_get(s, "propertyNames") : NULL;
+    if (props && !json_is_object(props)) return sv_sc_fail(c, SV_ERR_SYNTAX, "properties", "properties must be an object");
+    if (req && !json_is_array(req)) return sv_sc_fail(c, SV_ERR_SYNTAX, "required", "required must be an array");
+    sv_dfa_t *names = NULL;
+    bool names_empty = false;
+    if (pn) {
+        sv_loc_t nl;
+        sv_ast_t *na;
+        if ((st = sv_sc_loc_closure(c, &pn, 1, NULL, 0, &nl))) return st;
+        size_t mark = sv_sc_push(c, "propertyNames");
+        st = sub_lang(c, pn, &nl, &na);
+        sv_sc_pop(c, mark);
+        if (st) return st;
+        if (!na) {
+            names_empty = true; /* no key is allowed at all: only {} remains */
+        } else if ((st = sv_sc_to_dfa(c, na, &names))) {
+            return st;
+        }
+    }
+    /* Key orders (the universe, canonical_any, keeps to the canonical one);
+     * the objects below share what is left of the location's allowance, so
+     * orders multiply to at most SV_SCHEMA_MAX_ORDERS along any path. */
+    orders_t ord;
+    if ((st = loc_orders(c, loc, keys, n, canonical_any, &ord))) return st;
+    uint32_t child_orders = loc->orders / ord.n ? loc->orders / ord.n : 1;
+    if (ord.n > 1) c->more_orders = true;
+    /* Members of K. */
+    uint32_t nreq = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        member_t *m = &mem[i];
+        m->key = keys[i];
+        m->dep_bit = -1;
+        m->required = false;
+        for (size_t j = 0; json_is_array(req) && j < json_array_size(req); j++)
+            if (json_is_string(json_array_get(req, j)) && strcmp(json_string_value(json_array_get(req, j)), m->key) == 0)
+                m->required = true;
+        sv_loc_t child;
+        if ((st = sv_sc_loc_property(c, loc, m->key, &child))) return st;
+        child.orders = child_orders;
+        bool ok = !names_empty;
+        if (ok && (st = key_name_ok(c, names, m->key, &ok))) return st;
+        m->value = NULL;
+        if (ok && canonical_any) {
+            if ((st = canon_value(c, &child, &m->value))) return st;
+        } else if (ok) {
+            /* Sources: properties[k], each matching patternProperties, or additionalProperties. */
+            json_t *src[8];
+            sv_ast_t *vals[8];
+            uint32_t ns = 0;
+            json_t *p = props ? json_object_get(props, m->key) : NULL;
+            if (p) src[ns++] = p;
+            const char *pat;
+            json_t *ps;
+            if (json_is_object(pp)) json_object_foreach(pp, pat, ps) {
+                sv_dfa_t *pd;
+                if ((st = pattern_content(c, pat, &pd))) return st;
+                if (pd && sv_dfa_matches(pd, (const uint8_t *)m->key, strlen(m->key))) {
+                    if (ns == 8)
+                        return sv_sc_fail(c, SV_ERR_BUDGET, "patternProperties", "more than 8 schemas apply to key \"%s\"", m->key);
+                    src[ns++] = ps;
+                }
+            }
+            bool done = false;
+            if (ns == 0 && !json_is_false(ap)) {
+                /* A free member: the schemas of the location's context for
+                 * it, if there are any (see "Member context" in schema.c).
+                 * The context is an optimization: where its schemas give a
+                 * language that may miss values (a cut recursion, a narrowed
+                 * format), or fail to compile, the member stays free. */
+                json_t **cs;
+                uint32_t ncs = 0;
+                if ((!ap || json_is_true(ap) || (json_is_object(ap) && json_object_size(ap) == 0)) &&
+                    (st = sv_sc_ctx_sources(c, loc, m->key, &cs, &ncs)))
+                    return st;
+                if (ncs > 0) {
+                    bool keep = c->truncated;
+                    c->truncated = false;
+                    size_t mark = sv_sc_push(c, "properties");
+                    sv_sc_push(c, m->key);
+                    st = member_value(c, cs, ncs < 8 ? ncs : 8, &child, &m->value);
+                    sv_sc_pop(c, mark);
+                    bool cut = c->truncated;
+                    c->truncated = keep;
+                    if (st == SV_ERR_NOMEM || st == SV_ERR_TIMEOUT) return st;
+                    done = !st && !cut;
+                }
+                if (!done) src[ns++] = ap ? ap : json_true();
+            }
+            for (uint32_t k = 0; k < ns && !done; k++) {
+                const char *kw = k == 0 && p ? "properties" : src[k] == ap ? "additionalProperties" : "patternProperties";
+                size_t mark = sv_sc_push(c, kw);
+                if (k == 0 && p) sv_sc_push(c, m->key);
+                st = member_value(c, src + k, 1, &child, &vals[k]);
+                sv_sc_pop(c, mark);
+                if (st) return st;
+            }
+            if (!done && (st = member_and(c, vals, ns, &m->value))) return st;
+        }
+        m->allowed = m->value != NULL;
+        if (m->required && !m->allowed)
+            return sv_sc_fail(c, SV_ERR_EMPTY, "required", "required property \"%s\" can have no valid value", m->key);
+        nreq += m->required;
+    }
+    /* dependentRequired (and the array form of dependencies). */
+    dep_t deps[64];
+    uint32_t ndeps = 0, nbits = 0;
+    static const char *const dep_kw[] = {"dependentRequired", "dependencies"};
+    for (int d = 0; d < 2 && s && !canonical_any; d++) {
+        json_t *dj = json_object_get(s, dep_kw[d]), *arr;
+        const char *key;
+        if (!json_is_object(dj)) continue;
+        json_object_foreach(dj, key, arr) {
+            if (!json_is_array(arr)) continue;
+            uint32_t a = n;
+            for (uint32_t i = 0; i < n; i++) if (strcmp(keys[i], key) == 0) a = i;
+            for (size_t j = 0; j < json_array_size(arr); j++) {
+                const char *bk = json_string_value(json_array_get(arr, j));
+                uint32_t b = n;
+                for (uint32_t i = 0; bk && i < n; i++) if (strcmp(keys[i], bk) == 0) b = i;
+                if (a == n || b == n || a == b) continue;
+                if (ndeps == 64) return sv_sc_fail(c, SV_ERR_BUDGET, dep_kw[d], "more than 64 dependencies at one location");
+                deps[ndeps++] = (dep_t){a, b};
+                if (mem[a].dep_bit < 0) mem[a].dep_bit = (int)nbits++;
+                if (mem[b].dep_bit < 0) mem[b].dep_bit = (int)nbits++;
+            }
+        }
+    }
+    if (nbits > 8) return sv_sc_fail(c, SV_ERR_BUDGET, "dependentRequired", "dependencies involve more than 8 keys at one location");
+    /* Counting only when min/maxProperties can bind. */
+    bool has_min, has_max;
+    uint64_t minp = 0, maxp = 0;
+    if (!canonical_any && ((st = get_uint(c, s, "minProperties", &has_min, &minp)) || (st = get_uint(c, s, "maxProperties", &has_max, &maxp))))
+        return st;
+    if (canonical_any) has_min = has_max = false;
+    sv_ast_t *extra;
+    if ((st = extras(c, s, child_orders, sv_sc_child_level(c, loc), mem, n, names, names_empty, canonical_any, &extra)))
+        return st;
+    uint32_t nallowed = 0;
+    for (uint32_t i = 0; i < n; i++) nallowed += mem[i].allowed;
+    if (has_max && !extra && maxp >= nallowed) has_max = false;
+    if (has_min && minp <= nreq) has_min = false;
+    if (has_min && !extra && minp > nallowed)
+        return sv_sc_fail(c, SV_ERR_EMPTY, "minProperties", "minProperties %llu exceeds the %u properties allowed",
+                          (unsigned long long)minp, nallowed);
+    if (has_max && maxp < nreq)
+        return sv_sc_fail(c, SV_ERR_EMPTY, "maxProperties", "maxProperties %llu is below the %u required properties",
+                          (unsigned long long)maxp, nreq);
+    uint64_t C = has_max ? maxp : has_min ? minp : 0;
+    uint64_t B = (uint64_t)1 << nbits;
+    uint64_t per_pos = (C + 1) * B;
+    uint64_t nnodes = (uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + per_pos;
+    if (nnodes > MAX_GRAPH_NODES)
+        return sv_sc_fail(c, SV_ERR_BUDGET, has_max ? "maxProperties" : "minProperties",
+                          "the object needs %llu automaton nodes to count its properties (limit %u)",
+                          (unsigned long long)nnodes, MAX_GRAPH_NODES);
+    object_shape_t shape = {mem, n, deps, ndeps, nbits, has_min, has_max, minp, C, extra, NULL};
+    shape.kv = sv_arena_alloc(c->arena, (n + 1) * sizeof *shape.kv);
+    if (!shape.kv) return sv_sc_nomem(c);
+    sv_ast_t *colon = sv_sc_colon(c);
+    if (!colon) return sv_sc_nomem(c);
+    for (uint32_t i = 0; i < n; i++) {
+        shape.kv[i] = mem[i].allowed ? sv_sc_cat3(c, sv_sc_key(c, mem[i].key, strlen(mem[i].key)), colon, mem[i].value) : NULL;
+        if (mem[i].allowed && !shape.kv[i]) return sv_sc_nomem(c); /* a NULL label would be an epsilon edge */
+    }
+    sv_ast_t *g[SV_SCHEMA_MAX_ORDERS];
+    for (uint32_t o = 0; o < ord.n; o++)
+        if ((st = object_graph(c, &shape, ord.v[o], &g[o]))) return st;
     sv_ast_t *ws = sv_sc_ws(c);
-    *out = sv_sc_cat3(c, sv_sc_cat2(c, sv_sc_lit(c, "{", 1), ws), g, sv_sc_cat2(c, ws, sv_sc_lit(c, "}", 1)));
+    sv_ast_t *body = ord.n == 1 ? g[0] : sv_ast_alt(c->arena, g, ord.n);
+    *out = sv_sc_cat3(c, sv_sc_cat2(c, sv_sc_lit(c, "{", 1), ws), body, sv_sc_cat2(c, ws, sv_sc_lit(c, "}", 1)));
     return *out ? SV_OK : sv_sc_nomem(c);
 }
 
@@ -472,7 +671,7 @@ static sv_status canon_value(sctx_t *c, const sv_loc_t *loc, sv_ast_t **out) {
     sv_status st;
     sv_ast_t *alts[6];
     sv_dfa_t *content;
-    if ((st = sv_sc_any_number(c, true, &alts[0])) || (st = sv_sc_any_string_content(c, &content))) return st;
+    if ((st = sv_sc_any_number(c, false, &alts[0])) || (st = sv_sc_any_string_content(c, &content))) return st;
     alts[1] = sv_sc_quoted(c, content);
     alts[2] = sv_sc_lit(c, "null", 4);
     alts[3] = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_lit(c, "true", 4), sv_sc_lit(c, "false", 5)}, 2);
@@ -497,7 +696,7 @@ sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_
     json_t *rest = json_is_array(prefix) ? items : json_is_array(items) ? (s ? json_object_get(s, "additionalItems") : NULL) : items;
     const char *rest_kw = json_is_array(prefix) ? "items" : json_is_array(items) ? "additionalItems" : "items";
     uint32_t P = tuple && !canonical_any ? (uint32_t)json_array_size(tuple) : 0;
-    bool has_min, has_max, has_minc, has_maxc;
+    bool has_min = false, has_max = false, has_minc = false, has_maxc = false;
     uint64_t mini = 0, maxi = 0, minc = 0, maxc = 0;
     json_t *cont = s && !canonical_any ? json_object_get(s, "contains") : NULL;
     if (!canonical_any) {
@@ -539,7 +738,7 @@ sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_
         } else if (i == P && rest_false) {
             lang[i] = NULL;
         } else if (!x || json_is_true(x)) {
-            st = sv_sc_any_value(c, c->o->max_any_depth, false, &lang[i]);
+            st = sv_sc_any_value(c, sv_sc_any_depth(c, sv_sc_child_level(c, loc)), &lang[i]);
         } else {
             size_t mark = sv_sc_push(c, i < P ? (json_is_array(prefix) ? "prefixItems" : "items") : rest_kw);
             if (i < P) {
@@ -584,7 +783,7 @@ sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_
                 sv_ast_t *u;
                 sv_dfa_t *ud;
                 uint32_t keepd = c->canon_depth;
-                c->canon_depth = c->o->max_any_depth + 1;
+                c->canon_depth = sv_sc_any_depth(c, child.level) + 1;
                 st = canon_value(c, &child, &u);
                 c->canon_depth = keepd;
                 if (st || (st = sv_sc_to_dfa(c, u, &ud)) || (st = sv_sc_product(c, ld, ud, SV_DFA_AND, "contains", &base))) return st;

@@ -14,6 +14,9 @@
 #include "schema.h"
 
 #define SV_SCHEMA_MAX_ANY 16
+/* Key orders an object location accepts: the canonical one and up to 3 more
+ * (schema_container.c). */
+#define SV_SCHEMA_MAX_ORDERS 4
 
 /* The set of schema objects that apply at one instance location, closed
  * under the in-place applicators (allOf, anyOf, oneOf, not, if/then/else,
@@ -24,6 +27,13 @@ typedef struct sv_loc {
     json_t **lits;    /* const/enum values that apply here (from these schemas
                          or from literals at enclosing locations) */
     uint32_t nlits;
+    json_t **ctx;     /* the context: schemas every valid value here satisfies
+                         (see "Member context" in schema.c) */
+    uint32_t nctx;
+    uint32_t orders;  /* key orders an object here may accept, divided among
+                         the objects below it (schema_container.c) */
+    uint32_t level;   /* instance nesting level (root 0), capped where the
+                         depth of free-form values stops depending on it */
 } sv_loc_t;
 
 typedef struct sctx {
@@ -44,16 +54,18 @@ typedef struct sctx {
                                   miss valid values (a $ref cut at max_ref_depth, or a
                                   format sieve narrows): no complement over it */
     uint32_t canon_depth;      /* container levels left in the canonical universe */
+    bool more_orders;          /* some object accepts more than one key order */
+    bool deep_any;             /* some free-form value nests deeper than SV_SCHEMA_ANY_DEPTH_MIN */
     uint64_t deadline_ns;      /* the whole compilation's time budget (0 = none) */
     sv_fsm_limits_t lim_now;   /* o->lim with the time that is left */
     /* Caches (DFAs live in the arena's cleanup list). */
-    sv_dfa_t *any_value[SV_SCHEMA_MAX_ANY + 1][2]; /* [depth][canonical] */
+    sv_dfa_t *any_value[SV_SCHEMA_MAX_ANY + 1]; /* [depth] */
     sv_dfa_t *any_string;      /* content [^]* */
     struct sv_memo *memo;      /* compiled (schema, location) pairs (schema.c) */
     struct sv_patcache *pats;  /* compiled patternProperties regexes (schema.c) */
     uint32_t npats, cappats;
     uint32_t nmemo, capmemo;
-    sv_ast_t *any_number[2];   /* [canonical] */
+    sv_ast_t *any_number[2];   /* [with exponents] */
     sv_dfa_t *py_numbers;      /* the Python number spellings */
 } sctx_t;
 
@@ -68,6 +80,10 @@ sv_status sv_sc_nomem(sctx_t *c);
 const sv_fsm_limits_t *sv_sc_lim(sctx_t *c);
 
 /* ---- languages (schema.c) ---- */
+/* The nesting allowed to a free-form value at instance level `level`. */
+uint32_t sv_sc_any_depth(sctx_t *c, uint32_t level);
+/* The level of a location one container below loc (capped as sv_loc_t says). */
+uint32_t sv_sc_child_level(const sctx_t *c, const sv_loc_t *loc);
 /* The language of schema s at location loc. */
 sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out);
 /* Compiles an AST to a DFA owned by the arena. */
@@ -88,6 +104,12 @@ sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const
 sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, json_t *const *lits, uint32_t nlits,
                             sv_loc_t *out);
 sv_status sv_sc_loc_property(sctx_t *c, const sv_loc_t *loc, const char *key, sv_loc_t *out);
+/* Sets loc's context to the schemas that hold wherever seeds[0..n) all hold. */
+sv_status sv_sc_loc_context(sctx_t *c, json_t *const *seeds, uint32_t n, sv_loc_t *loc);
+/* The schemas loc's context puts on the value of member key (its
+ * properties, matching patternProperties, or additionalProperties schemas),
+ * leaving out those that constrain nothing ({} and true); arena memory. */
+sv_status sv_sc_ctx_sources(sctx_t *c, const sv_loc_t *loc, const char *key, json_t ***out, uint32_t *n);
 sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_t *out);
 /* $id/$anchor index of the document (schema_ref.c), built once. */
 sv_status sv_sc_refs_index(sctx_t *c);
@@ -120,11 +142,19 @@ sv_status sv_sc_any_string_content(sctx_t *c, sv_dfa_t **out);
  * (repr of a float or an int): no exponent, no trailing zeros but the ".0"
  * of an integral float, "-0" only as "-0.0". */
 sv_status sv_sc_python_numbers(sctx_t *c, sv_ast_t *lang, sv_ast_t **out);
-/* Any number (Python spellings); canonical: one spelling per value (for complements). */
-sv_status sv_sc_any_number(sctx_t *c, bool canonical, sv_ast_t **out);
-/* Any JSON value nested at most depth levels (canonical: one spelling per
- * value, objects in no particular key order). */
-sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, bool canonical, sv_ast_t **out);
+/* Any number: the plain Python spellings (10, 10.0, 0.5, -0.0), which every
+ * number language holds for each value it accepts (so they form the number
+ * part of the universe that differences subtract from), and with exponents
+ * the exponent spellings too (1e-05: for typed numbers only, since they cost
+ * 16 states per copy and free-form values copy them 2^depth times). */
+sv_status sv_sc_any_number(sctx_t *c, bool exponents, sv_ast_t **out);
+/* An integer language (one spelling per value) widened to the spellings
+ * Python writes for integral floats, 10.0 and -0.0, from draft 6 on (where
+ * they are integers); draft 4 keeps it as it is. */
+sv_status sv_sc_integer_spellings(sctx_t *c, sv_ast_t *lang, sv_ast_t **out);
+/* Any JSON value nested at most depth levels (numbers in their plain Python
+ * spellings, objects with keys in any order, a key possibly twice). */
+sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, sv_ast_t **out);
 /* The spellings of a JSON value (const/enum), keys ordered per location. */
 sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **out);
 /* The content language of a string schema (pattern, lengths, format); *out

@@ -109,8 +109,9 @@ sv_status sv_sc_any_string_content(sctx_t *c, sv_dfa_t **out) {
     return SV_OK;
 }
 
-/* The spellings Python's json.dumps writes for ints and floats (without the
- * exponent forms, which no automaton here uses). */
+/* The plain spellings Python's json.dumps writes for ints and floats: the
+ * exponent forms are added apart (sv_json_number_exp), since bounded
+ * languages can keep them only in part. */
 #define PY_NUMBERS "(0|-?[1-9][0-9]*)(\\.0)?|-?(0|[1-9][0-9]*)\\.[0-9]*[1-9]|-0\\.0"
 
 sv_status sv_sc_python_numbers(sctx_t *c, sv_ast_t *lang, sv_ast_t **out) {
@@ -127,34 +128,57 @@ sv_status sv_sc_python_numbers(sctx_t *c, sv_ast_t *lang, sv_ast_t **out) {
     return *out ? SV_OK : sv_sc_nomem(c);
 }
 
-sv_status sv_sc_any_number(sctx_t *c, bool canonical, sv_ast_t **out) {
-    if (!c->any_number[canonical]) {
-        /* Canonical: integers without a fraction, other values without
-         * trailing zeros, no negative zero: one spelling per value. */
-        const char *p = canonical ? "(0|-?[1-9][0-9]*)(\\.[0-9]*[1-9])?|-0\\.[0-9]*[1-9]" : PY_NUMBERS;
-        sv_status st = sv_regex_parse(p, strlen(p), c->arena, &c->any_number[canonical], c->err);
+sv_status sv_sc_any_number(sctx_t *c, bool exponents, sv_ast_t **out) {
+    if (!c->any_number[exponents]) {
+        /* Every plain Python spelling of each value (10 and 10.0), as in
+         * every number language, so that differences are exact; the
+         * exponent forms only where asked for. */
+        sv_status st = sv_regex_parse(PY_NUMBERS, strlen(PY_NUMBERS), c->arena, &c->any_number[exponents], c->err);
         if (st) return st;
+        if (exponents) {
+            sv_num_spec_t any = {0};
+            sv_ast_t *exp;
+            if ((st = sv_json_number_exp(c->arena, &any, &exp, c->err))) return st;
+            sv_ast_t *alt = sv_ast_alt(c->arena, (sv_ast_t *[]){c->any_number[exponents], exp}, 2);
+            if (!alt) return sv_sc_nomem(c);
+            c->any_number[exponents] = alt;
+        }
     }
-    *out = c->any_number[canonical];
+    *out = c->any_number[exponents];
     return SV_OK;
 }
 
-sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, bool canonical, sv_ast_t **out) {
+sv_status sv_sc_integer_spellings(sctx_t *c, sv_ast_t *lang, sv_ast_t **out) {
+    if (c->draft < 6) { *out = lang; return SV_OK; } /* draft 4: 1.0 is no integer */
+    sv_dfa_t *d;
+    sv_status st = sv_sc_to_dfa(c, lang, &d);
+    if (st) return st;
+    if (!d) { *out = lang; return SV_OK; }
+    sv_ast_t *dot0 = sv_ast_repeat(c->arena, sv_sc_lit(c, ".0", 2), 0, 1);
+    sv_ast_t *alts[2] = {sv_sc_cat2(c, sv_ast_dfa(c->arena, d, false), dot0), NULL};
+    uint32_t n = 1;
+    if (sv_dfa_matches(d, (const uint8_t *)"0", 1)) alts[n++] = sv_sc_lit(c, "-0.0", 4);
+    if (!dot0 || !alts[0] || (n == 2 && !alts[1])) return sv_sc_nomem(c);
+    *out = sv_ast_alt(c->arena, alts, n);
+    return *out ? SV_OK : sv_sc_nomem(c);
+}
+
+sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, sv_ast_t **out) {
     if (depth > SV_SCHEMA_MAX_ANY) depth = SV_SCHEMA_MAX_ANY;
-    if (c->any_value[depth][canonical]) {
-        *out = sv_ast_dfa(c->arena, c->any_value[depth][canonical], false);
+    if (c->any_value[depth]) {
+        *out = sv_ast_dfa(c->arena, c->any_value[depth], false);
         return *out ? SV_OK : sv_sc_nomem(c);
     }
     sv_status st;
     sv_ast_t *num, *str;
     sv_dfa_t *content;
-    if ((st = sv_sc_any_number(c, canonical, &num)) || (st = sv_sc_any_string_content(c, &content))) return st;
+    if ((st = sv_sc_any_number(c, false, &num)) || (st = sv_sc_any_string_content(c, &content))) return st;
     str = sv_sc_quoted(c, content);
     sv_ast_t *alts[7] = {sv_sc_lit(c, "null", 4), sv_sc_lit(c, "true", 4), sv_sc_lit(c, "false", 5), num, str};
     uint32_t n = 5;
     if (depth > 0) {
         sv_ast_t *inner;
-        if ((st = sv_sc_any_value(c, depth - 1, canonical, &inner))) return st;
+        if ((st = sv_sc_any_value(c, depth - 1, &inner))) return st;
         /* [ (v (, v)*)? ]  and  { (k: v (, k: v)*)? } */
         sv_ast_t *items = sv_sc_cat2(c, inner, sv_ast_repeat(c->arena, sv_sc_cat2(c, sv_sc_sep(c), inner), 0, SV_AST_INF));
         sv_ast_t *member = sv_sc_cat3(c, str, sv_sc_colon(c), inner);
@@ -174,20 +198,24 @@ sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, bool canonical, sv_ast_t **
         if (!alts[i]) return sv_sc_nomem(c);
     sv_ast_t *alt = sv_ast_alt(c->arena, alts, n);
     if (!alt) return sv_sc_nomem(c);
-    if ((st = sv_sc_dfa(c, alt, &c->any_value[depth][canonical]))) return st;
-    *out = sv_ast_dfa(c->arena, c->any_value[depth][canonical], false);
+    if ((st = sv_sc_dfa(c, alt, &c->any_value[depth]))) return st;
+    *out = sv_ast_dfa(c->arena, c->any_value[depth], false);
     return *out ? SV_OK : sv_sc_nomem(c);
 }
 
 /* ---- literals ------------------------------------------------------------ */
 
 static sv_status number_literal(sctx_t *c, json_t *v, sv_ast_t **out) {
-    char buf[400];
+    char buf[400], exp[48];
     const char *d = sv_sc_decimal(c, v, buf, sizeof buf);
     if (!d) return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "const", "a number with an exponent beyond 4000 cannot be spelled");
     sv_ast_t *all;
     sv_status st = sv_json_number_value(c->arena, d, &all, c->err);
-    return st ? st : sv_sc_python_numbers(c, all, out);
+    if (!st) st = sv_sc_python_numbers(c, all, out);
+    if (st || !sv_json_number_exp_spelling(d, exp, sizeof exp)) return st;
+    /* The value as json.dumps writes it when it is a float: 1e-05. */
+    *out = sv_ast_alt(c->arena, (sv_ast_t *[]){*out, sv_sc_lit(c, exp, strlen(exp))}, 2);
+    return *out ? SV_OK : sv_sc_nomem(c);
 }
 
 sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **out) {

@@ -865,12 +865,19 @@ static UNTRACED json_t *m_number(sv_rng_t *r) {
     return json_real(x);
 }
 
+/* A name as a JSON string value; now and then one with a NUL inside, which
+ * JSON allows in values (jansson refuses it only in object keys). */
+static UNTRACED json_t *m_name(sv_rng_t *r) {
+    if (sv_rng_below(r, 8) == 0) return json_stringn("a\0b", 3);
+    return json_string(PICK(r, m_names));
+}
+
 static UNTRACED json_t *m_scalar(sv_rng_t *r) {
     switch (sv_rng_below(r, 6)) {
     case 0: return json_null();
     case 1: return json_boolean(sv_rng_below(r, 2));
     case 2: case 3: return m_number(r);
-    default: return json_string(PICK(r, m_names));
+    default: return m_name(r);
     }
 }
 
@@ -906,9 +913,9 @@ static UNTRACED json_t *m_value(sv_rng_t *r, const char *k, int depth) {
                                 m_schema(r, depth + 1));
         return o;
     }
-    if (!strcmp(k, "required")) return json_pack("[ss]", PICK(r, m_names), PICK(r, m_names));
+    if (!strcmp(k, "required")) return json_pack("[oo]", m_name(r), m_name(r));
     if (!strcmp(k, "dependentRequired") || !strcmp(k, "dependencies"))
-        return json_pack("{s[s]}", PICK(r, m_names), PICK(r, m_names));
+        return json_pack("{s[o]}", PICK(r, m_names), m_name(r));
     if (!strcmp(k, "allOf") || !strcmp(k, "anyOf") || !strcmp(k, "oneOf") || !strcmp(k, "prefixItems")) {
         json_t *a = json_array();
         uint32_t n = 1 + sv_rng_below(r, 3);
@@ -919,7 +926,7 @@ static UNTRACED json_t *m_value(sv_rng_t *r, const char *k, int depth) {
     if (!strcmp(k, "format")) return json_string(PICK(r, m_formats));
     if (!strcmp(k, "$ref")) return json_string(PICK(r, m_refs));
     if (!strcmp(k, "$schema")) return json_string(PICK(r, m_drafts));
-    if (!strcmp(k, "$id") || !strcmp(k, "$anchor") || !strcmp(k, "title")) return json_string(PICK(r, m_names));
+    if (!strcmp(k, "$id") || !strcmp(k, "$anchor") || !strcmp(k, "title")) return m_name(r);
     if (!strcmp(k, "uniqueItems") || !strcmp(k, "nullable")) return json_boolean(sv_rng_below(r, 2));
     if (!strncmp(k, "min", 3) || !strncmp(k, "max", 3) || !strncmp(k, "exclusive", 9) || !strcmp(k, "multipleOf")) {
         if (strstr(k, "imum") || !strcmp(k, "multipleOf")) return m_number(r);

@@ -26,7 +26,7 @@ typedef struct {
 
 enum {
     OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN,
-    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_STRING_LEN,
+    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_STRING_LEN,
 };
 
 static const char constraint_help[] =
@@ -41,7 +41,11 @@ static const char constraint_help[] =
     "  --strict-properties    absent additionalProperties means false\n"
     "  --allow-unknown-formats  treat unknown formats as annotations (default: error)\n"
     "  --max-ref-depth N      expansions of one recursive $ref (default 5)\n"
-    "  --max-any-depth N      nesting of unconstrained values (default 3)\n"
+    "  --max-any-depth N|auto nesting of unconstrained values: N levels (default 3),\n"
+    "                         or auto: 6 levels at the root, one less per level\n"
+    "                         down, 3 from level 3 on (--any-depth-total); auto\n"
+    "                         accepts deeper data but compiles several times slower\n"
+    "  --any-depth-total N    auto: the nesting reached from the root (default 6)\n"
     "  --max-string-length N  narrow larger maxLength values to N (default 512)\n"
     "Budgets:\n"
     "  --max-nfa-states N     default 2000000\n"
@@ -88,6 +92,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
         {"max-ref-depth", required_argument, 0, OPT_REF_DEPTH},
         {"max-any-depth", required_argument, 0, OPT_ANY_DEPTH},
+        {"any-depth-total", required_argument, 0, OPT_ANY_DEPTH_TOTAL},
         {"max-string-length", required_argument, 0, OPT_STRING_LEN},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -129,8 +134,16 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
             o->sopts.max_string_length = (uint32_t)v;
             break;
         case OPT_UNKNOWN_FORMATS: o->sopts.unknown_formats_ok = true; break;
+        case OPT_ANY_DEPTH_TOTAL:
+            if (sv_cli_parse_u64(arg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-depth-total (0 to 16)", arg);
+            o->sopts.any_depth_total = (uint32_t)v;
+            break;
         case OPT_REF_DEPTH:
         case OPT_ANY_DEPTH:
+            if (c == OPT_ANY_DEPTH && strcmp(arg, "auto") == 0) {
+                o->sopts.max_any_depth = SV_SCHEMA_ANY_DEPTH_AUTO;
+                break;
+            }
             if (sv_cli_parse_u64(arg, 16, &v))
                 return sv_cli_usage_error(verb, "invalid value '%s' for --%s (0 to 16)", arg, c == OPT_REF_DEPTH ? "max-ref-depth" : "max-any-depth");
             if (c == OPT_REF_DEPTH) o->sopts.max_ref_depth = (uint32_t)v;

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "../../fsm/matcher.h"
@@ -27,7 +28,7 @@
 #include "cli.h"
 #include "verbs.h"
 
-enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE };
+enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE, OPT_MEMORY };
 
 typedef struct {
     uint64_t *v;
@@ -266,6 +267,7 @@ int sv_cmd_maskbench(int argc, char **argv) {
         {"max-any-depth", required_argument, 0, OPT_ANY_DEPTH},
         {"ws", required_argument, 0, OPT_WS},
         {"dfa-cache-mb", required_argument, 0, OPT_DFA_CACHE},
+        {"memory-limit-mb", required_argument, 0, OPT_MEMORY},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -275,7 +277,7 @@ int sv_cmd_maskbench(int argc, char **argv) {
     sv_schema_opts_default(&b.sopts);
     b.timeout_ns = 60ull * 1000000000ull;
     const char *tokpath = NULL, *tokcfg = NULL;
-    unsigned long long v;
+    unsigned long long v, memory_mb = 8192;
     opterr = 0;
     optind = 1;
     int c;
@@ -291,7 +293,9 @@ int sv_cmd_maskbench(int argc, char **argv) {
                    "percentiles (p50, p90, p99, max). --per-schema first prints one line per\n"
                    "schema. Instance text is each test's \"text\" field when present (see\n"
                    "tests/bench/maskbench_prep.py), else jansson's serialization.\n"
-                   "--dfa-cache-mb: the process-wide memo of compiled automata (0: off).\n");
+                   "--dfa-cache-mb: the process-wide memo of compiled automata (0: off).\n"
+                   "--memory-limit-mb: address-space limit of the process (default 8192, 0: none);\n"
+                   "a schema that needs more is a compile error of type nomem.\n");
             return SV_EXIT_OK;
         case OPT_TOKENIZER: tokpath = optarg; break;
         case OPT_TOKCONFIG: tokcfg = optarg; break;
@@ -311,6 +315,10 @@ int sv_cmd_maskbench(int argc, char **argv) {
             else if (strcmp(optarg, "flexible") == 0) b.sopts.ws = SV_WS_FLEXIBLE;
             else return sv_cli_usage_error(verb, "invalid value '%s' for --ws", optarg);
             break;
+        case OPT_MEMORY:
+            if (sv_cli_parse_u64(optarg, 1u << 30, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --memory-limit-mb", optarg);
+            memory_mb = v;
+            break;
         case OPT_DFA_CACHE:
             if (sv_cli_parse_u64(optarg, 1u << 20, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --dfa-cache-mb", optarg);
             sv_dfa_cache_configure((size_t)v << 20);
@@ -320,6 +328,12 @@ int sv_cmd_maskbench(int argc, char **argv) {
         }
     }
     if (!tokpath) return sv_cli_usage_error(verb, "--tokenizer FILE is required");
+    if (memory_mb) {
+        /* Some schemas make compilation grow without bound (the per-automaton
+         * budgets do not bound the sum); failed allocations end as nomem. */
+        struct rlimit rl = {(rlim_t)memory_mb << 20, (rlim_t)memory_mb << 20};
+        if (setrlimit(RLIMIT_AS, &rl) != 0) fprintf(stderr, "sieve maskbench: cannot set the memory limit\n");
+    }
     if (optind >= argc) return sv_cli_usage_error(verb, "give at least one MaskBench file or folder");
     paths_t paths = {0};
     for (int i = optind; i < argc; i++)

@@ -36,14 +36,19 @@ Every rejected valid instance gets a cause, found by experiment:
                             spellings, else the key order sieve gives each
                             location, and the schema's first-appearance order)
   number spelling           respelling 1.0 as 1 and 1e-05 as 0.00001 is accepted
+                            (sieve takes both where it can: 10.0 wherever 10
+                            is valid, 1e-05 for typed numbers unless a bound
+                            or multipleOf splits the exponent range)
   string too long           accepted with --max-string-length raised
-  nesting deeper than any-depth   accepted with --max-any-depth raised
+  nesting deeper than any-depth   accepted with --max-any-depth raised (to a
+                            uniform 4..8 levels; the default, auto, allows
+                            max(3, 6 - L) levels at instance level L)
   recursion deeper than max-ref-depth  accepted with --max-ref-depth raised
   nesting deeper than any-depth (static)  no experiment settled it (raising
                             --max-any-depth exceeds a budget, or the value is
                             more than 8 levels deep), but the instance has a
-                            value nested deeper than --max-any-depth where the
-                            schema allows any value
+                            value nested deeper than --max-any-depth allows
+                            where the schema allows any value
   jsonschema rejects it     the dataset calls it valid, but jsonschema (format
                             checking on) disagrees
   other                     none of these
@@ -84,7 +89,9 @@ DEFAULT_OUT = os.path.join(ROOT, "build", "maskbench", "results.jsonl")
 OUTCOMES = ["passing", "compile_error", "validation_error", "ignored_format", "invalidation_error",
             "sample_error", "timeout", "crash"]
 PERM_LIMIT = 720          # enumerate every key order up to this many spellings
-DEFAULT_ANY_DEPTH = 3     # sieve's defaults, mirrored for the cause experiments
+DEFAULT_ANY_DEPTH = "auto"  # sieve's defaults, mirrored for the cause experiments:
+DEFAULT_ANY_DEPTH_TOTAL = 6  # auto gives a free-form value at instance level L
+ANY_DEPTH_MIN = 3            # max(3, total - L) levels
 DEFAULT_STRING_LENGTH = 512
 DEFAULT_REF_DEPTH = 5
 DIAG_TIMEOUT = 20.0       # seconds for each diagnostic re-run (not part of the outcome)
@@ -315,8 +322,10 @@ def depth(v):
 # The key order sieve spells an object in: the order of its location (as
 # fsm/schema.c builds sv_loc_t): the schemas that apply there, closed under
 # allOf/anyOf/oneOf/not/if/then/else/dependentSchemas/$ref, name keys in
-# first-appearance order (properties, required, dependency keys), then the
-# keys of const/enum values there; other keys after them. Mirrored here only
+# first-appearance order (their properties, then the keys only required or
+# dependency lists name), then the keys of const/enum values there; other
+# keys after them. (sieve also accepts a few other orders per location:
+# those of anyOf/oneOf branches and of required lists.) Mirrored here only
 # to name the cause of a rejection; the experiment (sieve accepts the
 # reordered text) decides.
 
@@ -399,6 +408,7 @@ def _loc_keys(loc):
         if isinstance(s.get("properties"), dict):
             for k in s["properties"]:
                 order.setdefault(k, len(order))
+    for s in schemas:
         if isinstance(s.get("required"), list):
             for k in s["required"]:
                 if isinstance(k, str):
@@ -479,20 +489,22 @@ _ASSERTIONS = frozenset("""type enum const properties required additionalPropert
     multipleOf unevaluatedProperties unevaluatedItems $dynamicRef $recursiveRef nullable""".split())
 
 
-def unconstrained_depth(v, schema, loc=None):
-    """The deepest nesting of a subvalue of v at a location that holds any
-    value (0 when there is none)."""
+def unconstrained_excess(v, schema, allowed, loc=None, level=0):
+    """By how many levels a subvalue of v at a location that holds any value
+    nests deeper than allowed(its instance level) permits (0 when none does)."""
     if loc is None:
         loc = _closure(schema, [schema], [])
     schemas, lits = loc
     if not lits and not any(_ASSERTIONS & set(x) for x in schemas) \
             and not any(isinstance(x.get(k), list) and len(x[k]) > 1
                         for x in schemas for k in ("anyOf", "oneOf")):
-        return depth(v)
+        return max(0, depth(v) - allowed(level))
     if isinstance(v, dict):
-        return max([unconstrained_depth(x, schema, _loc_property(schema, loc, k)) for k, x in v.items()] + [0])
+        return max([unconstrained_excess(x, schema, allowed, _loc_property(schema, loc, k), level + 1)
+                    for k, x in v.items()] + [0])
     if isinstance(v, list):
-        return max([unconstrained_depth(x, schema, _loc_item(schema, loc, i)) for i, x in enumerate(v)] + [0])
+        return max([unconstrained_excess(x, schema, allowed, _loc_item(schema, loc, i), level + 1)
+                    for i, x in enumerate(v)] + [0])
     return 0
 
 
@@ -804,13 +816,21 @@ def _evaluate(rec, schema, schema_path, tests, sieve, deadline, nsamples, seed, 
 
 
 def _opt_value(extra, flag, default):
-    for i, a in enumerate(extra[:-1]):
-        if a == flag:
+    for i, a in enumerate(extra):
+        v = extra[i + 1] if a == flag and i + 1 < len(extra) else a[len(flag) + 1:] if a.startswith(flag + "=") else None
+        if v is not None:
             try:
-                return int(extra[i + 1])
+                return int(v)
             except ValueError:
-                pass
+                return v
     return default
+
+
+def allowed_depth(any_depth, total, level):
+    """The nesting sieve allows a free-form value at instance level `level`."""
+    if any_depth == "auto":
+        return max(ANY_DEPTH_MIN, total - level)
+    return any_depth
 
 
 def _with_opt(extra, flag, value):
@@ -871,6 +891,7 @@ def diagnose(schema, schema_path, tests, texts, idxs, sieve, extra, validator, s
 
     # 3. options raised one at a time
     any_depth = _opt_value(extra, "--max-any-depth", DEFAULT_ANY_DEPTH)
+    any_total = _opt_value(extra, "--any-depth-total", DEFAULT_ANY_DEPTH_TOTAL)
     str_len = _opt_value(extra, "--max-string-length", DEFAULT_STRING_LENGTH)
     ref_depth = _opt_value(extra, "--max-ref-depth", DEFAULT_REF_DEPTH)
     # (tag, flag, values tried in turn: a deeper any-depth grows the DFA fast,
@@ -880,9 +901,10 @@ def diagnose(schema, schema_path, tests, texts, idxs, sieve, extra, validator, s
     if longest > str_len:
         experiments.append(("string too long", "--max-string-length", [min(longest, 8192)]))
     deepest = max([depth(tests[i]["data"]) for i in pending] + [0])
-    if deepest > any_depth:
+    least = allowed_depth(any_depth, any_total, 99)
+    if deepest > least:
         experiments.append(("nesting deeper than any-depth", "--max-any-depth",
-                            list(range(any_depth + 1, min(deepest, 8) + 1))))
+                            list(range(least + 1, min(deepest, 8) + 1))))
     if stats.get("recursion_truncated"):
         experiments.append(("recursion deeper than max-ref-depth", "--max-ref-depth", [ref_depth + 7]))
     for tag, flag, values in experiments:
@@ -909,12 +931,12 @@ def diagnose(schema, schema_path, tests, texts, idxs, sieve, extra, validator, s
     # the schema allows any value, found by walking the schema
     for i in list(pending):
         try:
-            d = unconstrained_depth(tests[i]["data"], schema)
+            d = unconstrained_excess(tests[i]["data"], schema, lambda lv: allowed_depth(any_depth, any_total, lv))
         except RecursionError:
             d = 0
-        if d > any_depth:
+        if d > 0:
             by_test[i]["cause"] = "nesting deeper than any-depth (static)"
-            by_test[i]["unconstrained_depth"] = d
+            by_test[i]["unconstrained_excess"] = d
             del pending[i]
 
     # 4. does jsonschema agree that it is valid?

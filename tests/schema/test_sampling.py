@@ -83,9 +83,19 @@ def _multiple_of(validator, m, instance, schema):
 
 def validator(schema):
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    type_checker = cls.TYPE_CHECKER
+    if cls not in (jsonschema.Draft3Validator, jsonschema.Draft4Validator):
+        # Draft 6+: an integer is any number with a zero fractional part (sieve
+        # writes 10.0 and -0.0 for integers, as json.dumps does for floats).
+        # jsonschema grants that to floats only, not to the Decimals numbers
+        # are read as here.
+        type_checker = type_checker.redefine(
+            "integer", lambda checker, x: (isinstance(x, int) and not isinstance(x, bool))
+            or (isinstance(x, Decimal) and x.is_finite() and x == x.to_integral_value())
+            or (isinstance(x, float) and x.is_integer()))
     cls = jsonschema.validators.extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties,
                                              "additionalProperties": _additional_properties,
-                                             "multipleOf": _multiple_of})
+                                             "multipleOf": _multiple_of}, type_checker=type_checker)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
