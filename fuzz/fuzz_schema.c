@@ -443,7 +443,18 @@ static UNTRACED bool rd_number(rd_t *r) {
     } else if (r->i - start == 2 && r->s[start] == '-' && r->s[start + 1] == '0') {
         return false; /* "-0" */
     }
-    return !(r->i < r->n && (r->s[r->i] == 'e' || r->s[r->i] == 'E'));
+    /* Python's float exponent form, which typed numbers also accept
+     * (1e-05, 1.5e+16): 'e', a sign, two or more digits, no leading zero
+     * beyond two digits. */
+    if (r->i < r->n && r->s[r->i] == 'e') {
+        r->i++;
+        if (r->i >= r->n || (r->s[r->i] != '+' && r->s[r->i] != '-')) return false;
+        size_t e0 = ++r->i;
+        while (digit(r)) r->i++;
+        size_t nd = r->i - e0;
+        if (nd < 2 || (nd > 2 && r->s[e0] == '0')) return false;
+    }
+    return !(r->i < r->n && r->s[r->i] == 'E');
 }
 
 static UNTRACED bool rd_value(rd_t *r) {
