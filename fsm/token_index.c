@@ -883,31 +883,16 @@ static const uint32_t *root_mask(const sv_token_set_t *cts, const root_sig_t *si
  * it would not pay off. */
 static bool root_signature(const sv_token_index_t *ix, int32_t s0, root_sig_t *sig, int32_t *c_out) {
     const sv_dfa_t *d = ix->dfa;
-    const int32_t *row = d->trans + (size_t)s0 * d->nclasses;
-    /* the most common live target among ASCII bytes */
-    int32_t tgt[8];
-    int cnt[8], nt = 0;
-    for (int b = 0; b < 128; b++) {
-        int32_t t = row[d->classes[b]];
-        if (t < 0) continue;
-        int k = 0;
-        while (k < nt && tgt[k] != t) k++;
-        if (k == nt) {
-            if (nt == 8) continue;
-            tgt[nt] = t, cnt[nt++] = 0;
-        }
-        cnt[k]++;
-    }
-    int32_t best = -1;
-    int bestn = 0;
-    for (int k = 0; k < nt; k++)
-        if (cnt[k] > bestn) bestn = cnt[k], best = tgt[k];
+    uint64_t first[2];
+    int32_t best = state_uni(ix, s0, first); /* the most common live target among ASCII bytes */
+    int bestn = __builtin_popcountll(first[0]) + __builtin_popcountll(first[1]);
     if (best < 0 || bestn < ROOT_MIN_LOOP) return false;
     memset(sig, 0, sizeof *sig);
+    sig->first[0] = first[0];
+    sig->first[1] = first[1];
     const int32_t *rc = d->trans + (size_t)best * d->nclasses;
     int nl = 0;
     for (int b = 0; b < 128; b++) {
-        if (row[d->classes[b]] == best) sig->first[b >> 6] |= 1ull << (b & 63);
         if (rc[d->classes[b]] == best) sig->loop[b >> 6] |= 1ull << (b & 63), nl++;
     }
     if (nl < ROOT_MIN_LOOP) return false;
