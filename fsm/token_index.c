@@ -17,6 +17,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef TI_STATS
+#include <stdio.h>
+#endif
 
 #include "dfa_internal.h"
 
@@ -42,6 +45,7 @@ struct sv_token_set {
     uint32_t *ntok_lo;     /* into sorted */
     uint16_t *ntok_n;
     int32_t *sorted;       /* NORMAL ids sorted by bytes */
+    uint32_t nsorted;
     uint32_t max_len;
     /* Subtree summaries, for nodes with at least SUMMARY_MIN tokens below:
      * nsum[i] indexes sums, or is UINT32_MAX. */
@@ -60,11 +64,19 @@ struct sv_token_set {
     uint8_t *tok_root_ok;      /* (n) UTF-8 from byte 0 (last character may be cut) */
     uint8_t *tok_high;         /* (n) has a byte >= 0x80 */
     pthread_mutex_t root_lock;
-    struct root_mask *roots;
+    void **roots;              /* root_entry_t, most recently used first */
     uint32_t nroots;
+    void **loops;              /* loop_entry_t, most recently used first */
+    uint32_t nloops;
+    /* tokens whose first byte is >= 0x80 but not a whole character, walked
+     * whole when whole characters take the tails (have_partial: built) */
+    struct tail_trie *partial;
+    bool have_partial;
+    uint32_t first_lo[257];    /* sorted[first_lo[x] .. first_lo[x + 1]): the tokens starting with byte x */
 };
 
 #define ROOT_CACHE 64
+#define LOOP_CACHE 16
 #define ROOT_MIN_LOOP 16   /* ASCII self-loop bytes for a root mask to pay off */
 
 /* A root signature: from the walk's state s0, the ASCII bytes first[] lead
@@ -77,10 +89,62 @@ typedef struct root_sig {
     uint8_t utf8_first, utf8_loop;
 } root_sig_t;
 
-typedef struct root_mask {
+/* A trie of byte strings in depth-first preorder, walked like the main
+ * trie but without summaries: node i's tokens are ids[tok_lo ..
+ * tok_lo + tok_n). */
+typedef struct tail_node {
+    uint32_t skip, tok_lo, tok_n;
+    uint16_t depth;
+    uint8_t byte;
+} tail_node_t;
+
+typedef struct tail_trie {
+    tail_node_t *nodes;
+    int32_t *ids;
+    uint32_t nnodes, nids;
+} tail_trie_t;
+
+/* Entries shared through an LRU of the token set (under root_lock): refs
+ * counts the walks using one, so an entry evicted meanwhile is freed by its
+ * last user. */
+typedef struct shared {
+    uint32_t refs;
+    bool evicted;
+} shared_t;
+
+/* Per signature: the tokens it allows alone (a first character, then
+ * looping ones; the last one may be cut short when characters loop). */
+typedef struct root_entry {
+    shared_t h;
     root_sig_t sig;
     uint32_t *mask;
-} root_mask_t;
+} root_entry_t;
+
+/* Per loop set (loop[], utf8_loop), whatever the first set: tokens merged
+ * by what follows their looping characters. A token whose first character
+ * is whole and whose other characters do not all loop is split after the
+ * first character and the longest looping prefix of the rest; the trie
+ * holds (first byte, what follows), a multi-byte first character labeled by
+ * its lead byte. From a state s0 with this signature, the DFA is in c after
+ * such a prefix, so each (first byte, tail) is walked once, from c, and
+ * only under the first bytes that lead s0 to c. For string content, the
+ * 128k tokens of Llama 3 leave about 3,300 such tokens, under 2,000 trie
+ * nodes. Built only when at most TAIL_MAX_ENTRIES tokens have a tail and
+ * the trie stays under TAIL_MAX_NODES; otherwise the walk uses the main
+ * trie. */
+typedef struct loop_entry {
+    shared_t h;
+    uint64_t loop[2];
+    uint8_t utf8_loop;
+    bool have_tails;
+    tail_trie_t tails;
+    /* the tokens whose first character is whole and the rest loops, with
+     * an ASCII first character and with a multi-byte one (with tails) */
+    uint32_t *rl_ascii, *rl_high;
+} loop_entry_t;
+
+#define TAIL_MAX_ENTRIES 16384u
+#define TAIL_MAX_NODES 32768u
 
 /* One record per summarized node, so a check touches one cache line. */
 typedef struct summary {
@@ -116,6 +180,29 @@ static int cmp_tok(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static void tail_trie_free(tail_trie_t *t) {
+    if (!t) return;
+    free(t->nodes);
+    free(t->ids);
+    memset(t, 0, sizeof *t);
+}
+
+static void root_entry_free(void *p) {
+    root_entry_t *e = p;
+    if (!e) return;
+    free(e->mask);
+    free(e);
+}
+
+static void loop_entry_free(void *p) {
+    loop_entry_t *e = p;
+    if (!e) return;
+    tail_trie_free(&e->tails);
+    free(e->rl_ascii);
+    free(e->rl_high);
+    free(e);
+}
+
 void sv_token_set_destroy(sv_token_set_t *ts) {
     if (!ts) return;
     free(ts->kind);
@@ -141,13 +228,18 @@ void sv_token_set_destroy(sv_token_set_t *ts) {
     free(ts->tok_first);
     free(ts->tok_root_ok);
     free(ts->tok_high);
-    for (uint32_t i = 0; i < ts->nroots; i++) free(ts->roots[i].mask);
+    for (uint32_t i = 0; i < ts->nroots; i++) root_entry_free(ts->roots[i]);
     free(ts->roots);
+    for (uint32_t i = 0; i < ts->nloops; i++) loop_entry_free(ts->loops[i]);
+    free(ts->loops);
+    tail_trie_free(ts->partial);
+    free(ts->partial);
     pthread_mutex_destroy(&ts->root_lock);
     free(ts);
 }
 
 static bool is_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
+static void build_partial(sv_token_set_t *ts);
 
 /* Whether b[p..len) is UTF-8 starting at a character boundary; the last
  * character may be cut short. */
@@ -278,6 +370,7 @@ static sv_status build_trie(sv_token_set_t *ts, sv_error_t *err) {
     pthread_mutex_lock(&g_sort_lock);
     g_sort_ts = ts;
     qsort(ts->sorted, nsorted, sizeof *ts->sorted, cmp_tok);
+    ts->nsorted = nsorted;
     g_sort_ts = NULL;
     pthread_mutex_unlock(&g_sort_lock);
 
@@ -390,7 +483,8 @@ sv_status sv_token_set_create(uint32_t n, uint32_t mask_bits, const uint8_t *con
     ts->tok_root_ok = calloc(n, 1);
     ts->tok_high = calloc(n, 1);
     ts->roots = calloc(ROOT_CACHE, sizeof *ts->roots);
-    if (!ts->tok_ascii || !ts->tok_first || !ts->tok_root_ok || !ts->tok_high || !ts->roots) {
+    ts->loops = calloc(LOOP_CACHE, sizeof *ts->loops);
+    if (!ts->tok_ascii || !ts->tok_first || !ts->tok_root_ok || !ts->tok_high || !ts->roots || !ts->loops) {
         sv_token_set_destroy(ts);
         return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     }
@@ -410,6 +504,7 @@ sv_status sv_token_set_create(uint32_t n, uint32_t mask_bits, const uint8_t *con
     ts->all_bytes = true;
     for (int b = 0; b < 256; b++) ts->all_bytes &= seen[b];
     sv_status st = build_trie(ts, err);
+    if (!st) build_partial(ts); /* without it, walks take the main trie there */
     if (st) {
         sv_token_set_destroy(ts);
         return st;
@@ -839,44 +934,316 @@ static bool sig_eq(const root_sig_t *a, const root_sig_t *b) {
            a->loop[1] == b->loop[1] && a->utf8_first == b->utf8_first && a->utf8_loop == b->utf8_loop;
 }
 
-/* The root mask of a signature (NULL when out of memory). */
-static const uint32_t *root_mask(const sv_token_set_t *cts, const root_sig_t *sig) {
-    sv_token_set_t *ts = (sv_token_set_t *)cts;
-    const uint32_t *found = NULL;
+/* The length of the whole UTF-8 character at b[0..n) (2 to 4), or 0 when
+ * b does not start with one. */
+static uint32_t utf8_char(const uint8_t *b, uint32_t n) {
+    uint8_t c = b[0], lo = 0x80, hi = 0xBF;
+    uint32_t k;
+    if (c >= 0xC2 && c <= 0xDF) k = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        k = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        k = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else return 0;
+    if (n < k || b[1] < lo || b[1] > hi) return 0;
+    for (uint32_t j = 2; j < k; j++)
+        if (!is_cont(b[j])) return 0;
+    return k;
+}
+
+typedef struct {
+    const uint8_t *p;
+    uint32_t n;
+    int32_t id;
+} tail_ent_t;
+
+static int cmp_tail(const void *a, const void *b) {
+    const tail_ent_t *x = a, *y = b;
+    uint32_t n = x->n < y->n ? x->n : y->n;
+    int c = memcmp(x->p, y->p, n);
+    if (c) return c;
+    if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static uint32_t common_prefix(const tail_ent_t *a, const tail_ent_t *b) {
+    uint32_t m = a->n < b->n ? a->n : b->n, l = 0;
+    while (l < m && a->p[l] == b->p[l]) l++;
+    return l;
+}
+
+/* Builds the trie of the nonempty strings e[0..n) (sorted here); false when
+ * it would have more than max_nodes nodes or memory runs out (t is then
+ * empty). */
+static bool build_tails(tail_ent_t *e, uint32_t n, uint32_t max_nodes, tail_trie_t *t) {
+    memset(t, 0, sizeof *t);
+    if (!n) return true;
+    qsort(e, n, sizeof *e, cmp_tail);
+    uint64_t nn = 0; /* one node per byte past the common prefix with the previous string */
+    for (uint32_t i = 0; i < n; i++) nn += e[i].n - (i ? common_prefix(&e[i], &e[i - 1]) : 0);
+    if (nn > max_nodes) return false;
+    t->nodes = malloc((size_t)nn * sizeof *t->nodes);
+    t->ids = malloc((size_t)n * sizeof *t->ids);
+    uint32_t *open = malloc(((size_t)SV_TOKEN_SET_MAX_BYTES + 1) * sizeof *open); /* the node at each depth */
+    if (!t->nodes || !t->ids || !open) {
+        free(open);
+        tail_trie_free(t);
+        return false;
+    }
+    uint32_t k = 0, depth = 0; /* nodes so far; depth of the open path */
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t l = i ? common_prefix(&e[i], &e[i - 1]) : 0;
+        while (depth > l) t->nodes[open[--depth]].skip = k; /* close the nodes past the common prefix */
+        for (uint32_t j = l; j < e[i].n; j++) {
+            t->nodes[k] = (tail_node_t){.depth = (uint16_t)(j + 1), .byte = e[i].p[j]};
+            open[depth++] = k++;
+        }
+        tail_node_t *nd = &t->nodes[open[depth - 1]];
+        if (!nd->tok_n) nd->tok_lo = i;
+        nd->tok_n++;
+        t->ids[i] = e[i].id;
+    }
+    while (depth > 0) t->nodes[open[--depth]].skip = k;
+    free(open);
+    t->nnodes = k;
+    t->nids = n;
+    return true;
+}
+
+/* The length of the first character of b[0..n) when it is ASCII or a whole
+ * multi-byte character; 0 otherwise. */
+static uint32_t first_char(const uint8_t *b, uint32_t n) { return b[0] < 0x80 ? 1 : utf8_char(b, n); }
+
+/* The longest prefix of b[0..n) made of characters that loop: ASCII bytes
+ * in loop[], and whole multi-byte characters when utf8_loop. */
+static uint32_t loop_prefix(const uint64_t loop[2], bool utf8_loop, const uint8_t *b, uint32_t n) {
+    uint32_t i = 0;
+    while (i < n) {
+        uint8_t x = b[i];
+        if (x < 0x80) {
+            if (!((loop[x >> 6] >> (x & 63)) & 1)) break;
+            i++;
+            continue;
+        }
+        uint32_t k = utf8_loop ? utf8_char(b + i, n - i) : 0;
+        if (!k) break;
+        i += k;
+    }
+    return i;
+}
+
+/* The partial-first-character trie of a token set and the first-byte
+ * ranges of its sorted tokens (at creation). */
+static void build_partial(sv_token_set_t *ts) {
+    uint32_t nsorted = ts->nsorted;
+    for (uint32_t x = 0, j = 0; x <= 256; x++) {
+        while (j < nsorted && ts->buf[ts->off[ts->sorted[j]]] < x) j++;
+        ts->first_lo[x] = j;
+    }
+    tail_ent_t *e = malloc((size_t)ts->n * sizeof *e);
+    ts->partial = calloc(1, sizeof *ts->partial);
+    if (!e || !ts->partial) {
+        free(e);
+        return;
+    }
+    uint32_t n = 0;
+    for (uint32_t id = 0; id < ts->n; id++) {
+        const uint8_t *b = ts->buf + ts->off[id];
+        if (ts->kind[id] == SV_TOKKIND_NORMAL && !first_char(b, ts->len[id]))
+            e[n++] = (tail_ent_t){b, ts->len[id], (int32_t)id};
+    }
+    ts->have_partial = n <= TAIL_MAX_ENTRIES && build_tails(e, n, TAIL_MAX_NODES, ts->partial);
+    free(e);
+}
+
+/* A new root entry for sig (NULL when out of memory). */
+static root_entry_t *root_build(const sv_token_set_t *ts, const root_sig_t *sig) {
+    root_entry_t *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->sig = *sig;
+    r->mask = calloc(ts->words, sizeof *r->mask);
+    if (!r->mask) {
+        root_entry_free(r);
+        return NULL;
+    }
+    bool u8 = sig->utf8_first && sig->utf8_loop;
+    bool some8 = sig->utf8_first || sig->utf8_loop;
+    for (uint32_t id = 0; id < ts->n; id++) {
+        if (ts->kind[id] != SV_TOKKIND_NORMAL) continue;
+        bool in = false;
+        if (ts->tok_root_ok[id]) {
+            uint8_t f = ts->tok_first[id];
+            in = f < 0x80 ? (sig->first[f >> 6] >> (f & 63)) & 1 : u8;
+            in = in && !(ts->tok_ascii[id][0] & ~sig->loop[0]) && !(ts->tok_ascii[id][1] & ~sig->loop[1]) &&
+                 (!ts->tok_high[id] || u8);
+        }
+        if (!in && ts->tok_high[id] && !u8 && some8) {
+            /* whole characters, the multi-byte ones only where they move
+             * like the signature says: s0 to c, c to c */
+            const uint8_t *b = ts->buf + ts->off[id];
+            uint32_t len = ts->len[id], k = first_char(b, len);
+            uint8_t f = b[0];
+            bool first_ok = k && (f < 0x80 ? (sig->first[f >> 6] >> (f & 63)) & 1 : sig->utf8_first);
+            in = first_ok && k + loop_prefix(sig->loop, sig->utf8_loop, b + k, len - k) == len;
+        }
+        if (in) r->mask[id >> 5] |= 1u << (id & 31);
+    }
+    return r;
+}
+
+/* A new loop entry (NULL when out of memory). */
+static loop_entry_t *loop_build(const sv_token_set_t *ts, const uint64_t loop[2], bool utf8_loop) {
+    loop_entry_t *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->loop[0] = loop[0];
+    r->loop[1] = loop[1];
+    r->utf8_loop = utf8_loop;
+    tail_ent_t *e = malloc((size_t)TAIL_MAX_ENTRIES * sizeof *e);
+    r->rl_ascii = calloc(ts->words, sizeof *r->rl_ascii);
+    r->rl_high = calloc(ts->words, sizeof *r->rl_high);
+    uint8_t *arena = NULL;
+    uint32_t n = 0;
+    size_t bytes = 0;
+    bool ok = e && r->rl_ascii && r->rl_high;
+    for (uint32_t id = 0; ok && id < ts->n; id++) {
+        const uint8_t *b = ts->buf + ts->off[id];
+        uint32_t len = ts->len[id], k;
+        if (ts->kind[id] != SV_TOKKIND_NORMAL || !(k = first_char(b, len))) continue;
+        k += loop_prefix(loop, utf8_loop, b + k, len - k);
+        if (k == len) {
+            uint32_t *rl = b[0] < 0x80 ? r->rl_ascii : r->rl_high;
+            rl[id >> 5] |= 1u << (id & 31);
+            continue;
+        }
+        if (n == TAIL_MAX_ENTRIES) ok = false; /* too many: the main trie is as good */
+        else {
+            e[n++] = (tail_ent_t){b + k, len - k, (int32_t)id}; /* the label goes in front below */
+            bytes += len - k + 1;
+        }
+    }
+    if (ok && n) {
+        /* (first byte, tail) strings, contiguous for the sort */
+        arena = malloc(bytes);
+        ok = arena != NULL;
+        for (uint32_t i = 0, at = 0; ok && i < n; i++) {
+            arena[at] = ts->buf[ts->off[e[i].id]];
+            memcpy(arena + at + 1, e[i].p, e[i].n);
+            e[i].p = arena + at;
+            at += ++e[i].n;
+        }
+    }
+    r->have_tails = ok && build_tails(e, n, TAIL_MAX_NODES, &r->tails);
+    if (!r->have_tails) {
+        free(r->rl_ascii);
+        free(r->rl_high);
+        r->rl_ascii = r->rl_high = NULL;
+    }
+    free(arena);
+    free(e);
+    return r;
+}
+
+/* Finds or builds a shared entry: looks key up in the LRU v (found by
+ * eq), else builds one and puts it in front, evicting the least recently
+ * used of cap. Takes a reference (NULL when out of memory). */
+static void *lru_acquire(sv_token_set_t *ts, void **v, uint32_t *n, uint32_t cap, bool (*eq)(const void *, const void *),
+                         const void *key, void *(*build)(const sv_token_set_t *, const void *), void (*free_fn)(void *)) {
+    void *found = NULL;
     pthread_mutex_lock(&ts->root_lock);
-    for (uint32_t i = 0; i < ts->nroots; i++) {
-        root_mask_t *r = &ts->roots[i];
-        if (sig_eq(&r->sig, sig)) {
-            found = r->mask;
-            if (i) { /* move to front */
-                root_mask_t t = *r;
-                memmove(ts->roots + 1, ts->roots, i * sizeof *ts->roots);
-                ts->roots[0] = t;
-            }
+    for (uint32_t i = 0; i < *n; i++) {
+        if (eq(v[i], key)) {
+            found = v[i];
+            memmove(v + 1, v, i * sizeof *v);
+            v[0] = found;
             break;
         }
     }
-    if (!found) {
-        uint32_t *m = calloc(ts->words, sizeof *m);
-        if (m) {
-            bool u8 = sig->utf8_first && sig->utf8_loop;
-            for (uint32_t id = 0; id < ts->n; id++) {
-                if (ts->kind[id] != SV_TOKKIND_NORMAL || !ts->tok_root_ok[id]) continue;
-                uint8_t f = ts->tok_first[id];
-                if (f < 0x80 ? !((sig->first[f >> 6] >> (f & 63)) & 1) : !u8) continue;
-                if ((ts->tok_ascii[id][0] & ~sig->loop[0]) || (ts->tok_ascii[id][1] & ~sig->loop[1])) continue;
-                if (ts->tok_high[id] && !u8) continue;
-                m[id >> 5] |= 1u << (id & 31);
-            }
-            if (ts->nroots == ROOT_CACHE) free(ts->roots[--ts->nroots].mask);
-            memmove(ts->roots + 1, ts->roots, ts->nroots * sizeof *ts->roots);
-            ts->roots[0] = (root_mask_t){*sig, m};
-            ts->nroots++;
-            found = m;
+    if (!found && (found = build(ts, key))) {
+        if (*n == cap) {
+            shared_t *old = v[--*n];
+            if (old->refs) old->evicted = true;
+            else free_fn(old);
         }
+        memmove(v + 1, v, *n * sizeof *v);
+        v[0] = found;
+        (*n)++;
     }
+    if (found) ((shared_t *)found)->refs++;
     pthread_mutex_unlock(&ts->root_lock);
     return found;
+}
+
+static void lru_release(const sv_token_set_t *cts, void *e, void (*free_fn)(void *)) {
+    sv_token_set_t *ts = (sv_token_set_t *)cts;
+    shared_t *h = e;
+    pthread_mutex_lock(&ts->root_lock);
+    bool gone = --h->refs == 0 && h->evicted;
+    pthread_mutex_unlock(&ts->root_lock);
+    if (gone) free_fn(e);
+}
+
+static bool root_eq(const void *e, const void *key) { return sig_eq(&((const root_entry_t *)e)->sig, key); }
+static void *root_new(const sv_token_set_t *ts, const void *key) { return root_build(ts, key); }
+static bool loop_eq(const void *e, const void *key) {
+    const loop_entry_t *l = e;
+    const root_sig_t *sig = key;
+    return l->loop[0] == sig->loop[0] && l->loop[1] == sig->loop[1] && l->utf8_loop == sig->utf8_loop;
+}
+static void *loop_new(const sv_token_set_t *ts, const void *key) {
+    const root_sig_t *sig = key;
+    return loop_build(ts, sig->loop, sig->utf8_loop);
+}
+
+static root_entry_t *root_acquire(const sv_token_set_t *cts, const root_sig_t *sig) {
+    sv_token_set_t *ts = (sv_token_set_t *)cts;
+    return lru_acquire(ts, ts->roots, &ts->nroots, ROOT_CACHE, root_eq, sig, root_new, root_entry_free);
+}
+
+static loop_entry_t *loop_acquire(const sv_token_set_t *cts, const root_sig_t *sig) {
+    sv_token_set_t *ts = (sv_token_set_t *)cts;
+    return lru_acquire(ts, ts->loops, &ts->nloops, LOOP_CACHE, loop_eq, sig, loop_new, loop_entry_free);
+}
+
+/* Sets the bits of the tokens of t that stay alive from s; raises *maxd to
+ * the distance of their end states. With sig, the first byte is a label
+ * instead: a first[] byte (or, with utf8_first, the lead byte of a whole
+ * multi-byte character) takes the walk to s, anything else is skipped. */
+static void walk_tails(const sv_dfa_t *d, const tail_trie_t *t, const root_sig_t *sig, int32_t s, uint32_t *dst,
+                       uint32_t *maxd) {
+    const int32_t *trans = d->trans;
+    const uint8_t *cls = d->classes;
+    const size_t nc = d->nclasses;
+    int32_t stack[SV_TOKEN_SET_MAX_BYTES + 1];
+    stack[0] = s;
+    uint32_t md = *maxd;
+    for (uint32_t i = 0, n = t->nnodes; i < n;) {
+        const tail_node_t nd = t->nodes[i];
+        int32_t ns;
+        if (sig && nd.depth == 1) {
+            uint8_t x = nd.byte;
+            ns = (x < 0x80 ? (sig->first[x >> 6] >> (x & 63)) & 1 : sig->utf8_first) ? s : SV_DFA_DEAD;
+        } else {
+            ns = trans[(size_t)stack[nd.depth - 1] * nc + cls[nd.byte]];
+        }
+        if (ns < 0) {
+            i = nd.skip;
+            continue;
+        }
+        if (nd.tok_n) {
+            for (uint32_t j = nd.tok_lo, e = nd.tok_lo + nd.tok_n; j < e; j++) {
+                int32_t id = t->ids[j];
+                dst[id >> 5] |= 1u << (id & 31);
+            }
+            if (d->dist[ns] > md) md = d->dist[ns];
+        }
+        stack[nd.depth] = ns;
+        i++;
+    }
+    *maxd = md;
 }
 
 /* The signature of s0: c is the state most ASCII bytes lead to. False when
@@ -924,12 +1291,51 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
     bool use_root = false, u8 = false;
     root_sig_t sig;
     int32_t c = -1;
+    /* with tails: the first bytes whose subtrees the main walk skips */
+    bool tails = false;
+    uint64_t skip_first[4] = {0, 0, 0, 0};
     if (!filter && !cap && root_signature(ix, s0, &sig, &c)) {
-        const uint32_t *rm = root_mask(ts, &sig);
-        if (rm) {
+        loop_entry_t *le = loop_acquire(ts, &sig);
+        if (le && le->have_tails) {
+            /* A token whose first character takes s0 to c is allowed when
+             * the rest loops, and is in the tails otherwise. The main walk
+             * takes the tokens of the other first bytes (and those cut
+             * inside their first character, unless the partial trie does). */
+            const uint32_t W = ts->words;
+            if (sig.utf8_first)
+                for (uint32_t w = 0; w < W; w++) dst[w] = le->rl_ascii[w] | le->rl_high[w];
+            else
+                memcpy(dst, le->rl_ascii, (size_t)W * sizeof *dst);
+            for (uint32_t x = 0; x < 0x80; x++) {
+                if ((sig.first[x >> 6] >> (x & 63)) & 1) continue;
+                for (uint32_t j = ts->first_lo[x], e = ts->first_lo[x + 1]; j < e; j++) {
+                    int32_t id = ts->sorted[j];
+                    dst[id >> 5] &= ~(1u << (id & 31));
+                }
+            }
+            maxd = d->dist[c];
+            walk_tails(d, &le->tails, &sig, c, dst, &maxd);
+            tails = true;
+            skip_first[0] = sig.first[0];
+            skip_first[1] = sig.first[1];
+            if (sig.utf8_first && ts->have_partial) {
+                skip_first[2] = skip_first[3] = ~0ull;
+                walk_tails(d, ts->partial, NULL, s0, dst, &maxd);
+            }
+        }
+#ifdef TI_STATS
+        if (getenv("TI_DEBUG"))
+            fprintf(stderr, "state %d: c %d, tails %d (%u nodes), partial %d (%u nodes), utf8 %d %d\n", s0, c, tails,
+                    le && le->have_tails ? le->tails.nnodes : 0, ts->have_partial, ts->partial ? ts->partial->nnodes : 0,
+                    sig.utf8_first, sig.utf8_loop);
+#endif
+        if (le) lru_release(ts, le, loop_entry_free);
+        root_entry_t *re;
+        if (!tails && (re = root_acquire(ts, &sig))) {
             use_root = true;
             u8 = sig.utf8_first && sig.utf8_loop;
-            memcpy(dst, rm, (size_t)ts->words * sizeof *dst);
+            memcpy(dst, re->mask, (size_t)ts->words * sizeof *dst);
+            lru_release(ts, re, root_entry_free);
             pure[0] = c == s0;
             /* its tokens end in c, or cut short inside a character */
             maxd = d->dist[c] + (u8 ? 3 : 0);
@@ -944,7 +1350,7 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
 #endif
         int32_t ps = stack[nd.depth - 1];
         int32_t ns = trans[(size_t)ps * nc + cls[nd.byte]];
-        if (ns < 0) {
+        if (ns < 0 || (tails && nd.depth == 1 && ((skip_first[nd.byte >> 6] >> (nd.byte & 63)) & 1))) {
             i = nd.skip;
             continue;
         }

@@ -118,6 +118,8 @@ typedef struct {
     int32_t eos;
     samples_t tbm, ttfm;
     long counts[6];
+    uint64_t slow_ns;  /* SIEVE_MASKBENCH_SLOW_US: masks slower than this are listed on stderr */
+    uint32_t words;
 } bench_t;
 
 enum { O_PASSING, O_COMPILE, O_VALIDATION, O_INVALIDATION, O_TIMEOUT, O_ERROR };
@@ -126,8 +128,16 @@ static const char *const outcome_names[] = {"passing", "compile_error", "validat
 
 static bool bit(const uint32_t *m, int32_t id) { return (m[id >> 5] >> (id & 31)) & 1u; }
 
+static uint32_t popcount_mask(const uint32_t *m, uint32_t words) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < words; i++)
+        n += (uint32_t)__builtin_popcount(m[i]);
+    return n;
+}
+
 /* Runs one file; returns the outcome and fills the per-schema record. */
 static int run_file(bench_t *b, const char *path, json_t *rec) {
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     json_error_t jerr;
     json_t *doc = json_load_file(path, JSON_DECODE_ANY, &jerr);
     if (!doc && strstr(jerr.text, "too big integer")) /* beyond int64: read integers as doubles */
@@ -217,6 +227,9 @@ static int run_file(bench_t *b, const char *path, json_t *rec) {
                 uint64_t dt = sv_now_ns() - a;
                 push_sample(&b->tbm, dt);
                 if (dt > tbm_max) tbm_max = dt;
+                if (b->slow_ns && dt > b->slow_ns)
+                    fprintf(stderr, "slow mask: %s token %zu of test %zu: %.1f us, state %d, %u allowed\n", name,
+                            i, idx, dt / 1e3, sv_matcher_state(m), popcount_mask(mask, b->words));
                 masks++;
             }
             first = false;
@@ -352,6 +365,9 @@ int sv_cmd_maskbench(int argc, char **argv) {
         return SV_EXIT_RUNTIME;
     }
     b.eos = sv_vocab_eos(sv_tokens_vocab(b.tok));
+    b.words = sv_token_set_mask_words(sv_tokens_set(b.tok));
+    const char *slow = getenv("SIEVE_MASKBENCH_SLOW_US");
+    if (slow) b.slow_ns = strtoull(slow, NULL, 10) * 1000;
     uint64_t t0 = sv_now_ns();
     for (size_t i = 0; i < paths.n; i++) {
         json_t *rec = json_object();

@@ -149,6 +149,8 @@ static sv_status special_id(load_t *l, const char *key, int32_t *out) {
     if (id >= 0 && (uint32_t)id >= l->n)
         return sv_error_set(l->err, SV_ERR_SYNTAX, -1, "gguf vocabulary: %s is %d, but there are %u tokens",
                             key, id, l->n);
+    if (id >= 0 && l->types[id] == T_UNUSED)
+        return sv_error_set(l->err, SV_ERR_SYNTAX, -1, "gguf vocabulary: %s is %d, an unused token", key, id);
     *out = id < 0 ? -1 : id;
     return SV_OK;
 }
@@ -212,7 +214,12 @@ static sv_status load_tokens(load_t *l) {
             model[n_model++] = (int32_t)id;
         if (byte && l->spm && (type == T_BYTE || !l->have_types))
             v->flags[id] |= SV_TOKEN_BYTE;
-        if ((type == T_CONTROL || type == T_USER || type == T_UNKNOWN) && t->n > 0) {
+        /* Added tokens are matched in the text before the pre-tokenizer; one
+         * that is not UTF-8 could match inside a character and hand the
+         * pre-tokenizer a broken piece, and never matches text a
+         * Hugging Face tokenizer would split there. */
+        if ((type == T_CONTROL || type == T_USER || type == T_UNKNOWN) && t->n > 0 &&
+            sv_tok_utf8_check((const uint8_t *)t->p, (size_t)t->n) == t->n) {
             sv_added_token_t *a = &v->added[v->n_added++];
             a->id = (int32_t)id;
             a->off = v->str_off[id];

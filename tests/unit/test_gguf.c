@@ -662,6 +662,11 @@ static void test_byte_level(void) {
     CHECK(open_vocab(&b, &t, &err) == SV_ERR_SYNTAX && strstr(err.message, "bos_token_id"),
           "BOS out of range: %s", err.message);
     close_vocab(&t);
+    b.n = 0;
+    byte_level_file(&b, "llama-bpe", BL_N, BL_UNUSED, false);
+    CHECK(open_vocab(&b, &t, &err) == SV_ERR_SYNTAX && strstr(err.message, "unused token"),
+          "BOS names an unused id (the encoder would emit it): %s", err.message);
+    close_vocab(&t);
 
     /* A merge naming a missing token, and a file without a model. */
     b.n = 0;

@@ -304,6 +304,9 @@ int main(int argc, char **argv) {
         "[0-9a-f]{8}-[0-9a-f]{4}", "\\s*x\\s*", "é+|日本", "(\\{\"a\": (true|false)\\})", "[\\u0080-\\uffff]{1,3}",
         "a{0,20}", "(x|y|z){2,5}end", "[ \\t\\n]*(null|[1-9][0-9]*)", "(yes|no|maybe)", "https?://[a-z.]+/?",
         "[A-Z][a-z]+( [A-Z][a-z]+)*", "\"([^\"\\\\]|\\\\.)*\"", "-?(0|[1-9]\\d*)(\\.\\d+)?([eE][+-]?\\d+)?",
+        /* first characters that loop differently from the rest (the token
+         * index's tails and partial-character tries) */
+        "[^\"][a-zA-Z0-9_ ]*", "[^\"][ -~]*", "[a-zA-Z0-9_ ][^\"]*", "[^\"]\\w{0,30}\"",
     };
     for (size_t i = 0; i < sizeof regexes / sizeof regexes[0]; i++) {
         sv_dfa_t *d;
