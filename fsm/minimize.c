@@ -20,35 +20,22 @@ static sv_status oom(sv_error_t *err) {
     return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory while minimizing the DFA");
 }
 
-/* Marks in live[] the states that can reach an accepting state. */
-static sv_status coreachable(const sv_rawdfa_t *r, uint8_t *live, sv_error_t *err) {
-    uint32_t n = r->nstates, k = r->nclasses;
-    uint32_t *deg = calloc(n + 1, sizeof *deg);
-    uint32_t *src = malloc(((size_t)n * k + 1) * sizeof *src);
+/* Marks in live[] the states that can reach an accepting state: a BFS
+ * back from them over the inverse transitions (ioff/isrc, CSR by target). */
+static sv_status coreachable(const sv_rawdfa_t *r, const uint32_t *ioff, const uint32_t *isrc, uint8_t *live,
+                             sv_error_t *err) {
+    uint32_t n = r->nstates;
     uint32_t *queue = malloc(((size_t)n + 1) * sizeof *queue);
-    if (!deg || !src || !queue) { free(deg); free(src); free(queue); return oom(err); }
-    for (size_t i = 0; i < (size_t)n * k; i++)
-        if (r->trans[i] >= 0) deg[r->trans[i] + 1]++;
-    for (uint32_t i = 0; i < n; i++) deg[i + 1] += deg[i];
-    uint32_t *fill = calloc(n + 1, sizeof *fill);
-    if (!fill) { free(deg); free(src); free(queue); return oom(err); }
-    for (uint32_t s = 0; s < n; s++)
-        for (uint32_t c = 0; c < k; c++) {
-            int32_t t = r->trans[(size_t)s * k + c];
-            if (t >= 0) src[deg[t] + fill[t]++] = s;
-        }
+    if (!queue) return oom(err);
     uint32_t qh = 0, qt = 0;
     for (uint32_t s = 0; s < n; s++)
         if (r->accept[s]) live[s] = 1, queue[qt++] = s;
     while (qh < qt) {
         uint32_t t = queue[qh++];
-        for (uint32_t i = deg[t]; i < deg[t + 1]; i++)
-            if (!live[src[i]]) live[src[i]] = 1, queue[qt++] = src[i];
+        for (uint32_t i = ioff[t]; i < ioff[t + 1]; i++)
+            if (!live[isrc[i]]) live[isrc[i]] = 1, queue[qt++] = isrc[i];
     }
-    free(deg);
-    free(src);
     free(queue);
-    free(fill);
     return SV_OK;
 }
 
@@ -112,19 +99,26 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
         return sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
     uint32_t n = raw->nstates, k = raw->nclasses;
     sv_status st = SV_OK;
-    uint8_t *live = calloc(n, 1);
-    if (!live) return oom(err);
-    if ((st = coreachable(raw, live, err))) { free(live); return st; }
-    if (!live[raw->start]) { free(live); return sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string"); }
-
-    /* Completed DFA over live states + sink (id n). tr(s, c). */
     uint32_t N = n + 1, sink = n;
-#define TR(s, c) ((s) == sink ? sink : (raw->trans[(size_t)(s) * k + (c)] < 0 || !live[raw->trans[(size_t)(s) * k + (c)]] ? sink : (uint32_t)raw->trans[(size_t)(s) * k + (c)]))
-    /* Inverse transitions, CSR by target: (source, class) pairs. */
-    size_t E = (size_t)N * k;
+    /* Inverse transitions, CSR by target: (source, class) pairs of the
+     * transitions that exist. The BFS for liveness uses all of them;
+     * Hopcroft asks only for the predecessors of live states, which are
+     * live themselves: exactly the completed DFA's edges that do not go to
+     * the sink (edges into the sink are never asked for: no block holding
+     * the sink is ever a splitter). */
+    size_t E = 0;
     uint32_t *ioff = calloc((size_t)N + 1, sizeof *ioff);
-    uint32_t *isrc = malloc(E * sizeof *isrc);
-    uint8_t *icls = malloc(E);
+    uint8_t *live = calloc(n, 1);
+    if (!ioff || !live) {
+        free(ioff);
+        free(live);
+        return oom(err);
+    }
+    for (size_t i = 0; i < (size_t)n * k; i++)
+        if (raw->trans[i] >= 0) ioff[raw->trans[i] + 1]++, E++;
+    for (uint32_t t = 0; t < N; t++) ioff[t + 1] += ioff[t];
+    uint32_t *isrc = malloc((E ? E : 1) * sizeof *isrc);
+    uint8_t *icls = malloc(E ? E : 1);
     uint32_t *ifill = calloc(N, sizeof *ifill);
     part_t p = {.n = N, .sink = n};
     p.elems = malloc(N * sizeof *p.elems);
@@ -137,31 +131,32 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     p.work = malloc(N * sizeof *p.work);
     uint32_t *snap = malloc(N * sizeof *snap);
     uint32_t *ccount = calloc((size_t)k + 1, sizeof *ccount);
-    uint32_t *pre = malloc(E * sizeof *pre);
+    uint32_t *pre = malloc((E ? E : 1) * sizeof *pre);
     uint32_t *touched = malloc(N * sizeof *touched);
     int32_t *newid = NULL, *order = NULL;
     sv_dfa_t *d = NULL;
-    if (!ioff || !isrc || !icls || !ifill || !p.elems || !p.pos || !p.blk || !p.bstart || !p.bend || !p.bmark ||
+    if (!isrc || !icls || !ifill || !p.elems || !p.pos || !p.blk || !p.bstart || !p.bend || !p.bmark ||
         !p.inw || !p.work || !snap || !ccount || !pre || !touched) {
         st = oom(err);
         goto done;
     }
-    /* Edges into the sink are left out: no block holding the sink is ever
-     * a splitter, so its predecessors are never asked for. */
-    for (uint32_t s = 0; s < n; s++)
+    for (uint32_t s = 0; s < n; s++) {
+        const int32_t *row = raw->trans + (size_t)s * k;
         for (uint32_t c = 0; c < k; c++) {
-            uint32_t t = TR(s, c);
-            if (t != sink) ioff[t + 1]++;
-        }
-    for (uint32_t t = 0; t < N; t++) ioff[t + 1] += ioff[t];
-    for (uint32_t s = 0; s < n; s++)
-        for (uint32_t c = 0; c < k; c++) {
-            uint32_t t = TR(s, c);
-            if (t == sink) continue;
+            int32_t t = row[c];
+            if (t < 0) continue;
             uint32_t at = ioff[t] + ifill[t]++;
             isrc[at] = s;
             icls[at] = (uint8_t)c;
         }
+    }
+    if ((st = coreachable(raw, ioff, isrc, live, err))) goto done;
+    if (!live[raw->start]) {
+        st = sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
+        goto done;
+    }
+    /* The completed DFA over live states + sink (id n): tr(s, c). */
+#define TR(s, c) ((s) == sink ? sink : (raw->trans[(size_t)(s) * k + (c)] < 0 || !live[raw->trans[(size_t)(s) * k + (c)]] ? sink : (uint32_t)raw->trans[(size_t)(s) * k + (c)]))
 
     /* Initial partition: accepting live states | the rest (sink included). */
     uint32_t na = 0;

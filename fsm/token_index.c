@@ -17,9 +17,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef TI_STATS
-#include <stdio.h>
-#endif
 
 #include "dfa_internal.h"
 
@@ -1323,12 +1320,6 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
                 walk_tails(d, ts->partial, NULL, s0, dst, &maxd);
             }
         }
-#ifdef TI_STATS
-        if (getenv("TI_DEBUG"))
-            fprintf(stderr, "state %d: c %d, tails %d (%u nodes), partial %d (%u nodes), utf8 %d %d\n", s0, c, tails,
-                    le && le->have_tails ? le->tails.nnodes : 0, ts->have_partial, ts->partial ? ts->partial->nnodes : 0,
-                    sig.utf8_first, sig.utf8_loop);
-#endif
         if (le) lru_release(ts, le, loop_entry_free);
         root_entry_t *re;
         if (!tails && (re = root_acquire(ts, &sig))) {

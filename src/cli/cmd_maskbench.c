@@ -28,7 +28,7 @@
 #include "cli.h"
 #include "verbs.h"
 
-enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE, OPT_MEMORY };
+enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE, OPT_MEMORY, OPT_SLOW };
 
 typedef struct {
     uint64_t *v;
@@ -118,7 +118,7 @@ typedef struct {
     int32_t eos;
     samples_t tbm, ttfm;
     long counts[6];
-    uint64_t slow_ns;  /* SIEVE_MASKBENCH_SLOW_US: masks slower than this are listed on stderr */
+    uint64_t slow_ns;  /* --slow-us: masks slower than this are listed on stderr */
     uint32_t words;
 } bench_t;
 
@@ -281,6 +281,7 @@ int sv_cmd_maskbench(int argc, char **argv) {
         {"ws", required_argument, 0, OPT_WS},
         {"dfa-cache-mb", required_argument, 0, OPT_DFA_CACHE},
         {"memory-limit-mb", required_argument, 0, OPT_MEMORY},
+        {"slow-us", required_argument, 0, OPT_SLOW},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -308,7 +309,9 @@ int sv_cmd_maskbench(int argc, char **argv) {
                    "tests/bench/maskbench_prep.py), else jansson's serialization.\n"
                    "--dfa-cache-mb: the process-wide memo of compiled automata (0: off).\n"
                    "--memory-limit-mb: address-space limit of the process (default 8192, 0: none);\n"
-                   "a schema that needs more is a compile error of type nomem.\n");
+                   "a schema that needs more is a compile error of type nomem.\n"
+                   "--slow-us N: list every mask slower than N microseconds on stderr (file,\n"
+                   "token, state, allowed count), to see what makes the TBM tail.\n");
             return SV_EXIT_OK;
         case OPT_TOKENIZER: tokpath = optarg; break;
         case OPT_TOKCONFIG: tokcfg = optarg; break;
@@ -331,6 +334,10 @@ int sv_cmd_maskbench(int argc, char **argv) {
         case OPT_MEMORY:
             if (sv_cli_parse_u64(optarg, 1u << 30, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --memory-limit-mb", optarg);
             memory_mb = v;
+            break;
+        case OPT_SLOW:
+            if (sv_cli_parse_u64(optarg, 1ull << 32, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --slow-us", optarg);
+            b.slow_ns = v * 1000;
             break;
         case OPT_DFA_CACHE:
             if (sv_cli_parse_u64(optarg, 1u << 20, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --dfa-cache-mb", optarg);
@@ -366,8 +373,6 @@ int sv_cmd_maskbench(int argc, char **argv) {
     }
     b.eos = sv_vocab_eos(sv_tokens_vocab(b.tok));
     b.words = sv_token_set_mask_words(sv_tokens_set(b.tok));
-    const char *slow = getenv("SIEVE_MASKBENCH_SLOW_US");
-    if (slow) b.slow_ns = strtoull(slow, NULL, 10) * 1000;
     uint64_t t0 = sv_now_ns();
     for (size_t i = 0; i < paths.n; i++) {
         json_t *rec = json_object();
