@@ -138,9 +138,21 @@ typedef struct loop_entry {
     /* the tokens whose first character is whole and the rest loops, with
      * an ASCII first character and with a multi-byte one (with tails) */
     uint32_t *rl_ascii, *rl_high;
+    /* For chains (a string with maxLength counts its characters in states
+     * that each step to the next on the same byte set): tokens merged by
+     * (number of characters of their longest all-loop prefix, what
+     * follows). Built on first use (chain_built, under root_lock). longs:
+     * the all-loop tokens longer than CHAIN_MIN_RUN characters, longest
+     * first, with their character counts. */
+    bool chain_built, have_chain;
+    tail_trie_t ktails;
+    int32_t *long_ids;
+    uint16_t *long_chars;
+    uint32_t nlongs;
 } loop_entry_t;
 
 #define TAIL_MAX_ENTRIES 16384u
+#define CHAIN_MIN_RUN 16u  /* a chain shorter than this (near its end) takes the main trie */
 #define TAIL_MAX_NODES 32768u
 
 /* One record per summarized node, so a check touches one cache line. */
@@ -195,6 +207,9 @@ static void loop_entry_free(void *p) {
     loop_entry_t *e = p;
     if (!e) return;
     tail_trie_free(&e->tails);
+    tail_trie_free(&e->ktails);
+    free(e->long_ids);
+    free(e->long_chars);
     free(e->rl_ascii);
     free(e->rl_high);
     free(e);
@@ -1017,20 +1032,26 @@ static uint32_t first_char(const uint8_t *b, uint32_t n) { return b[0] < 0x80 ? 
 
 /* The longest prefix of b[0..n) made of characters that loop: ASCII bytes
  * in loop[], and whole multi-byte characters when utf8_loop. */
-static uint32_t loop_prefix(const uint64_t loop[2], bool utf8_loop, const uint8_t *b, uint32_t n) {
-    uint32_t i = 0;
+static uint32_t loop_prefix_chars(const uint64_t loop[2], bool utf8_loop, const uint8_t *b, uint32_t n,
+                                  uint32_t *chars) {
+    uint32_t i = 0, c = 0;
     while (i < n) {
         uint8_t x = b[i];
         if (x < 0x80) {
             if (!((loop[x >> 6] >> (x & 63)) & 1)) break;
-            i++;
+            i++, c++;
             continue;
         }
         uint32_t k = utf8_loop ? utf8_char(b + i, n - i) : 0;
         if (!k) break;
-        i += k;
+        i += k, c++;
     }
+    if (chars) *chars = c;
     return i;
+}
+
+static uint32_t loop_prefix(const uint64_t loop[2], bool utf8_loop, const uint8_t *b, uint32_t n) {
+    return loop_prefix_chars(loop, utf8_loop, b, n, NULL);
 }
 
 /* The partial-first-character trie of a token set and the first-byte
@@ -1144,6 +1165,89 @@ static loop_entry_t *loop_build(const sv_token_set_t *ts, const uint64_t loop[2]
     return r;
 }
 
+/* The chain data of a loop entry (built once, under root_lock): for every
+ * token made of loop characters from its first byte on, the number k of
+ * those characters and what follows; the tokens made only of them and
+ * longer than CHAIN_MIN_RUN characters, longest first. */
+static int cmp_long(const void *a, const void *b) {
+    const uint32_t *x = a, *y = b; /* (chars, id) pairs */
+    if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+static void loop_chain_build(const sv_token_set_t *ts, loop_entry_t *r) {
+    r->chain_built = true;
+    tail_ent_t *e = malloc((size_t)TAIL_MAX_ENTRIES * sizeof *e);
+    uint8_t *lab = malloc(TAIL_MAX_ENTRIES);
+    uint32_t (*longs)[2] = malloc((size_t)ts->n * sizeof *longs);
+    uint32_t nlong = 0, n = 0;
+    uint8_t *arena = NULL;
+    size_t bytes = 0;
+    bool ok = e && lab && longs;
+    for (uint32_t id = 0; ok && id < ts->n; id++) {
+        if (ts->kind[id] != SV_TOKKIND_NORMAL) continue;
+        const uint8_t *b = ts->buf + ts->off[id];
+        uint32_t len = ts->len[id], chars;
+        uint32_t k = loop_prefix_chars(r->loop, r->utf8_loop, b, len, &chars);
+        if (k == 0) continue; /* the main walk's */
+        if (k == len) {
+            if (chars > CHAIN_MIN_RUN) longs[nlong][0] = chars, longs[nlong++][1] = id;
+        } else if (n == TAIL_MAX_ENTRIES || chars > 255) {
+            ok = false;
+        } else {
+            lab[n] = (uint8_t)chars;
+            e[n++] = (tail_ent_t){b + k, len - k, (int32_t)id};
+            bytes += len - k + 1;
+        }
+    }
+    if (ok && n) {
+        /* (k, tail) strings, contiguous for the sort */
+        arena = malloc(bytes);
+        ok = arena != NULL;
+        for (uint32_t i = 0, at = 0; ok && i < n; i++) {
+            arena[at] = lab[i];
+            memcpy(arena + at + 1, e[i].p, e[i].n);
+            e[i].p = arena + at;
+            at += ++e[i].n;
+        }
+    }
+    ok = ok && build_tails(e, n, TAIL_MAX_NODES, &r->ktails);
+    if (ok) {
+        qsort(longs, nlong, sizeof *longs, cmp_long);
+        r->long_ids = malloc((nlong ? nlong : 1) * sizeof *r->long_ids);
+        r->long_chars = malloc((nlong ? nlong : 1) * sizeof *r->long_chars);
+        ok = r->long_ids && r->long_chars;
+        for (uint32_t i = 0; ok && i < nlong; i++) {
+            r->long_ids[i] = (int32_t)longs[i][1];
+            r->long_chars[i] = (uint16_t)(longs[i][0] > UINT16_MAX ? UINT16_MAX : longs[i][0]);
+        }
+        r->nlongs = nlong;
+    }
+    if (!ok) {
+        tail_trie_free(&r->ktails);
+        free(r->long_ids);
+        free(r->long_chars);
+        r->long_ids = NULL;
+        r->long_chars = NULL;
+        r->nlongs = 0;
+    }
+    r->have_chain = ok;
+    free(arena);
+    free(lab);
+    free(longs);
+    free(e);
+}
+
+/* Whether the entry has chain data (building it on first use). */
+static bool loop_chain(const sv_token_set_t *cts, loop_entry_t *r) {
+    sv_token_set_t *ts = (sv_token_set_t *)cts;
+    pthread_mutex_lock(&ts->root_lock);
+    if (!r->chain_built) loop_chain_build(ts, r);
+    bool ok = r->have_chain;
+    pthread_mutex_unlock(&ts->root_lock);
+    return ok;
+}
+
 /* Finds or builds a shared entry: looks key up in the LRU v (found by
  * eq), else builds one and puts it in front, evicting the least recently
  * used of cap. Takes a reference (NULL when out of memory). */
@@ -1243,6 +1347,38 @@ static void walk_tails(const sv_dfa_t *d, const tail_trie_t *t, const root_sig_t
     *maxd = md;
 }
 
+/* walk_tails for a loop entry's chain trie: a node at depth 1 is labeled
+ * with a character count k and takes the walk to sk[k] (dead when k > nk
+ * or sk[k] < 0). */
+static void walk_ktails(const sv_dfa_t *d, const tail_trie_t *t, const int32_t *sk, uint32_t nk, uint32_t *dst,
+                        uint32_t *maxd) {
+    const int32_t *trans = d->trans;
+    const uint8_t *cls = d->classes;
+    const size_t nc = d->nclasses;
+    int32_t stack[SV_TOKEN_SET_MAX_BYTES + 1];
+    uint32_t md = *maxd;
+    for (uint32_t i = 0, n = t->nnodes; i < n;) {
+        const tail_node_t nd = t->nodes[i];
+        int32_t ns;
+        if (nd.depth == 1) ns = nd.byte <= nk ? sk[nd.byte] : SV_DFA_DEAD;
+        else ns = trans[(size_t)stack[nd.depth - 1] * nc + cls[nd.byte]];
+        if (ns < 0) {
+            i = nd.skip;
+            continue;
+        }
+        if (nd.tok_n) { /* never at depth 1: every tail is nonempty */
+            for (uint32_t j = nd.tok_lo, e = nd.tok_lo + nd.tok_n; j < e; j++) {
+                int32_t id = t->ids[j];
+                dst[id >> 5] |= 1u << (id & 31);
+            }
+            if (d->dist[ns] > md) md = d->dist[ns];
+        }
+        stack[nd.depth] = ns;
+        i++;
+    }
+    *maxd = md;
+}
+
 /* The signature of s0: c is the state most ASCII bytes lead to. False when
  * it would not pay off. */
 static bool root_signature(const sv_token_index_t *ix, int32_t s0, root_sig_t *sig, int32_t *c_out) {
@@ -1264,6 +1400,84 @@ static bool root_signature(const sv_token_index_t *ix, int32_t s0, root_sig_t *s
     sig->utf8_loop = state_utf8(ix, best);
     *c_out = best;
     return true;
+}
+
+/* A chain from s0: its uniform successors s1, s2, ... take the same ASCII
+ * byte set U (at least ROOT_MIN_LOOP bytes) and treat multi-byte characters
+ * alike (u) for R steps (state_run), as a string with maxLength counts its
+ * characters. A token whose first k characters are in U reaches sk after
+ * them, whatever they are, so the tokens are merged by (k, what follows):
+ * the loop entry of (U, u) holds that trie, the tokens made only of U
+ * characters (in the "rest loops" bitsets) and those longer than
+ * CHAIN_MIN_RUN characters. Exact only when no token can outrun the chain,
+ * or when every character of U dies at its end (maxLength reached); then
+ * the tokens of more than R characters are taken out. On success fills dst
+ * (except for the first bytes outside U, which the caller's main walk
+ * takes: skip_first) and raises *maxd. */
+static bool chain_walk(const sv_token_index_t *ix, int32_t s0, uint32_t *dst, uint32_t *maxd, uint64_t skip_first[4]) {
+    const sv_token_set_t *ts = ix->ts;
+    const sv_dfa_t *d = ix->dfa;
+    uint64_t U[2];
+    int32_t s1 = state_uni(ix, s0, U);
+    if (s1 < 0 || s1 == s0 || __builtin_popcountll(U[0]) + __builtin_popcountll(U[1]) < ROOT_MIN_LOOP) return false;
+    bool u = state_uni8(ix, s0, s1);
+    uint32_t rmd, R = state_run(ix, s0, &rmd);
+    uint32_t K = ts->max_len; /* no token has more characters */
+    bool finite = R != RUN_INF && R < K;
+    if (finite && R < CHAIN_MIN_RUN) return false;
+    int32_t sk[SV_TOKEN_SET_MAX_BYTES + 1];
+    uint32_t nk = finite ? R : K, md = *maxd;
+    sk[0] = s0;
+    for (uint32_t k = 1; k <= nk; k++) {
+        uint64_t set[2];
+        sk[k] = state_uni(ix, sk[k - 1], set);
+        if (sk[k] < 0) return false; /* cannot happen within the run */
+        if (d->dist[sk[k]] > md) md = d->dist[sk[k]];
+    }
+    if (finite) {
+        /* every character of U must die after the R-th */
+        uint64_t live[2];
+        state_live(ix, sk[R], live);
+        if ((live[0] & U[0]) || (live[1] & U[1])) return false;
+        if (u) {
+            const int32_t *row = d->trans + (size_t)sk[R] * d->nclasses;
+            for (int b = 0xC2; b <= 0xF4; b++)
+                if (row[d->classes[b]] >= 0) return false;
+        }
+    }
+    root_sig_t sig = {.first = {U[0], U[1]}, .loop = {U[0], U[1]}, .utf8_first = u, .utf8_loop = u};
+    loop_entry_t *le = loop_acquire(ts, &sig);
+    if (!le) return false;
+    bool ok = le->have_tails && loop_chain(ts, le);
+    if (ok) {
+        const uint32_t W = ts->words;
+        if (u)
+            for (uint32_t w = 0; w < W; w++) dst[w] = le->rl_ascii[w] | le->rl_high[w];
+        else
+            memcpy(dst, le->rl_ascii, (size_t)W * sizeof *dst);
+        for (uint32_t x = 0; x < 0x80; x++) {
+            if ((U[x >> 6] >> (x & 63)) & 1) continue;
+            for (uint32_t j = ts->first_lo[x], e = ts->first_lo[x + 1]; j < e; j++) {
+                int32_t id = ts->sorted[j];
+                dst[id >> 5] &= ~(1u << (id & 31));
+            }
+        }
+        if (finite)
+            for (uint32_t i = 0; i < le->nlongs && le->long_chars[i] > R; i++) {
+                int32_t id = le->long_ids[i];
+                dst[id >> 5] &= ~(1u << (id & 31));
+            }
+        walk_ktails(d, &le->ktails, sk, nk, dst, &md);
+        skip_first[0] = U[0];
+        skip_first[1] = U[1];
+        if (u && ts->have_partial) {
+            skip_first[2] = skip_first[3] = ~0ull;
+            walk_tails(d, ts->partial, NULL, s0, dst, &md);
+        }
+        *maxd = md;
+    }
+    lru_release(ts, le, loop_entry_free);
+    return ok;
 }
 
 #ifdef TI_STATS
@@ -1331,6 +1545,8 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
             /* its tokens end in c, or cut short inside a character */
             maxd = d->dist[c] + (u8 ? 3 : 0);
         }
+    } else if (!filter && !cap && chain_walk(ix, s0, dst, &maxd, skip_first)) {
+        tails = true;
     }
     const uint32_t N = ts->nnodes;
     uint32_t i = 0;

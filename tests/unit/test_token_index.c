@@ -307,6 +307,9 @@ int main(int argc, char **argv) {
         /* first characters that loop differently from the rest (the token
          * index's tails and partial-character tries) */
         "[^\"][a-zA-Z0-9_ ]*", "[^\"][ -~]*", "[a-zA-Z0-9_ ][^\"]*", "[^\"]\\w{0,30}\"",
+        /* chains: a bounded count of one byte set (the index's chain merge),
+         * the count's lower bound inside it, a run that ends alive */
+        "\"[a-z ]{3,40}\"", "[a-z ]{2,30}x", "[a-z ]{17}[a-z0-9 ]*", "[^\"~]{17}[^\"]*",
     };
     for (size_t i = 0; i < sizeof regexes / sizeof regexes[0]; i++) {
         sv_dfa_t *d;
