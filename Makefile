@@ -21,9 +21,12 @@ build: bootstrap
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	scripts/fetch-model.sh >/dev/null
 	SIEVE_BIN=$(abspath $(BUILD))/sieve SAMPLE_FORMAT_BIN=$(abspath $(BUILD))/tests/sample_format \
-	  TOK_CLI_BIN=$(abspath $(BUILD))/tests/tok_cli \
-	  .venv/bin/python -m pytest -q tests/cli tests/schema tests/format/check_formats.py tests/tokenizer/test_nfc.py
+	  TOK_CLI_BIN=$(abspath $(BUILD))/tests/tok_cli DEQUANT_CLI_BIN=$(abspath $(BUILD))/tests/dequant_cli \
+	  SAMPLE_CLI_BIN=$(abspath $(BUILD))/tests/sample_cli LOGITS_CLI_BIN=$(abspath $(BUILD))/tests/logits_cli \
+	  .venv/bin/python -m pytest -q tests/cli tests/schema tests/format/check_formats.py tests/tokenizer/test_nfc.py \
+	  tests/model
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: bootstrap

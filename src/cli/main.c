@@ -16,6 +16,7 @@ static const verb_t verbs[] = {
     {"match", sv_cmd_match, "check strings (JSON string literals on stdin) against a constraint"},
     {"sample", sv_cmd_sample, "print random strings that a constraint accepts"},
     {"maskbench", sv_cmd_maskbench, "run the MaskBench method (token masks) on MaskBench files"},
+    {"generate", sv_cmd_generate, "generate a completion with a model on the CPU (optionally constrained)"},
 };
 
 static void usage(FILE *f) {
@@ -48,5 +49,5 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
         if (strcmp(v, verbs[i].name) == 0) return verbs[i].run(argc - 1, argv + 1);
-    return sv_cli_usage_error(NULL, "unknown verb '%s' (verbs: compile, match, sample, maskbench)", v);
+    return sv_cli_usage_error(NULL, "unknown verb '%s' (verbs: compile, match, sample, maskbench, generate)", v);
 }

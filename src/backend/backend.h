@@ -1,0 +1,139 @@
+/* backend.h — the compute interface the forward pass is written against.
+ *
+ * A backend owns memory (host memory for the CPU backend, device memory for
+ * CUDA) and runs a small set of fp32 operations on it. The model code
+ * (src/model/llama.c) only ever holds pointers the backend allocated and
+ * calls the operations through the vtable, so the same forward pass runs on
+ * every backend.
+ *
+ * Conventions shared by every operation:
+ * - every pointer argument is backend memory (from ops->alloc), except the
+ *   host side of upload/download and the small descriptor structs;
+ * - matrices are row-major; "rows" are tokens (one row per new token in the
+ *   step), so a row's result is a function of that row alone: a backend is
+ *   BATCH-INVARIANT, a row's output bits never depend on how many other rows
+ *   share the call (DESIGN.md, "Backends");
+ * - operations run in call order (a CUDA backend puts them on one stream)
+ *   and return SV_OK, or SV_ERR_ARG for arguments a caller should never pass
+ *   (the message names the operation);
+ * - no operation allocates: everything it needs is allocated up front.
+ *
+ * The KV cache is described by an sv_kv_view_t. Today it is one contiguous
+ * (capacity, kv_dim) array per layer for keys and one for values, row p
+ * holding position p. The paged KV pool (next issue) adds a block table to
+ * the view (row p at block_table[p / block_size], offset p % block_size) and
+ * a per-row sequence index for ragged batches; the operation signatures stay
+ * the same. */
+#ifndef SV_BACKEND_BACKEND_H
+#define SV_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/util/error.h"
+
+typedef struct sv_backend sv_backend_t;
+
+/* Which elements RoPE rotates together (see ops->rope). */
+typedef enum {
+    SV_ROPE_NORMAL = 0, /* adjacent pairs (x[2i], x[2i+1]): llama.cpp's `llama` GGUF files */
+    SV_ROPE_NEOX = 1,   /* halves (x[i], x[i + rot_dim/2]): HF checkpoints, `qwen2` GGUF */
+} sv_rope_style;
+
+/* One layer's key/value storage for one sequence. */
+typedef struct sv_kv_view {
+    float *k;         /* (capacity, kv_dim) */
+    float *v;         /* (capacity, kv_dim) */
+    int32_t capacity; /* rows k and v hold: positions 0 .. capacity-1 */
+    int32_t kv_dim;   /* n_kv_heads * head_dim */
+} sv_kv_view_t;
+
+/* Attention geometry: grouped-query attention, n_heads query heads sharing
+ * n_kv_heads key/value heads (n_heads % n_kv_heads == 0); query head h reads
+ * kv head h / (n_heads / n_kv_heads). scale multiplies q·k (usually
+ * 1/sqrt(head_dim)). */
+typedef struct sv_attn_shape {
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t head_dim;
+    float scale;
+} sv_attn_shape_t;
+
+typedef struct sv_backend_ops {
+    const char *name; /* "cpu", "cuda" */
+
+    /* Backend memory: `bytes` bytes, 64-byte aligned, uninitialised. Free
+     * with ops->free (NULL is a no-op). SV_ERR_NOMEM when it cannot. */
+    sv_status (*alloc)(sv_backend_t *be, size_t bytes, void **out, sv_error_t *err);
+    void (*free)(sv_backend_t *be, void *p);
+    /* Copies between host memory and backend memory (blocking). */
+    sv_status (*upload)(sv_backend_t *be, void *dst, const void *src_host, size_t bytes,
+                        sv_error_t *err);
+    sv_status (*download)(sv_backend_t *be, void *dst_host, const void *src, size_t bytes,
+                          sv_error_t *err);
+
+    /* y = x · Wᵀ (+ bias): x (rows, in), w (out, in), bias (out) or NULL,
+     * y (rows, out); y must not overlap x or w. */
+    sv_status (*gemm)(sv_backend_t *be, int32_t rows, int32_t in, int32_t out, const float *x,
+                      const float *w, const float *bias, float *y, sv_error_t *err);
+
+    /* y[r] = x[r] / sqrt(mean(x[r]²) + eps) * w: x, y (rows, dim), w (dim).
+     * y may equal x. */
+    sv_status (*rmsnorm)(sv_backend_t *be, int32_t rows, int32_t dim, const float *x,
+                         const float *w, float eps, float *y, sv_error_t *err);
+
+    /* Rotates x (rows, n_heads * head_dim) in place: in every head of row r
+     * the first rot_dim elements are rotated by the angles pos[r] *
+     * inv_freq[i], i < rot_dim / 2 (inv_freq (rot_dim / 2), carrying any
+     * frequency scaling), pairing elements as `style` says; elements past
+     * rot_dim are left alone. rot_dim is even and <= head_dim; pos (rows). */
+    sv_status (*rope)(sv_backend_t *be, int32_t rows, int32_t n_heads, int32_t head_dim,
+                      int32_t rot_dim, sv_rope_style style, const int32_t *pos,
+                      const float *inv_freq, float *x, sv_error_t *err);
+
+    /* Stores row r of k and v (rows, kv->kv_dim) as position pos[r] of the
+     * cache. Every pos[r] must be in [0, kv->capacity). */
+    sv_status (*kv_write)(sv_backend_t *be, const sv_kv_view_t *kv, int32_t rows,
+                          const int32_t *pos, const float *k, const float *v, sv_error_t *err);
+
+    /* Causal attention: row r of q (rows, n_heads * head_dim) attends to the
+     * cached positions 0 .. pos[r] (inclusive), which must already be
+     * written; out (rows, n_heads * head_dim), not overlapping q. */
+    sv_status (*attention)(sv_backend_t *be, const sv_kv_view_t *kv, const sv_attn_shape_t *shape,
+                           int32_t rows, const int32_t *pos, const float *q, float *out,
+                           sv_error_t *err);
+
+    /* out = silu(gate) * up, elementwise over n values; out may equal gate
+     * or up. silu(g) = g / (1 + exp(-g)). */
+    sv_status (*swiglu)(sv_backend_t *be, size_t n, const float *gate, const float *up, float *out,
+                        sv_error_t *err);
+
+    /* y += x over n values (the residual stream). */
+    sv_status (*add)(sv_backend_t *be, size_t n, float *y, const float *x, sv_error_t *err);
+
+    /* out[r] = table[ids[r]]: table (n_table, dim), ids (rows), out (rows,
+     * dim). The embedding lookup, and the selection of the rows whose logits
+     * are wanted. Every id must be in [0, n_table). */
+    sv_status (*get_rows)(sv_backend_t *be, int32_t rows, int32_t dim, int32_t n_table,
+                          const float *table, const int32_t *ids, float *out, sv_error_t *err);
+
+    /* The final logits are ops->gemm of the final-normed rows with the
+     * output matrix (vocab, dim), then ops->download. */
+
+    void (*destroy)(sv_backend_t *be);
+} sv_backend_ops_t;
+
+/* Every backend struct starts with this header, so an sv_backend_t * can
+ * be passed to its own ops. Callers use be->ops->gemm(be, ...). */
+struct sv_backend {
+    const sv_backend_ops_t *ops;
+};
+
+/* Destroys be (created by a backend's own create function); NULL is a
+ * no-op. Free everything allocated from it first. */
+static inline void sv_backend_destroy(sv_backend_t *be) {
+    if (be)
+        be->ops->destroy(be);
+}
+
+#endif

@@ -1,0 +1,548 @@
+/* cpu.c — the CPU backend: fp32 operations with a fixed reduction order.
+ *
+ * Why not cblas_sgemm. The CPU backend must be batch-invariant: a row's
+ * logits may not depend on how many rows share the step, or the same
+ * request gives different text under different load. OpenBLAS does not give
+ * that. Measured on this project's build machine (OpenBLAS 0.3.21,
+ * DYNAMIC_ARCH, Cooperlake kernels, AMD EPYC), computing each row alone
+ * (M = 1) and then inside a product of M rows, y = x · Wᵀ:
+ *
+ *   in=576  out=576    M=1 vs M=136: 514 of 576 outputs differ in the last bits
+ *   in=576  out=576    M=2 vs M=136: 1029 of 1152 differ; M >= 3 agree with M=136
+ *   in=576  out=192    M=1..5 differ from M=136
+ *   in=64   out=32     M=1..33 differ from M=136
+ *   cblas_sgemv vs cblas_sgemm with M=1: 3860 of 4608 differ
+ *
+ * OpenBLAS switches kernels (its small-matrix path, gemv forwarding, edge
+ * kernels) on M·N·K, so the result of a row depends on the batch it is in,
+ * at a threshold that moves with the shape, the CPU and the version. Padding
+ * every product to a fixed M would hide that on one machine only.
+ *
+ * So the products here use our own kernel, whose reduction order is fixed by
+ * the C source: the dot product of a row x and a weight row w keeps
+ * GEMM_LANES partial sums, lane l adding x[k]·w[k] for k ≡ l (mod
+ * GEMM_LANES) in increasing k (a tail shorter than GEMM_LANES goes into
+ * lanes 0..), and the lanes are then added by a fixed pairwise tree. Tiles
+ * of up to GEMM_RB rows × GEMM_CB columns share loads, but every element of
+ * every tile shape runs exactly that sequence of float operations, and
+ * threads split the output columns, never the sum. This file is compiled
+ * with -ffp-contract=off (CMakeLists.txt) so that the compiler cannot fuse a
+ * multiply and an add in one tile shape and not in another; vectorising
+ * across lanes does not change IEEE results. The outcome is bit-identical
+ * rows whatever the number of rows, tile position or thread count, which
+ * tests/unit/test_backend.c checks.
+ *
+ * Attention is a streaming ("flash") softmax over tiles of ATTN_TILE keys
+ * with a running maximum, one (row, head) at a time: no score buffer, and a
+ * row's result depends only on its query and the cache, so prefill and
+ * one-token decode give the same bits.
+ *
+ * Threads: a small pool; the calling thread takes part. Work is split in
+ * contiguous, equal ranges of independent items (column tiles, (row, head)
+ * pairs), so the split changes who computes an element, never how. */
+#include "src/backend/cpu.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GEMM_LANES 16 /* partial sums per dot product */
+#define GEMM_RB 4     /* rows per tile */
+#define GEMM_CB 4     /* output columns per tile */
+#define ATTN_TILE 32  /* keys per softmax tile */
+
+#if defined(__GNUC__)
+#define SV_INLINE static inline __attribute__((always_inline))
+#else
+#define SV_INLINE static inline
+#endif
+
+/* Wider vector code where the CPU has it, chosen once at load time. The
+ * arithmetic is the same in every clone (see above), so results agree. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define SV_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef SV_CLONES
+#define SV_CLONES
+#endif
+
+/* ---- thread pool ----------------------------------------------------------- */
+
+/* Runs items [begin, end) of a job. */
+typedef void (*job_fn)(void *ctx, int64_t begin, int64_t end);
+
+typedef struct pool {
+    int n_threads; /* including the caller */
+    pthread_t *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;   /* bumped for every job */
+    int pending;    /* workers still running the current job */
+    bool stop;
+    job_fn fn;
+    void *ctx;
+    int64_t n_items;
+} pool_t;
+
+typedef struct worker_arg {
+    pool_t *pool;
+    int index; /* 1 .. n_threads-1; the caller is 0 */
+} worker_arg_t;
+
+static void part(int64_t n, int t, int nt, int64_t *b, int64_t *e) {
+    *b = n * t / nt;
+    *e = n * (t + 1) / nt;
+}
+
+static void *worker_main(void *p) {
+    worker_arg_t *a = p;
+    pool_t *pl = a->pool;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&pl->mu);
+    for (;;) {
+        while (pl->gen == seen && !pl->stop)
+            pthread_cond_wait(&pl->go, &pl->mu);
+        if (pl->stop)
+            break;
+        seen = pl->gen;
+        job_fn fn = pl->fn;
+        void *ctx = pl->ctx;
+        int64_t n = pl->n_items, b, e;
+        pthread_mutex_unlock(&pl->mu);
+        part(n, a->index, pl->n_threads, &b, &e);
+        if (b < e)
+            fn(ctx, b, e);
+        pthread_mutex_lock(&pl->mu);
+        if (--pl->pending == 0)
+            pthread_cond_signal(&pl->done);
+    }
+    pthread_mutex_unlock(&pl->mu);
+    return NULL;
+}
+
+/* Runs fn over n items on all threads and returns when every part is done.
+ * Jobs with fewer than min_per_thread items per thread run on the caller. */
+static void pool_run(pool_t *pl, int64_t n, int64_t min_per_thread, job_fn fn, void *ctx) {
+    if (n <= 0)
+        return;
+    if (pl->n_threads == 1 || n < min_per_thread * 2) {
+        fn(ctx, 0, n);
+        return;
+    }
+    pthread_mutex_lock(&pl->mu);
+    pl->fn = fn;
+    pl->ctx = ctx;
+    pl->n_items = n;
+    pl->pending = pl->n_threads - 1;
+    pl->gen++;
+    pthread_cond_broadcast(&pl->go);
+    pthread_mutex_unlock(&pl->mu);
+    int64_t b, e;
+    part(n, 0, pl->n_threads, &b, &e);
+    if (b < e)
+        fn(ctx, b, e);
+    pthread_mutex_lock(&pl->mu);
+    while (pl->pending > 0)
+        pthread_cond_wait(&pl->done, &pl->mu);
+    pthread_mutex_unlock(&pl->mu);
+}
+
+/* ---- the backend ------------------------------------------------------------ */
+
+typedef struct cpu_backend {
+    sv_backend_t base; /* must be first */
+    pool_t pool;
+    worker_arg_t *args;
+    int n_started;     /* workers actually running */
+} cpu_backend_t;
+
+static pool_t *pool_of(sv_backend_t *be) { return &((cpu_backend_t *)be)->pool; }
+
+static sv_status cpu_alloc(sv_backend_t *be, size_t bytes, void **out, sv_error_t *err) {
+    (void)be;
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p)
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "cpu backend: cannot allocate %zu bytes", bytes);
+    *out = p;
+    return SV_OK;
+}
+
+static void cpu_free(sv_backend_t *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+static sv_status cpu_copy(sv_backend_t *be, void *dst, const void *src, size_t bytes,
+                          sv_error_t *err) {
+    (void)be;
+    (void)err;
+    if (bytes)
+        memmove(dst, src, bytes);
+    return SV_OK;
+}
+
+/* ---- gemm ------------------------------------------------------------------- */
+
+/* GEMM_LANES floats as one value: GCC/Clang vector extensions, lowered to
+ * whatever the target has (one zmm, two ymm, four xmm). Each lane is plain
+ * IEEE float arithmetic, so the width changes speed, not results. Written
+ * with explicit vectors because the compiler keeps an accumulator array in
+ * memory when it is left to vectorise scalar loops itself. */
+typedef float vfloat __attribute__((vector_size(GEMM_LANES * sizeof(float))));
+
+/* y[r][c] = x[r] · w[c] (+ bias[c]) for r < nr, c < nc; x (nr, in), w (nc,
+ * in); nr <= GEMM_RB, nc <= GEMM_CB, both compile-time constants at every
+ * call site so the loops unroll and the accumulators live in registers. */
+SV_INLINE void gemm_tile(int nr, int nc, int32_t in, const float *x, const float *w,
+                         const float *bias, float *y, int32_t ldy) {
+    vfloat acc[GEMM_RB][GEMM_CB];
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++)
+            acc[r][c] = (vfloat){0};
+    int32_t kmain = in - in % GEMM_LANES;
+    for (int32_t k = 0; k < kmain; k += GEMM_LANES) {
+        vfloat xv[GEMM_RB], wv[GEMM_CB];
+        for (int r = 0; r < nr; r++)
+            memcpy(&xv[r], x + (size_t)r * in + k, sizeof xv[r]);
+        for (int c = 0; c < nc; c++)
+            memcpy(&wv[c], w + (size_t)c * in + k, sizeof wv[c]);
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++)
+                acc[r][c] += xv[r] * wv[c];
+    }
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) {
+            float a[GEMM_LANES];
+            memcpy(a, &acc[r][c], sizeof a);
+            for (int32_t k = kmain; k < in; k++) /* the tail goes into lanes 0.. */
+                a[k - kmain] += x[(size_t)r * in + k] * w[(size_t)c * in + k];
+            for (int h = GEMM_LANES / 2; h >= 1; h /= 2)
+                for (int l = 0; l < h; l++)
+                    a[l] += a[l + h];
+            y[(size_t)r * ldy + c] = bias ? a[0] + bias[c] : a[0];
+        }
+}
+
+typedef struct gemm_job {
+    int32_t rows, in, out;
+    const float *x, *w, *bias;
+    float *y;
+} gemm_job_t;
+
+/* Column tiles [b, e) of the product, every row. */
+SV_CLONES static void gemm_cols(void *p, int64_t b, int64_t e) {
+    const gemm_job_t *j = p;
+    int32_t rfull = j->rows - j->rows % GEMM_RB;
+    for (int64_t t = b; t < e; t++) {
+        int32_t c0 = (int32_t)t * GEMM_CB;
+        const float *w = j->w + (size_t)c0 * j->in;
+        const float *bias = j->bias ? j->bias + c0 : NULL;
+        bool full = c0 + GEMM_CB <= j->out;
+        for (int32_t r = 0; r < j->rows;) {
+            const float *x = j->x + (size_t)r * j->in;
+            float *y = j->y + (size_t)r * j->out + c0;
+            int nr = r < rfull ? GEMM_RB : 1;
+            if (full) {
+                if (nr == GEMM_RB)
+                    gemm_tile(GEMM_RB, GEMM_CB, j->in, x, w, bias, y, j->out);
+                else
+                    gemm_tile(1, GEMM_CB, j->in, x, w, bias, y, j->out);
+            } else {
+                for (int32_t c = 0; c0 + c < j->out; c++) {
+                    if (nr == GEMM_RB)
+                        gemm_tile(GEMM_RB, 1, j->in, x, w + (size_t)c * j->in,
+                                  bias ? bias + c : NULL, y + c, j->out);
+                    else
+                        gemm_tile(1, 1, j->in, x, w + (size_t)c * j->in, bias ? bias + c : NULL,
+                                  y + c, j->out);
+                }
+            }
+            r += nr;
+        }
+    }
+}
+
+static sv_status cpu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t out, const float *x,
+                          const float *w, const float *bias, float *y, sv_error_t *err) {
+    if (rows < 0 || in <= 0 || out <= 0 || !x || !w || !y)
+        return sv_error_set(err, SV_ERR_ARG, -1, "gemm: bad arguments (rows %d, in %d, out %d)",
+                            (int)rows, (int)in, (int)out);
+    gemm_job_t j = {rows, in, out, x, w, bias, y};
+    int64_t tiles = (out + GEMM_CB - 1) / GEMM_CB;
+    /* Under ~64k multiply-adds per thread the hand-off costs more than it saves. */
+    int64_t per_tile = (int64_t)rows * in * GEMM_CB;
+    int64_t min_tiles = per_tile >= 65536 ? 1 : 65536 / per_tile;
+    pool_run(pool_of(be), tiles, min_tiles, gemm_cols, &j);
+    return SV_OK;
+}
+
+/* ---- small ops ------------------------------------------------------------- */
+
+/* x · y over n floats, in the gemm kernel's order. */
+SV_INLINE float dot(const float *x, const float *y, int32_t n) {
+    float r;
+    gemm_tile(1, 1, n, x, y, NULL, &r, 1);
+    return r;
+}
+
+static sv_status cpu_rmsnorm(sv_backend_t *be, int32_t rows, int32_t dim, const float *x,
+                             const float *w, float eps, float *y, sv_error_t *err) {
+    (void)be;
+    if (rows < 0 || dim <= 0 || !(eps >= 0.0f))
+        return sv_error_set(err, SV_ERR_ARG, -1, "rmsnorm: bad arguments (rows %d, dim %d)",
+                            (int)rows, (int)dim);
+    for (int32_t r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * dim;
+        float *yr = y + (size_t)r * dim;
+        float ss = dot(xr, xr, dim);
+        float scale = 1.0f / sqrtf(ss / (float)dim + eps);
+        for (int32_t i = 0; i < dim; i++)
+            yr[i] = (xr[i] * scale) * w[i];
+    }
+    return SV_OK;
+}
+
+static sv_status cpu_rope(sv_backend_t *be, int32_t rows, int32_t n_heads, int32_t head_dim,
+                          int32_t rot_dim, sv_rope_style style, const int32_t *pos,
+                          const float *inv_freq, float *x, sv_error_t *err) {
+    (void)be;
+    if (rows < 0 || n_heads <= 0 || head_dim <= 0 || rot_dim < 0 || rot_dim % 2 ||
+        rot_dim > head_dim || head_dim > SV_CPU_MAX_HEAD_DIM ||
+        (style != SV_ROPE_NORMAL && style != SV_ROPE_NEOX))
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "rope: bad arguments (heads %d, head_dim %d, rot_dim %d)",
+                            (int)n_heads, (int)head_dim, (int)rot_dim);
+    int32_t half = rot_dim / 2;
+    float cs[SV_CPU_MAX_HEAD_DIM / 2], sn[SV_CPU_MAX_HEAD_DIM / 2];
+    for (int32_t r = 0; r < rows; r++) {
+        /* The angle in double: pos * inv_freq loses ~pos·2⁻²⁴ rad in float. */
+        for (int32_t i = 0; i < half; i++) {
+            double a = (double)pos[r] * (double)inv_freq[i];
+            cs[i] = (float)cos(a);
+            sn[i] = (float)sin(a);
+        }
+        for (int32_t h = 0; h < n_heads; h++) {
+            float *v = x + ((size_t)r * n_heads + h) * head_dim;
+            for (int32_t i = 0; i < half; i++) {
+                int32_t i0 = style == SV_ROPE_NORMAL ? 2 * i : i;
+                int32_t i1 = style == SV_ROPE_NORMAL ? 2 * i + 1 : i + half;
+                float a = v[i0], b = v[i1];
+                v[i0] = a * cs[i] - b * sn[i];
+                v[i1] = a * sn[i] + b * cs[i];
+            }
+        }
+    }
+    return SV_OK;
+}
+
+static sv_status check_pos(const char *op, const sv_kv_view_t *kv, int32_t rows, const int32_t *pos,
+                           sv_error_t *err) {
+    for (int32_t r = 0; r < rows; r++)
+        if (pos[r] < 0 || pos[r] >= kv->capacity)
+            return sv_error_set(err, SV_ERR_ARG, -1, "%s: position %d outside the cache (0..%d)",
+                                op, (int)pos[r], (int)kv->capacity - 1);
+    return SV_OK;
+}
+
+static sv_status cpu_kv_write(sv_backend_t *be, const sv_kv_view_t *kv, int32_t rows,
+                              const int32_t *pos, const float *k, const float *v,
+                              sv_error_t *err) {
+    (void)be;
+    if (rows < 0 || !kv || kv->kv_dim <= 0)
+        return sv_error_set(err, SV_ERR_ARG, -1, "kv_write: bad arguments");
+    if (check_pos("kv_write", kv, rows, pos, err))
+        return err ? err->code : SV_ERR_ARG;
+    size_t d = (size_t)kv->kv_dim;
+    for (int32_t r = 0; r < rows; r++) {
+        memcpy(kv->k + (size_t)pos[r] * d, k + (size_t)r * d, d * sizeof(float));
+        memcpy(kv->v + (size_t)pos[r] * d, v + (size_t)r * d, d * sizeof(float));
+    }
+    return SV_OK;
+}
+
+typedef struct attn_job {
+    const sv_kv_view_t *kv;
+    const sv_attn_shape_t *sh;
+    const int32_t *pos;
+    const float *q;
+    float *out;
+} attn_job_t;
+
+/* One query head against keys 0 .. n_ctx-1: a streaming softmax over tiles
+ * of ATTN_TILE keys, rescaling the accumulator when the maximum grows. */
+SV_INLINE void attn_head(const float *q, const float *k, const float *v, size_t ld, int32_t hd,
+                         int32_t n_ctx, float scale, float *out) {
+    float acc[SV_CPU_MAX_HEAD_DIM], s[ATTN_TILE];
+    float m = -INFINITY, l = 0.0f;
+    for (int32_t d = 0; d < hd; d++)
+        acc[d] = 0.0f;
+    for (int32_t t0 = 0; t0 < n_ctx; t0 += ATTN_TILE) {
+        int32_t nt = n_ctx - t0 < ATTN_TILE ? n_ctx - t0 : ATTN_TILE;
+        float tm = -INFINITY;
+        for (int32_t j = 0; j < nt; j++) {
+            s[j] = dot(q, k + (size_t)(t0 + j) * ld, hd) * scale;
+            tm = s[j] > tm ? s[j] : tm;
+        }
+        float mn = tm > m ? tm : m;
+        float corr = expf(m - mn); /* 0 on the first tile */
+        l *= corr;
+        for (int32_t d = 0; d < hd; d++)
+            acc[d] *= corr;
+        for (int32_t j = 0; j < nt; j++) {
+            float p = expf(s[j] - mn);
+            const float *vj = v + (size_t)(t0 + j) * ld;
+            l += p;
+            for (int32_t d = 0; d < hd; d++)
+                acc[d] += p * vj[d];
+        }
+        m = mn;
+    }
+    float inv = 1.0f / l;
+    for (int32_t d = 0; d < hd; d++)
+        out[d] = acc[d] * inv;
+}
+
+/* Items are (row, head) pairs, row-major. */
+SV_CLONES static void attn_items(void *p, int64_t b, int64_t e) {
+    const attn_job_t *j = p;
+    const sv_attn_shape_t *sh = j->sh;
+    int32_t hd = sh->head_dim, group = sh->n_heads / sh->n_kv_heads;
+    size_t ld = (size_t)j->kv->kv_dim;
+    for (int64_t it = b; it < e; it++) {
+        int64_t r = it / sh->n_heads;
+        int32_t h = (int32_t)(it % sh->n_heads);
+        size_t off = ((size_t)r * sh->n_heads + h) * hd;
+        size_t koff = (size_t)(h / group) * hd;
+        attn_head(j->q + off, j->kv->k + koff, j->kv->v + koff, ld, hd, j->pos[r] + 1, sh->scale,
+                  j->out + off);
+    }
+}
+
+static sv_status cpu_attention(sv_backend_t *be, const sv_kv_view_t *kv,
+                               const sv_attn_shape_t *sh, int32_t rows, const int32_t *pos,
+                               const float *q, float *out, sv_error_t *err) {
+    if (rows < 0 || !kv || !sh || sh->n_heads <= 0 || sh->n_kv_heads <= 0 ||
+        sh->n_heads % sh->n_kv_heads || sh->head_dim <= 0 ||
+        sh->head_dim > SV_CPU_MAX_HEAD_DIM || kv->kv_dim != sh->n_kv_heads * sh->head_dim)
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "attention: bad shape (heads %d, kv heads %d, head_dim %d, kv_dim %d)",
+                            sh ? (int)sh->n_heads : 0, sh ? (int)sh->n_kv_heads : 0,
+                            sh ? (int)sh->head_dim : 0, kv ? (int)kv->kv_dim : 0);
+    if (check_pos("attention", kv, rows, pos, err))
+        return err ? err->code : SV_ERR_ARG;
+    attn_job_t j = {kv, sh, pos, q, out};
+    pool_run(pool_of(be), (int64_t)rows * sh->n_heads, 1, attn_items, &j);
+    return SV_OK;
+}
+
+static sv_status cpu_swiglu(sv_backend_t *be, size_t n, const float *gate, const float *up,
+                            float *out, sv_error_t *err) {
+    (void)be;
+    (void)err;
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+    return SV_OK;
+}
+
+static sv_status cpu_add(sv_backend_t *be, size_t n, float *y, const float *x, sv_error_t *err) {
+    (void)be;
+    (void)err;
+    for (size_t i = 0; i < n; i++)
+        y[i] += x[i];
+    return SV_OK;
+}
+
+static sv_status cpu_get_rows(sv_backend_t *be, int32_t rows, int32_t dim, int32_t n_table,
+                              const float *table, const int32_t *ids, float *out,
+                              sv_error_t *err) {
+    (void)be;
+    if (rows < 0 || dim <= 0)
+        return sv_error_set(err, SV_ERR_ARG, -1, "get_rows: bad arguments");
+    for (int32_t r = 0; r < rows; r++) {
+        if (ids[r] < 0 || ids[r] >= n_table)
+            return sv_error_set(err, SV_ERR_ARG, -1, "get_rows: id %d outside 0..%d",
+                                (int)ids[r], (int)n_table - 1);
+        memcpy(out + (size_t)r * dim, table + (size_t)ids[r] * dim, (size_t)dim * sizeof(float));
+    }
+    return SV_OK;
+}
+
+static void cpu_destroy(sv_backend_t *be) {
+    cpu_backend_t *c = (cpu_backend_t *)be;
+    pool_t *pl = &c->pool;
+    if (c->n_started > 0) {
+        pthread_mutex_lock(&pl->mu);
+        pl->stop = true;
+        pthread_cond_broadcast(&pl->go);
+        pthread_mutex_unlock(&pl->mu);
+        for (int i = 0; i < c->n_started; i++)
+            pthread_join(pl->threads[i], NULL);
+    }
+    pthread_cond_destroy(&pl->go);
+    pthread_cond_destroy(&pl->done);
+    pthread_mutex_destroy(&pl->mu);
+    free(pl->threads);
+    free(c->args);
+    free(c);
+}
+
+static const sv_backend_ops_t cpu_ops = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .gemm = cpu_gemm,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .kv_write = cpu_kv_write,
+    .attention = cpu_attention,
+    .swiglu = cpu_swiglu,
+    .add = cpu_add,
+    .get_rows = cpu_get_rows,
+    .destroy = cpu_destroy,
+};
+
+sv_status sv_cpu_backend_create(const sv_cpu_config_t *cfg, sv_backend_t **out, sv_error_t *err) {
+    int nt = cfg && cfg->n_threads > 0 ? cfg->n_threads : 1;
+    if (nt > SV_CPU_MAX_THREADS)
+        return sv_error_set(err, SV_ERR_ARG, -1, "cpu backend: %d threads (at most %d)", nt,
+                            SV_CPU_MAX_THREADS);
+    cpu_backend_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "cpu backend: out of memory");
+    c->base.ops = &cpu_ops;
+    pool_t *pl = &c->pool;
+    pl->n_threads = nt;
+    pthread_mutex_init(&pl->mu, NULL);
+    pthread_cond_init(&pl->go, NULL);
+    pthread_cond_init(&pl->done, NULL);
+    if (nt > 1) {
+        pl->threads = calloc((size_t)nt - 1, sizeof *pl->threads);
+        c->args = calloc((size_t)nt - 1, sizeof *c->args);
+        if (!pl->threads || !c->args) {
+            sv_error_set(err, SV_ERR_NOMEM, -1, "cpu backend: out of memory");
+            goto fail;
+        }
+        for (int i = 0; i < nt - 1; i++) {
+            c->args[i] = (worker_arg_t){pl, i + 1};
+            if (pthread_create(&pl->threads[i], NULL, worker_main, &c->args[i]) != 0) {
+                sv_error_set(err, SV_ERR_NOMEM, -1, "cpu backend: cannot start thread %d", i + 1);
+                goto fail;
+            }
+            c->n_started++;
+        }
+    }
+    *out = &c->base;
+    return SV_OK;
+fail:
+    cpu_destroy(&c->base);
+    return err ? err->code : SV_ERR_NOMEM;
+}

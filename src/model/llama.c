@@ -1,0 +1,862 @@
+/* llama.c — Llama-family models: configuration, weights, the forward pass.
+ *
+ * The forward pass, for n new tokens (rows) of one sequence:
+ *
+ *   x = embed(tokens)                                   (n, dim)
+ *   per layer:
+ *     xb = rmsnorm(x) ; q,k,v = xb·Wqᵀ(+bq), xb·Wkᵀ(+bk), xb·Wvᵀ(+bv)
+ *     rope(q), rope(k) at the rows' positions ; cache[pos] = k, v
+ *     x += attention(q, cache) · Woᵀ
+ *     xb = rmsnorm(x) ; x += (silu(xb·Wgateᵀ) * xb·Wupᵀ) · Wdownᵀ
+ *   logits = rmsnorm(x) · Woutᵀ                         (n or 1, vocab)
+ *
+ * Inputs longer than the state's max_batch run as several such steps;
+ * the backend's batch invariance makes that invisible in the results. */
+#include "src/model/llama.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "src/model/gguf.h"
+#include "src/model/quant.h"
+#include "src/model/safetensors.h"
+
+#define LOGIT_ROWS 8 /* rows of logits computed per gemm when all are wanted */
+
+struct sv_llama {
+    sv_llama_config_t cfg;
+    sv_backend_t *be;  /* borrowed */
+    float *token_embd; /* (vocab, dim) */
+    float *attn_norm;  /* (layer, dim) */
+    float *wq;         /* (layer, n_heads * head_dim, dim) */
+    float *wk;         /* (layer, n_kv_heads * head_dim, dim) */
+    float *wv;         /* (layer, n_kv_heads * head_dim, dim) */
+    float *bq;         /* (layer, n_heads * head_dim), or NULL */
+    float *bk;         /* (layer, n_kv_heads * head_dim), or NULL */
+    float *bv;         /* (layer, n_kv_heads * head_dim), or NULL */
+    float *wo;         /* (layer, dim, n_heads * head_dim) */
+    float *ffn_norm;   /* (layer, dim) */
+    float *w_gate;     /* (layer, hidden_dim, dim) */
+    float *w_up;       /* (layer, hidden_dim, dim) */
+    float *w_down;     /* (layer, dim, hidden_dim) */
+    float *out_norm;   /* (dim) */
+    float *output;     /* (vocab, dim); == token_embd when tied */
+    float *inv_freq;   /* (rot_dim / 2): RoPE frequencies, scaling applied */
+};
+
+struct sv_llama_state {
+    const sv_llama_t *m; /* borrowed */
+    int32_t max_ctx, max_batch;
+    int32_t len;         /* positions cached */
+    float *k_cache;      /* (layer, max_ctx, kv_dim) */
+    float *v_cache;      /* (layer, max_ctx, kv_dim) */
+    float *x;            /* (max_batch, dim) the residual stream */
+    float *xb;           /* (max_batch, dim) normed input of a block */
+    float *xb2;          /* (max_batch, dim) output of a block */
+    float *q;            /* (max_batch, n_heads * head_dim) */
+    float *k;            /* (max_batch, kv_dim) */
+    float *v;            /* (max_batch, kv_dim) */
+    float *att;          /* (max_batch, n_heads * head_dim) */
+    float *hb;           /* (max_batch, hidden_dim) */
+    float *hb2;          /* (max_batch, hidden_dim) */
+    float *logits;       /* (LOGIT_ROWS, vocab) */
+    int32_t *tok;        /* (max_batch) */
+    int32_t *pos;        /* (max_batch) */
+};
+
+/* ---- tensor sources: GGUF or safetensors ------------------------------------ */
+
+typedef struct tsrc {
+    sv_gguf_t *g;
+    sv_st_t *st;
+    bool hf; /* HF tensor names */
+} tsrc_t;
+
+/* Finds a tensor and gives its shape in ggml order (ne[0] the contiguous
+ * dimension). False when absent. */
+static bool tsrc_shape(const tsrc_t *s, const char *name, uint64_t ne[4], uint32_t *nd) {
+    for (int i = 0; i < 4; i++)
+        ne[i] = 1;
+    if (s->g) {
+        const sv_gguf_tensor_t *t = sv_gguf_find_tensor(s->g, name);
+        if (!t)
+            return false;
+        for (uint32_t i = 0; i < t->n_dims && i < 4; i++)
+            ne[i] = t->ne[i];
+        *nd = t->n_dims;
+        return true;
+    }
+    const sv_st_tensor_t *t = sv_st_find(s->st, name);
+    if (!t)
+        return false;
+    if (t->n_dims > 4) {
+        *nd = t->n_dims;
+        return true; /* the shape check refuses it */
+    }
+    for (uint32_t i = 0; i < t->n_dims; i++)
+        ne[i] = t->shape[t->n_dims - 1 - i];
+    *nd = t->n_dims;
+    return true;
+}
+
+/* Converts a tensor (already found and shape-checked: n elements) to floats. */
+static sv_status tsrc_read(const tsrc_t *s, const char *name, float *dst, uint64_t n,
+                           sv_error_t *err) {
+    sv_status st;
+    if (s->g) {
+        const sv_gguf_tensor_t *t = sv_gguf_find_tensor(s->g, name);
+        st = sv_dequantize(t->type, t->data, (size_t)t->n_bytes, dst, n, err);
+    } else {
+        st = sv_st_to_f32(sv_st_find(s->st, name), dst, err);
+    }
+    if (st && err) {
+        char msg[sizeof err->message];
+        snprintf(msg, sizeof msg, "%s", err->message);
+        sv_error_set(err, st, -1, "tensor %s: %s", name, msg);
+    }
+    return st;
+}
+
+/* ---- configuration: GGUF metadata ------------------------------------------ */
+
+static const char *akey(char *buf, size_t n, const char *arch, const char *suffix) {
+    snprintf(buf, n, "%s.%s", arch, suffix);
+    return buf;
+}
+
+/* A positive int32 from key; absent keys take def (def < 0: required). */
+static sv_status gguf_int(const sv_gguf_t *g, const char *key, int64_t def, int32_t *out,
+                          sv_error_t *err) {
+    if (!sv_gguf_find(g, key)) {
+        if (def < 0)
+            return sv_error_set(err, SV_ERR_SYNTAX, -1, "GGUF: missing metadata key %s", key);
+        *out = (int32_t)def;
+        return SV_OK;
+    }
+    uint32_t v;
+    if (sv_gguf_get_u32(g, key, &v, err))
+        return err ? err->code : SV_ERR_SYNTAX;
+    if (v == 0 || v > INT32_MAX)
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "GGUF: %s = %u is out of range", key, v);
+    *out = (int32_t)v;
+    return SV_OK;
+}
+
+static sv_status gguf_float(const sv_gguf_t *g, const char *key, float def, float *out,
+                            sv_error_t *err) {
+    if (!sv_gguf_find(g, key)) {
+        *out = def;
+        return SV_OK;
+    }
+    return sv_gguf_get_f32(g, key, out, err);
+}
+
+/* Linear RoPE scaling factor (1: none) and whether rope_freqs.weight is to
+ * be applied. */
+typedef struct rope_scaling {
+    float linear;           /* divide frequencies by this */
+    bool gguf_freq_factors; /* divide frequency i by rope_freqs.weight[i] */
+    bool llama3;            /* HF "llama3" */
+    float factor, low_freq_factor, high_freq_factor, original_ctx;
+} rope_scaling_t;
+
+static sv_status config_from_gguf(const sv_gguf_t *g, sv_llama_config_t *c, rope_scaling_t *rs,
+                                  sv_error_t *err) {
+    sv_gguf_str_t a;
+    if (sv_gguf_get_str(g, "general.architecture", &a, err))
+        return err ? err->code : SV_ERR_SYNTAX;
+    if (a.n >= sizeof c->arch)
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "GGUF: architecture '%.*s' is not supported (llama, qwen2)",
+                            (int)(a.n > 64 ? 64 : a.n), a.p);
+    memcpy(c->arch, a.p, a.n);
+    c->arch[a.n] = 0;
+    if (strcmp(c->arch, "llama") == 0) {
+        c->rope_style = SV_ROPE_NORMAL; /* Q/K rows permuted by llama.cpp's converter */
+    } else if (strcmp(c->arch, "qwen2") == 0) {
+        c->rope_style = SV_ROPE_NEOX;
+        c->qkv_bias = true;
+    } else {
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                            "GGUF: architecture '%s' is not supported (llama, qwen2)", c->arch);
+    }
+    char k[128];
+    const char *ar = c->arch;
+    sv_status st;
+    if ((st = gguf_int(g, akey(k, sizeof k, ar, "embedding_length"), -1, &c->dim, err)) ||
+        (st = gguf_int(g, akey(k, sizeof k, ar, "block_count"), -1, &c->n_layers, err)) ||
+        (st = gguf_int(g, akey(k, sizeof k, ar, "feed_forward_length"), -1, &c->hidden_dim, err)) ||
+        (st = gguf_int(g, akey(k, sizeof k, ar, "attention.head_count"), -1, &c->n_heads, err)) ||
+        (st = gguf_int(g, akey(k, sizeof k, ar, "attention.head_count_kv"), c->n_heads,
+                       &c->n_kv_heads, err)) ||
+        (st = gguf_int(g, akey(k, sizeof k, ar, "context_length"), -1, &c->max_ctx, err)) ||
+        (st = gguf_int(g, akey(k, sizeof k, ar, "attention.key_length"),
+                       c->n_heads ? c->dim / c->n_heads : 0, &c->head_dim, err)) ||
+        (st = gguf_int(g, akey(k, sizeof k, ar, "rope.dimension_count"), c->head_dim,
+                       &c->rot_dim, err)) ||
+        (st = gguf_float(g, akey(k, sizeof k, ar, "rope.freq_base"), 10000.0f, &c->rope_theta,
+                         err)))
+        return st;
+    int32_t vlen;
+    if ((st = gguf_int(g, akey(k, sizeof k, ar, "attention.value_length"), c->head_dim, &vlen,
+                       err)))
+        return st;
+    if (vlen != c->head_dim)
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                            "GGUF: value_length %d != key_length %d is not supported", (int)vlen,
+                            (int)c->head_dim);
+    akey(k, sizeof k, ar, "attention.layer_norm_rms_epsilon");
+    if (!sv_gguf_find(g, k))
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "GGUF: missing metadata key %s", k);
+    if ((st = sv_gguf_get_f32(g, k, &c->norm_eps, err)))
+        return st;
+
+    rs->linear = 1.0f;
+    akey(k, sizeof k, ar, "rope.scaling.type");
+    if (sv_gguf_find(g, k)) {
+        sv_gguf_str_t t;
+        if ((st = sv_gguf_get_str(g, k, &t, err)))
+            return st;
+        if (t.n == 6 && memcmp(t.p, "linear", 6) == 0) {
+            if ((st = gguf_float(g, akey(k, sizeof k, ar, "rope.scaling.factor"), 1.0f,
+                                 &rs->linear, err)))
+                return st;
+        } else if (!(t.n == 4 && memcmp(t.p, "none", 4) == 0)) {
+            return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                                "GGUF: RoPE scaling '%.*s' is not supported (none, linear, llama3 rope_freqs)",
+                                (int)(t.n > 32 ? 32 : t.n), t.p);
+        }
+    } else if (sv_gguf_find(g, akey(k, sizeof k, ar, "rope.scale_linear"))) {
+        if ((st = sv_gguf_get_f32(g, k, &rs->linear, err)))
+            return st;
+    }
+    if (!(rs->linear > 0.0f))
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "GGUF: RoPE scaling factor %g", rs->linear);
+    rs->gguf_freq_factors = sv_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
+    return SV_OK;
+}
+
+/* ---- configuration: HF config.json ---------------------------------------- */
+
+static sv_status json_int(json_t *o, const char *key, int64_t def, int32_t *out, sv_error_t *err) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        if (def < 0)
+            return sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: missing %s", key);
+        *out = (int32_t)def;
+        return SV_OK;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > INT32_MAX)
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: %s is not a positive integer",
+                            key);
+    *out = (int32_t)json_integer_value(v);
+    return SV_OK;
+}
+
+static sv_status json_num(json_t *o, const char *key, double def, bool required, float *out,
+                          sv_error_t *err) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        if (required)
+            return sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: missing %s", key);
+        *out = (float)def;
+        return SV_OK;
+    }
+    if (!json_is_number(v))
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: %s is not a number", key);
+    *out = (float)json_number_value(v);
+    return SV_OK;
+}
+
+static sv_status config_from_hf(const char *dir, sv_llama_config_t *c, rope_scaling_t *rs,
+                                bool *tie, sv_error_t *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_error_t je;
+    json_t *o = json_load_file(path, 0, &je);
+    if (!o)
+        return sv_error_set(err, SV_ERR_IO, -1, "%s: %s (line %d)", path, je.text, je.line);
+    sv_status st = SV_OK;
+    if (!json_is_object(o)) {
+        st = sv_error_set(err, SV_ERR_SYNTAX, -1, "%s: not a JSON object", path);
+        goto done;
+    }
+    const char *mt = json_string_value(json_object_get(o, "model_type"));
+    if (!mt) {
+        st = sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: no model_type");
+        goto done;
+    }
+    snprintf(c->arch, sizeof c->arch, "%s", mt);
+    c->rope_style = SV_ROPE_NEOX; /* HF order: rotate halves */
+    if (strcmp(mt, "qwen2") == 0) {
+        c->qkv_bias = true;
+    } else if (strcmp(mt, "llama") == 0 || strcmp(mt, "mistral") == 0) {
+        c->qkv_bias = json_is_true(json_object_get(o, "attention_bias"));
+    } else {
+        st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                          "config.json: model_type '%s' is not supported (llama, mistral, qwen2)",
+                          mt);
+        goto done;
+    }
+    const char *act = json_string_value(json_object_get(o, "hidden_act"));
+    if (act && strcmp(act, "silu") != 0) {
+        st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "config.json: hidden_act '%s' (only silu)",
+                          act);
+        goto done;
+    }
+    if (json_is_true(json_object_get(o, "mlp_bias"))) {
+        st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "config.json: mlp_bias is not supported");
+        goto done;
+    }
+    if ((st = json_int(o, "hidden_size", -1, &c->dim, err)) ||
+        (st = json_int(o, "num_hidden_layers", -1, &c->n_layers, err)) ||
+        (st = json_int(o, "num_attention_heads", -1, &c->n_heads, err)) ||
+        (st = json_int(o, "num_key_value_heads", c->n_heads, &c->n_kv_heads, err)) ||
+        (st = json_int(o, "intermediate_size", -1, &c->hidden_dim, err)) ||
+        (st = json_int(o, "max_position_embeddings", -1, &c->max_ctx, err)) ||
+        (st = json_int(o, "vocab_size", -1, &c->vocab_size, err)) ||
+        (st = json_int(o, "head_dim", c->dim / c->n_heads, &c->head_dim, err)) ||
+        (st = json_num(o, "rms_norm_eps", 0, true, &c->norm_eps, err)) ||
+        (st = json_num(o, "rope_theta", 10000.0, false, &c->rope_theta, err)))
+        goto done;
+    float prf;
+    if ((st = json_num(o, "partial_rotary_factor", 1.0, false, &prf, err)))
+        goto done;
+    c->rot_dim = (int32_t)(c->head_dim * prf);
+    /* A sliding window no shorter than the context changes nothing; a
+     * shorter one is honoured by limiting the context to it. */
+    json_t *sw = json_object_get(o, "sliding_window");
+    json_t *use_sw = json_object_get(o, "use_sliding_window");
+    if (json_is_integer(sw) && !json_is_false(use_sw) && json_integer_value(sw) > 0 &&
+        json_integer_value(sw) < c->max_ctx)
+        c->max_ctx = (int32_t)json_integer_value(sw);
+    json_t *tw = json_object_get(o, "tie_word_embeddings");
+    *tie = tw ? json_is_true(tw) : false;
+
+    rs->linear = 1.0f;
+    json_t *sc = json_object_get(o, "rope_scaling");
+    if (sc && !json_is_null(sc)) {
+        const char *type = json_string_value(json_object_get(sc, "rope_type"));
+        if (!type)
+            type = json_string_value(json_object_get(sc, "type"));
+        if (!type) {
+            st = sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: rope_scaling without a type");
+            goto done;
+        }
+        if (strcmp(type, "linear") == 0) {
+            if ((st = json_num(sc, "factor", 0, true, &rs->linear, err)))
+                goto done;
+        } else if (strcmp(type, "llama3") == 0) {
+            rs->llama3 = true;
+            if ((st = json_num(sc, "factor", 0, true, &rs->factor, err)) ||
+                (st = json_num(sc, "low_freq_factor", 0, true, &rs->low_freq_factor, err)) ||
+                (st = json_num(sc, "high_freq_factor", 0, true, &rs->high_freq_factor, err)) ||
+                (st = json_num(sc, "original_max_position_embeddings", 0, true, &rs->original_ctx,
+                               err)))
+                goto done;
+            if (!(rs->factor > 0 && rs->low_freq_factor > 0 &&
+                  rs->high_freq_factor > rs->low_freq_factor && rs->original_ctx > 0)) {
+                st = sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: bad llama3 rope_scaling");
+                goto done;
+            }
+        } else if (strcmp(type, "default") != 0) {
+            st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                              "config.json: rope_scaling type '%s' is not supported (linear, llama3)",
+                              type);
+            goto done;
+        }
+        if (!(rs->linear > 0.0f)) {
+            st = sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: rope_scaling factor %g",
+                              rs->linear);
+            goto done;
+        }
+    }
+done:
+    json_decref(o);
+    return st;
+}
+
+static sv_status config_check(const sv_llama_config_t *c, sv_error_t *err) {
+    if (c->n_layers > SV_LLAMA_MAX_LAYERS || c->dim > SV_LLAMA_MAX_DIM ||
+        c->hidden_dim > SV_LLAMA_MAX_DIM || c->vocab_size > SV_LLAMA_MAX_VOCAB ||
+        (int64_t)c->n_heads * c->head_dim > SV_LLAMA_MAX_DIM)
+        return sv_error_set(err, SV_ERR_BUDGET, -1,
+                            "model: dimensions past the limits (layers %d, dim %d, ffn %d, vocab %d)",
+                            (int)c->n_layers, (int)c->dim, (int)c->hidden_dim, (int)c->vocab_size);
+    if (c->n_heads <= 0 || c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads)
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "model: %d heads and %d kv heads",
+                            (int)c->n_heads, (int)c->n_kv_heads);
+    if (c->head_dim <= 0 || c->rot_dim <= 0 || c->rot_dim % 2 || c->rot_dim > c->head_dim)
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "model: head_dim %d, rope dimensions %d",
+                            (int)c->head_dim, (int)c->rot_dim);
+    if (!(c->norm_eps >= 0.0f) || !(c->rope_theta > 0.0f))
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "model: rms eps %g, rope theta %g",
+                            c->norm_eps, c->rope_theta);
+    return SV_OK;
+}
+
+/* ---- weights ----------------------------------------------------------------- */
+
+typedef struct loader {
+    sv_llama_t *m;
+    tsrc_t src;
+    float *staging; /* host floats, staging_n of them */
+    size_t staging_n;
+} loader_t;
+
+/* Checks that tensor name exists with ggml shape (in, out) (out == 0: a
+ * vector of length in). */
+static sv_status check_shape(const loader_t *L, const char *name, int64_t in, int64_t out,
+                             sv_error_t *err) {
+    uint64_t ne[4];
+    uint32_t nd;
+    if (!tsrc_shape(&L->src, name, ne, &nd))
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "model: tensor %s is missing", name);
+    uint32_t want_nd = out ? 2 : 1;
+    if (nd != want_nd || ne[0] != (uint64_t)in || (out && ne[1] != (uint64_t)out)) {
+        /* Say it in the file's own order. */
+        if (out)
+            return sv_error_set(err, SV_ERR_SYNTAX, -1,
+                                "model: tensor %s has shape %s[%llu, %llu%s], expected [%lld, %lld] (out, in)",
+                                name, nd != 2 ? "rank-mismatched " : "", (unsigned long long)ne[1],
+                                (unsigned long long)ne[0], nd > 2 ? ", ..." : "", (long long)out,
+                                (long long)in);
+        return sv_error_set(err, SV_ERR_SYNTAX, -1,
+                            "model: tensor %s has %u dimensions, first %llu; expected a vector of %lld",
+                            name, nd, (unsigned long long)ne[0], (long long)in);
+    }
+    return SV_OK;
+}
+
+/* Reads tensor name ((out, in), or a vector when out == 0) into backend
+ * memory at dst. */
+static sv_status load_one(loader_t *L, const char *name, int64_t in, int64_t out, float *dst,
+                          sv_error_t *err) {
+    sv_status st = check_shape(L, name, in, out, err);
+    if (st)
+        return st;
+    size_t n = (size_t)in * (size_t)(out ? out : 1);
+    if (n > L->staging_n)
+        return sv_error_set(err, SV_ERR_ARG, -1, "model: staging buffer too small for %s", name);
+    if ((st = tsrc_read(&L->src, name, L->staging, n, err)))
+        return st;
+    return L->m->be->ops->upload(L->m->be, dst, L->staging, n * sizeof(float), err);
+}
+
+static sv_status balloc(sv_llama_t *m, size_t n_floats, float **out, sv_error_t *err) {
+    void *p = NULL;
+    sv_status st = m->be->ops->alloc(m->be, n_floats * sizeof(float), &p, err);
+    *out = p;
+    return st;
+}
+
+/* One weight kind for every layer: (layer, out, in), or (layer, in) for
+ * vectors. gguf_fmt / hf_fmt name layer N's tensor. optional: a missing
+ * tensor leaves *dst NULL. */
+static sv_status load_layers(loader_t *L, const char *gguf_fmt, const char *hf_fmt, int64_t in,
+                             int64_t out, bool optional, float **dst, sv_error_t *err) {
+    const sv_llama_config_t *c = &L->m->cfg;
+    char name[256];
+    uint64_t ne[4];
+    uint32_t nd;
+    snprintf(name, sizeof name, L->src.hf ? hf_fmt : gguf_fmt, 0);
+    if (optional && !tsrc_shape(&L->src, name, ne, &nd)) {
+        *dst = NULL;
+        return SV_OK;
+    }
+    size_t per = (size_t)in * (size_t)(out ? out : 1);
+    sv_status st = balloc(L->m, per * (size_t)c->n_layers, dst, err);
+    if (st)
+        return st;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        snprintf(name, sizeof name, L->src.hf ? hf_fmt : gguf_fmt, (int)l);
+        if ((st = load_one(L, name, in, out, *dst + per * (size_t)l, err)))
+            return st;
+    }
+    return SV_OK;
+}
+
+/* RoPE frequencies: inv_freq[i] = theta^(-2i / rot_dim), then scaled. */
+static sv_status make_inv_freq(loader_t *L, const rope_scaling_t *rs, sv_error_t *err) {
+    sv_llama_t *m = L->m;
+    const sv_llama_config_t *c = &m->cfg;
+    int32_t half = c->rot_dim / 2;
+    float *f = L->staging;
+    float *ff = L->staging + half;
+    if (rs->gguf_freq_factors) {
+        sv_status st = check_shape(L, "rope_freqs.weight", half, 0, err);
+        if (st || (st = tsrc_read(&L->src, "rope_freqs.weight", ff, (uint64_t)half, err)))
+            return st;
+    }
+    for (int32_t i = 0; i < half; i++) {
+        double inv = pow((double)c->rope_theta, -2.0 * i / (double)c->rot_dim);
+        inv /= rs->linear;
+        if (rs->gguf_freq_factors) {
+            if (!(ff[i] > 0.0f))
+                return sv_error_set(err, SV_ERR_SYNTAX, -1, "model: rope_freqs.weight[%d] = %g",
+                                    (int)i, ff[i]);
+            inv /= ff[i];
+        }
+        if (rs->llama3) {
+            /* Long wavelengths are slowed down by `factor`, short ones
+             * kept, and the band between interpolated. */
+            double wavelen = 6.283185307179586 / inv; /* 2π / frequency */
+            double low_wl = rs->original_ctx / rs->low_freq_factor;
+            double high_wl = rs->original_ctx / rs->high_freq_factor;
+            if (wavelen > low_wl) {
+                inv /= rs->factor;
+            } else if (wavelen >= high_wl) {
+                double smooth = (rs->original_ctx / wavelen - rs->low_freq_factor) /
+                                (rs->high_freq_factor - rs->low_freq_factor);
+                inv = (1.0 - smooth) * inv / rs->factor + smooth * inv;
+            }
+        }
+        f[i] = (float)inv;
+    }
+    sv_status st = balloc(m, (size_t)half, &m->inv_freq, err);
+    if (st)
+        return st;
+    return m->be->ops->upload(m->be, m->inv_freq, f, (size_t)half * sizeof(float), err);
+}
+
+static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
+    sv_llama_t *m = L->m;
+    sv_llama_config_t *c = &m->cfg;
+    const bool hf = L->src.hf;
+    const char *embd = hf ? "model.embed_tokens.weight" : "token_embd.weight";
+    const char *outw = hf ? "lm_head.weight" : "output.weight";
+    uint64_t ne[4];
+    uint32_t nd;
+    /* The vocabulary is the rows of the embedding (and output) matrix. */
+    if (!tsrc_shape(&L->src, embd, ne, &nd))
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "model: tensor %s is missing", embd);
+    if (nd != 2 || ne[1] == 0 || ne[1] > SV_LLAMA_MAX_VOCAB)
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "model: %s is not a (vocab, %d) matrix", embd,
+                            (int)c->dim);
+    if (hf && (uint64_t)c->vocab_size != ne[1])
+        return sv_error_set(err, SV_ERR_SYNTAX, -1,
+                            "model: config.json vocab_size %d but %s has %llu rows",
+                            (int)c->vocab_size, embd, (unsigned long long)ne[1]);
+    c->vocab_size = (int32_t)ne[1];
+    bool has_out = tsrc_shape(&L->src, outw, ne, &nd);
+    c->tied_output = !has_out;
+    if (hf && !has_out && !hf_tie)
+        return sv_error_set(err, SV_ERR_SYNTAX, -1,
+                            "model: %s is missing and tie_word_embeddings is false", outw);
+
+    size_t q_dim = (size_t)c->n_heads * c->head_dim;
+    size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    size_t big = (size_t)c->vocab_size * c->dim;
+    size_t need = (size_t)c->hidden_dim * c->dim;
+    if (q_dim * c->dim > need)
+        need = q_dim * c->dim;
+    if (big > need)
+        need = big;
+    L->staging_n = need;
+    L->staging = malloc(need * sizeof(float));
+    if (!L->staging)
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "model: out of memory staging %zu floats", need);
+
+    sv_status st;
+    if ((st = balloc(m, big, &m->token_embd, err)) ||
+        (st = load_one(L, embd, c->dim, c->vocab_size, m->token_embd, err)))
+        return st;
+    if (has_out) {
+        if ((st = balloc(m, big, &m->output, err)) ||
+            (st = load_one(L, outw, c->dim, c->vocab_size, m->output, err)))
+            return st;
+    } else {
+        m->output = m->token_embd;
+    }
+    const char *onorm = hf ? "model.norm.weight" : "output_norm.weight";
+    if ((st = balloc(m, (size_t)c->dim, &m->out_norm, err)) ||
+        (st = load_one(L, onorm, c->dim, 0, m->out_norm, err)))
+        return st;
+
+#define HFL "model.layers.%d."
+    if ((st = load_layers(L, "blk.%d.attn_norm.weight", HFL "input_layernorm.weight", c->dim, 0,
+                          false, &m->attn_norm, err)) ||
+        (st = load_layers(L, "blk.%d.attn_q.weight", HFL "self_attn.q_proj.weight", c->dim,
+                          (int64_t)q_dim, false, &m->wq, err)) ||
+        (st = load_layers(L, "blk.%d.attn_k.weight", HFL "self_attn.k_proj.weight", c->dim,
+                          (int64_t)kv_dim, false, &m->wk, err)) ||
+        (st = load_layers(L, "blk.%d.attn_v.weight", HFL "self_attn.v_proj.weight", c->dim,
+                          (int64_t)kv_dim, false, &m->wv, err)) ||
+        (st = load_layers(L, "blk.%d.attn_output.weight", HFL "self_attn.o_proj.weight",
+                          (int64_t)q_dim, c->dim, false, &m->wo, err)) ||
+        (st = load_layers(L, "blk.%d.ffn_norm.weight", HFL "post_attention_layernorm.weight",
+                          c->dim, 0, false, &m->ffn_norm, err)) ||
+        (st = load_layers(L, "blk.%d.ffn_gate.weight", HFL "mlp.gate_proj.weight", c->dim,
+                          c->hidden_dim, false, &m->w_gate, err)) ||
+        (st = load_layers(L, "blk.%d.ffn_up.weight", HFL "mlp.up_proj.weight", c->dim,
+                          c->hidden_dim, false, &m->w_up, err)) ||
+        (st = load_layers(L, "blk.%d.ffn_down.weight", HFL "mlp.down_proj.weight",
+                          c->hidden_dim, c->dim, false, &m->w_down, err)))
+        return st;
+    /* Biases: required for Qwen2, loaded for Llama when present. */
+    bool opt = !c->qkv_bias;
+    if ((st = load_layers(L, "blk.%d.attn_q.bias", HFL "self_attn.q_proj.bias", (int64_t)q_dim, 0,
+                          opt, &m->bq, err)) ||
+        (st = load_layers(L, "blk.%d.attn_k.bias", HFL "self_attn.k_proj.bias", (int64_t)kv_dim,
+                          0, opt, &m->bk, err)) ||
+        (st = load_layers(L, "blk.%d.attn_v.bias", HFL "self_attn.v_proj.bias", (int64_t)kv_dim,
+                          0, opt, &m->bv, err)))
+        return st;
+#undef HFL
+    if ((m->bq != NULL) != (m->bk != NULL) || (m->bq != NULL) != (m->bv != NULL))
+        return sv_error_set(err, SV_ERR_SYNTAX, -1,
+                            "model: some but not all of the q/k/v biases are present");
+    c->qkv_bias = m->bq != NULL;
+    return SV_OK;
+}
+
+static bool is_dir(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+sv_status sv_llama_load(const char *path, sv_backend_t *be, sv_llama_t **out, sv_error_t *err) {
+    if (!path || !be || !out)
+        return sv_error_set(err, SV_ERR_ARG, -1, "sv_llama_load: NULL argument");
+    sv_llama_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "model: out of memory");
+    m->be = be;
+    loader_t L = {.m = m};
+    rope_scaling_t rs = {.linear = 1.0f};
+    bool hf_tie = false;
+    sv_status st;
+    if (is_dir(path)) {
+        L.src.hf = true;
+        if ((st = config_from_hf(path, &m->cfg, &rs, &hf_tie, err)))
+            goto fail;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/model.safetensors", path);
+        struct stat sb;
+        if (stat(p, &sb) != 0) {
+            snprintf(p, sizeof p, "%s/model.safetensors.index.json", path);
+            st = stat(p, &sb) == 0
+                     ? sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                                    "%s: sharded safetensors checkpoints are not supported yet", path)
+                     : sv_error_set(err, SV_ERR_IO, -1, "%s: no model.safetensors", path);
+            goto fail;
+        }
+        snprintf(p, sizeof p, "%s/model.safetensors", path);
+        if ((st = sv_st_open(p, &L.src.st, err)))
+            goto fail;
+    } else {
+        if ((st = sv_gguf_open(path, &L.src.g, err)) ||
+            (st = config_from_gguf(L.src.g, &m->cfg, &rs, err)))
+            goto fail;
+    }
+    if ((st = config_check(&m->cfg, err)) || (st = load_weights(&L, hf_tie, err)) ||
+        (st = make_inv_freq(&L, &rs, err)))
+        goto fail;
+    free(L.staging);
+    sv_gguf_destroy(L.src.g);
+    sv_st_destroy(L.src.st);
+    *out = m;
+    return SV_OK;
+fail:
+    free(L.staging);
+    sv_gguf_destroy(L.src.g);
+    sv_st_destroy(L.src.st);
+    sv_llama_destroy(m);
+    return st;
+}
+
+void sv_llama_destroy(sv_llama_t *m) {
+    if (!m)
+        return;
+    sv_backend_t *be = m->be;
+    float *bufs[] = {m->token_embd, m->attn_norm, m->wq, m->wk, m->wv, m->bq, m->bk, m->bv, m->wo,
+                     m->ffn_norm, m->w_gate, m->w_up, m->w_down, m->out_norm, m->inv_freq,
+                     m->output != m->token_embd ? m->output : NULL};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        if (bufs[i])
+            be->ops->free(be, bufs[i]);
+    free(m);
+}
+
+const sv_llama_config_t *sv_llama_config(const sv_llama_t *m) { return &m->cfg; }
+
+/* ---- state ------------------------------------------------------------------- */
+
+void sv_llama_state_destroy(sv_llama_state_t *s) {
+    if (!s)
+        return;
+    sv_backend_t *be = s->m->be;
+    void *bufs[] = {s->k_cache, s->v_cache, s->x, s->xb, s->xb2, s->q, s->k, s->v,
+                    s->att, s->hb, s->hb2, s->logits, s->tok, s->pos};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        if (bufs[i])
+            be->ops->free(be, bufs[i]);
+    free(s);
+}
+
+sv_status sv_llama_state_create(const sv_llama_t *m, int32_t max_ctx, int32_t max_batch,
+                                sv_llama_state_t **out, sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    if (max_ctx < 1 || max_ctx > c->max_ctx || max_batch < 1)
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "state: max_ctx %d (1..%d) or max_batch %d (>= 1) out of range",
+                            (int)max_ctx, (int)c->max_ctx, (int)max_batch);
+    sv_llama_state_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "state: out of memory");
+    s->m = m;
+    s->max_ctx = max_ctx;
+    s->max_batch = max_batch;
+    sv_backend_t *be = m->be;
+    size_t B = (size_t)max_batch;
+    size_t q_dim = (size_t)c->n_heads * c->head_dim;
+    size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    size_t cache = (size_t)c->n_layers * (size_t)max_ctx * kv_dim;
+    struct {
+        void **p;
+        size_t bytes;
+    } want[] = {
+        {(void **)&s->k_cache, cache * sizeof(float)},
+        {(void **)&s->v_cache, cache * sizeof(float)},
+        {(void **)&s->x, B * c->dim * sizeof(float)},
+        {(void **)&s->xb, B * c->dim * sizeof(float)},
+        {(void **)&s->xb2, B * c->dim * sizeof(float)},
+        {(void **)&s->q, B * q_dim * sizeof(float)},
+        {(void **)&s->k, B * kv_dim * sizeof(float)},
+        {(void **)&s->v, B * kv_dim * sizeof(float)},
+        {(void **)&s->att, B * q_dim * sizeof(float)},
+        {(void **)&s->hb, B * c->hidden_dim * sizeof(float)},
+        {(void **)&s->hb2, B * c->hidden_dim * sizeof(float)},
+        {(void **)&s->logits, (size_t)LOGIT_ROWS * c->vocab_size * sizeof(float)},
+        {(void **)&s->tok, B * sizeof(int32_t)},
+        {(void **)&s->pos, B * sizeof(int32_t)},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        sv_status st = be->ops->alloc(be, want[i].bytes, want[i].p, err);
+        if (st) {
+            sv_llama_state_destroy(s);
+            return st;
+        }
+    }
+    *out = s;
+    return SV_OK;
+}
+
+void sv_llama_state_reset(sv_llama_state_t *s) { s->len = 0; }
+int32_t sv_llama_state_len(const sv_llama_state_t *s) { return s->len; }
+
+/* ---- forward ----------------------------------------------------------------- */
+
+/* Runs n <= max_batch tokens already uploaded to s->tok / s->pos through the
+ * layers; leaves the final residual stream in s->x. */
+static sv_status forward_layers(const sv_llama_t *m, sv_llama_state_t *s, int32_t n,
+                                sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    sv_backend_t *be = m->be;
+    const sv_backend_ops_t *op = be->ops;
+    const int32_t dim = c->dim, hid = c->hidden_dim;
+    const int32_t q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
+    const sv_attn_shape_t shape = {c->n_heads, c->n_kv_heads, c->head_dim,
+                                   1.0f / sqrtf((float)c->head_dim)};
+    sv_status st;
+    if ((st = op->get_rows(be, n, dim, c->vocab_size, m->token_embd, s->tok, s->x, err)))
+        return st;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        size_t L = (size_t)l;
+        sv_kv_view_t kv = {s->k_cache + L * s->max_ctx * kv_dim,
+                           s->v_cache + L * s->max_ctx * kv_dim, s->max_ctx, kv_dim};
+        const float *bq = m->bq ? m->bq + L * q_dim : NULL;
+        const float *bk = m->bk ? m->bk + L * kv_dim : NULL;
+        const float *bv = m->bv ? m->bv + L * kv_dim : NULL;
+        /* attention block */
+        if ((st = op->rmsnorm(be, n, dim, s->x, m->attn_norm + L * dim, c->norm_eps, s->xb, err)) ||
+            (st = op->gemm(be, n, dim, q_dim, s->xb, m->wq + L * q_dim * dim, bq, s->q, err)) ||
+            (st = op->gemm(be, n, dim, kv_dim, s->xb, m->wk + L * kv_dim * dim, bk, s->k, err)) ||
+            (st = op->gemm(be, n, dim, kv_dim, s->xb, m->wv + L * kv_dim * dim, bv, s->v, err)) ||
+            (st = op->rope(be, n, c->n_heads, c->head_dim, c->rot_dim, c->rope_style, s->pos,
+                           m->inv_freq, s->q, err)) ||
+            (st = op->rope(be, n, c->n_kv_heads, c->head_dim, c->rot_dim, c->rope_style, s->pos,
+                           m->inv_freq, s->k, err)) ||
+            (st = op->kv_write(be, &kv, n, s->pos, s->k, s->v, err)) ||
+            (st = op->attention(be, &kv, &shape, n, s->pos, s->q, s->att, err)) ||
+            (st = op->gemm(be, n, q_dim, dim, s->att, m->wo + L * dim * q_dim, NULL, s->xb2, err)) ||
+            (st = op->add(be, (size_t)n * dim, s->x, s->xb2, err)))
+            return st;
+        /* feed-forward block */
+        if ((st = op->rmsnorm(be, n, dim, s->x, m->ffn_norm + L * dim, c->norm_eps, s->xb, err)) ||
+            (st = op->gemm(be, n, dim, hid, s->xb, m->w_gate + L * hid * dim, NULL, s->hb, err)) ||
+            (st = op->gemm(be, n, dim, hid, s->xb, m->w_up + L * hid * dim, NULL, s->hb2, err)) ||
+            (st = op->swiglu(be, (size_t)n * hid, s->hb, s->hb2, s->hb, err)) ||
+            (st = op->gemm(be, n, hid, dim, s->hb, m->w_down + L * dim * hid, NULL, s->xb2, err)) ||
+            (st = op->add(be, (size_t)n * dim, s->x, s->xb2, err)))
+            return st;
+    }
+    return SV_OK;
+}
+
+/* Logits of rows [r0, r0 + nr) of s->x into host rows dst (nr, vocab). */
+static sv_status logits_rows(const sv_llama_t *m, sv_llama_state_t *s, int32_t r0, int32_t nr,
+                             float *dst, sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    sv_backend_t *be = m->be;
+    sv_status st;
+    if ((st = be->ops->rmsnorm(be, nr, c->dim, s->x + (size_t)r0 * c->dim, m->out_norm,
+                               c->norm_eps, s->xb, err)))
+        return st;
+    for (int32_t i = 0; i < nr; i += LOGIT_ROWS) {
+        int32_t k = nr - i < LOGIT_ROWS ? nr - i : LOGIT_ROWS;
+        if ((st = be->ops->gemm(be, k, c->dim, c->vocab_size, s->xb + (size_t)i * c->dim,
+                                m->output, NULL, s->logits, err)) ||
+            (st = be->ops->download(be, dst + (size_t)i * c->vocab_size, s->logits,
+                                    (size_t)k * c->vocab_size * sizeof(float), err)))
+            return st;
+    }
+    return SV_OK;
+}
+
+sv_status sv_llama_forward(sv_llama_t *m, sv_llama_state_t *s, const int32_t *tokens,
+                           const int32_t *positions, int32_t n, sv_llama_logits which,
+                           float *logits, sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    if (n < 1 || !tokens || !positions || (which != SV_LLAMA_LOGITS_NONE && !logits) ||
+        s->m != m)
+        return sv_error_set(err, SV_ERR_ARG, -1, "forward: bad arguments (n %d)", (int)n);
+    /* Check everything before touching the cache. */
+    if (positions[0] < 0 || positions[0] > s->len)
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "forward: first position %d leaves a gap (%d positions cached)",
+                            (int)positions[0], (int)s->len);
+    if ((int64_t)positions[0] + n > s->max_ctx)
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "forward: positions up to %lld exceed the context of %d",
+                            (long long)positions[0] + n - 1, (int)s->max_ctx);
+    for (int32_t i = 0; i < n; i++) {
+        if (positions[i] != positions[0] + i)
+            return sv_error_set(err, SV_ERR_ARG, -1,
+                                "forward: positions must be consecutive (position[%d] = %d)",
+                                (int)i, (int)positions[i]);
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return sv_error_set(err, SV_ERR_ARG, -1, "forward: token[%d] = %d outside 0..%d",
+                                (int)i, (int)tokens[i], (int)c->vocab_size - 1);
+    }
+    sv_backend_t *be = m->be;
+    sv_status st;
+    for (int32_t r0 = 0; r0 < n; r0 += s->max_batch) {
+        int32_t k = n - r0 < s->max_batch ? n - r0 : s->max_batch;
+        if ((st = be->ops->upload(be, s->tok, tokens + r0, (size_t)k * sizeof(int32_t), err)) ||
+            (st = be->ops->upload(be, s->pos, positions + r0, (size_t)k * sizeof(int32_t), err)) ||
+            (st = forward_layers(m, s, k, err)))
+            return st;
+        s->len = positions[r0] + k;
+        if (which == SV_LLAMA_LOGITS_ALL)
+            st = logits_rows(m, s, 0, k, logits + (size_t)r0 * c->vocab_size, err);
+        else if (which == SV_LLAMA_LOGITS_LAST && r0 + k == n)
+            st = logits_rows(m, s, k - 1, 1, logits, err);
+        if (st)
+            return st;
+    }
+    return SV_OK;
+}

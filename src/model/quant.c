@@ -1,0 +1,176 @@
+/* quant.c — ggml block formats to float32 (see quant.h for the layouts).
+ *
+ * One function per block format decodes one block; sv_dequantize checks the
+ * sizes once and walks the blocks. Bytes are read one at a time (little-endian,
+ * no alignment assumed), so the code is the same on any host. */
+#include "src/model/quant.h"
+
+#include <string.h>
+
+/* ---- scalars --------------------------------------------------------------- */
+
+static float f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float sv_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ffu;
+    if (exp == 0x1f) /* inf, or NaN with its payload */
+        return f32_from_bits(sign | 0x7f800000u | mant << 13);
+    if (exp != 0) /* normal: rebias 15 -> 127 */
+        return f32_from_bits(sign | (exp + 112) << 23 | mant << 13);
+    /* zero or subnormal: mant * 2^-24, exact in float32 */
+    float v = (float)mant * 0x1p-24f;
+    return sign ? -v : v;
+}
+
+float sv_bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
+
+static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+/* ---- blocks ---------------------------------------------------------------- */
+
+/* Each decodes one block at b into the block's elements at y. */
+typedef void (*block_fn)(const uint8_t *b, float *y);
+
+static void blk_f32(const uint8_t *b, float *y) {
+    *y = f32_from_bits((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                       (uint32_t)b[3] << 24);
+}
+
+static void blk_f16(const uint8_t *b, float *y) { *y = sv_f16_to_f32(rd16(b)); }
+
+static void blk_bf16(const uint8_t *b, float *y) { *y = sv_bf16_to_f32(rd16(b)); }
+
+/* Q8_0: {f16 d; int8 qs[32]} */
+static void blk_q8_0(const uint8_t *b, float *y) {
+    float d = sv_f16_to_f32(rd16(b));
+    for (int i = 0; i < 32; i++)
+        y[i] = (float)(int8_t)b[2 + i] * d;
+}
+
+/* Q4_0: {f16 d; uint8 qs[16]}; low nibbles are elements 0..15. */
+static void blk_q4_0(const uint8_t *b, float *y) {
+    float d = sv_f16_to_f32(rd16(b));
+    const uint8_t *qs = b + 2;
+    for (int i = 0; i < 16; i++) {
+        y[i] = d * (float)((qs[i] & 0x0f) - 8);
+        y[i + 16] = d * (float)((qs[i] >> 4) - 8);
+    }
+}
+
+/* Q4_1: {f16 d; f16 m; uint8 qs[16]} */
+static void blk_q4_1(const uint8_t *b, float *y) {
+    float d = sv_f16_to_f32(rd16(b));
+    float m = sv_f16_to_f32(rd16(b + 2));
+    const uint8_t *qs = b + 4;
+    for (int i = 0; i < 16; i++) {
+        y[i] = d * (float)(qs[i] & 0x0f) + m;
+        y[i + 16] = d * (float)(qs[i] >> 4) + m;
+    }
+}
+
+/* Q4_K: {f16 d; f16 dmin; uint8 scales[12]; uint8 qs[128]}.
+ *
+ * Eight sub-blocks j of 32 elements: x = d*sc[j] * q - dmin*mn[j]. The 6-bit
+ * sc and mn are packed in scales[12] (bytes 0-3: sc[0..3] in the low 6 bits,
+ * 4-7: mn[0..3]; sub-blocks 4..7 take their low 4 bits from the nibbles of
+ * bytes 8-11 and their top 2 bits from the top bits of bytes 0-7). Sub-blocks
+ * 2g and 2g+1 share qs[32g .. 32g+31]: low nibbles, then high. */
+static void blk_q4_k(const uint8_t *b, float *y) {
+    float d = sv_f16_to_f32(rd16(b));
+    float dmin = sv_f16_to_f32(rd16(b + 2));
+    const uint8_t *sc = b + 4, *qs = b + 16;
+    for (int j = 0; j < 8; j++) {
+        uint8_t s, m;
+        if (j < 4) {
+            s = sc[j] & 63;
+            m = sc[j + 4] & 63;
+        } else {
+            s = (uint8_t)((sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4));
+            m = (uint8_t)((sc[j + 4] >> 4) | ((sc[j] >> 6) << 4));
+        }
+        float dl = d * (float)s, ml = dmin * (float)m;
+        const uint8_t *q = qs + 32 * (j / 2);
+        int shift = 4 * (j % 2);
+        for (int l = 0; l < 32; l++)
+            y[32 * j + l] = dl * (float)((q[l] >> shift) & 0x0f) - ml;
+    }
+}
+
+/* Q6_K: {uint8 ql[128]; uint8 qh[64]; int8 scales[16]; f16 d}.
+ *
+ * Two halves of 128 elements; in half h, element 32k + l (k < 4, l < 32) has
+ * its low 4 bits in ql[64h + l + 32(k%2)] (low nibble for k < 2, high for
+ * k >= 2) and its top 2 bits in qh[32h + l] at bit 2k. q - 32 is scaled by
+ * d * scales[e / 16] for element e of the block. */
+static void blk_q6_k(const uint8_t *b, float *y) {
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *scales = (const int8_t *)(b + 192);
+    float d = sv_f16_to_f32(rd16(b + 208));
+    for (int e = 0; e < 256; e++) {
+        int h = e / 128, k = (e % 128) / 32, l = e % 32;
+        int lo = (ql[64 * h + l + 32 * (k % 2)] >> (4 * (k / 2))) & 0x0f;
+        int hi = (qh[32 * h + l] >> (2 * k)) & 3;
+        float ds = d * (float)scales[e / 16];
+        y[e] = ds * (float)((lo | hi << 4) - 32);
+    }
+}
+
+static block_fn block_decoder(sv_ggml_type t) {
+    switch (t) {
+    case SV_GGML_F32: return blk_f32;
+    case SV_GGML_F16: return blk_f16;
+    case SV_GGML_BF16: return blk_bf16;
+    case SV_GGML_Q8_0: return blk_q8_0;
+    case SV_GGML_Q4_0: return blk_q4_0;
+    case SV_GGML_Q4_1: return blk_q4_1;
+    case SV_GGML_Q4_K: return blk_q4_k;
+    case SV_GGML_Q6_K: return blk_q6_k;
+    default: return NULL;
+    }
+}
+
+bool sv_dequant_supported(sv_ggml_type t) { return block_decoder(t) != NULL; }
+
+sv_status sv_dequantize(sv_ggml_type t, const void *src, size_t src_bytes, float *dst, uint64_t n,
+                        sv_error_t *err) {
+    const char *name;
+    uint32_t be, bb;
+    block_fn fn = block_decoder(t);
+    if (!fn) {
+        if (!sv_ggml_type_info((uint32_t)t, &name, NULL, NULL))
+            return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                                "dequantize: unknown ggml type %u", (unsigned)t);
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                            "dequantize: ggml type %s is not supported", name);
+    }
+    sv_ggml_type_info((uint32_t)t, &name, &be, &bb);
+    if (n % be)
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "dequantize: %llu elements are not a whole number of %s blocks (%u)",
+                            (unsigned long long)n, name, be);
+    uint64_t n_blocks = n / be, need;
+    if (__builtin_mul_overflow(n_blocks, (uint64_t)bb, &need) || need != (uint64_t)src_bytes)
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "dequantize: %llu %s elements take %llu x %u bytes, got %zu",
+                            (unsigned long long)n, name, (unsigned long long)n_blocks, bb,
+                            src_bytes);
+    if (n && (!src || !dst))
+        return sv_error_set(err, SV_ERR_ARG, -1, "dequantize: NULL %s", src ? "dst" : "src");
+    const uint8_t *p = src;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (t == SV_GGML_F32) { /* the bytes already are the floats */
+        if (n)
+            memcpy(dst, src, src_bytes);
+        return SV_OK;
+    }
+#endif
+    for (uint64_t i = 0; i < n_blocks; i++)
+        fn(p + i * bb, dst + i * be);
+    return SV_OK;
+}

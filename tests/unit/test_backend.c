@@ -1,0 +1,264 @@
+/* test_backend — every CPU backend operation against a naive double-precision
+ * reference on random data, and the batch invariance the backend promises:
+ * a row's output bits do not depend on the other rows in the call, on its
+ * place among them, or on the number of threads. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/backend/cpu.h"
+#include "test.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) / 8388608.0 - 1.0);
+}
+
+static float *rnd(size_t n) {
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand();
+    return p;
+}
+
+static double max_rel(const float *a, const double *ref, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - ref[i]) / (1.0 + fabs(ref[i]));
+        if (!(d <= worst))
+            worst = d; /* NaN sticks */
+    }
+    return worst;
+}
+
+static sv_backend_t *be1, *be3; /* one thread, three threads */
+static sv_error_t err;
+
+static void test_gemm(void) {
+    const int32_t ins[] = {1, 7, 16, 17, 64, 200};
+    const int32_t outs[] = {1, 3, 4, 5, 64, 67};
+    const int32_t max_rows = 13;
+    for (size_t a = 0; a < sizeof ins / sizeof *ins; a++)
+        for (size_t b = 0; b < sizeof outs / sizeof *outs; b++) {
+            int32_t in = ins[a], out = outs[b];
+            float *x = rnd((size_t)max_rows * in), *w = rnd((size_t)out * in), *bias = rnd(out);
+            float *y = malloc(sizeof(float) * max_rows * out);
+            float *y1 = malloc(sizeof(float) * max_rows * out);
+            double *ref = malloc(sizeof(double) * max_rows * out);
+            for (int use_bias = 0; use_bias < 2; use_bias++) {
+                const float *bb = use_bias ? bias : NULL;
+                CHECK(be3->ops->gemm(be3, max_rows, in, out, x, w, bb, y, &err) == SV_OK, "%s",
+                      err.message);
+                for (int32_t r = 0; r < max_rows; r++)
+                    for (int32_t o = 0; o < out; o++) {
+                        double s = bb ? bb[o] : 0;
+                        for (int32_t k = 0; k < in; k++)
+                            s += (double)x[(size_t)r * in + k] * w[(size_t)o * in + k];
+                        ref[(size_t)r * out + o] = s;
+                    }
+                double e = max_rel(y, ref, (size_t)max_rows * out);
+                CHECK(e < 1e-5, "gemm in %d out %d bias %d: error %g", in, out, use_bias, e);
+                /* Each row alone, on one thread: the same bits. */
+                for (int32_t r = 0; r < max_rows; r++)
+                    be1->ops->gemm(be1, 1, in, out, x + (size_t)r * in, w, bb, y1 + (size_t)r * out,
+                                   &err);
+                CHECK(memcmp(y, y1, sizeof(float) * max_rows * out) == 0,
+                      "gemm in %d out %d: rows alone differ from 13 rows together", in, out);
+                /* Every run of rows r0 .. r0+m-1, at every offset. */
+                int bad = 0;
+                for (int32_t m = 2; m < max_rows; m++)
+                    for (int32_t r0 = 0; r0 + m <= max_rows; r0 += 3) {
+                        be1->ops->gemm(be1, m, in, out, x + (size_t)r0 * in, w, bb, y1, &err);
+                        bad += memcmp(y1, y + (size_t)r0 * out, sizeof(float) * m * out) != 0;
+                    }
+                CHECK(bad == 0, "gemm in %d out %d: %d sub-batches differ", in, out, bad);
+            }
+            free(x), free(w), free(bias), free(y), free(y1), free(ref);
+        }
+    /* A product large enough to use every thread: 3 threads == 1 thread,
+     * and 1 row == 40 rows. */
+    int32_t rows = 40, in = 576, out = 1536;
+    float *x = rnd((size_t)rows * in), *w = rnd((size_t)out * in);
+    float *y = malloc(sizeof(float) * rows * out), *y1 = malloc(sizeof(float) * rows * out);
+    be3->ops->gemm(be3, rows, in, out, x, w, NULL, y, &err);
+    be1->ops->gemm(be1, rows, in, out, x, w, NULL, y1, &err);
+    CHECK(memcmp(y, y1, sizeof(float) * rows * out) == 0, "gemm: 3 threads differ from 1");
+    be3->ops->gemm(be3, 1, in, out, x + (size_t)37 * in, w, NULL, y1, &err);
+    CHECK(memcmp(y + (size_t)37 * out, y1, sizeof(float) * out) == 0,
+          "gemm 576x1536: row 37 alone differs from 40 rows");
+    free(x), free(w), free(y), free(y1);
+
+    CHECK(be1->ops->gemm(be1, 1, 0, 4, NULL, NULL, NULL, NULL, &err) == SV_ERR_ARG,
+          "gemm accepts in = 0");
+}
+
+static void test_rmsnorm(void) {
+    int32_t rows = 5, dim = 100;
+    float *x = rnd((size_t)rows * dim), *w = rnd(dim), *y = malloc(sizeof(float) * rows * dim);
+    double *ref = malloc(sizeof(double) * rows * dim);
+    CHECK(be1->ops->rmsnorm(be1, rows, dim, x, w, 1e-5f, y, &err) == SV_OK, "%s", err.message);
+    for (int32_t r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int32_t i = 0; i < dim; i++)
+            ss += (double)x[r * dim + i] * x[r * dim + i];
+        double sc = 1.0 / sqrt(ss / dim + 1e-5);
+        for (int32_t i = 0; i < dim; i++)
+            ref[r * dim + i] = x[r * dim + i] * sc * w[i];
+    }
+    CHECK(max_rel(y, ref, (size_t)rows * dim) < 1e-5, "rmsnorm error %g",
+          max_rel(y, ref, (size_t)rows * dim));
+    /* in place */
+    be1->ops->rmsnorm(be1, rows, dim, x, w, 1e-5f, x, &err);
+    CHECK(memcmp(x, y, sizeof(float) * rows * dim) == 0, "rmsnorm in place differs");
+    free(x), free(w), free(y), free(ref);
+}
+
+static void test_rope(void) {
+    int32_t rows = 3, heads = 2, hd = 16;
+    int32_t pos[3] = {0, 5, 1000};
+    for (int style = 0; style < 2; style++)
+        for (int32_t rot = 8; rot <= hd; rot += 8) {
+            float *x = rnd((size_t)rows * heads * hd);
+            float *y = malloc(sizeof(float) * rows * heads * hd);
+            memcpy(y, x, sizeof(float) * rows * heads * hd);
+            double *ref = malloc(sizeof(double) * rows * heads * hd);
+            float inv[8];
+            for (int i = 0; i < rot / 2; i++)
+                inv[i] = (float)pow(10000.0, -2.0 * i / rot);
+            CHECK(be1->ops->rope(be1, rows, heads, hd, rot, (sv_rope_style)style, pos, inv, y,
+                                 &err) == SV_OK,
+                  "%s", err.message);
+            for (int32_t r = 0; r < rows; r++)
+                for (int32_t h = 0; h < heads; h++) {
+                    const float *v = x + (r * heads + h) * hd;
+                    double *o = ref + (r * heads + h) * hd;
+                    for (int32_t d = 0; d < hd; d++)
+                        o[d] = v[d];
+                    for (int32_t i = 0; i < rot / 2; i++) {
+                        int32_t i0 = style == SV_ROPE_NORMAL ? 2 * i : i;
+                        int32_t i1 = style == SV_ROPE_NORMAL ? 2 * i + 1 : i + rot / 2;
+                        double a = (double)pos[r] * inv[i];
+                        o[i0] = v[i0] * cos(a) - v[i1] * sin(a);
+                        o[i1] = v[i0] * sin(a) + v[i1] * cos(a);
+                    }
+                }
+            double e = max_rel(y, ref, (size_t)rows * heads * hd);
+            CHECK(e < 1e-6, "rope style %d rot %d: error %g", style, rot, e);
+            free(x), free(y), free(ref);
+        }
+    float x[4] = {1, 2, 3, 4}, inv[1] = {1};
+    int32_t p = 0;
+    CHECK(be1->ops->rope(be1, 1, 1, 4, 3, SV_ROPE_NORMAL, &p, inv, x, &err) == SV_ERR_ARG,
+          "rope accepts an odd rot_dim");
+}
+
+static void test_attention(void) {
+    const int32_t heads = 6, kvh = 2, hd = 40, cap = 80, n = 70;
+    const int32_t kv_dim = kvh * hd, q_dim = heads * hd;
+    float *kc = malloc(sizeof(float) * cap * kv_dim), *vc = malloc(sizeof(float) * cap * kv_dim);
+    float *k = rnd((size_t)n * kv_dim), *v = rnd((size_t)n * kv_dim);
+    float *q = rnd((size_t)n * q_dim);
+    for (size_t i = 0; i < (size_t)n * q_dim; i++)
+        q[i] *= 3; /* peakier softmax */
+    float *out = malloc(sizeof(float) * n * q_dim), *out1 = malloc(sizeof(float) * q_dim);
+    double *ref = malloc(sizeof(double) * n * q_dim);
+    int32_t *pos = malloc(sizeof(int32_t) * n);
+    for (int32_t i = 0; i < n; i++)
+        pos[i] = i;
+    sv_kv_view_t kv = {kc, vc, cap, kv_dim};
+    sv_attn_shape_t sh = {heads, kvh, hd, 1.0f / sqrtf((float)hd)};
+    CHECK(be3->ops->kv_write(be3, &kv, n, pos, k, v, &err) == SV_OK, "%s", err.message);
+    CHECK(be3->ops->attention(be3, &kv, &sh, n, pos, q, out, &err) == SV_OK, "%s", err.message);
+    double *sc = malloc(sizeof(double) * n);
+    for (int32_t r = 0; r < n; r++)
+        for (int32_t h = 0; h < heads; h++) {
+            int32_t g = h / (heads / kvh);
+            double mx = -INFINITY, sum = 0;
+            for (int32_t j = 0; j <= r; j++) {
+                double s = 0;
+                for (int32_t d = 0; d < hd; d++)
+                    s += (double)q[r * q_dim + h * hd + d] * k[j * kv_dim + g * hd + d];
+                sc[j] = s / sqrt((double)hd);
+                mx = sc[j] > mx ? sc[j] : mx;
+            }
+            for (int32_t j = 0; j <= r; j++)
+                sum += sc[j] = exp(sc[j] - mx);
+            for (int32_t d = 0; d < hd; d++) {
+                double o = 0;
+                for (int32_t j = 0; j <= r; j++)
+                    o += sc[j] * v[j * kv_dim + g * hd + d];
+                ref[r * q_dim + h * hd + d] = o / sum;
+            }
+        }
+    double e = max_rel(out, ref, (size_t)n * q_dim);
+    CHECK(e < 1e-5, "attention error %g", e);
+    /* decode-style: one row at a time gives the same bits */
+    int bad = 0;
+    for (int32_t r = 0; r < n; r++) {
+        be1->ops->attention(be1, &kv, &sh, 1, &pos[r], q + (size_t)r * q_dim, out1, &err);
+        bad += memcmp(out1, out + (size_t)r * q_dim, sizeof(float) * q_dim) != 0;
+    }
+    CHECK(bad == 0, "attention: %d rows differ when run alone", bad);
+    int32_t far = cap;
+    CHECK(be1->ops->attention(be1, &kv, &sh, 1, &far, q, out1, &err) == SV_ERR_ARG,
+          "attention accepts a position past the cache");
+    CHECK(be1->ops->kv_write(be1, &kv, 1, &far, k, v, &err) == SV_ERR_ARG,
+          "kv_write accepts a position past the cache");
+    free(kc), free(vc), free(k), free(v), free(q), free(out), free(out1), free(ref), free(pos),
+        free(sc);
+}
+
+static void test_small_ops(void) {
+    size_t n = 1000;
+    float *g = rnd(n), *u = rnd(n), *o = malloc(sizeof(float) * n);
+    double *ref = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++)
+        g[i] *= 8;
+    be1->ops->swiglu(be1, n, g, u, o, &err);
+    for (size_t i = 0; i < n; i++)
+        ref[i] = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+    CHECK(max_rel(o, ref, n) < 1e-6, "swiglu error %g", max_rel(o, ref, n));
+    for (size_t i = 0; i < n; i++)
+        ref[i] = (double)o[i] + g[i];
+    be1->ops->add(be1, n, o, g, &err);
+    CHECK(max_rel(o, ref, n) < 1e-7, "add error %g", max_rel(o, ref, n));
+
+    float *table = rnd(10 * 7), out[3 * 7];
+    int32_t ids[3] = {9, 0, 4};
+    CHECK(be1->ops->get_rows(be1, 3, 7, 10, table, ids, out, &err) == SV_OK, "%s", err.message);
+    CHECK(memcmp(out, table + 9 * 7, 7 * sizeof(float)) == 0 &&
+              memcmp(out + 7, table, 7 * sizeof(float)) == 0 &&
+              memcmp(out + 14, table + 4 * 7, 7 * sizeof(float)) == 0,
+          "get_rows copies the wrong rows");
+    int32_t badid = 10;
+    CHECK(be1->ops->get_rows(be1, 1, 7, 10, table, &badid, out, &err) == SV_ERR_ARG,
+          "get_rows accepts id 10 of 10");
+    free(g), free(u), free(o), free(ref), free(table);
+
+    void *p = NULL;
+    CHECK(be1->ops->alloc(be1, 100, &p, &err) == SV_OK && ((uintptr_t)p % 64) == 0,
+          "alloc is not 64-byte aligned");
+    be1->ops->free(be1, p);
+}
+
+int main(void) {
+    sv_cpu_config_t one = {1}, three = {3};
+    if (sv_cpu_backend_create(&one, &be1, &err) || sv_cpu_backend_create(&three, &be3, &err)) {
+        fprintf(stderr, "backend: %s\n", err.message);
+        return 1;
+    }
+    test_gemm();
+    test_rmsnorm();
+    test_rope();
+    test_attention();
+    test_small_ops();
+    sv_backend_destroy(be1);
+    sv_backend_destroy(be3);
+    return test_summary("backend: gemm (reference, batch and thread invariance), rmsnorm, rope, "
+                        "kv_write + attention, swiglu, add, get_rows");
+}
