@@ -37,6 +37,7 @@
 enum {
     OPT_CHAT = 256, OPT_SYSTEM, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_P, OPT_TOP_K, OPT_MIN_P, OPT_SEED,
     OPT_PROMPT_IDS, OPT_PRINT_IDS, OPT_SCHEMA, OPT_REGEX, OPT_WS, OPT_THREADS, OPT_CTX, OPT_UNKNOWN_FORMATS,
+    OPT_PRINT_PROMPT,
 };
 
 static const char *const usage_text =
@@ -44,6 +45,7 @@ static const char *const usage_text =
     "                      [--max-tokens 256] [--temperature 1] [--top-p 1] [--top-k 0] [--min-p 0]\n"
     "                      [--seed S] [--schema FILE | --regex PATTERN] [--ws MODE]\n"
     "                      [--allow-unknown-formats] [--threads N] [--ctx N] [--print-ids]\n"
+    "                      [--print-prompt]\n"
     "\n"
     "Generates one completion on the CPU and streams it to stdout. MODEL is a GGUF\n"
     "file or a Hugging Face directory (config.json, model.safetensors, tokenizer.json,\n"
@@ -52,6 +54,8 @@ static const char *const usage_text =
     "                    template (ChatML or Llama 3); --system adds a system message.\n"
     "  --prompt-ids      token ids instead of text (no BOS is added).\n"
     "  --print-ids       print the generated ids, comma-separated, instead of text.\n"
+    "  --print-prompt    with --chat: print the rendered prompt and exit (the model's\n"
+    "                    weights are not loaded).\n"
     "  --schema FILE     constrain the output to a JSON Schema (FILE may be -);\n"
     "  --regex PATTERN   or to a regular expression. The output is then always\n"
     "                    complete and valid, within --max-tokens.\n"
@@ -65,7 +69,7 @@ static const char *const usage_text =
 
 typedef struct {
     const char *model, *prompt, *system, *prompt_ids, *schema, *regex;
-    bool chat, print_ids, unknown_formats;
+    bool chat, print_ids, unknown_formats, print_prompt;
     long max_tokens;
     sv_ws_mode ws;
     sv_sample_params_t sp;
@@ -205,6 +209,7 @@ int sv_cmd_generate(int argc, char **argv) {
         {"seed", required_argument, 0, OPT_SEED},
         {"prompt-ids", required_argument, 0, OPT_PROMPT_IDS},
         {"print-ids", no_argument, 0, OPT_PRINT_IDS},
+        {"print-prompt", no_argument, 0, OPT_PRINT_PROMPT},
         {"schema", required_argument, 0, OPT_SCHEMA},
         {"regex", required_argument, 0, OPT_REGEX},
         {"ws", required_argument, 0, OPT_WS},
@@ -228,6 +233,7 @@ int sv_cmd_generate(int argc, char **argv) {
         case OPT_SYSTEM: o.system = optarg; break;
         case OPT_PROMPT_IDS: o.prompt_ids = optarg; break;
         case OPT_PRINT_IDS: o.print_ids = true; break;
+        case OPT_PRINT_PROMPT: o.print_prompt = true; break;
         case OPT_SCHEMA: o.schema = optarg; break;
         case OPT_REGEX: o.regex = optarg; break;
         case OPT_UNKNOWN_FORMATS: o.unknown_formats = true; break;
@@ -280,6 +286,26 @@ int sv_cmd_generate(int argc, char **argv) {
     if (o.prompt_ids && o.chat) return sv_cli_usage_error(verb, "--chat needs a text prompt (-p)");
     if (o.system && !o.chat) return sv_cli_usage_error(verb, "--system needs --chat");
     if (o.schema && o.regex) return sv_cli_usage_error(verb, "give at most one of --schema and --regex");
+    if (o.print_prompt && !o.chat) return sv_cli_usage_error(verb, "--print-prompt needs --chat");
+    if (o.print_prompt) {
+        sv_error_t e;
+        sv_chat_template_t t;
+        sv_bytes_t b = {0};
+        sv_chat_msg_t msgs[2];
+        size_t nm = 0;
+        if (o.system) msgs[nm++] = (sv_chat_msg_t){"system", o.system};
+        msgs[nm++] = (sv_chat_msg_t){"user", o.prompt};
+        sv_status s2 = load_template(o.model, &t, &e);
+        if (!s2) s2 = sv_chat_render(&t, msgs, nm, &b, &e);
+        if (s2) {
+            fprintf(stderr, "sieve generate: %s\n", e.message);
+            sv_bytes_free(&b);
+            return SV_EXIT_RUNTIME;
+        }
+        fwrite(b.p, 1, b.n, stdout);
+        sv_bytes_free(&b);
+        return SV_EXIT_OK;
+    }
     if (!o.have_seed) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
