@@ -253,24 +253,33 @@ void sv_token_set_destroy(sv_token_set_t *ts) {
 static bool is_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
 static void build_partial(sv_token_set_t *ts);
 
+/* A character's first byte c: how many continuation bytes follow (*n, 0
+ * for ASCII) and the range [*lo, *hi] of the first of them (UTF-8's rules
+ * against overlong forms, surrogates and code points past U+10FFFF). False
+ * for a byte that cannot start a character. */
+static bool utf8_lead(uint8_t c, uint32_t *n, uint8_t *lo, uint8_t *hi) {
+    *lo = 0x80, *hi = 0xBF;
+    if (c < 0x80) *n = 0;
+    else if (c >= 0xC2 && c <= 0xDF) *n = 1;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        *n = 2;
+        if (c == 0xE0) *lo = 0xA0;
+        if (c == 0xED) *hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        *n = 3;
+        if (c == 0xF0) *lo = 0x90;
+        if (c == 0xF4) *hi = 0x8F;
+    } else return false;
+    return true;
+}
+
 /* Whether b[p..len) is UTF-8 starting at a character boundary; the last
  * character may be cut short. */
 static bool utf8_from(const uint8_t *b, uint32_t len, uint32_t p) {
     while (p < len) {
-        uint8_t c = b[p];
         uint32_t n;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c < 0x80) n = 0;
-        else if (c >= 0xC2 && c <= 0xDF) n = 1;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            n = 2;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            n = 3;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else return false;
+        uint8_t lo, hi;
+        if (!utf8_lead(b[p], &n, &lo, &hi)) return false;
         p++;
         for (uint32_t k = 0; k < n && p < len; k++, p++) {
             if (k == 0 ? (b[p] < lo || b[p] > hi) : !is_cont(b[p])) return false;
@@ -949,18 +958,10 @@ static bool sig_eq(const root_sig_t *a, const root_sig_t *b) {
 /* The length of the whole UTF-8 character at b[0..n) (2 to 4), or 0 when
  * b does not start with one. */
 static uint32_t utf8_char(const uint8_t *b, uint32_t n) {
-    uint8_t c = b[0], lo = 0x80, hi = 0xBF;
+    uint8_t lo, hi;
     uint32_t k;
-    if (c >= 0xC2 && c <= 0xDF) k = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        k = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        k = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else return 0;
+    if (!utf8_lead(b[0], &k, &lo, &hi) || k == 0) return 0;
+    k++; /* bytes in all */
     if (n < k || b[1] < lo || b[1] > hi) return 0;
     for (uint32_t j = 2; j < k; j++)
         if (!is_cont(b[j])) return 0;
@@ -1310,11 +1311,13 @@ static loop_entry_t *loop_acquire(const sv_token_set_t *cts, const root_sig_t *s
 }
 
 /* Sets the bits of the tokens of t that stay alive from s; raises *maxd to
- * the distance of their end states. With sig, the first byte is a label
- * instead: a first[] byte (or, with utf8_first, the lead byte of a whole
- * multi-byte character) takes the walk to s, anything else is skipped. */
-static void walk_tails(const sv_dfa_t *d, const tail_trie_t *t, const root_sig_t *sig, int32_t s, uint32_t *dst,
-                       uint32_t *maxd) {
+ * the distance of their end states. The first byte may be a label instead
+ * of a byte to walk: with sig, a first[] byte (or, with utf8_first, the lead
+ * byte of a whole multi-byte character) takes the walk to s, anything else
+ * is skipped; with sk, it is a character count k, which takes the walk to
+ * sk[k] (skipped when k > nk or sk[k] < 0). */
+static void walk_tails(const sv_dfa_t *d, const tail_trie_t *t, const root_sig_t *sig, const int32_t *sk,
+                       uint32_t nk, int32_t s, uint32_t *dst, uint32_t *maxd) {
     const int32_t *trans = d->trans;
     const uint8_t *cls = d->classes;
     const size_t nc = d->nclasses;
@@ -1324,7 +1327,9 @@ static void walk_tails(const sv_dfa_t *d, const tail_trie_t *t, const root_sig_t
     for (uint32_t i = 0, n = t->nnodes; i < n;) {
         const tail_node_t nd = t->nodes[i];
         int32_t ns;
-        if (sig && nd.depth == 1) {
+        if (sk && nd.depth == 1) {
+            ns = nd.byte <= nk ? sk[nd.byte] : SV_DFA_DEAD;
+        } else if (sig && nd.depth == 1) {
             uint8_t x = nd.byte;
             ns = (x < 0x80 ? (sig->first[x >> 6] >> (x & 63)) & 1 : sig->utf8_first) ? s : SV_DFA_DEAD;
         } else {
@@ -1335,38 +1340,6 @@ static void walk_tails(const sv_dfa_t *d, const tail_trie_t *t, const root_sig_t
             continue;
         }
         if (nd.tok_n) {
-            for (uint32_t j = nd.tok_lo, e = nd.tok_lo + nd.tok_n; j < e; j++) {
-                int32_t id = t->ids[j];
-                dst[id >> 5] |= 1u << (id & 31);
-            }
-            if (d->dist[ns] > md) md = d->dist[ns];
-        }
-        stack[nd.depth] = ns;
-        i++;
-    }
-    *maxd = md;
-}
-
-/* walk_tails for a loop entry's chain trie: a node at depth 1 is labeled
- * with a character count k and takes the walk to sk[k] (dead when k > nk
- * or sk[k] < 0). */
-static void walk_ktails(const sv_dfa_t *d, const tail_trie_t *t, const int32_t *sk, uint32_t nk, uint32_t *dst,
-                        uint32_t *maxd) {
-    const int32_t *trans = d->trans;
-    const uint8_t *cls = d->classes;
-    const size_t nc = d->nclasses;
-    int32_t stack[SV_TOKEN_SET_MAX_BYTES + 1];
-    uint32_t md = *maxd;
-    for (uint32_t i = 0, n = t->nnodes; i < n;) {
-        const tail_node_t nd = t->nodes[i];
-        int32_t ns;
-        if (nd.depth == 1) ns = nd.byte <= nk ? sk[nd.byte] : SV_DFA_DEAD;
-        else ns = trans[(size_t)stack[nd.depth - 1] * nc + cls[nd.byte]];
-        if (ns < 0) {
-            i = nd.skip;
-            continue;
-        }
-        if (nd.tok_n) { /* never at depth 1: every tail is nonempty */
             for (uint32_t j = nd.tok_lo, e = nd.tok_lo + nd.tok_n; j < e; j++) {
                 int32_t id = t->ids[j];
                 dst[id >> 5] |= 1u << (id & 31);
@@ -1400,6 +1373,25 @@ static bool root_signature(const sv_token_index_t *ix, int32_t s0, root_sig_t *s
     sig->utf8_loop = state_utf8(ix, best);
     *c_out = best;
     return true;
+}
+
+/* dst = the tokens of le's loop set whose first character is a first[]
+ * byte (or any whole multi-byte character, with utf8_first) and whose other
+ * characters all loop. */
+static void rest_loops(const sv_token_set_t *ts, const loop_entry_t *le, const uint64_t first[2], bool utf8_first,
+                       uint32_t *dst) {
+    const uint32_t W = ts->words;
+    if (utf8_first)
+        for (uint32_t w = 0; w < W; w++) dst[w] = le->rl_ascii[w] | le->rl_high[w];
+    else
+        memcpy(dst, le->rl_ascii, (size_t)W * sizeof *dst);
+    for (uint32_t x = 0; x < 0x80; x++) {
+        if ((first[x >> 6] >> (x & 63)) & 1) continue;
+        for (uint32_t j = ts->first_lo[x], e = ts->first_lo[x + 1]; j < e; j++) {
+            int32_t id = ts->sorted[j];
+            dst[id >> 5] &= ~(1u << (id & 31));
+        }
+    }
 }
 
 /* A chain from s0: its uniform successors s1, s2, ... take the same ASCII
@@ -1450,29 +1442,18 @@ static bool chain_walk(const sv_token_index_t *ix, int32_t s0, uint32_t *dst, ui
     if (!le) return false;
     bool ok = le->have_tails && loop_chain(ts, le);
     if (ok) {
-        const uint32_t W = ts->words;
-        if (u)
-            for (uint32_t w = 0; w < W; w++) dst[w] = le->rl_ascii[w] | le->rl_high[w];
-        else
-            memcpy(dst, le->rl_ascii, (size_t)W * sizeof *dst);
-        for (uint32_t x = 0; x < 0x80; x++) {
-            if ((U[x >> 6] >> (x & 63)) & 1) continue;
-            for (uint32_t j = ts->first_lo[x], e = ts->first_lo[x + 1]; j < e; j++) {
-                int32_t id = ts->sorted[j];
-                dst[id >> 5] &= ~(1u << (id & 31));
-            }
-        }
+        rest_loops(ts, le, U, u, dst);
         if (finite)
             for (uint32_t i = 0; i < le->nlongs && le->long_chars[i] > R; i++) {
                 int32_t id = le->long_ids[i];
                 dst[id >> 5] &= ~(1u << (id & 31));
             }
-        walk_ktails(d, &le->ktails, sk, nk, dst, &md);
+        walk_tails(d, &le->ktails, NULL, sk, nk, s0, dst, &md);
         skip_first[0] = U[0];
         skip_first[1] = U[1];
         if (u && ts->have_partial) {
             skip_first[2] = skip_first[3] = ~0ull;
-            walk_tails(d, ts->partial, NULL, s0, dst, &md);
+            walk_tails(d, ts->partial, NULL, NULL, 0, s0, dst, &md);
         }
         *maxd = md;
     }
@@ -1512,26 +1493,15 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
              * the rest loops, and is in the tails otherwise. The main walk
              * takes the tokens of the other first bytes (and those cut
              * inside their first character, unless the partial trie does). */
-            const uint32_t W = ts->words;
-            if (sig.utf8_first)
-                for (uint32_t w = 0; w < W; w++) dst[w] = le->rl_ascii[w] | le->rl_high[w];
-            else
-                memcpy(dst, le->rl_ascii, (size_t)W * sizeof *dst);
-            for (uint32_t x = 0; x < 0x80; x++) {
-                if ((sig.first[x >> 6] >> (x & 63)) & 1) continue;
-                for (uint32_t j = ts->first_lo[x], e = ts->first_lo[x + 1]; j < e; j++) {
-                    int32_t id = ts->sorted[j];
-                    dst[id >> 5] &= ~(1u << (id & 31));
-                }
-            }
+            rest_loops(ts, le, sig.first, sig.utf8_first, dst);
             maxd = d->dist[c];
-            walk_tails(d, &le->tails, &sig, c, dst, &maxd);
+            walk_tails(d, &le->tails, &sig, NULL, 0, c, dst, &maxd);
             tails = true;
             skip_first[0] = sig.first[0];
             skip_first[1] = sig.first[1];
             if (sig.utf8_first && ts->have_partial) {
                 skip_first[2] = skip_first[3] = ~0ull;
-                walk_tails(d, ts->partial, NULL, s0, dst, &maxd);
+                walk_tails(d, ts->partial, NULL, NULL, 0, s0, dst, &maxd);
             }
         }
         if (le) lru_release(ts, le, loop_entry_free);
