@@ -37,6 +37,7 @@ typedef struct {
     uint32_t gen;
     int32_t *stack;            /* entries are state<<1 | eol */
     int32_t *set;              /* result set under construction */
+    int32_t *sort_tmp;         /* (n) radix sort scratch */
     uint32_t nset;
 
     /* interned sets */
@@ -51,9 +52,39 @@ typedef struct {
     uint32_t tcap;
 } det_t;
 
-static int cmp_i32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
+/* Sorts the non-negative ids v[0..n): insertion sort for short sets, else
+ * 8-bit LSD radix passes (as many as the largest id needs) through tmp.
+ * Closures are sorted once per DFA transition, so this is on the hot path,
+ * and qsort's comparator calls cost more than the sorting. */
+static void sort_ids(int32_t *v, uint32_t n, int32_t *tmp) {
+    if (n <= 48) {
+        for (uint32_t i = 1; i < n; i++) {
+            int32_t x = v[i];
+            uint32_t j = i;
+            while (j > 0 && v[j - 1] > x) v[j] = v[j - 1], j--;
+            v[j] = x;
+        }
+        return;
+    }
+    int32_t max = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i] > max) max = v[i];
+    int32_t *src = v, *dst = tmp;
+    for (int shift = 0; shift < 32 && ((uint32_t)max >> shift); shift += 8) {
+        uint32_t cnt[256] = {0};
+        for (uint32_t i = 0; i < n; i++) cnt[((uint32_t)src[i] >> shift) & 0xFF]++;
+        uint32_t sum = 0;
+        for (int k = 0; k < 256; k++) {
+            uint32_t c = cnt[k];
+            cnt[k] = sum;
+            sum += c;
+        }
+        for (uint32_t i = 0; i < n; i++) dst[cnt[((uint32_t)src[i] >> shift) & 0xFF]++] = src[i];
+        int32_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v) memcpy(v, src, n * sizeof *v);
 }
 
 /* Epsilon closure of seeds[0..n). Fills d->set (sorted) and returns whether
@@ -97,7 +128,7 @@ static bool closure(det_t *d, const int32_t *seeds, uint32_t n, bool at_start) {
             break;
         }
     }
-    if (d->nset > 1) qsort(d->set, d->nset, sizeof *d->set, cmp_i32);
+    if (d->nset > 1) sort_ids(d->set, d->nset, d->sort_tmp);
     return acc;
 }
 
@@ -234,12 +265,13 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
      * at most n seeds: 5n bounds the stack. */
     d.stack = malloc(5 * (size_t)n * sizeof *d.stack + 16);
     d.set = malloc((size_t)n * sizeof *d.set + 16);
+    d.sort_tmp = malloc((size_t)n * sizeof *d.sort_tmp + 16);
     int32_t *targets = malloc((size_t)n * sizeof *targets + 16);
     uint32_t *bucket_n = calloc(256, sizeof *bucket_n);
     uint32_t *bucket_off = calloc(257, sizeof *bucket_off);
     int32_t *bucket = malloc(16 * sizeof *bucket); /* never NULL below: no pointer arithmetic on NULL */
     uint32_t seed_hash[256];
-    if (!d.mark || !d.mark_eol || !d.stack || !d.set || !targets || !bucket_n || !bucket_off || !bucket) {
+    if (!d.mark || !d.mark_eol || !d.stack || !d.set || !d.sort_tmp || !targets || !bucket_n || !bucket_off || !bucket) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
         goto done;
     }
@@ -328,6 +360,7 @@ done:
     free(d.mark_eol);
     free(d.stack);
     free(d.set);
+    free(d.sort_tmp);
     free(targets);
     free(bucket_n);
     free(bucket_off);
