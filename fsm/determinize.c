@@ -132,10 +132,14 @@ static bool closure(det_t *d, const int32_t *seeds, uint32_t n, bool at_start) {
     return acc;
 }
 
+#define HASH_SEED 0x9e3779b97f4a7c15ull
+#define HASH_STEP(h, x) (((h) ^ (uint32_t)(x)) * 0x100000001b3ull)
+#define HASH_FINISH(h) ((uint32_t)((h) ^ ((h) >> 29)))
+
 static uint32_t hash_set(const int32_t *v, uint32_t n, bool acc) {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ acc;
-    for (uint32_t i = 0; i < n; i++) h = (h ^ (uint32_t)v[i]) * 0x100000001b3ull;
-    return (uint32_t)(h ^ (h >> 29));
+    uint64_t h = HASH_SEED ^ acc;
+    for (uint32_t i = 0; i < n; i++) h = HASH_STEP(h, v[i]);
+    return HASH_FINISH(h);
 }
 
 static size_t mem_used(const det_t *d) {
@@ -271,10 +275,17 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
     uint32_t *bucket_off = calloc(257, sizeof *bucket_off);
     int32_t *bucket = malloc(16 * sizeof *bucket); /* never NULL below: no pointer arithmetic on NULL */
     uint32_t seed_hash[256];
-    if (!d.mark || !d.mark_eol || !d.stack || !d.set || !d.sort_tmp || !targets || !bucket_n || !bucket_off || !bucket) {
+    uint64_t hacc[256];
+    /* per embedded DFA, the inner class of each outer class */
+    uint8_t *embed_cls = malloc((size_t)(nfa->nembeds ? nfa->nembeds : 1) * 256);
+    if (!d.mark || !d.mark_eol || !d.stack || !d.set || !d.sort_tmp || !targets || !bucket_n || !bucket_off || !bucket ||
+        !embed_cls) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
         goto done;
     }
+    for (uint32_t e = 0; e < nfa->nembeds; e++)
+        for (uint32_t c = 0; c < d.nclasses; c++)
+            embed_cls[(size_t)e * 256 + c] = nfa->embeds[e].dfa->classes[d.class_lo[c]];
     if ((st = grow_table(&d))) goto done;
 
     int32_t start_seed = nfa->start, start;
@@ -304,27 +315,35 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
         bucket_off[0] = 0;
         for (uint32_t c = 0; c < d.nclasses; c++) bucket_off[c + 1] = bucket_off[c] + bucket_n[c];
         memset(bucket_n, 0, 256 * sizeof *bucket_n);
+        /* each class's seed list is hashed as it fills (as hash_set would) */
+        for (uint32_t c = 0; c < d.nclasses; c++) hacc[c] = HASH_SEED;
         for (uint32_t i = 0; i < len; i++) {
             const sv_nfa_state_t *s = &nfa->s[set[i]];
             if (s->kind == NFA_DFA) {
                 const sv_nfa_embed_t *e = &nfa->embeds[s->out1];
                 int32_t q = set[i] - e->base;
                 const int32_t *row = e->dfa->trans + (size_t)q * e->dfa->nclasses;
+                const uint8_t *inner = embed_cls + (size_t)s->out1 * 256;
                 for (uint32_t c = 0; c < d.nclasses; c++) {
-                    int32_t t = row[e->dfa->classes[d.class_lo[c]]];
-                    if (t >= 0) bucket[bucket_off[c] + bucket_n[c]++] = e->base + t;
+                    int32_t t = row[inner[c]];
+                    if (t >= 0) {
+                        bucket[bucket_off[c] + bucket_n[c]++] = e->base + t;
+                        hacc[c] = HASH_STEP(hacc[c], e->base + t);
+                    }
                 }
                 continue;
             }
-            for (uint32_t c = d.classes[s->lo]; c <= d.classes[s->hi]; c++)
+            for (uint32_t c = d.classes[s->lo]; c <= d.classes[s->hi]; c++) {
                 bucket[bucket_off[c] + bucket_n[c]++] = s->out;
+                hacc[c] = HASH_STEP(hacc[c], s->out);
+            }
         }
         /* Classes with the same seeds (in the same order, since buckets fill
          * in set order) go to the same state: one closure per distinct list. */
         for (uint32_t c = 0; c < d.nclasses; c++) {
             uint32_t m = bucket_n[c];
             const int32_t *seeds = bucket + bucket_off[c];
-            uint32_t h = hash_set(seeds, m, false);
+            uint32_t h = HASH_FINISH(hacc[c]);
             seed_hash[c] = h;
             int32_t next = 0;
             bool found = false;
@@ -356,6 +375,7 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
     d.trans = NULL;
     d.accept = NULL;
 done:
+    free(embed_cls);
     free(d.mark);
     free(d.mark_eol);
     free(d.stack);
