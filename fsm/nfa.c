@@ -250,7 +250,7 @@ static sv_status escape_edge(builder_t *b, const char *esc, int32_t target, int3
     int32_t prev = -1;
     sv_status st;
     for (const char *c = esc; *c; c++) {
-        int32_t s;
+        int32_t s = -1;
         if ((st = add_state(b, NFA_BYTE, (uint8_t)*c, (uint8_t)*c, &s))) return st;
         if (prev < 0) *entry = s;
         else b->nfa->s[prev].out = s;

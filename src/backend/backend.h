@@ -18,12 +18,16 @@
  *   (the message names the operation);
  * - no operation allocates: everything it needs is allocated up front.
  *
- * The KV cache is described by an sv_kv_view_t. Today it is one contiguous
- * (capacity, kv_dim) array per layer for keys and one for values, row p
- * holding position p. The paged KV pool (next issue) adds a block table to
- * the view (row p at block_table[p / block_size], offset p % block_size) and
- * a per-row sequence index for ragged batches; the operation signatures stay
- * the same. */
+ * The KV cache is described by an sv_kv_view_t: per layer, one array of
+ * physical rows for keys and one for values, (capacity, kv_dim) each. With
+ * no block tables in the view, row p holds position p of the one sequence
+ * the rows belong to (a contiguous cache). With block tables (the paged
+ * KV pool, DESIGN.md "KV cache"), the rows are grouped into blocks of
+ * block_size physical rows, the operation's rows may belong to different
+ * sequences (a ragged batch: seq_of_row), and position p of sequence s is
+ * physical row table_s[p / block_size] * block_size + p % block_size,
+ * table_s being tables[table_off[s] .. table_off[s + 1]). The contiguous
+ * cache is the paged one with an identity table; both run the same code. */
 #ifndef SV_BACKEND_BACKEND_H
 #define SV_BACKEND_BACKEND_H
 
@@ -40,12 +44,24 @@ typedef enum {
     SV_ROPE_NEOX = 1,   /* halves (x[i], x[i + rot_dim/2]): HF checkpoints, `qwen2` GGUF */
 } sv_rope_style;
 
-/* One layer's key/value storage for one sequence. */
+/* One layer's key/value storage, and how an operation's rows find their
+ * sequence's positions in it. The first four fields alone (the rest zero)
+ * describe a contiguous cache of one sequence, positions 0 .. capacity-1.
+ * Setting `tables` makes it paged: then block_size > 0, capacity is a
+ * multiple of it, and seq_of_row, table_off and tables are backend memory
+ * (uploaded by the caller; they are read by the operation, so a CUDA
+ * backend reads them on the device). */
 typedef struct sv_kv_view {
-    float *k;         /* (capacity, kv_dim) */
+    float *k;         /* (capacity, kv_dim) physical rows */
     float *v;         /* (capacity, kv_dim) */
-    int32_t capacity; /* rows k and v hold: positions 0 .. capacity-1 */
+    int32_t capacity; /* physical rows k and v hold */
     int32_t kv_dim;   /* n_kv_heads * head_dim */
+    /* paging; all zero / NULL for a contiguous cache */
+    int32_t block_size;        /* physical rows per block */
+    int32_t n_seqs;            /* sequences among the operation's rows */
+    const int32_t *seq_of_row; /* (rows) sequence of each row, 0 .. n_seqs-1 */
+    const int32_t *table_off;  /* (n_seqs + 1) start of each sequence's table in tables */
+    const int32_t *tables;     /* (table_off[n_seqs]) physical block ids, 0 .. capacity/block_size-1 */
 } sv_kv_view_t;
 
 /* Attention geometry: grouped-query attention, n_heads query heads sharing
@@ -71,6 +87,10 @@ typedef struct sv_backend_ops {
                         sv_error_t *err);
     sv_status (*download)(sv_backend_t *be, void *dst_host, const void *src, size_t bytes,
                           sv_error_t *err);
+    /* Copies between two non-overlapping ranges of backend memory (the
+     * copy-on-write of a KV block). */
+    sv_status (*copy)(sv_backend_t *be, void *dst, const void *src, size_t bytes,
+                      sv_error_t *err);
 
     /* y = x · Wᵀ (+ bias): x (rows, in), w (out, in), bias (out) or NULL,
      * y (rows, out); y must not overlap x or w. */
@@ -91,14 +111,20 @@ typedef struct sv_backend_ops {
                       int32_t rot_dim, sv_rope_style style, const int32_t *pos,
                       const float *inv_freq, float *x, sv_error_t *err);
 
-    /* Stores row r of k and v (rows, kv->kv_dim) as position pos[r] of the
-     * cache. Every pos[r] must be in [0, kv->capacity). */
+    /* Stores row r of k and v (rows, kv->kv_dim) as position pos[r] of row
+     * r's sequence. Every pos[r] must be in [0, kv->capacity) (contiguous)
+     * or covered by its sequence's block table (paged), and every table
+     * entry must name a block of the cache. Rows writing the same physical
+     * row leave the last one's values. */
     sv_status (*kv_write)(sv_backend_t *be, const sv_kv_view_t *kv, int32_t rows,
                           const int32_t *pos, const float *k, const float *v, sv_error_t *err);
 
-    /* Causal attention: row r of q (rows, n_heads * head_dim) attends to the
-     * cached positions 0 .. pos[r] (inclusive), which must already be
-     * written; out (rows, n_heads * head_dim), not overlapping q. */
+    /* Causal attention: row r of q (rows, n_heads * head_dim) attends to
+     * positions 0 .. pos[r] (inclusive) of its own sequence, which must
+     * already be written; out (rows, n_heads * head_dim), not overlapping q.
+     * Positions are checked as for kv_write. A row's result depends only on
+     * its query and the keys and values those positions hold, not on where
+     * they are stored or on the other rows (a fixed reduction order). */
     sv_status (*attention)(sv_backend_t *be, const sv_kv_view_t *kv, const sv_attn_shape_t *shape,
                            int32_t rows, const int32_t *pos, const float *q, float *out,
                            sv_error_t *err);

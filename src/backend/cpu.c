@@ -35,7 +35,11 @@
  * Attention is a streaming ("flash") softmax over tiles of ATTN_TILE keys
  * with a running maximum, one (row, head) at a time: no score buffer, and a
  * row's result depends only on its query and the cache, so prefill and
- * one-token decode give the same bits.
+ * one-token decode give the same bits. The paged cache changes only where
+ * a position's key and value are read from (a block-table lookup per
+ * position, done once per tile), never the order of the sums, so a
+ * sequence gives the same bits in a contiguous cache, in shuffled blocks,
+ * and in a ragged batch next to other sequences.
  *
  * Threads: a small pool; the calling thread takes part. Work is split in
  * contiguous, equal ranges of independent items (column tiles, (row, head)
@@ -340,12 +344,67 @@ static sv_status cpu_rope(sv_backend_t *be, int32_t rows, int32_t n_heads, int32
     return SV_OK;
 }
 
+/* ---- the KV cache: kv_write and attention ----------------------------------- */
+
+/* Where one sequence keeps its positions: a block table, or NULL for a
+ * contiguous cache (position p is physical row p). */
+typedef struct seq_map {
+    const int32_t *table; /* block ids, or NULL */
+    int32_t n_blocks;     /* entries in table */
+    int32_t bs;           /* rows per block */
+} seq_map_t;
+
+SV_INLINE seq_map_t seq_map_of(const sv_kv_view_t *kv, int64_t r) {
+    if (!kv->tables)
+        return (seq_map_t){NULL, 0, 1};
+    int32_t s = kv->seq_of_row[r];
+    return (seq_map_t){kv->tables + kv->table_off[s], kv->table_off[s + 1] - kv->table_off[s],
+                       kv->block_size};
+}
+
+SV_INLINE size_t phys_row(seq_map_t m, int32_t p) {
+    return m.table ? (size_t)m.table[p / m.bs] * (size_t)m.bs + (size_t)(p % m.bs) : (size_t)p;
+}
+
+/* Checks the view's tables and that every row's position has a physical
+ * row, before anything is read or written. */
 static sv_status check_pos(const char *op, const sv_kv_view_t *kv, int32_t rows, const int32_t *pos,
                            sv_error_t *err) {
-    for (int32_t r = 0; r < rows; r++)
-        if (pos[r] < 0 || pos[r] >= kv->capacity)
-            return sv_error_set(err, SV_ERR_ARG, -1, "%s: position %d outside the cache (0..%d)",
-                                op, (int)pos[r], (int)kv->capacity - 1);
+    if (!kv->tables) {
+        for (int32_t r = 0; r < rows; r++)
+            if (pos[r] < 0 || pos[r] >= kv->capacity)
+                return sv_error_set(err, SV_ERR_ARG, -1,
+                                    "%s: position %d outside the cache (0..%d)", op, (int)pos[r],
+                                    (int)kv->capacity - 1);
+        return SV_OK;
+    }
+    int32_t bs = kv->block_size;
+    if (bs <= 0 || kv->capacity % bs || kv->n_seqs < 1 || !kv->seq_of_row || !kv->table_off)
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "%s: bad paged view (block size %d, capacity %d, %d sequences)", op,
+                            (int)bs, (int)kv->capacity, (int)kv->n_seqs);
+    int32_t n_phys = kv->capacity / bs;
+    for (int32_t s = 0; s < kv->n_seqs; s++) {
+        if (kv->table_off[s] < 0 || kv->table_off[s + 1] < kv->table_off[s])
+            return sv_error_set(err, SV_ERR_ARG, -1, "%s: sequence %d: bad table offsets", op,
+                                (int)s);
+        for (int32_t i = kv->table_off[s]; i < kv->table_off[s + 1]; i++)
+            if (kv->tables[i] < 0 || kv->tables[i] >= n_phys)
+                return sv_error_set(err, SV_ERR_ARG, -1,
+                                    "%s: sequence %d: block %d outside the cache (0..%d)", op,
+                                    (int)s, (int)kv->tables[i], (int)n_phys - 1);
+    }
+    for (int32_t r = 0; r < rows; r++) {
+        int32_t s = kv->seq_of_row[r];
+        if (s < 0 || s >= kv->n_seqs)
+            return sv_error_set(err, SV_ERR_ARG, -1, "%s: row %d: sequence %d outside 0..%d", op,
+                                (int)r, (int)s, (int)kv->n_seqs - 1);
+        int32_t nb = kv->table_off[s + 1] - kv->table_off[s];
+        if (pos[r] < 0 || pos[r] / bs >= nb)
+            return sv_error_set(err, SV_ERR_ARG, -1,
+                                "%s: row %d: position %d outside its block table (0..%lld)", op,
+                                (int)r, (int)pos[r], (long long)nb * bs - 1);
+    }
     return SV_OK;
 }
 
@@ -359,8 +418,9 @@ static sv_status cpu_kv_write(sv_backend_t *be, const sv_kv_view_t *kv, int32_t 
         return err ? err->code : SV_ERR_ARG;
     size_t d = (size_t)kv->kv_dim;
     for (int32_t r = 0; r < rows; r++) {
-        memcpy(kv->k + (size_t)pos[r] * d, k + (size_t)r * d, d * sizeof(float));
-        memcpy(kv->v + (size_t)pos[r] * d, v + (size_t)r * d, d * sizeof(float));
+        size_t row = phys_row(seq_map_of(kv, r), pos[r]);
+        memcpy(kv->k + row * d, k + (size_t)r * d, d * sizeof(float));
+        memcpy(kv->v + row * d, v + (size_t)r * d, d * sizeof(float));
     }
     return SV_OK;
 }
@@ -373,19 +433,33 @@ typedef struct attn_job {
     float *out;
 } attn_job_t;
 
-/* One query head against keys 0 .. n_ctx-1: a streaming softmax over tiles
- * of ATTN_TILE keys, rescaling the accumulator when the maximum grows. */
+/* One query head against positions 0 .. n_ctx-1 of a sequence (rows of k
+ * and v found through map, ld floats apart): a streaming softmax over tiles
+ * of ATTN_TILE positions, rescaling the accumulator when the maximum grows.
+ * Only the addresses depend on the map, so a paged cache gives the bits of
+ * a contiguous one. */
 SV_INLINE void attn_head(const float *q, const float *k, const float *v, size_t ld, int32_t hd,
-                         int32_t n_ctx, float scale, float *out) {
+                         int32_t n_ctx, float scale, seq_map_t map, float *out) {
     float acc[SV_CPU_MAX_HEAD_DIM], s[ATTN_TILE];
+    size_t off[ATTN_TILE]; /* float offsets of the tile's rows */
     float m = -INFINITY, l = 0.0f;
     for (int32_t d = 0; d < hd; d++)
         acc[d] = 0.0f;
     for (int32_t t0 = 0; t0 < n_ctx; t0 += ATTN_TILE) {
         int32_t nt = n_ctx - t0 < ATTN_TILE ? n_ctx - t0 : ATTN_TILE;
+        /* The tile's physical rows, walking the block table without a
+         * division per position. */
+        int32_t blk = t0 / map.bs, slot = t0 % map.bs;
+        for (int32_t j = 0; j < nt; j++) {
+            size_t row = map.table ? (size_t)map.table[blk] * (size_t)map.bs + (size_t)slot
+                                   : (size_t)(t0 + j);
+            off[j] = row * ld;
+            if (++slot == map.bs)
+                slot = 0, blk++;
+        }
         float tm = -INFINITY;
         for (int32_t j = 0; j < nt; j++) {
-            s[j] = dot(q, k + (size_t)(t0 + j) * ld, hd) * scale;
+            s[j] = dot(q, k + off[j], hd) * scale;
             tm = s[j] > tm ? s[j] : tm;
         }
         float mn = tm > m ? tm : m;
@@ -395,7 +469,7 @@ SV_INLINE void attn_head(const float *q, const float *k, const float *v, size_t 
             acc[d] *= corr;
         for (int32_t j = 0; j < nt; j++) {
             float p = expf(s[j] - mn);
-            const float *vj = v + (size_t)(t0 + j) * ld;
+            const float *vj = v + off[j];
             l += p;
             for (int32_t d = 0; d < hd; d++)
                 acc[d] += p * vj[d];
@@ -419,7 +493,7 @@ SV_CLONES static void attn_items(void *p, int64_t b, int64_t e) {
         size_t off = ((size_t)r * sh->n_heads + h) * hd;
         size_t koff = (size_t)(h / group) * hd;
         attn_head(j->q + off, j->kv->k + koff, j->kv->v + koff, ld, hd, j->pos[r] + 1, sh->scale,
-                  j->out + off);
+                  seq_map_of(j->kv, r), j->out + off);
     }
 }
 
@@ -499,6 +573,7 @@ static const sv_backend_ops_t cpu_ops = {
     .free = cpu_free,
     .upload = cpu_copy,
     .download = cpu_copy,
+    .copy = cpu_copy,
     .gemm = cpu_gemm,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,

@@ -735,8 +735,8 @@ static sv_status get_int(const sv_gguf_t *g, const char *key, int64_t lo, uint64
 }
 
 sv_status sv_gguf_get_u32(const sv_gguf_t *g, const char *key, uint32_t *out, sv_error_t *err) {
-    uint64_t u;
-    int64_t s;
+    uint64_t u = 0;
+    int64_t s = 0;
     sv_status st = get_int(g, key, 0, UINT32_MAX, "a uint32", &u, &s, err);
     if (!st)
         *out = (uint32_t)u;
@@ -744,8 +744,8 @@ sv_status sv_gguf_get_u32(const sv_gguf_t *g, const char *key, uint32_t *out, sv
 }
 
 sv_status sv_gguf_get_i32(const sv_gguf_t *g, const char *key, int32_t *out, sv_error_t *err) {
-    uint64_t u;
-    int64_t s;
+    uint64_t u = 0;
+    int64_t s = 0;
     sv_status st = get_int(g, key, INT32_MIN, INT32_MAX, "an int32", &u, &s, err);
     if (!st)
         *out = (int32_t)s;
@@ -753,8 +753,8 @@ sv_status sv_gguf_get_i32(const sv_gguf_t *g, const char *key, int32_t *out, sv_
 }
 
 sv_status sv_gguf_get_u64(const sv_gguf_t *g, const char *key, uint64_t *out, sv_error_t *err) {
-    uint64_t u;
-    int64_t s;
+    uint64_t u = 0;
+    int64_t s = 0;
     sv_status st = get_int(g, key, 0, UINT64_MAX, "a uint64", &u, &s, err);
     if (!st)
         *out = u;

@@ -1,17 +1,23 @@
 /* llama.c — Llama-family models: configuration, weights, the forward pass.
  *
- * The forward pass, for n new tokens (rows) of one sequence:
+ * The forward pass, for n rows (tokens of one or many sequences):
  *
  *   x = embed(tokens)                                   (n, dim)
  *   per layer:
  *     xb = rmsnorm(x) ; q,k,v = xb·Wqᵀ(+bq), xb·Wkᵀ(+bk), xb·Wvᵀ(+bv)
- *     rope(q), rope(k) at the rows' positions ; cache[pos] = k, v
- *     x += attention(q, cache) · Woᵀ
+ *     rope(q), rope(k) at the rows' positions
+ *     cache[table_seq(r)[pos / 16]][pos % 16] = k, v    (paged: kv_write)
+ *     x += attention(q, own sequence's cache) · Woᵀ
  *     xb = rmsnorm(x) ; x += (silu(xb·Wgateᵀ) * xb·Wupᵀ) · Wdownᵀ
- *   logits = rmsnorm(x) · Woutᵀ                         (n or 1, vocab)
+ *   logits = rmsnorm(x[wanted rows]) · Woutᵀ            (n_logits, vocab)
  *
- * Inputs longer than the state's max_batch run as several such steps;
- * the backend's batch invariance makes that invisible in the results. */
+ * Every row's keys and values are written before any row attends, so a
+ * step may hold a whole prefill chunk: a row sees the rows before it in
+ * its sequence. Batches longer than the cache's max_tokens (or whose block
+ * tables overflow the step's table buffer) run as several steps in row
+ * order, which is the same thing: a row never needs a later row. The
+ * backend's batch invariance makes the grouping invisible in the results.
+ * The single-sequence state is the same code with an identity table. */
 #include "src/model/llama.h"
 
 #include <jansson.h>
@@ -48,24 +54,48 @@ struct sv_llama {
     float *inv_freq;   /* (rot_dim / 2): RoPE frequencies, scaling applied */
 };
 
+/* The paged cache and the buffers of one internal step. Physical block b of
+ * layer l holds positions' keys at k_cache + ((l * n_blocks + b) * 16 + slot)
+ * * kv_dim, so a layer's cache is one (n_blocks * 16, kv_dim) array, which
+ * is what sv_kv_view_t describes. */
+struct sv_llama_kv {
+    const sv_llama_t *m; /* borrowed */
+    int32_t n_blocks;    /* physical blocks per layer */
+    int32_t max_tokens;  /* rows per internal step */
+    int32_t table_cap;   /* block-table entries per internal step */
+    size_t bytes;        /* backend memory held */
+    float *k_cache;      /* (layer, n_blocks * 16, kv_dim) */
+    float *v_cache;      /* (layer, n_blocks * 16, kv_dim) */
+    float *x;            /* (max_tokens, dim) the residual stream */
+    float *xb;           /* (max_tokens, dim) normed input of a block */
+    float *xb2;          /* (max_tokens, dim) output of a block */
+    float *q;            /* (max_tokens, n_heads * head_dim) */
+    float *k;            /* (max_tokens, kv_dim) */
+    float *v;            /* (max_tokens, kv_dim) */
+    float *att;          /* (max_tokens, n_heads * head_dim) */
+    float *hb;           /* (max_tokens, hidden_dim) */
+    float *hb2;          /* (max_tokens, hidden_dim) */
+    float *logits;       /* (LOGIT_ROWS, vocab) */
+    /* the step's descriptors in backend memory ... */
+    int32_t *tok;        /* (max_tokens) */
+    int32_t *pos;        /* (max_tokens) */
+    int32_t *seq;        /* (max_tokens) the step's sequence of each row */
+    int32_t *table_off;  /* (max_tokens + 1) */
+    int32_t *tables;     /* (table_cap) */
+    int32_t *lrows;      /* (max_tokens) rows whose logits are wanted */
+    /* ... and built on the host (malloc) */
+    int32_t *h_seq, *h_off, *h_tab, *h_lrows;
+};
+
+/* One sequence on the paged cache with an identity block table. */
 struct sv_llama_state {
     const sv_llama_t *m; /* borrowed */
     int32_t max_ctx, max_batch;
     int32_t len;         /* positions cached */
-    float *k_cache;      /* (layer, max_ctx, kv_dim) */
-    float *v_cache;      /* (layer, max_ctx, kv_dim) */
-    float *x;            /* (max_batch, dim) the residual stream */
-    float *xb;           /* (max_batch, dim) normed input of a block */
-    float *xb2;          /* (max_batch, dim) output of a block */
-    float *q;            /* (max_batch, n_heads * head_dim) */
-    float *k;            /* (max_batch, kv_dim) */
-    float *v;            /* (max_batch, kv_dim) */
-    float *att;          /* (max_batch, n_heads * head_dim) */
-    float *hb;           /* (max_batch, hidden_dim) */
-    float *hb2;          /* (max_batch, hidden_dim) */
-    float *logits;       /* (LOGIT_ROWS, vocab) */
-    int32_t *tok;        /* (max_batch) */
-    int32_t *pos;        /* (max_batch) */
+    sv_llama_kv_t *kv;   /* ceil(max_ctx / 16) blocks, max_batch rows per step */
+    uint32_t *blocks;    /* (kv->n_blocks) host: 0, 1, 2, ... */
+    int32_t *zeros;      /* (max_batch) host: every row is sequence 0 */
+    int32_t *iota;       /* (max_batch) host: 0, 1, 2, ... (logit rows) */
 };
 
 /* ---- tensor sources: GGUF or safetensors ------------------------------------ */
@@ -683,17 +713,342 @@ void sv_llama_destroy(sv_llama_t *m) {
 
 const sv_llama_config_t *sv_llama_config(const sv_llama_t *m) { return &m->cfg; }
 
-/* ---- state ------------------------------------------------------------------- */
+/* ---- the paged KV cache ------------------------------------------------------ */
+
+#define BS SV_LLAMA_KV_BLOCK
+
+size_t sv_llama_kv_block_bytes(const sv_llama_t *m) {
+    const sv_llama_config_t *c = &m->cfg;
+    return (size_t)c->n_layers * 2 * BS * (size_t)c->n_kv_heads * c->head_dim * sizeof(float);
+}
+
+void sv_llama_kv_destroy(sv_llama_kv_t *kv) {
+    if (!kv)
+        return;
+    sv_backend_t *be = kv->m->be;
+    void *bufs[] = {kv->k_cache, kv->v_cache, kv->x, kv->xb, kv->xb2, kv->q, kv->k, kv->v,
+                    kv->att, kv->hb, kv->hb2, kv->logits, kv->tok, kv->pos, kv->seq,
+                    kv->table_off, kv->tables, kv->lrows};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        if (bufs[i])
+            be->ops->free(be, bufs[i]);
+    free(kv->h_seq);
+    free(kv->h_off);
+    free(kv->h_tab);
+    free(kv->h_lrows);
+    free(kv);
+}
+
+sv_status sv_llama_kv_create(const sv_llama_t *m, int32_t n_blocks, int32_t max_tokens,
+                             sv_llama_kv_t **out, sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    /* A step's tables hold at least one whole sequence (ceil(max_ctx / 16)
+     * entries) and, unless forks share blocks, every sequence of the pool
+     * (n_blocks); a batch needing more is cut into steps. */
+    int64_t ctx_blocks = ((int64_t)c->max_ctx + BS - 1) / BS;
+    if (n_blocks < 1 || max_tokens < 1 || (int64_t)n_blocks * BS > INT32_MAX ||
+        n_blocks + ctx_blocks > INT32_MAX)
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "kv: %d blocks or %d tokens per step out of range (>= 1)",
+                            (int)n_blocks, (int)max_tokens);
+    sv_llama_kv_t *kv = calloc(1, sizeof *kv);
+    if (!kv)
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "kv: out of memory");
+    kv->m = m;
+    kv->n_blocks = n_blocks;
+    kv->max_tokens = max_tokens;
+    kv->table_cap = (int32_t)(n_blocks + ctx_blocks);
+    sv_backend_t *be = m->be;
+    size_t T = (size_t)max_tokens;
+    size_t q_dim = (size_t)c->n_heads * c->head_dim;
+    size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    size_t cache = (size_t)c->n_layers * (size_t)n_blocks * BS * kv_dim;
+    struct {
+        void **p;
+        size_t bytes;
+    } want[] = {
+        {(void **)&kv->k_cache, cache * sizeof(float)},
+        {(void **)&kv->v_cache, cache * sizeof(float)},
+        {(void **)&kv->x, T * c->dim * sizeof(float)},
+        {(void **)&kv->xb, T * c->dim * sizeof(float)},
+        {(void **)&kv->xb2, T * c->dim * sizeof(float)},
+        {(void **)&kv->q, T * q_dim * sizeof(float)},
+        {(void **)&kv->k, T * kv_dim * sizeof(float)},
+        {(void **)&kv->v, T * kv_dim * sizeof(float)},
+        {(void **)&kv->att, T * q_dim * sizeof(float)},
+        {(void **)&kv->hb, T * c->hidden_dim * sizeof(float)},
+        {(void **)&kv->hb2, T * c->hidden_dim * sizeof(float)},
+        {(void **)&kv->logits, (size_t)LOGIT_ROWS * c->vocab_size * sizeof(float)},
+        {(void **)&kv->tok, T * sizeof(int32_t)},
+        {(void **)&kv->pos, T * sizeof(int32_t)},
+        {(void **)&kv->seq, T * sizeof(int32_t)},
+        {(void **)&kv->table_off, (T + 1) * sizeof(int32_t)},
+        {(void **)&kv->tables, (size_t)kv->table_cap * sizeof(int32_t)},
+        {(void **)&kv->lrows, T * sizeof(int32_t)},
+    };
+    sv_status st;
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        if ((st = be->ops->alloc(be, want[i].bytes, want[i].p, err)))
+            goto fail;
+        kv->bytes += want[i].bytes;
+    }
+    kv->h_seq = malloc(T * sizeof(int32_t));
+    kv->h_off = malloc((T + 1) * sizeof(int32_t));
+    kv->h_tab = malloc((size_t)kv->table_cap * sizeof(int32_t));
+    kv->h_lrows = malloc(T * sizeof(int32_t));
+    if (!kv->h_seq || !kv->h_off || !kv->h_tab || !kv->h_lrows) {
+        st = sv_error_set(err, SV_ERR_NOMEM, -1, "kv: out of memory");
+        goto fail;
+    }
+    *out = kv;
+    return SV_OK;
+fail:
+    sv_llama_kv_destroy(kv);
+    return st;
+}
+
+int32_t sv_llama_kv_n_blocks(const sv_llama_kv_t *kv) { return kv->n_blocks; }
+size_t sv_llama_kv_bytes(const sv_llama_kv_t *kv) { return kv->bytes; }
+
+sv_status sv_llama_kv_copy_block(sv_llama_kv_t *kv, int32_t src, int32_t dst, sv_error_t *err) {
+    if (src < 0 || src >= kv->n_blocks || dst < 0 || dst >= kv->n_blocks)
+        return sv_error_set(err, SV_ERR_ARG, -1, "kv: copy of block %d to %d (0..%d)", (int)src,
+                            (int)dst, (int)kv->n_blocks - 1);
+    if (src == dst)
+        return SV_OK;
+    const sv_llama_config_t *c = &kv->m->cfg;
+    sv_backend_t *be = kv->m->be;
+    size_t blk = (size_t)BS * c->n_kv_heads * c->head_dim; /* floats per block and layer */
+    sv_status st;
+    for (size_t l = 0; l < (size_t)c->n_layers; l++) {
+        size_t base = l * (size_t)kv->n_blocks * blk;
+        if ((st = be->ops->copy(be, kv->k_cache + base + (size_t)dst * blk,
+                                kv->k_cache + base + (size_t)src * blk, blk * sizeof(float), err)) ||
+            (st = be->ops->copy(be, kv->v_cache + base + (size_t)dst * blk,
+                                kv->v_cache + base + (size_t)src * blk, blk * sizeof(float), err)))
+            return st;
+    }
+    return SV_OK;
+}
+
+/* ---- forward ----------------------------------------------------------------- */
+
+/* Runs the n rows whose descriptors (tokens, positions, sequences of the
+ * step, n_seqs block tables) are already uploaded to kv through the layers;
+ * leaves the final residual stream in kv->x. */
+static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t n, int32_t n_seqs,
+                                sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    sv_backend_t *be = m->be;
+    const sv_backend_ops_t *op = be->ops;
+    const int32_t dim = c->dim, hid = c->hidden_dim;
+    const int32_t q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
+    const sv_attn_shape_t shape = {c->n_heads, c->n_kv_heads, c->head_dim,
+                                   1.0f / sqrtf((float)c->head_dim)};
+    const size_t rows = (size_t)kv->n_blocks * BS; /* physical rows per layer */
+    sv_status st;
+    if ((st = op->get_rows(be, n, dim, c->vocab_size, m->token_embd, kv->tok, kv->x, err)))
+        return st;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        size_t L = (size_t)l;
+        sv_kv_view_t view = {
+            .k = kv->k_cache + L * rows * kv_dim,
+            .v = kv->v_cache + L * rows * kv_dim,
+            .capacity = (int32_t)rows,
+            .kv_dim = kv_dim,
+            .block_size = BS,
+            .n_seqs = n_seqs,
+            .seq_of_row = kv->seq,
+            .table_off = kv->table_off,
+            .tables = kv->tables,
+        };
+        const float *bq = m->bq ? m->bq + L * q_dim : NULL;
+        const float *bk = m->bk ? m->bk + L * kv_dim : NULL;
+        const float *bv = m->bv ? m->bv + L * kv_dim : NULL;
+        /* attention block */
+        if ((st = op->rmsnorm(be, n, dim, kv->x, m->attn_norm + L * dim, c->norm_eps, kv->xb,
+                              err)) ||
+            (st = op->gemm(be, n, dim, q_dim, kv->xb, m->wq + L * q_dim * dim, bq, kv->q, err)) ||
+            (st = op->gemm(be, n, dim, kv_dim, kv->xb, m->wk + L * kv_dim * dim, bk, kv->k, err)) ||
+            (st = op->gemm(be, n, dim, kv_dim, kv->xb, m->wv + L * kv_dim * dim, bv, kv->v, err)) ||
+            (st = op->rope(be, n, c->n_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,
+                           m->inv_freq, kv->q, err)) ||
+            (st = op->rope(be, n, c->n_kv_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,
+                           m->inv_freq, kv->k, err)) ||
+            (st = op->kv_write(be, &view, n, kv->pos, kv->k, kv->v, err)) ||
+            (st = op->attention(be, &view, &shape, n, kv->pos, kv->q, kv->att, err)) ||
+            (st = op->gemm(be, n, q_dim, dim, kv->att, m->wo + L * dim * q_dim, NULL, kv->xb2,
+                           err)) ||
+            (st = op->add(be, (size_t)n * dim, kv->x, kv->xb2, err)))
+            return st;
+        /* feed-forward block */
+        if ((st = op->rmsnorm(be, n, dim, kv->x, m->ffn_norm + L * dim, c->norm_eps, kv->xb,
+                              err)) ||
+            (st = op->gemm(be, n, dim, hid, kv->xb, m->w_gate + L * hid * dim, NULL, kv->hb,
+                           err)) ||
+            (st = op->gemm(be, n, dim, hid, kv->xb, m->w_up + L * hid * dim, NULL, kv->hb2, err)) ||
+            (st = op->swiglu(be, (size_t)n * hid, kv->hb, kv->hb2, kv->hb, err)) ||
+            (st = op->gemm(be, n, hid, dim, kv->hb, m->w_down + L * dim * hid, NULL, kv->xb2,
+                           err)) ||
+            (st = op->add(be, (size_t)n * dim, kv->x, kv->xb2, err)))
+            return st;
+    }
+    return SV_OK;
+}
+
+/* Logits of the nl rows of kv->x listed in kv->lrows (uploaded) into host
+ * rows dst (nl, vocab). */
+static sv_status logits_rows(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t n, int32_t nl,
+                             float *dst, sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    sv_backend_t *be = m->be;
+    sv_status st;
+    if ((st = be->ops->get_rows(be, nl, c->dim, n, kv->x, kv->lrows, kv->xb, err)) ||
+        (st = be->ops->rmsnorm(be, nl, c->dim, kv->xb, m->out_norm, c->norm_eps, kv->xb, err)))
+        return st;
+    for (int32_t i = 0; i < nl; i += LOGIT_ROWS) {
+        int32_t k = nl - i < LOGIT_ROWS ? nl - i : LOGIT_ROWS;
+        if ((st = be->ops->gemm(be, k, c->dim, c->vocab_size, kv->xb + (size_t)i * c->dim,
+                                m->output, NULL, kv->logits, err)) ||
+            (st = be->ops->download(be, dst + (size_t)i * c->vocab_size, kv->logits,
+                                    (size_t)k * c->vocab_size * sizeof(float), err)))
+            return st;
+    }
+    return SV_OK;
+}
+
+/* Everything sv_llama_forward_batch promises to refuse, before any write. */
+static sv_status check_batch(const sv_llama_t *m, const sv_llama_kv_t *kv,
+                             const sv_llama_batch_t *b, const float *logits, sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    if (!b || b->n_tokens < 1 || !b->tokens || !b->positions || !b->seq || b->n_seqs < 1 ||
+        !b->seqs || b->n_logits < 0 || b->n_logits > b->n_tokens ||
+        (b->n_logits > 0 && (!b->logit_rows || !logits)) || kv->m != m)
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "forward_batch: bad arguments (%d tokens, %d sequences, %d logits)",
+                            b ? (int)b->n_tokens : 0, b ? (int)b->n_seqs : 0,
+                            b ? (int)b->n_logits : 0);
+    for (int32_t r = 0; r < b->n_tokens; r++) {
+        int32_t s = b->seq[r], p = b->positions[r];
+        if (b->tokens[r] < 0 || b->tokens[r] >= c->vocab_size)
+            return sv_error_set(err, SV_ERR_ARG, -1, "forward_batch: row %d: token %d outside 0..%d",
+                                (int)r, (int)b->tokens[r], (int)c->vocab_size - 1);
+        if (s < 0 || s >= b->n_seqs)
+            return sv_error_set(err, SV_ERR_ARG, -1,
+                                "forward_batch: row %d: sequence %d outside 0..%d", (int)r, (int)s,
+                                (int)b->n_seqs - 1);
+        bool first = r == 0 || b->seq[r - 1] != s;
+        if (!first && (int64_t)p != (int64_t)b->positions[r - 1] + 1)
+            return sv_error_set(err, SV_ERR_ARG, -1,
+                                "forward_batch: row %d: position %d does not follow %d (sequence %d)",
+                                (int)r, (int)p, (int)b->positions[r - 1], (int)s);
+        if (first && r > 0 && s < b->seq[r - 1])
+            return sv_error_set(err, SV_ERR_ARG, -1,
+                                "forward_batch: row %d: rows not grouped by increasing sequence "
+                                "(%d after %d)",
+                                (int)r, (int)s, (int)b->seq[r - 1]);
+        if (p < 0)
+            return sv_error_set(err, SV_ERR_ARG, -1, "forward_batch: row %d: position %d", (int)r,
+                                (int)p);
+    }
+    /* Then each sequence with rows (rows are grouped now): its length and
+     * block table. */
+    for (int32_t r = 0, last; r < b->n_tokens; r = last + 1) {
+        int32_t s = b->seq[r], p = b->positions[r];
+        const sv_llama_seq_t *q = &b->seqs[s];
+        if (q->len < 1 || q->len > c->max_ctx)
+            return sv_error_set(err, SV_ERR_ARG, -1,
+                                "forward_batch: sequence %d: length %d outside the context (1..%d)",
+                                (int)s, (int)q->len, (int)c->max_ctx);
+        int32_t need = (q->len + BS - 1) / BS;
+        if (!q->blocks || q->n_blocks < need)
+            return sv_error_set(err, SV_ERR_ARG, -1,
+                                "forward_batch: sequence %d: %d blocks for length %d", (int)s,
+                                (int)q->n_blocks, (int)q->len);
+        for (int32_t i = 0; i < need; i++)
+            if (q->blocks[i] >= (uint32_t)kv->n_blocks)
+                return sv_error_set(err, SV_ERR_ARG, -1,
+                                    "forward_batch: sequence %d: block %lu outside the cache (0..%d)",
+                                    (int)s, (unsigned long)q->blocks[i], (int)kv->n_blocks - 1);
+        last = r;
+        while (last + 1 < b->n_tokens && b->seq[last + 1] == s)
+            last++;
+        if ((int64_t)p + (last - r) + 1 != q->len)
+            return sv_error_set(err, SV_ERR_ARG, -1,
+                                "forward_batch: sequence %d: length %d, but its rows end at "
+                                "position %lld",
+                                (int)s, (int)q->len, (long long)p + (last - r));
+    }
+    for (int32_t i = 0; i < b->n_logits; i++) {
+        int32_t r = b->logit_rows[i];
+        if (r < 0 || r >= b->n_tokens || (i > 0 && r <= b->logit_rows[i - 1]))
+            return sv_error_set(err, SV_ERR_ARG, -1,
+                                "forward_batch: logit row %d (%d) not increasing in 0..%d",
+                                (int)i, (int)r, (int)b->n_tokens - 1);
+    }
+    return SV_OK;
+}
+
+sv_status sv_llama_forward_batch(sv_llama_t *m, sv_llama_kv_t *kv, const sv_llama_batch_t *b,
+                                 float *logits, sv_error_t *err) {
+    sv_status st;
+    if (!m || !kv)
+        return sv_error_set(err, SV_ERR_ARG, -1, "forward_batch: NULL model or cache");
+    if ((st = check_batch(m, kv, b, logits, err)))
+        return st;
+    sv_backend_t *be = m->be;
+    const size_t vocab = (size_t)m->cfg.vocab_size;
+    int32_t li = 0; /* next entry of b->logit_rows */
+    for (int32_t r0 = 0, r1; r0 < b->n_tokens; r0 = r1) {
+        /* One step: rows [r0, r1), at most max_tokens of them, whose
+         * sequences' tables (up to each row's block) fit table_cap. A
+         * sequence's entries are contiguous because its rows are. */
+        int32_t ns = 0, used = 0, have = 0; /* have: entries of the current sequence */
+        for (r1 = r0; r1 < b->n_tokens && r1 - r0 < kv->max_tokens; r1++) {
+            const sv_llama_seq_t *q = &b->seqs[b->seq[r1]];
+            bool first = r1 == r0 || b->seq[r1] != b->seq[r1 - 1];
+            int32_t need = b->positions[r1] / BS + 1;
+            int32_t add = first ? need : need - have;
+            if (used + add > kv->table_cap)
+                break; /* never at r0: one sequence fits (kv_create) */
+            if (first) {
+                kv->h_off[ns++] = used;
+                have = 0;
+            }
+            for (int32_t i = 0; i < add; i++) /* < n_blocks: checked */
+                kv->h_tab[used + i] = (int32_t)q->blocks[have + i];
+            used += add;
+            have = need;
+            kv->h_seq[r1 - r0] = ns - 1;
+        }
+        kv->h_off[ns] = used;
+        int32_t n = r1 - r0, nl = 0, l0 = li;
+        for (; li < b->n_logits && b->logit_rows[li] < r1; li++)
+            kv->h_lrows[nl++] = b->logit_rows[li] - r0;
+        size_t i4 = sizeof(int32_t);
+        if ((st = be->ops->upload(be, kv->tok, b->tokens + r0, (size_t)n * i4, err)) ||
+            (st = be->ops->upload(be, kv->pos, b->positions + r0, (size_t)n * i4, err)) ||
+            (st = be->ops->upload(be, kv->seq, kv->h_seq, (size_t)n * i4, err)) ||
+            (st = be->ops->upload(be, kv->table_off, kv->h_off, (size_t)(ns + 1) * i4, err)) ||
+            (st = be->ops->upload(be, kv->tables, kv->h_tab, (size_t)used * i4, err)) ||
+            (st = be->ops->upload(be, kv->lrows, kv->h_lrows, (size_t)nl * i4, err)) ||
+            (st = forward_layers(m, kv, n, ns, err)))
+            return st;
+        if (nl > 0 && (st = logits_rows(m, kv, n, nl, logits + (size_t)l0 * vocab, err)))
+            return st;
+    }
+    return SV_OK;
+}
+
+/* ---- the single-sequence state ------------------------------------------------ */
 
 void sv_llama_state_destroy(sv_llama_state_t *s) {
     if (!s)
         return;
-    sv_backend_t *be = s->m->be;
-    void *bufs[] = {s->k_cache, s->v_cache, s->x, s->xb, s->xb2, s->q, s->k, s->v,
-                    s->att, s->hb, s->hb2, s->logits, s->tok, s->pos};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
-        if (bufs[i])
-            be->ops->free(be, bufs[i]);
+    sv_llama_kv_destroy(s->kv);
+    free(s->blocks);
+    free(s->zeros);
+    free(s->iota);
     free(s);
 }
 
@@ -710,112 +1065,29 @@ sv_status sv_llama_state_create(const sv_llama_t *m, int32_t max_ctx, int32_t ma
     s->m = m;
     s->max_ctx = max_ctx;
     s->max_batch = max_batch;
-    sv_backend_t *be = m->be;
-    size_t B = (size_t)max_batch;
-    size_t q_dim = (size_t)c->n_heads * c->head_dim;
-    size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
-    size_t cache = (size_t)c->n_layers * (size_t)max_ctx * kv_dim;
-    struct {
-        void **p;
-        size_t bytes;
-    } want[] = {
-        {(void **)&s->k_cache, cache * sizeof(float)},
-        {(void **)&s->v_cache, cache * sizeof(float)},
-        {(void **)&s->x, B * c->dim * sizeof(float)},
-        {(void **)&s->xb, B * c->dim * sizeof(float)},
-        {(void **)&s->xb2, B * c->dim * sizeof(float)},
-        {(void **)&s->q, B * q_dim * sizeof(float)},
-        {(void **)&s->k, B * kv_dim * sizeof(float)},
-        {(void **)&s->v, B * kv_dim * sizeof(float)},
-        {(void **)&s->att, B * q_dim * sizeof(float)},
-        {(void **)&s->hb, B * c->hidden_dim * sizeof(float)},
-        {(void **)&s->hb2, B * c->hidden_dim * sizeof(float)},
-        {(void **)&s->logits, (size_t)LOGIT_ROWS * c->vocab_size * sizeof(float)},
-        {(void **)&s->tok, B * sizeof(int32_t)},
-        {(void **)&s->pos, B * sizeof(int32_t)},
-    };
-    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
-        sv_status st = be->ops->alloc(be, want[i].bytes, want[i].p, err);
-        if (st) {
-            sv_llama_state_destroy(s);
-            return st;
-        }
+    int32_t nb = (max_ctx + BS - 1) / BS;
+    sv_status st = sv_llama_kv_create(m, nb, max_batch, &s->kv, err);
+    if (st) {
+        sv_llama_state_destroy(s);
+        return st;
     }
+    s->blocks = malloc((size_t)nb * sizeof(uint32_t));
+    s->zeros = calloc((size_t)max_batch, sizeof(int32_t));
+    s->iota = malloc((size_t)max_batch * sizeof(int32_t));
+    if (!s->blocks || !s->zeros || !s->iota) {
+        sv_llama_state_destroy(s);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "state: out of memory");
+    }
+    for (int32_t i = 0; i < nb; i++)
+        s->blocks[i] = (uint32_t)i;
+    for (int32_t i = 0; i < max_batch; i++)
+        s->iota[i] = i;
     *out = s;
     return SV_OK;
 }
 
 void sv_llama_state_reset(sv_llama_state_t *s) { s->len = 0; }
 int32_t sv_llama_state_len(const sv_llama_state_t *s) { return s->len; }
-
-/* ---- forward ----------------------------------------------------------------- */
-
-/* Runs n <= max_batch tokens already uploaded to s->tok / s->pos through the
- * layers; leaves the final residual stream in s->x. */
-static sv_status forward_layers(const sv_llama_t *m, sv_llama_state_t *s, int32_t n,
-                                sv_error_t *err) {
-    const sv_llama_config_t *c = &m->cfg;
-    sv_backend_t *be = m->be;
-    const sv_backend_ops_t *op = be->ops;
-    const int32_t dim = c->dim, hid = c->hidden_dim;
-    const int32_t q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
-    const sv_attn_shape_t shape = {c->n_heads, c->n_kv_heads, c->head_dim,
-                                   1.0f / sqrtf((float)c->head_dim)};
-    sv_status st;
-    if ((st = op->get_rows(be, n, dim, c->vocab_size, m->token_embd, s->tok, s->x, err)))
-        return st;
-    for (int32_t l = 0; l < c->n_layers; l++) {
-        size_t L = (size_t)l;
-        sv_kv_view_t kv = {s->k_cache + L * s->max_ctx * kv_dim,
-                           s->v_cache + L * s->max_ctx * kv_dim, s->max_ctx, kv_dim};
-        const float *bq = m->bq ? m->bq + L * q_dim : NULL;
-        const float *bk = m->bk ? m->bk + L * kv_dim : NULL;
-        const float *bv = m->bv ? m->bv + L * kv_dim : NULL;
-        /* attention block */
-        if ((st = op->rmsnorm(be, n, dim, s->x, m->attn_norm + L * dim, c->norm_eps, s->xb, err)) ||
-            (st = op->gemm(be, n, dim, q_dim, s->xb, m->wq + L * q_dim * dim, bq, s->q, err)) ||
-            (st = op->gemm(be, n, dim, kv_dim, s->xb, m->wk + L * kv_dim * dim, bk, s->k, err)) ||
-            (st = op->gemm(be, n, dim, kv_dim, s->xb, m->wv + L * kv_dim * dim, bv, s->v, err)) ||
-            (st = op->rope(be, n, c->n_heads, c->head_dim, c->rot_dim, c->rope_style, s->pos,
-                           m->inv_freq, s->q, err)) ||
-            (st = op->rope(be, n, c->n_kv_heads, c->head_dim, c->rot_dim, c->rope_style, s->pos,
-                           m->inv_freq, s->k, err)) ||
-            (st = op->kv_write(be, &kv, n, s->pos, s->k, s->v, err)) ||
-            (st = op->attention(be, &kv, &shape, n, s->pos, s->q, s->att, err)) ||
-            (st = op->gemm(be, n, q_dim, dim, s->att, m->wo + L * dim * q_dim, NULL, s->xb2, err)) ||
-            (st = op->add(be, (size_t)n * dim, s->x, s->xb2, err)))
-            return st;
-        /* feed-forward block */
-        if ((st = op->rmsnorm(be, n, dim, s->x, m->ffn_norm + L * dim, c->norm_eps, s->xb, err)) ||
-            (st = op->gemm(be, n, dim, hid, s->xb, m->w_gate + L * hid * dim, NULL, s->hb, err)) ||
-            (st = op->gemm(be, n, dim, hid, s->xb, m->w_up + L * hid * dim, NULL, s->hb2, err)) ||
-            (st = op->swiglu(be, (size_t)n * hid, s->hb, s->hb2, s->hb, err)) ||
-            (st = op->gemm(be, n, hid, dim, s->hb, m->w_down + L * dim * hid, NULL, s->xb2, err)) ||
-            (st = op->add(be, (size_t)n * dim, s->x, s->xb2, err)))
-            return st;
-    }
-    return SV_OK;
-}
-
-/* Logits of rows [r0, r0 + nr) of s->x into host rows dst (nr, vocab). */
-static sv_status logits_rows(const sv_llama_t *m, sv_llama_state_t *s, int32_t r0, int32_t nr,
-                             float *dst, sv_error_t *err) {
-    const sv_llama_config_t *c = &m->cfg;
-    sv_backend_t *be = m->be;
-    sv_status st;
-    if ((st = be->ops->rmsnorm(be, nr, c->dim, s->x + (size_t)r0 * c->dim, m->out_norm,
-                               c->norm_eps, s->xb, err)))
-        return st;
-    for (int32_t i = 0; i < nr; i += LOGIT_ROWS) {
-        int32_t k = nr - i < LOGIT_ROWS ? nr - i : LOGIT_ROWS;
-        if ((st = be->ops->gemm(be, k, c->dim, c->vocab_size, s->xb + (size_t)i * c->dim,
-                                m->output, NULL, s->logits, err)) ||
-            (st = be->ops->download(be, dst + (size_t)i * c->vocab_size, s->logits,
-                                    (size_t)k * c->vocab_size * sizeof(float), err)))
-            return st;
-    }
-    return SV_OK;
-}
 
 sv_status sv_llama_forward(sv_llama_t *m, sv_llama_state_t *s, const int32_t *tokens,
                            const int32_t *positions, int32_t n, sv_llama_logits which,
@@ -842,21 +1114,33 @@ sv_status sv_llama_forward(sv_llama_t *m, sv_llama_state_t *s, const int32_t *to
             return sv_error_set(err, SV_ERR_ARG, -1, "forward: token[%d] = %d outside 0..%d",
                                 (int)i, (int)tokens[i], (int)c->vocab_size - 1);
     }
-    sv_backend_t *be = m->be;
+    /* Steps of max_batch rows, each a one-sequence batch over the identity
+     * table. */
     sv_status st;
     for (int32_t r0 = 0; r0 < n; r0 += s->max_batch) {
         int32_t k = n - r0 < s->max_batch ? n - r0 : s->max_batch;
-        if ((st = be->ops->upload(be, s->tok, tokens + r0, (size_t)k * sizeof(int32_t), err)) ||
-            (st = be->ops->upload(be, s->pos, positions + r0, (size_t)k * sizeof(int32_t), err)) ||
-            (st = forward_layers(m, s, k, err)))
+        sv_llama_seq_t seq = {s->blocks, s->kv->n_blocks, positions[r0] + k};
+        sv_llama_batch_t b = {
+            .n_tokens = k,
+            .tokens = tokens + r0,
+            .positions = positions + r0,
+            .seq = s->zeros,
+            .n_seqs = 1,
+            .seqs = &seq,
+        };
+        float *dst = NULL;
+        if (which == SV_LLAMA_LOGITS_ALL) {
+            b.n_logits = k;
+            b.logit_rows = s->iota;
+            dst = logits + (size_t)r0 * c->vocab_size;
+        } else if (which == SV_LLAMA_LOGITS_LAST && r0 + k == n) {
+            b.n_logits = 1;
+            b.logit_rows = &s->iota[k - 1];
+            dst = logits;
+        }
+        if ((st = sv_llama_forward_batch(m, s->kv, &b, dst, err)))
             return st;
         s->len = positions[r0] + k;
-        if (which == SV_LLAMA_LOGITS_ALL)
-            st = logits_rows(m, s, 0, k, logits + (size_t)r0 * c->vocab_size, err);
-        else if (which == SV_LLAMA_LOGITS_LAST && r0 + k == n)
-            st = logits_rows(m, s, k - 1, 1, logits, err);
-        if (st)
-            return st;
     }
     return SV_OK;
 }

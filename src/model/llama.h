@@ -20,14 +20,26 @@
  * rope_scaling.rope_type "llama3"). YaRN, LongRoPE, dynamic NTK and
  * anything else are refused with SV_ERR_UNSUPPORTED, never ignored.
  *
- * Per-sequence state: an sv_llama_state_t holds one sequence's KV cache
- * (contiguous, max_ctx positions; the paged pool replaces it later) and the
- * activation buffers for up to max_batch tokens per internal step, all
- * allocated at create time: sv_llama_forward allocates nothing.
+ * The paged KV cache. An sv_llama_kv_t holds, per layer, keys and values
+ * for n_blocks physical blocks of SV_LLAMA_KV_BLOCK positions, allocated
+ * once in backend memory, plus the activation buffers for up to max_tokens
+ * rows per internal step. It does not know which blocks belong to whom: a
+ * block allocator (src/engine/kv_pool.h) decides that, and each
+ * sv_llama_forward_batch call describes every sequence in it by its block
+ * table (position p lives in block table[p / 16], slot p % 16). One call
+ * runs a RAGGED batch: decode rows, prefill chunks and jump-forward extends
+ * of many sequences together.
+ *
+ * The single-sequence state (sv_llama_state_t) is a client of the same
+ * code: a private paged cache of ceil(max_ctx / 16) blocks with an
+ * identity block table. Both allocate everything at create time; a forward
+ * call allocates nothing.
  *
  * Determinism: the backend is batch-invariant and attention depends only on
- * the cache, so processing a prompt in one call, in chunks, or one token at
- * a time gives bit-identical logits on the CPU backend.
+ * the keys and values of the row's own sequence, so a sequence's logits are
+ * bit-identical on the CPU backend whether its prompt runs in one call, in
+ * chunks or one token at a time, alone or in any ragged batch, in a
+ * contiguous or a shuffled block table.
  *
  * Threads: a model is read-only after load and may be shared by states used
  * from one thread at a time (the backend is single-threaded from the
@@ -36,6 +48,7 @@
 #define SV_MODEL_LLAMA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "src/backend/backend.h"
@@ -82,7 +95,8 @@ const sv_llama_config_t *sv_llama_config(const sv_llama_t *m);
 /* A sequence's state: a KV cache for positions 0 .. max_ctx-1 (1 <= max_ctx
  * <= config max_ctx) and buffers for max_batch tokens per internal step
  * (>= 1; longer inputs are processed in steps of max_batch, which changes no
- * result). Memory: n_layers * max_ctx * kv_dim * 8 bytes of cache plus
+ * result). Memory: a private sv_llama_kv_t of ceil(max_ctx / 16) blocks
+ * (n_layers * max_ctx * kv_dim * 8 bytes, max_ctx rounded up to 16) plus
  * activations. m is borrowed and must outlive the state. On success *out is
  * freed with sv_llama_state_destroy. */
 sv_status sv_llama_state_create(const sv_llama_t *m, int32_t max_ctx, int32_t max_batch,
@@ -113,5 +127,87 @@ typedef enum {
 sv_status sv_llama_forward(sv_llama_t *m, sv_llama_state_t *s, const int32_t *tokens,
                            const int32_t *positions, int32_t n, sv_llama_logits which,
                            float *logits, sv_error_t *err);
+
+/* ---- the paged KV cache and ragged batches --------------------------------- */
+
+#define SV_LLAMA_KV_BLOCK 16 /* positions per KV block */
+
+typedef struct sv_llama_kv sv_llama_kv_t;
+
+/* Bytes of KV storage one block takes over all layers:
+ * n_layers * 2 (K and V) * SV_LLAMA_KV_BLOCK * kv_dim * 4. Size a pool
+ * from a memory budget with this. */
+size_t sv_llama_kv_block_bytes(const sv_llama_t *m);
+
+/* Creates a paged KV cache of n_blocks blocks (n_blocks *
+ * sv_llama_kv_block_bytes(m) bytes of backend memory, not initialised) and
+ * buffers for up to max_tokens batch rows per internal step (a larger
+ * batch runs as several steps, which changes no result; activations take
+ * about max_tokens * (4 dim + 3 q_dim + 2 kv_dim + 2 hidden_dim) floats,
+ * plus LOGIT rows of vocab floats and n_blocks + ctx/16 + 4 max_tokens
+ * int32 of tables). m is borrowed and must outlive the cache. Errors:
+ * SV_ERR_ARG (n_blocks or max_tokens < 1), SV_ERR_NOMEM. On success *out
+ * is freed with sv_llama_kv_destroy. */
+sv_status sv_llama_kv_create(const sv_llama_t *m, int32_t n_blocks, int32_t max_tokens,
+                             sv_llama_kv_t **out, sv_error_t *err);
+void sv_llama_kv_destroy(sv_llama_kv_t *kv);
+int32_t sv_llama_kv_n_blocks(const sv_llama_kv_t *kv);
+/* Backend memory held: the KV storage plus the step buffers. */
+size_t sv_llama_kv_bytes(const sv_llama_kv_t *kv);
+
+/* Copies block src's keys and values (all layers, all 16 slots) to block
+ * dst: the copy-on-write of a block that a forked sequence shares before
+ * it writes into it. src == dst is a no-op. SV_ERR_ARG for a block outside
+ * the cache. */
+sv_status sv_llama_kv_copy_block(sv_llama_kv_t *kv, int32_t src, int32_t dst, sv_error_t *err);
+
+/* One sequence of a ragged batch. */
+typedef struct sv_llama_seq {
+    const uint32_t *blocks; /* (n_blocks) physical block ids (kv_pool.h's type): position p in
+                               blocks[p / 16], slot p % 16 */
+    int32_t n_blocks;      /* entries in blocks (at least ceil(len / 16)) */
+    int32_t len;           /* positions cached after this step: one past its last row's position */
+} sv_llama_seq_t;
+
+/* A ragged batch: n_tokens rows, each a token of one sequence at one
+ * position. All arrays are host memory, borrowed for the call.
+ * - Rows are grouped by sequence in increasing sequence index (seq[] is
+ *   non-decreasing; a sequence without rows is ignored), and a sequence's
+ *   rows have consecutive positions:
+ *   one token (decode), a chunk of a prompt (chunked prefill) or several
+ *   tokens (jump-forward extend). Its first position must be at most the
+ *   number of positions it had cached (no gaps; the caller, which owns
+ *   sequence lengths, guarantees this); starting earlier rewrites the
+ *   positions from there (rollback).
+ * - Every row's K and V is written to its slot before any row attends,
+ *   and a row attends to positions 0 .. its own of its own sequence.
+ * - Two sequences may share blocks (a fork), but not a block either of
+ *   them writes in this call: copy it first (sv_llama_kv_copy_block).
+ * - logit_rows: the rows whose logits are wanted (the rows that sample:
+ *   the last of a prefill chunk, each decode row, the last of an extend),
+ *   strictly increasing; n_logits may be 0. */
+typedef struct sv_llama_batch {
+    int32_t n_tokens;
+    const int32_t *tokens;    /* (n_tokens) token ids */
+    const int32_t *positions; /* (n_tokens) */
+    const int32_t *seq;       /* (n_tokens) index into seqs */
+    int32_t n_seqs;
+    const sv_llama_seq_t *seqs; /* (n_seqs) */
+    int32_t n_logits;
+    const int32_t *logit_rows; /* (n_logits) */
+} sv_llama_batch_t;
+
+/* Runs batch b through the model, writing its keys and values into kv
+ * through the block tables, and writes the logits of b->logit_rows, in
+ * that order, densely into the host array logits (n_logits, vocab;
+ * caller-owned; may be NULL when n_logits is 0). The batch is checked
+ * before anything is written: SV_ERR_ARG names the row or sequence (a
+ * token id out of range, rows not grouped by sequence, positions not
+ * consecutive, a length that disagrees with the last row, a position
+ * past the table or the model's context, a block outside the cache, bad
+ * logit rows). Backend errors leave the written blocks unspecified.
+ * Allocates nothing. */
+sv_status sv_llama_forward_batch(sv_llama_t *m, sv_llama_kv_t *kv, const sv_llama_batch_t *b,
+                                 float *logits, sv_error_t *err);
 
 #endif

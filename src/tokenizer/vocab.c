@@ -477,7 +477,7 @@ static sv_status load_model(sv_vocab_t *v, json_t *root, sv_error_t *err) {
     for (size_t i = 0; i < na; i++) {
         json_t *a = json_array_get(added, i);
         json_t *c = json_object_get(a, "content");
-        int64_t id;
+        int64_t id = 0;
         if ((st = parse_id(json_object_get(a, "id"), &id, "an added token", err)))
             goto done;
         if (!json_is_string(c) || json_string_length(c) == 0 ||
