@@ -489,6 +489,10 @@ int sv_cmd_generate(int argc, char **argv) {
         st = sv_error_set(&err, SV_ERR_BUDGET, -1, "internal: the constrained output is incomplete");
         goto fail;
     }
+    /* A constrained output that used its whole budget is complete (the
+     * budget rule steered it there): finish reason stop, as DESIGN.md says,
+     * with the budget as the stop reason. */
+    if (g.matcher && !strcmp(finish, "length")) finish = "stop (budget)";
     uint64_t t2 = sv_now_ns();
     if ((st = flush_text(&g, true, &err))) goto fail;
     if (o.print_ids) {

@@ -1,0 +1,175 @@
+/* engine.h — the step-based scheduler: continuous batching over the paged
+ * KV cache, joining model, sampler and matcher.
+ *
+ * The engine owns a KV block pool (kv_pool.h), an optional prefix cache
+ * (radix.h), the model's paged KV storage (llama.h) and every request's
+ * sampler and matcher. A caller drives it synchronously:
+ *
+ *     sv_engine_submit(e, &req, &id, &err);      any number, up to the queue
+ *     while (sv_engine_has_work(e)) {
+ *         sv_engine_step(e, &err);               one forward over a ragged batch
+ *         while (sv_engine_next_output(e, &out)) ... incremental tokens ...
+ *     }
+ *
+ * so that one thread (the engine thread) can own it; nothing here locks.
+ *
+ * One step. Running requests, oldest first, each contribute their pending
+ * tokens (the rest of a prefill chunk, one decode token, or a jump-forward
+ * extend) within max_num_batched_tokens; then waiting requests are admitted
+ * (up to max_num_seqs running), each starting from the longest cached
+ * prefix of its tokens (prefix cache) and contributing a prefill chunk.
+ * Blocks are appended before the forward and any copy-on-write record is
+ * performed at once with sv_llama_kv_copy_block. One sv_llama_forward_batch
+ * runs every row; rows whose request has all its tokens computed give
+ * logits, are masked by the matcher and sampled. After a token the request
+ * is advanced exactly as the sequential reference (src/cli/cmd_generate.c)
+ * does: EOG / stop ids end it; a constrained request then takes forced paths
+ * (jump-forward: the forced tokens join its pending tokens, the matcher's
+ * one-token rollback drops the last pending token before they do) until the
+ * state is not forced; budget exhaustion ends it.
+ *
+ * Preemption by recompute. When the pool is out of blocks (after the prefix
+ * cache's evictor) while a running request needs more, the newest running
+ * request is preempted: its blocks are released and it goes to the front of
+ * the waiting queue with its tokens (prompt + generated) to recompute. Its
+ * sampler (penalty state, RNG position) and matcher are not touched: they
+ * depend on the accepted tokens only, never on the KV, so the request
+ * produces exactly the tokens it would have produced without preemption
+ * (the CPU backend is batch-invariant: a row's logits do not depend on the
+ * batch or on the chunking of its sequence).
+ *
+ * Admission. submit refuses (SV_ERR_BUDGET) when the waiting queue is full,
+ * when prompt + max_tokens exceeds max_ctx or can never fit in the pool,
+ * and, for a constrained request, when the constraint cannot complete within
+ * max_tokens (sv_matcher_create's check). Bad arguments are SV_ERR_ARG.
+ *
+ * Outputs. Each step queues, per request that changed, the tokens appended
+ * since its last output and, at the end, a finish reason. A token, once
+ * output, is never withdrawn: a jump-forward rollback only ever drops a
+ * token accepted in the same step, before it is output.
+ *
+ * Finish reasons follow the reference loop with one difference: a
+ * constrained request whose budget runs out in an accepting state (the
+ * budget rule guarantees it) finishes with STOP and budget_stop set
+ * (DESIGN.md, "Budget-aware completion"), where cmd_generate prints
+ * "length"; the tokens are the same.
+ *
+ * Memory: the pool, the KV storage, the batch arrays (max_num_batched_tokens
+ * rows) and max_num_seqs logits rows are allocated at create; a request's
+ * token buffer, sampler and matcher at submit. sv_engine_step allocates
+ * nothing except when a request's output queue entry is new (amortised). */
+#ifndef SV_ENGINE_ENGINE_H
+#define SV_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fsm/matcher.h"
+#include "fsm/token_index.h"
+#include "src/engine/kv_pool.h"
+#include "src/engine/sample.h"
+#include "src/model/llama.h"
+#include "src/util/error.h"
+
+typedef struct sv_engine sv_engine_t;
+
+typedef struct sv_engine_config {
+    uint32_t kv_blocks;              /* KV blocks of 16 positions; 0: from kv_bytes */
+    uint64_t kv_bytes;               /* used when kv_blocks == 0 (sv_llama_kv_block_bytes each) */
+    uint32_t max_num_seqs;           /* requests running at once (default 16) */
+    uint32_t max_num_batched_tokens; /* rows per forward (default 256) */
+    uint32_t max_ctx;                /* tokens per request, prompt + output (default: the model's) */
+    uint32_t max_queue;              /* waiting requests before submit says SV_ERR_BUDGET (default 256) */
+    bool prefix_cache;               /* share full prompt blocks through the radix tree */
+} sv_engine_config_t;
+
+/* What the engine needs of the tokenizer, both borrowed and both optional:
+ * set gives the EOG tokens (NULL: only stop ids end a request), tok is the
+ * matcher's encoder for jump-forward and token budgets (NULL: constrained
+ * requests need single-byte tokens for their budget and get no
+ * jump-forward). From an sv_tokens_t: sv_tokens_set() and sv_tokens_iface(). */
+typedef struct sv_engine_vocab {
+    const sv_token_set_t *set;
+    const sv_tokenizer_iface_t *tok;
+} sv_engine_vocab_t;
+
+typedef struct sv_engine_request {
+    const int32_t *prompt;        /* (n_prompt >= 1) ids, copied */
+    uint32_t n_prompt;
+    sv_sample_params_t sampling;  /* copied (sv_sample_params_default() to start) */
+    sv_token_index_t *constraint; /* NULL, or borrowed: must outlive the request's final output */
+    uint32_t max_tokens;          /* 0: the context left */
+    const int32_t *stop_ids;      /* (n_stop_ids) sampled ids that end an unconstrained request (not
+                                     output), copied; stop ids do not cut constrained text */
+    uint32_t n_stop_ids;
+} sv_engine_request_t;
+
+typedef enum {
+    SV_FINISH_NONE = 0, /* still running */
+    SV_FINISH_STOP,     /* EOG, a stop id, or a complete constraint */
+    SV_FINISH_LENGTH,   /* max_tokens or the context */
+    SV_FINISH_ABORT,    /* cancelled */
+} sv_finish_reason;
+
+typedef struct sv_engine_output {
+    uint64_t id;
+    const int32_t *tokens; /* (n_tokens) appended since the last output; borrowed until the next
+                              engine call */
+    uint32_t n_tokens;
+    sv_finish_reason finish; /* NONE until the last output of the request */
+    bool budget_stop;        /* STOP because the constraint's budget steered it */
+    uint32_t n_generated;    /* output tokens so far */
+    uint32_t n_cached;       /* prompt tokens the prefix cache supplied at (last) admission */
+} sv_engine_output_t;
+
+typedef struct sv_engine_stats {
+    uint64_t steps;            /* forwards run */
+    uint64_t rows;             /* batch rows computed (all kinds) */
+    uint64_t cached_tokens;    /* tokens adopted from the prefix cache instead of computed */
+    uint64_t sampled;          /* tokens sampled */
+    uint64_t forced;           /* tokens appended by jump-forward */
+    uint64_t rollbacks;        /* jump-forward one-token rollbacks */
+    uint64_t preemptions;      /* requests preempted (recompute) */
+    uint32_t running, waiting; /* now */
+    uint32_t max_running;      /* most requests running in one step */
+} sv_engine_stats_t;
+
+/* Sets defaults for every field (prefix cache on). */
+void sv_engine_config_default(sv_engine_config_t *c);
+
+/* An engine over model m (borrowed; must outlive the engine) with vocab
+ * (copied; its pointers borrowed likewise; may be NULL). SV_ERR_ARG for bad
+ * config values, SV_ERR_BUDGET when the KV memory cannot hold one
+ * max_ctx request, SV_ERR_NOMEM. Caller frees with sv_engine_destroy. */
+sv_status sv_engine_create(sv_llama_t *m, const sv_engine_vocab_t *vocab, const sv_engine_config_t *cfg,
+                           sv_engine_t **out, sv_error_t *err);
+/* Frees everything, requests included (no outputs). NULL is a no-op. */
+void sv_engine_destroy(sv_engine_t *e);
+
+/* Queues a request; *id gets its id (> 0). Errors as in the header essay;
+ * nothing is queued on error. */
+sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *req, uint64_t *id, sv_error_t *err);
+
+/* Runs one step (see the header essay). Does nothing when there is no
+ * work. Errors come from the backend or broken invariants; the engine
+ * should then be destroyed. */
+sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err);
+
+/* True while a request is waiting or running. */
+bool sv_engine_has_work(const sv_engine_t *e);
+
+/* Pops the next output (false when none is queued). A request's last
+ * output has finish != NONE; its id is then forgotten. */
+bool sv_engine_next_output(sv_engine_t *e, sv_engine_output_t *out);
+
+/* Cancels a waiting or running request: its blocks return at once and an
+ * ABORT output is queued. SV_ERR_ARG for an unknown or finished id. */
+sv_status sv_engine_cancel(sv_engine_t *e, uint64_t id, sv_error_t *err);
+
+void sv_engine_stats(const sv_engine_t *e, sv_engine_stats_t *st);
+/* The pool (borrowed), for accounting and tests. */
+const sv_kv_pool_t *sv_engine_pool(const sv_engine_t *e);
+/* Blocks free in the pool plus blocks held by the prefix cache alone. */
+uint32_t sv_engine_free_blocks(const sv_engine_t *e);
+
+#endif
