@@ -375,7 +375,8 @@ static sv_status encode_piece(const sv_bpe_t *b, sv_bpe_scratch_t *s, const uint
         if (slot->key_len == n && slot->hash == h && memcmp(slot->key, p, n) == 0) {
             if (sv_ids_reserve(out, slot->n_ids))
                 return SV_ERR_NOMEM;
-            memcpy(out->v + out->n, slot->ids, slot->n_ids * sizeof(int32_t));
+            if (slot->n_ids)
+                memcpy(out->v + out->n, slot->ids, slot->n_ids * sizeof(int32_t));
             out->n += slot->n_ids;
             return SV_OK;
         }
@@ -401,7 +402,8 @@ static sv_status encode_piece(const sv_bpe_t *b, sv_bpe_scratch_t *s, const uint
         slot->key_len = (uint8_t)n;
         slot->n_ids = (uint8_t)k;
         memcpy(slot->key, p, n);
-        memcpy(slot->ids, out->v + before, k * sizeof(int32_t));
+        if (k) /* a word may give no ids (a vocabulary without its bytes): out->v may be NULL */
+            memcpy(slot->ids, out->v + before, k * sizeof(int32_t));
     }
     return SV_OK;
 }
