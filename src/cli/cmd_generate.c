@@ -32,6 +32,7 @@
 #include "../tokenizer/detok.h"
 #include "../util/clock.h"
 #include "cli.h"
+#include "generate.h"
 #include "verbs.h"
 
 enum {
@@ -46,6 +47,7 @@ static const char *const usage_text =
     "                      [--seed S] [--schema FILE | --regex PATTERN] [--ws MODE]\n"
     "                      [--allow-unknown-formats] [--threads N] [--ctx N] [--print-ids]\n"
     "                      [--print-prompt]\n"
+    "       sieve generate --batch FILE.jsonl -m MODEL [...]   (--batch FILE --help: its options)\n"
     "\n"
     "Generates one completion on the CPU and streams it to stdout. MODEL is a GGUF\n"
     "file or a Hugging Face directory (config.json, model.safetensors, tokenizer.json,\n"
@@ -91,9 +93,10 @@ static int parse_float(const char *s, float *out) {
     return 0;
 }
 
+
 /* The model's chat template: GGUF tokenizer.chat_template, or
  * tokenizer_config.json's chat_template in an HF directory. */
-static sv_status load_template(const char *model, sv_chat_template_t *t, sv_error_t *err) {
+sv_status sv_generate_load_template(const char *model, sv_chat_template_t *t, sv_error_t *err) {
     if (is_dir(model)) {
         char path[4096];
         snprintf(path, sizeof path, "%s/tokenizer_config.json", model);
@@ -115,6 +118,22 @@ static sv_status load_template(const char *model, sv_chat_template_t *t, sv_erro
     if (!st) st = sv_chat_template_detect(s.p, (size_t)s.n, t, err);
     sv_gguf_destroy(g);
     return st;
+}
+
+/* The tokenizer: the GGUF's own, or the directory's tokenizer.json (with
+ * tokenizer_config.json when present). *out: caller frees with
+ * sv_tokens_destroy. */
+sv_status sv_generate_load_tokens(const char *model, int32_t n_vocab, sv_tokens_t **out, sv_error_t *err) {
+    char tpath[4096], cpath[4096];
+    const char *tp = model, *cp = NULL;
+    if (is_dir(model)) {
+        snprintf(tpath, sizeof tpath, "%s/tokenizer.json", model);
+        snprintf(cpath, sizeof cpath, "%s/tokenizer_config.json", model);
+        tp = tpath;
+        struct stat sb;
+        if (stat(cpath, &sb) == 0) cp = cpath;
+    }
+    return sv_tokens_load(tp, cp, (uint32_t)n_vocab, out, err);
 }
 
 static int parse_ids(const char *s, sv_ids_t *ids) {
@@ -219,6 +238,10 @@ int sv_cmd_generate(int argc, char **argv) {
         {0, 0, 0, 0},
     };
     const char *verb = "generate";
+    /* --batch FILE runs many prompts through the engine: its own options
+     * (cmd_generate_batch.c). */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--batch") || !strncmp(argv[i], "--batch=", 8)) return sv_cmd_generate_batch(argc, argv);
     gen_opts_t o = {.max_tokens = 256, .ws = SV_WS_CANONICAL, .sp = sv_sample_params_default()};
     unsigned long long v;
     opterr = 0;
@@ -295,7 +318,7 @@ int sv_cmd_generate(int argc, char **argv) {
         size_t nm = 0;
         if (o.system) msgs[nm++] = (sv_chat_msg_t){"system", o.system};
         msgs[nm++] = (sv_chat_msg_t){"user", o.prompt};
-        sv_status s2 = load_template(o.model, &t, &e);
+        sv_status s2 = sv_generate_load_template(o.model, &t, &e);
         if (!s2) s2 = sv_chat_render(&t, msgs, nm, &b, &e);
         if (s2) {
             fprintf(stderr, "sieve generate: %s\n", e.message);
@@ -332,19 +355,7 @@ int sv_cmd_generate(int argc, char **argv) {
     const sv_llama_config_t *cfg = sv_llama_config(g.model);
     g.vocab = cfg->vocab_size;
 
-    /* The tokenizer: the GGUF's own, or the directory's tokenizer.json. */
-    {
-        char tpath[4096], cpath[4096];
-        const char *tp = o.model, *cp = NULL;
-        if (is_dir(o.model)) {
-            snprintf(tpath, sizeof tpath, "%s/tokenizer.json", o.model);
-            snprintf(cpath, sizeof cpath, "%s/tokenizer_config.json", o.model);
-            tp = tpath;
-            struct stat sb;
-            if (stat(cpath, &sb) == 0) cp = cpath;
-        }
-        if ((st = sv_tokens_load(tp, cp, (uint32_t)g.vocab, &tok, &err))) goto fail;
-    }
+    if ((st = sv_generate_load_tokens(o.model, g.vocab, &tok, &err))) goto fail;
     g.v = sv_tokens_vocab(tok);
     if (sv_vocab_size(g.v) > (uint32_t)g.vocab) {
         st = sv_error_set(&err, SV_ERR_SYNTAX, -1, "the tokenizer has %u tokens but the model's output has %d rows",
@@ -365,7 +376,7 @@ int sv_cmd_generate(int argc, char **argv) {
         size_t tlen = strlen(text);
         if (o.chat) {
             sv_chat_template_t t;
-            if ((st = load_template(o.model, &t, &err))) goto fail;
+            if ((st = sv_generate_load_template(o.model, &t, &err))) goto fail;
             sv_chat_msg_t msgs[2];
             size_t nm = 0;
             if (o.system) msgs[nm++] = (sv_chat_msg_t){"system", o.system};

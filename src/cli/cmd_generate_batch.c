@@ -1,0 +1,580 @@
+/* cmd_generate_batch.c — `sieve generate --batch FILE.jsonl`: many prompts
+ * through the engine (src/engine/engine.h) at once.
+ *
+ * Each input line is one request, a JSON object:
+ *
+ *     {"prompt": str, "chat": bool, "schema": object, "regex": str,
+ *      "max_tokens": int, "temperature": float, "top_p": float, "seed": int,
+ *      "n": int}
+ *
+ * (only "prompt" is required; blank lines are skipped and do not take an
+ * index). Every line is parsed, encoded and its constraint compiled (each
+ * line its own token index) before anything runs, so a bad line costs no
+ * forward pass. The good lines are then submitted to one engine (stepping
+ * while its waiting queue is full) and the engine is stepped until every
+ * request has finished.
+ *
+ * Output: one JSON line per input line, in input order, printed at the end:
+ *
+ *     {"index", "outputs": [{"text", "finish_reason"}], "prompt_tokens",
+ *      "completion_tokens", "cached_tokens"}
+ *
+ * or {"index", "error": {"message", "type"}} for a line that is not JSON,
+ * has a bad field, a constraint that does not compile or cannot complete
+ * within max_tokens, or bad sampling values. A constrained request whose
+ * budget ended it finishes with "stop" and "stop_reason": "budget" (the
+ * engine's budget_stop; the sequential path prints "stop (budget)").
+ *
+ * Equivalence with the sequential path (cmd_generate.c): the prompt is
+ * encoded the same way (chat template, or BOS when the vocabulary adds one),
+ * the budget is min(max_tokens, context - prompt) with the same context
+ * (the model's, at most 4096), and the CPU backend is batch-invariant, so a
+ * greedy line gives the text `sieve generate` gives alone.
+ *
+ * A summary (requests, tokens, wall time, tokens/s, preemptions, cached
+ * tokens) goes to stderr. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../fsm/regex.h"
+#include "../../fsm/schema.h"
+#include "../backend/cpu.h"
+#include "../engine/chat.h"
+#include "../engine/engine.h"
+#include "../engine/sample.h"
+#include "../engine/tokens.h"
+#include "../model/llama.h"
+#include "../tokenizer/detok.h"
+#include "../util/clock.h"
+#include "cli.h"
+#include "generate.h"
+
+
+#define BATCH_MAX_LINES 100000      /* requests in one file */
+#define BATCH_MAX_TOKENS (1u << 20) /* max_tokens of one line, as --max-tokens */
+#define BATCH_CTX_CAP 4096          /* the context, as cmd_generate's default */
+
+enum { OPT_BATCH = 256, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB };
+
+static const char *const usage_text =
+    "Usage: sieve generate --batch FILE.jsonl -m MODEL [--max-num-seqs 8] [--threads N]\n"
+    "                      [--ws MODE] [--allow-unknown-formats] [--kv-memory-mb 512]\n"
+    "\n"
+    "Runs every line of FILE (- is standard input) through the continuous-batching\n"
+    "engine on the CPU. A line is a JSON object:\n"
+    "  {\"prompt\": str, \"chat\": bool, \"schema\": object, \"regex\": str,\n"
+    "   \"max_tokens\": int, \"temperature\": float, \"top_p\": float, \"seed\": int, \"n\": 1}\n"
+    "(defaults: chat false, max_tokens 256, temperature 1, top_p 1, seed = the line's\n"
+    "index, n 1; n > 1 is not supported yet). One JSON line per input line is\n"
+    "printed on stdout in input order: {\"index\", \"outputs\": [{\"text\",\n"
+    "\"finish_reason\"}], \"prompt_tokens\", \"completion_tokens\", \"cached_tokens\"}, or\n"
+    "{\"index\", \"error\": {\"message\", \"type\"}} for a bad line; the others still run.\n"
+    "  --max-num-seqs N     requests decoded at once (default 8).\n"
+    "  --kv-memory-mb M     memory of the paged KV cache (default 512).\n"
+    "  --ws, --allow-unknown-formats, --threads: as for one generation.\n"
+    "A summary goes to stderr.\n";
+
+typedef struct {
+    const char *file, *model;
+    uint32_t max_num_seqs;
+    int threads;
+    sv_ws_mode ws;
+    bool unknown_formats;
+    uint64_t kv_mb;
+} batch_opts_t;
+
+/* One input line and, once run, its result. */
+typedef struct {
+    json_t *error;          /* {"message", "type", ...} for a bad line, or NULL */
+    sv_ids_t prompt;        /* encoded prompt */
+    sv_sample_params_t sp;
+    uint32_t budget;        /* min(max_tokens, ctx - prompt) */
+    sv_token_index_t *ix;   /* NULL when unconstrained; owned, freed at the end */
+    uint64_t id;            /* engine id; 0 until submitted */
+    sv_ids_t out;           /* generated ids, as output */
+    sv_finish_reason finish;
+    bool budget_stop;
+    uint32_t n_cached;
+} line_t;
+
+static void line_error(line_t *l, const char *type, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void line_error(line_t *l, const char *type, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_decref(l->error);
+    l->error = json_pack("{s:s, s:s}", "message", msg, "type", type);
+}
+
+/* An error from a library call, with the context sv_cli_constraint_error
+ * prints (offset, keyword, pointer). */
+static void line_status_error(line_t *l, const sv_error_t *err) {
+    line_error(l, sv_status_name(err->code), "%s", err->message[0] ? err->message : sv_status_name(err->code));
+    if (!l->error) return;
+    if (err->offset >= 0) json_object_set_new(l->error, "offset", json_integer(err->offset));
+    if (err->keyword[0]) json_object_set_new(l->error, "keyword", json_string(err->keyword));
+    if (err->keyword[0] || err->pointer[0]) json_object_set_new(l->error, "pointer", json_string(err->pointer));
+}
+
+/* Shared, read-only state for preparing lines. */
+typedef struct {
+    const batch_opts_t *o;
+    sv_tokens_t *tok;
+    const sv_vocab_t *v;
+    int32_t n_vocab;
+    long ctx;
+    const sv_chat_template_t *tmpl; /* NULL when the model has none */
+    const char *tmpl_error;         /* why, for chat lines */
+} prep_t;
+
+/* Compiles a line's schema or regex into l->ix. */
+static void compile_constraint(const prep_t *p, line_t *l, json_t *schema, const char *regex) {
+    sv_error_t err;
+    sv_error_clear(&err);
+    sv_dfa_t *dfa = NULL;
+    sv_status st;
+    if (schema) {
+        char *text = json_dumps(schema, JSON_PRESERVE_ORDER | JSON_COMPACT);
+        if (!text) { line_error(l, "nomem", "out of memory"); return; }
+        sv_schema_opts_t so;
+        sv_schema_opts_default(&so);
+        so.ws = p->o->ws;
+        so.unknown_formats_ok = p->o->unknown_formats;
+        st = sv_schema_compile(text, strlen(text), &so, &dfa, NULL, &err);
+        free(text);
+    } else {
+        st = sv_regex_compile(regex, strlen(regex), NULL, &dfa, &err);
+    }
+    if (st) { line_status_error(l, &err); return; }
+    sv_token_index_opts_t io;
+    sv_token_index_opts_default(&io);
+    if (schema && p->o->ws == SV_WS_FLEXIBLE) io.ws_cap = 16; /* as cmd_generate */
+    if ((st = sv_token_index_create(dfa, sv_tokens_set(p->tok), &io, &l->ix, &err))) {
+        sv_dfa_destroy(dfa);
+        line_status_error(l, &err);
+    }
+}
+
+/* Parses and prepares one line (index idx): fields, prompt, sampling,
+ * constraint. On any problem l->error is set and the line does not run. */
+static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, line_t *l) {
+    l->sp = sv_sample_params_default();
+    l->sp.seed = idx; /* reproducible runs: the seed follows the line's index */
+    json_error_t je;
+    json_t *root = json_loadb(s, n, 0, &je);
+    if (!root) { line_error(l, "syntax", "not JSON: %s (column %d)", je.text, je.column); return; }
+    if (!json_is_object(root)) { line_error(l, "arg", "a line must be a JSON object"); goto done; }
+
+    const char *prompt = NULL, *regex = NULL;
+    json_t *schema = NULL;
+    bool chat = false;
+    long long max_tokens = 256;
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val) {
+        if (!strcmp(key, "prompt")) {
+            if (!json_is_string(val)) { line_error(l, "arg", "prompt: must be a string"); goto done; }
+            prompt = json_string_value(val);
+            if (strlen(prompt) != json_string_length(val)) { line_error(l, "arg", "prompt: contains NUL"); goto done; }
+        } else if (!strcmp(key, "chat")) {
+            if (!json_is_boolean(val)) { line_error(l, "arg", "chat: must be a boolean"); goto done; }
+            chat = json_is_true(val);
+        } else if (!strcmp(key, "schema")) {
+            if (!json_is_object(val)) { line_error(l, "arg", "schema: must be an object"); goto done; }
+            schema = val;
+        } else if (!strcmp(key, "regex")) {
+            if (!json_is_string(val)) { line_error(l, "arg", "regex: must be a string"); goto done; }
+            regex = json_string_value(val);
+        } else if (!strcmp(key, "max_tokens")) {
+            if (!json_is_integer(val) || json_integer_value(val) < 1 || json_integer_value(val) > BATCH_MAX_TOKENS) {
+                line_error(l, "arg", "max_tokens: must be an integer from 1 to %u", BATCH_MAX_TOKENS);
+                goto done;
+            }
+            max_tokens = json_integer_value(val);
+        } else if (!strcmp(key, "temperature") || !strcmp(key, "top_p")) {
+            if (!json_is_number(val)) { line_error(l, "arg", "%s: must be a number", key); goto done; }
+            *(key[0] == 't' && key[1] == 'e' ? &l->sp.temperature : &l->sp.top_p) = (float)json_number_value(val);
+        } else if (!strcmp(key, "seed")) {
+            if (!json_is_integer(val) || json_integer_value(val) < 0) {
+                line_error(l, "arg", "seed: must be a non-negative integer");
+                goto done;
+            }
+            l->sp.seed = (uint64_t)json_integer_value(val);
+        } else if (!strcmp(key, "n")) {
+            if (!json_is_integer(val) || json_integer_value(val) < 1) {
+                line_error(l, "arg", "n: must be a positive integer");
+                goto done;
+            }
+            if (json_integer_value(val) != 1) {
+                line_error(l, "unsupported", "n: only n = 1 is supported (the engine has no parallel sampling yet)");
+                goto done;
+            }
+        } else {
+            /* Refused rather than ignored: a misspelt "max_token" would
+             * otherwise run silently with the default. */
+            line_error(l, "arg", "unknown field '%s'", key);
+            goto done;
+        }
+    }
+    if (!prompt) { line_error(l, "arg", "prompt: missing"); goto done; }
+    if (schema && regex) { line_error(l, "arg", "give at most one of schema and regex"); goto done; }
+    sv_error_t err;
+    sv_error_clear(&err);
+    if (sv_sample_params_validate(&l->sp, (uint32_t)p->n_vocab, &err)) {
+        line_error(l, "arg", "%s", err.message);
+        if (l->error && err.keyword[0]) json_object_set_new(l->error, "param", json_string(err.keyword));
+        goto done;
+    }
+
+    /* The prompt, encoded as cmd_generate does. */
+    sv_bytes_t rendered = {0};
+    const char *text = prompt;
+    size_t tlen = strlen(prompt);
+    if (chat) {
+        if (!p->tmpl) { line_error(l, "unsupported", "chat: %s", p->tmpl_error); goto done; }
+        sv_chat_msg_t msg = {"user", prompt};
+        if (sv_chat_render(p->tmpl, &msg, 1, &rendered, &err)) {
+            sv_bytes_free(&rendered);
+            line_status_error(l, &err);
+            goto done;
+        }
+        text = (const char *)rendered.p;
+        tlen = rendered.n;
+    } else if (sv_vocab_add_bos(p->v) && sv_vocab_bos(p->v) >= 0 && sv_ids_push(&l->prompt, sv_vocab_bos(p->v))) {
+        line_error(l, "nomem", "out of memory");
+        goto done;
+    }
+    sv_status st = sv_tokens_encode(p->tok, text, tlen, &l->prompt, &err);
+    sv_bytes_free(&rendered);
+    if (st) { line_status_error(l, &err); goto done; }
+    if (l->prompt.n == 0) { line_error(l, "arg", "prompt: encodes to no tokens"); goto done; }
+    if ((long)l->prompt.n >= p->ctx) {
+        line_error(l, "budget", "the prompt has %zu tokens; the context is %ld", l->prompt.n, p->ctx);
+        goto done;
+    }
+    long left = p->ctx - (long)l->prompt.n;
+    l->budget = (uint32_t)(left < max_tokens ? left : max_tokens);
+
+    if (schema || regex) compile_constraint(p, l, schema, regex);
+done:
+    json_decref(root);
+}
+
+/* The line a finished or incremental output belongs to: ids[] holds the
+ * submitted lines in increasing engine id (submission order). */
+static line_t *find_line(line_t *lines, const size_t *order, size_t n_order, uint64_t id) {
+    size_t lo = 0, hi = n_order;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (lines[order[mid]].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n_order && lines[order[lo]].id == id ? &lines[order[lo]] : NULL;
+}
+
+static sv_status drain(sv_engine_t *e, line_t *lines, const size_t *order, size_t n_order, size_t *n_done,
+                       sv_error_t *err) {
+    sv_engine_output_t out;
+    while (sv_engine_next_output(e, &out)) {
+        line_t *l = find_line(lines, order, n_order, out.id);
+        if (!l) return sv_error_set(err, SV_ERR_ARG, -1, "internal: an output for unknown request %llu",
+                                    (unsigned long long)out.id);
+        if (out.n_tokens && sv_ids_reserve(&l->out, out.n_tokens))
+            return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+        for (uint32_t i = 0; i < out.n_tokens; i++) sv_ids_push(&l->out, out.tokens[i]);
+        if (out.finish != SV_FINISH_NONE) {
+            l->finish = out.finish;
+            l->budget_stop = out.budget_stop;
+            l->n_cached = out.n_cached;
+            (*n_done)++;
+        }
+    }
+    return SV_OK;
+}
+
+/* The text of ids: each token's bytes, special tokens skipped, decoded to
+ * UTF-8 (lossy) by the streaming detokenizer. */
+static sv_status detokenize(sv_detok_t *d, const sv_ids_t *ids, sv_bytes_t *text, sv_error_t *err) {
+    const char *t;
+    size_t tn;
+    text->n = 0;
+    for (size_t i = 0; i < ids->n; i++) {
+        sv_status st = sv_detok_push(d, ids->v[i], &t, &tn, err);
+        if (st) return st;
+        if (tn && sv_bytes_append(text, t, tn)) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
+    sv_detok_flush(d, &t, &tn);
+    if (tn && sv_bytes_append(text, t, tn)) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    return SV_OK;
+}
+
+static const char *finish_name(sv_finish_reason f) {
+    switch (f) {
+    case SV_FINISH_STOP: return "stop";
+    case SV_FINISH_LENGTH: return "length";
+    case SV_FINISH_ABORT: return "abort";
+    case SV_FINISH_NONE: break;
+    }
+    return "none";
+}
+
+static int print_line(size_t idx, const line_t *l, const sv_bytes_t *text) {
+    json_t *root;
+    if (l->error) {
+        root = json_pack("{s:I, s:O}", "index", (json_int_t)idx, "error", l->error);
+    } else {
+        json_t *o = json_pack("{s:s%, s:s}", "text", text->n ? (const char *)text->p : "", text->n, "finish_reason",
+                              finish_name(l->finish));
+        if (o && l->budget_stop) json_object_set_new(o, "stop_reason", json_string("budget"));
+        root = json_pack("{s:I, s:[o], s:I, s:I, s:I}", "index", (json_int_t)idx, "outputs", o, "prompt_tokens",
+                         (json_int_t)l->prompt.n, "completion_tokens", (json_int_t)l->out.n, "cached_tokens",
+                         /* after a preemption the engine's count can include generated
+                            tokens it took back from the prefix cache */
+                         (json_int_t)(l->n_cached < l->prompt.n ? l->n_cached : l->prompt.n));
+    }
+    char *s = root ? json_dumps(root, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+    json_decref(root);
+    if (!s) return -1;
+    puts(s);
+    free(s);
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, batch_opts_t *o) {
+    static const struct option longopts[] = {
+        {"help", no_argument, 0, 'h'},
+        {"model", required_argument, 0, 'm'},
+        {"batch", required_argument, 0, OPT_BATCH},
+        {"max-num-seqs", required_argument, 0, OPT_MAX_NUM_SEQS},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"ws", required_argument, 0, OPT_WS},
+        {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
+        {"kv-memory-mb", required_argument, 0, OPT_KV_MB},
+        {0, 0, 0, 0},
+    };
+    const char *verb = "generate";
+    unsigned long long v;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":hm:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h': fputs(usage_text, stdout); return -1;
+        case 'm': o->model = optarg; break;
+        case OPT_BATCH: o->file = optarg; break;
+        case OPT_UNKNOWN_FORMATS: o->unknown_formats = true; break;
+        case OPT_MAX_NUM_SEQS:
+            if (sv_cli_parse_u64(optarg, 1024, &v) || !v)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --max-num-seqs", optarg);
+            o->max_num_seqs = (uint32_t)v;
+            break;
+        case OPT_THREADS:
+            if (sv_cli_parse_u64(optarg, SV_CPU_MAX_THREADS, &v) || !v)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --threads", optarg);
+            o->threads = (int)v;
+            break;
+        case OPT_KV_MB:
+            if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --kv-memory-mb", optarg);
+            o->kv_mb = v;
+            break;
+        case OPT_WS:
+            if (!strcmp(optarg, "canonical")) o->ws = SV_WS_CANONICAL;
+            else if (!strcmp(optarg, "compact")) o->ws = SV_WS_COMPACT;
+            else if (!strcmp(optarg, "flexible")) o->ws = SV_WS_FLEXIBLE;
+            else return sv_cli_usage_error(verb, "invalid value '%s' for --ws", optarg);
+            break;
+        case ':': return sv_cli_usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
+        default:
+            return sv_cli_usage_error(verb, "option '%s' is not one of --batch's (--batch FILE --help lists them)",
+                                      argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return sv_cli_usage_error(verb, "unexpected argument '%s'", argv[optind]);
+    if (!o->model) return sv_cli_usage_error(verb, "-m MODEL is required");
+    if (!o->file) return sv_cli_usage_error(verb, "--batch needs a FILE");
+    if (o->threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o->threads = n < 1 ? 1 : n > SV_CPU_MAX_THREADS ? SV_CPU_MAX_THREADS : (int)n;
+    }
+    return 0;
+}
+
+int sv_cmd_generate_batch(int argc, char **argv) {
+    batch_opts_t o = {.max_num_seqs = 8, .ws = SV_WS_CANONICAL, .kv_mb = 512};
+    int prc = parse_opts(argc, argv, &o);
+    if (prc) return prc < 0 ? SV_EXIT_OK : prc;
+
+    int rc = SV_EXIT_RUNTIME;
+    sv_error_t err;
+    sv_error_clear(&err);
+    sv_status st = SV_OK;
+    sv_backend_t *be = NULL;
+    sv_llama_t *model = NULL;
+    sv_tokens_t *tok = NULL;
+    sv_engine_t *eng = NULL;
+    sv_detok_t *detok = NULL;
+    line_t *lines = NULL;
+    size_t *order = NULL;
+    size_t n_lines = 0;
+    sv_bytes_t text = {0};
+    sv_chat_template_t tmpl;
+    char *input = NULL;
+    size_t input_len = 0;
+
+    if (!(input = sv_cli_read_file(o.file, &input_len, &err))) { st = err.code; goto fail; }
+    size_t cap_lines = 0;
+    for (size_t i = 0; i < input_len; i++) cap_lines += input[i] == '\n';
+    cap_lines++;
+    if (cap_lines > BATCH_MAX_LINES) cap_lines = BATCH_MAX_LINES + 1;
+    lines = calloc(cap_lines, sizeof *lines);
+    order = calloc(cap_lines, sizeof *order);
+    if (!lines || !order) { st = sv_error_set(&err, SV_ERR_NOMEM, -1, "out of memory"); goto fail; }
+
+    sv_cpu_config_t cc = {.n_threads = o.threads};
+    if ((st = sv_cpu_backend_create(&cc, &be, &err)) || (st = sv_llama_load(o.model, be, &model, &err))) goto fail;
+    const sv_llama_config_t *cfg = sv_llama_config(model);
+    if ((st = sv_generate_load_tokens(o.model, cfg->vocab_size, &tok, &err))) goto fail;
+    const sv_vocab_t *v = sv_tokens_vocab(tok);
+    if (sv_vocab_size(v) > (uint32_t)cfg->vocab_size) {
+        st = sv_error_set(&err, SV_ERR_SYNTAX, -1, "the tokenizer has %u tokens but the model's output has %d rows",
+                          sv_vocab_size(v), cfg->vocab_size);
+        goto fail;
+    }
+    prep_t p = {.o = &o, .tok = tok, .v = v, .n_vocab = cfg->vocab_size,
+                .ctx = cfg->max_ctx < BATCH_CTX_CAP ? cfg->max_ctx : BATCH_CTX_CAP};
+    sv_error_t terr;
+    sv_error_clear(&terr);
+    if (!sv_generate_load_template(o.model, &tmpl, &terr)) p.tmpl = &tmpl;
+    else p.tmpl_error = terr.message;
+
+    /* Parse, encode and compile every line before running any. */
+    for (char *s = input, *end = input + input_len; s < end;) {
+        char *nl = memchr(s, '\n', (size_t)(end - s));
+        size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
+        char *next = nl ? nl + 1 : end;
+        size_t k = 0;
+        while (k < n && (s[k] == ' ' || s[k] == '\t' || s[k] == '\r')) k++;
+        if (k < n) {
+            if (n_lines == BATCH_MAX_LINES) {
+                st = sv_error_set(&err, SV_ERR_BUDGET, -1, "%s has more than %d requests", o.file, BATCH_MAX_LINES);
+                goto fail;
+            }
+            prepare_line(&p, s, n, n_lines, &lines[n_lines]);
+            n_lines++;
+        }
+        s = next;
+    }
+
+    /* The engine's context: the longest request, so that the KV pool need
+     * hold only that one alone (each request's budget is then what the
+     * sequential path gives it). */
+    uint32_t max_ctx = 0;
+    size_t n_ok = 0;
+    uint64_t prompt_tokens = 0;
+    for (size_t i = 0; i < n_lines; i++)
+        if (!lines[i].error) {
+            uint32_t need = (uint32_t)lines[i].prompt.n + lines[i].budget;
+            if (need > max_ctx) max_ctx = need;
+            n_ok++;
+        }
+    uint64_t t0 = sv_now_ns();
+    sv_engine_stats_t es = {0};
+    size_t n_submitted = 0, n_done = 0;
+    if (n_ok) {
+        sv_engine_config_t ec;
+        sv_engine_config_default(&ec);
+        ec.max_num_seqs = o.max_num_seqs;
+        ec.max_ctx = max_ctx;
+        ec.kv_bytes = o.kv_mb << 20;
+        sv_engine_vocab_t ev = {.set = sv_tokens_set(tok), .tok = sv_tokens_iface(tok)};
+        if ((st = sv_engine_create(model, &ev, &ec, &eng, &err))) goto fail;
+
+        for (size_t i = 0; i < n_lines; i++) {
+            line_t *l = &lines[i];
+            if (l->error) continue;
+            /* Room in the waiting queue: step until some request starts. */
+            for (;;) {
+                sv_engine_stats(eng, &es);
+                if (es.waiting < ec.max_queue) break;
+                if ((st = sv_engine_step(eng, &err)) || (st = drain(eng, lines, order, n_submitted, &n_done, &err)))
+                    goto fail;
+            }
+            sv_engine_request_t rq = {.prompt = l->prompt.v, .n_prompt = (uint32_t)l->prompt.n, .sampling = l->sp,
+                                      .constraint = l->ix, .max_tokens = l->budget};
+            sv_error_t serr;
+            sv_error_clear(&serr);
+            if (sv_engine_submit(eng, &rq, &l->id, &serr)) {
+                line_status_error(l, &serr); /* e.g. a constraint that cannot fit max_tokens */
+                l->id = 0;
+                continue;
+            }
+            order[n_submitted++] = i;
+            /* Outputs of a constraint complete at submit are queued already. */
+            if ((st = drain(eng, lines, order, n_submitted, &n_done, &err))) goto fail;
+        }
+        while (sv_engine_has_work(eng)) {
+            if ((st = sv_engine_step(eng, &err)) || (st = drain(eng, lines, order, n_submitted, &n_done, &err)))
+                goto fail;
+        }
+        if ((st = drain(eng, lines, order, n_submitted, &n_done, &err))) goto fail;
+        if (n_done != n_submitted) {
+            st = sv_error_set(&err, SV_ERR_ARG, -1, "internal: %zu of %zu requests finished", n_done, n_submitted);
+            goto fail;
+        }
+        sv_engine_stats(eng, &es);
+    }
+    uint64_t t1 = sv_now_ns();
+
+    if ((st = sv_detok_create(v, SV_DETOK_SKIP_SPECIAL, &detok, &err))) goto fail;
+    uint64_t completion_tokens = 0;
+    size_t n_err = 0;
+    for (size_t i = 0; i < n_lines; i++) {
+        line_t *l = &lines[i];
+        if (l->error) n_err++;
+        else {
+            prompt_tokens += l->prompt.n;
+            completion_tokens += l->out.n;
+            if ((st = detokenize(detok, &l->out, &text, &err))) goto fail;
+        }
+        if (print_line(i, l, &text)) { st = sv_error_set(&err, SV_ERR_NOMEM, -1, "out of memory"); goto fail; }
+    }
+    fflush(stdout);
+    double secs = (double)(t1 - t0) / 1e9;
+    fprintf(stderr,
+            "sieve generate --batch: %zu requests (%zu ran, %zu errors); %llu prompt + %llu completion tokens in "
+            "%.2f s (%.1f tokens/s); %llu steps, at most %u running, %llu preemptions, %llu cached tokens\n",
+            n_lines, n_submitted, n_err, (unsigned long long)prompt_tokens, (unsigned long long)completion_tokens, secs,
+            secs > 0 ? (double)completion_tokens / secs : 0.0, (unsigned long long)es.steps, es.max_running,
+            (unsigned long long)es.preemptions, (unsigned long long)es.cached_tokens);
+    rc = SV_EXIT_OK;
+    goto done;
+fail:
+    fprintf(stderr, "sieve generate: %s\n", err.message[0] ? err.message : sv_status_name(st));
+    rc = st == SV_ERR_ARG || st == SV_ERR_BUDGET ? SV_EXIT_USAGE : SV_EXIT_RUNTIME;
+done:
+    sv_engine_destroy(eng); /* before the token indexes its requests borrow */
+    for (size_t i = 0; i < n_lines; i++) {
+        json_decref(lines[i].error);
+        sv_ids_free(&lines[i].prompt);
+        sv_ids_free(&lines[i].out);
+        sv_token_index_destroy(lines[i].ix);
+    }
+    free(lines);
+    free(order);
+    free(input);
+    sv_bytes_free(&text);
+    sv_detok_destroy(detok);
+    sv_tokens_destroy(tok);
+    sv_llama_destroy(model);
+    sv_backend_destroy(be);
+    return rc;
+}
