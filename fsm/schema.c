@@ -1089,17 +1089,21 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
     uint32_t orders = SV_SCHEMA_MAX_ORDERS;
     bool more_orders = false, deep = false;
     sv_status st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep);
+    bool narrowed = false;
     if (st == SV_ERR_BUDGET && deep) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
         o = &shallow;
+        narrowed = true;
         st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep);
     }
     if (st == SV_ERR_BUDGET && more_orders) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
+        narrowed = true;
         st = compile_attempt(text, len, o, root, 1, deadline, out, info, err, &more_orders, &deep);
     }
+    if (info && !st) info->narrowed_by_budget = narrowed;
     json_decref(root);
     return st;
 }

@@ -63,6 +63,10 @@ typedef struct sv_schema_info {
     char ignored[SV_SCHEMA_MAX_IGNORED][48]; /* the first SV_SCHEMA_MAX_IGNORED of them */
     bool ref_truncated;                      /* a recursive $ref was cut at max_ref_depth */
     uint32_t nnarrowed;                      /* maxLength values narrowed to max_string_length */
+    bool narrowed_by_budget;                 /* the extra key orders or the deeper free-form values
+                                                exceeded a budget and were dropped: the language is
+                                                the narrower one (so it may differ between
+                                                whitespace modes, whose automata differ in size) */
 } sv_schema_info_t;
 
 /* Compiles the schema text (JSON). On success *out is a new DFA the caller
