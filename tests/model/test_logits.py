@@ -13,7 +13,7 @@ Models: tiny random Llama and Qwen2 models written by tests/fixtures/make_tiny_l
 temporary folder, each as a GGUF (llama: Q/K rows permuted to adjacent-pair RoPE, as llama.cpp's
 converter does) and as an HF folder with the same weights (rotate-half RoPE), plus an HF Llama
 with tied embeddings; and the default model models/SmolLM2-135M-Instruct.Q4_1.gguf (tied, Q4_1
-and Q8_0 weights), which alone may skip, when scripts/fetch-model.sh has not fetched it.
+and Q8_0 weights), which `make test` fetches first (scripts/fetch-model.sh): missing, it fails.
 
 For each: the logits of every prompt position are within TOL of the reference (max abs), and
 32 greedy steps choose the same ids. Equal greedy ids are a fair demand only where the reference's
@@ -96,8 +96,8 @@ def tiny_dir(tmp_path_factory):
 def model_path(tiny_dir):
     def get(case):
         if case == "smollm2-q4_1":
-            if not SMOLLM.is_file():
-                pytest.skip("%s is missing: scripts/fetch-model.sh fetches it" % SMOLLM.relative_to(ROOT))
+            # `make test` fetches it first; missing is a failure, not a skip
+            assert SMOLLM.is_file(), "%s is missing: scripts/fetch-model.sh fetches it" % SMOLLM.relative_to(ROOT)
             return SMOLLM
         arch, tied, fmt = TINY[case]
         d = tiny_dir(arch, tied)

@@ -46,17 +46,8 @@ static sv_backend_t *be1, *be2; /* 1 and 2 threads */
 static char dir[] = "/tmp/sv_test_llama_batch_XXXXXX";
 
 static sv_llama_t *load(sv_backend_t *be, const char *arch, bool biases, sv_error_t *err) {
-    char path[128];
-    snprintf(path, sizeof path, "%s/m.gguf", dir);
     model_spec_t sp = {.arch = arch, .biases = biases, .ctx = BCTX};
-    if (!write_model(path, &sp)) {
-        CHECK(0, "cannot write %s", path);
-        return NULL;
-    }
-    sv_llama_t *m = NULL;
-    sv_llama_load(path, be, &m, err);
-    unlink(path);
-    return m;
+    return load_tiny(dir, &sp, be, err);
 }
 
 static uint64_t trng;

@@ -165,4 +165,20 @@ static bool write_model(const char *path, const model_spec_t *sp) {
     return ok;
 }
 
+/* Writes the model sp into dir/m.gguf, loads it on be and removes the
+ * file. NULL on failure, with err set (an I/O error when the file cannot be
+ * written). Needs src/model/llama.h and <unistd.h> included first. */
+static inline sv_llama_t *load_tiny(const char *dir, const model_spec_t *sp, sv_backend_t *be, sv_error_t *err) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/m.gguf", dir);
+    if (!write_model(path, sp)) {
+        sv_error_set(err, SV_ERR_IO, -1, "cannot write %s", path);
+        return NULL;
+    }
+    sv_llama_t *m = NULL;
+    sv_llama_load(path, be, &m, err);
+    unlink(path);
+    return m;
+}
+
 #endif
