@@ -84,6 +84,8 @@ void sv_engine_config_default(sv_engine_config_t *c) {
     c->max_num_batched_tokens = 256;
     c->max_queue = 256;
     c->prefix_cache = true;
+    c->jump_forward = true;
+    c->prefetch_threads = 1;
 }
 
 static void req_free(req_t *r) {

@@ -69,6 +69,7 @@
 #include "src/engine/kv_pool.h"
 #include "src/engine/sample.h"
 #include "src/model/llama.h"
+#include "src/tokenizer/vocab.h"
 #include "src/util/error.h"
 
 typedef struct sv_engine sv_engine_t;
@@ -81,6 +82,9 @@ typedef struct sv_engine_config {
     uint32_t max_ctx;                /* tokens per request, prompt + output (default: the model's) */
     uint32_t max_queue;              /* waiting requests before submit says SV_ERR_BUDGET (default 256) */
     bool prefix_cache;               /* share full prompt blocks through the radix tree */
+    bool jump_forward;               /* feed forced tokens as extends (default true); off: every
+                                        constrained token is sampled from a mask */
+    uint32_t prefetch_threads;       /* mask prefetch workers (default 1; 0: none) */
 } sv_engine_config_t;
 
 /* What the engine needs of the tokenizer, both borrowed and both optional:
@@ -91,7 +95,13 @@ typedef struct sv_engine_config {
 typedef struct sv_engine_vocab {
     const sv_token_set_t *set;
     const sv_tokenizer_iface_t *tok;
+    const sv_vocab_t *vocab; /* for text deltas and stop strings (NULL: outputs carry no text and
+                                stop strings are refused at submit) */
 } sv_engine_vocab_t;
+
+#define SV_ENGINE_MAX_N 16           /* choices per request */
+#define SV_ENGINE_MAX_STOP 8         /* stop strings per request (OpenAI allows 4) */
+#define SV_ENGINE_MAX_STOP_BYTES 256 /* bytes per stop string */
 
 typedef struct sv_engine_request {
     const int32_t *prompt;        /* (n_prompt >= 1) ids, copied */
@@ -102,6 +112,15 @@ typedef struct sv_engine_request {
     const int32_t *stop_ids;      /* (n_stop_ids) sampled ids that end an unconstrained request (not
                                      output), copied; stop ids do not cut constrained text */
     uint32_t n_stop_ids;
+    const char *const *stop;      /* (n_stop) non-empty stop strings, copied: an unconstrained
+                                     choice's text ends before the first occurrence of any (finish
+                                     STOP, the string not output); ignored for constrained ones */
+    uint32_t n_stop;
+    uint32_t n;                   /* choices (0 or 1: one); each samples with its own RNG seeded
+                                     from sampling.seed and its index, and all share the prompt's KV
+                                     blocks */
+    bool logprobs;                /* outputs carry each token's logprob (and sampling.n_logprobs
+                                     top alternatives), forced tokens included */
 } sv_engine_request_t;
 
 typedef enum {
@@ -113,13 +132,26 @@ typedef enum {
 
 typedef struct sv_engine_output {
     uint64_t id;
+    uint32_t index;        /* the choice, 0 .. n - 1 */
     const int32_t *tokens; /* (n_tokens) appended since the last output; borrowed until the next
                               engine call */
     uint32_t n_tokens;
-    sv_finish_reason finish; /* NONE until the last output of the request */
+    const sv_logprobs_t *logprobs; /* (n_tokens) when the request asked, else NULL; borrowed
+                                      likewise */
+    const char *text;      /* (n_text) the text delta: whole UTF-8 characters, special tokens
+                              skipped, held back while it may be the start of a stop string; NULL
+                              without a vocab; borrowed likewise */
+    size_t n_text;
+    sv_finish_reason finish; /* NONE until the last output of the choice */
     bool budget_stop;        /* STOP because the constraint's budget steered it */
-    uint32_t n_generated;    /* output tokens so far */
-    uint32_t n_cached;       /* prompt tokens the prefix cache supplied at (last) admission */
+    int32_t stop_index;      /* STOP by stop string stop[stop_index]; -1 otherwise */
+    int32_t stop_id;         /* STOP by this stop id; -1 otherwise (EOG ids included) */
+    bool request_done;       /* the last output of the request's last running choice: its id is
+                                forgotten after it */
+    uint32_t n_generated;    /* output tokens of the choice so far */
+    uint32_t n_prompt;       /* prompt tokens */
+    uint32_t n_cached;       /* prompt tokens the prefix cache supplied at (last) admission, or
+                                shared from the first choice */
 } sv_engine_output_t;
 
 typedef struct sv_engine_stats {
@@ -132,6 +164,9 @@ typedef struct sv_engine_stats {
     uint64_t preemptions;      /* requests preempted (recompute) */
     uint32_t running, waiting; /* now */
     uint32_t max_running;      /* most requests running in one step */
+    uint64_t prefix_queries;   /* prompt tokens looked up in the prefix cache */
+    uint64_t prefetched;       /* masks the prefetch workers computed */
+    uint64_t mask_waits;       /* masks the engine thread computed itself (first visits) */
 } sv_engine_stats_t;
 
 /* Sets defaults for every field (prefix cache on). */
