@@ -1,0 +1,270 @@
+/* cmd_serve.c — `sieve serve`: the OpenAI-compatible HTTP server.
+ *
+ * Loads the model on the CPU backend, its tokenizer twice (one encoder for
+ * the engine thread's jump-forward, one for the HTTP thread: an encoder is
+ * single-threaded) and its chat template (or --chat-template NAME), starts
+ * the engine thread and serves until SIGTERM (src/server/server.h). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../backend/cpu.h"
+#include "../engine/chat.h"
+#include "../engine/engine.h"
+#include "../engine/engine_loop.h"
+#include "../engine/tokens.h"
+#include "../model/llama.h"
+#include "../server/server.h"
+#include "cli.h"
+#include "generate.h"
+#include "verbs.h"
+
+enum {
+    OPT_HOST = 256, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
+    OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
+    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB,
+};
+
+static const char *const usage_text =
+    "Usage: sieve serve -m MODEL [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
+    "                   [--served-model-name NAME] [engine and limit options]\n"
+    "\n"
+    "Serves the OpenAI API (POST /v1/chat/completions, POST /v1/completions,\n"
+    "GET /v1/models, GET /health, GET /metrics) on the CPU backend.\n"
+    "  --host H, --port P        where to listen (default 127.0.0.1:8000; port 0: any)\n"
+    "  --api-key KEY             require Authorization: Bearer KEY on /v1/\n"
+    "  --served-model-name NAME  the model's name in the API (default: the file's name)\n"
+    "  --chat-template NAME      chatml, llama3, mistral or gemma instead of the model's\n"
+    "  --max-num-seqs N          requests decoded at once (default 16)\n"
+    "  --max-num-batched-tokens N  rows per forward step (default 256)\n"
+    "  --max-model-len N         tokens per request, prompt + output (default: the\n"
+    "                            model's, at most 4096)\n"
+    "  --kv-memory-mb M          memory of the paged KV cache (default 512)\n"
+    "  --max-queue N             waiting requests before 429 (default 256)\n"
+    "  --no-prefix-cache, --no-jump-forward\n"
+    "  --threads N               CPU threads for the model (default: the online CPUs)\n"
+    "  --compile-threads N       constraint compile threads (default 2)\n"
+    "  --constraint-cache-mb M   compiled-constraint cache (default 512)\n"
+    "  --ws MODE                 JSON whitespace: canonical (default), compact, flexible\n"
+    "  --allow-unknown-formats   unknown JSON Schema formats are annotations\n"
+    "  --max-body-bytes N        request body limit (default 8388608; larger: 413)\n"
+    "  --request-timeout S       cancel a request running longer (default: none)\n"
+    "  --drain-timeout S         on SIGTERM, how long running requests may finish (default 30)\n"
+    "Prints 'sieve serve: listening on http://HOST:PORT' on stderr when ready.\n";
+
+static uint16_t g_port;
+static const char *g_host;
+static const char *g_name;
+static void ready(uint16_t port) {
+    g_port = port;
+    fprintf(stderr, "sieve serve: listening on http://%s:%u (model %s)\n", g_host, (unsigned)port, g_name);
+    fflush(stderr);
+}
+
+static int parse_seconds(const char *s, double *out) {
+    char *e;
+    double v = strtod(s, &e);
+    if (e == s || *e || !(v >= 0) || v > 1e6) return -1;
+    *out = v;
+    return 0;
+}
+
+int sv_cmd_serve(int argc, char **argv) {
+    static const struct option longopts[] = {
+        {"help", no_argument, 0, 'h'},
+        {"model", required_argument, 0, 'm'},
+        {"host", required_argument, 0, OPT_HOST},
+        {"port", required_argument, 0, OPT_PORT},
+        {"api-key", required_argument, 0, OPT_API_KEY},
+        {"served-model-name", required_argument, 0, OPT_NAME},
+        {"max-num-seqs", required_argument, 0, OPT_MAX_NUM_SEQS},
+        {"max-num-batched-tokens", required_argument, 0, OPT_BATCHED},
+        {"kv-memory-mb", required_argument, 0, OPT_KV_MB},
+        {"max-model-len", required_argument, 0, OPT_MAX_LEN},
+        {"max-queue", required_argument, 0, OPT_MAX_QUEUE},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"ws", required_argument, 0, OPT_WS},
+        {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
+        {"max-body-bytes", required_argument, 0, OPT_MAX_BODY},
+        {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
+        {"compile-threads", required_argument, 0, OPT_COMPILE_THREADS},
+        {"constraint-cache-mb", required_argument, 0, OPT_CCACHE_MB},
+        {"request-timeout", required_argument, 0, OPT_TIMEOUT},
+        {"drain-timeout", required_argument, 0, OPT_DRAIN},
+        {"no-prefix-cache", no_argument, 0, OPT_NO_PREFIX},
+        {"no-jump-forward", no_argument, 0, OPT_NO_JUMP},
+        {0, 0, 0, 0},
+    };
+    const char *verb = "serve";
+    sv_server_config_t sc;
+    sv_server_config_default(&sc);
+    sv_engine_config_t ec;
+    sv_engine_config_default(&ec);
+    const char *model = NULL, *tmpl_name = NULL, *name = NULL;
+    uint64_t kv_mb = 512, ccache_mb = 512;
+    uint32_t max_len = 0;
+    int threads = 0;
+    unsigned long long v;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":hm:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h': fputs(usage_text, stdout); return SV_EXIT_OK;
+        case 'm': model = optarg; break;
+        case OPT_HOST: sc.host = optarg; break;
+        case OPT_PORT:
+            if (sv_cli_parse_u64(optarg, 65535, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --port", optarg);
+            sc.port = (uint16_t)v;
+            break;
+        case OPT_API_KEY:
+            if (!*optarg) return sv_cli_usage_error(verb, "--api-key must not be empty");
+            sc.api_key = optarg;
+            break;
+        case OPT_NAME: name = optarg; break;
+        case OPT_MAX_NUM_SEQS:
+            if (sv_cli_parse_u64(optarg, 1024, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --max-num-seqs", optarg);
+            ec.max_num_seqs = (uint32_t)v;
+            break;
+        case OPT_BATCHED:
+            if (sv_cli_parse_u64(optarg, 1u << 16, &v) || !v)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --max-num-batched-tokens", optarg);
+            ec.max_num_batched_tokens = (uint32_t)v;
+            break;
+        case OPT_KV_MB:
+            if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --kv-memory-mb", optarg);
+            kv_mb = v;
+            break;
+        case OPT_CCACHE_MB:
+            if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --constraint-cache-mb", optarg);
+            ccache_mb = v;
+            break;
+        case OPT_MAX_LEN:
+            if (sv_cli_parse_u64(optarg, 1u << 24, &v) || v < 2) return sv_cli_usage_error(verb, "invalid value '%s' for --max-model-len", optarg);
+            max_len = (uint32_t)v;
+            break;
+        case OPT_MAX_QUEUE:
+            if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --max-queue", optarg);
+            ec.max_queue = (uint32_t)v;
+            break;
+        case OPT_THREADS:
+            if (sv_cli_parse_u64(optarg, SV_CPU_MAX_THREADS, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --threads", optarg);
+            threads = (int)v;
+            break;
+        case OPT_COMPILE_THREADS:
+            if (sv_cli_parse_u64(optarg, 64, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --compile-threads", optarg);
+            sc.compile_threads = (uint32_t)v;
+            break;
+        case OPT_WS:
+            if (!strcmp(optarg, "canonical")) sc.ws = SV_WS_CANONICAL;
+            else if (!strcmp(optarg, "compact")) sc.ws = SV_WS_COMPACT;
+            else if (!strcmp(optarg, "flexible")) sc.ws = SV_WS_FLEXIBLE;
+            else return sv_cli_usage_error(verb, "invalid value '%s' for --ws", optarg);
+            break;
+        case OPT_UNKNOWN_FORMATS: sc.unknown_formats = true; break;
+        case OPT_MAX_BODY:
+            if (sv_cli_parse_u64(optarg, 1ull << 32, &v) || v < 1024) return sv_cli_usage_error(verb, "invalid value '%s' for --max-body-bytes (at least 1024)", optarg);
+            sc.max_body_bytes = (size_t)v;
+            break;
+        case OPT_CHAT_TEMPLATE: tmpl_name = optarg; break;
+        case OPT_TIMEOUT:
+            if (parse_seconds(optarg, &sc.request_timeout_s)) return sv_cli_usage_error(verb, "invalid value '%s' for --request-timeout", optarg);
+            break;
+        case OPT_DRAIN:
+            if (parse_seconds(optarg, &sc.drain_timeout_s)) return sv_cli_usage_error(verb, "invalid value '%s' for --drain-timeout", optarg);
+            break;
+        case OPT_NO_PREFIX: ec.prefix_cache = false; break;
+        case OPT_NO_JUMP: ec.jump_forward = false; break;
+        case ':': return sv_cli_usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
+        default: return sv_cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return sv_cli_usage_error(verb, "unexpected argument '%s'", argv[optind]);
+    if (!model) return sv_cli_usage_error(verb, "-m MODEL is required");
+    sv_chat_template_t tmpl;
+    sv_error_t err;
+    sv_error_clear(&err);
+    if (tmpl_name && sv_chat_template_named(tmpl_name, &tmpl, &err)) return sv_cli_usage_error(verb, "%s", err.message);
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n < 1 ? 1 : n > SV_CPU_MAX_THREADS ? SV_CPU_MAX_THREADS : (int)n;
+    }
+
+    /* The served name: the file's name without its directory and .gguf. */
+    char base_name[256];
+    if (!name) {
+        const char *b = strrchr(model, '/');
+        b = b && b[1] ? b + 1 : model;
+        snprintf(base_name, sizeof base_name, "%s", b);
+        size_t n = strlen(base_name);
+        while (n > 1 && base_name[n - 1] == '/') base_name[--n] = 0;
+        if (n > 5 && !strcmp(base_name + n - 5, ".gguf")) base_name[n - 5] = 0;
+        name = base_name;
+    }
+
+    sv_backend_t *be = NULL;
+    sv_llama_t *m = NULL;
+    sv_tokens_t *tok_engine = NULL, *tok_http = NULL;
+    sv_engine_t *eng = NULL;
+    sv_engine_loop_t *loop = NULL;
+    sv_status st;
+    sv_cpu_config_t cc = {.n_threads = threads};
+    if ((st = sv_cpu_backend_create(&cc, &be, &err)) || (st = sv_llama_load(model, be, &m, &err))) goto fail;
+    const sv_llama_config_t *cfg = sv_llama_config(m);
+    if ((st = sv_generate_load_tokens(model, cfg->vocab_size, &tok_engine, &err)) ||
+        (st = sv_generate_load_tokens(model, cfg->vocab_size, &tok_http, &err)))
+        goto fail;
+    if (sv_vocab_size(sv_tokens_vocab(tok_engine)) > (uint32_t)cfg->vocab_size) {
+        st = sv_error_set(&err, SV_ERR_SYNTAX, -1, "the tokenizer has %u tokens but the model's output has %d rows",
+                          sv_vocab_size(sv_tokens_vocab(tok_engine)), cfg->vocab_size);
+        goto fail;
+    }
+    sv_error_t terr;
+    sv_error_clear(&terr);
+    bool have_tmpl = tmpl_name != NULL;
+    if (!have_tmpl) have_tmpl = sv_generate_load_template(model, &tmpl, &terr) == SV_OK;
+    if (!have_tmpl) fprintf(stderr, "sieve serve: no chat template (%s); /v1/chat/completions will answer 400\n", terr.message);
+
+    uint32_t ctx = max_len ? max_len : (cfg->max_ctx < 4096 ? (uint32_t)cfg->max_ctx : 4096);
+    if (ctx > (uint32_t)cfg->max_ctx) ctx = (uint32_t)cfg->max_ctx;
+    ec.max_ctx = ctx;
+    ec.kv_bytes = kv_mb << 20;
+    sv_engine_vocab_t ev = {.set = sv_tokens_set(tok_engine), .tok = sv_tokens_iface(tok_engine),
+                            .vocab = sv_tokens_vocab(tok_engine)};
+    if ((st = sv_engine_create(m, &ev, &ec, &eng, &err))) goto fail;
+    st = sv_engine_loop_start(eng, &loop, &err);
+    eng = NULL; /* the loop owns it now, also on failure */
+    if (st) goto fail;
+
+    sc.model_name = name;
+    sc.model_path = model;
+    sc.max_ctx = ctx;
+    sc.max_queue = ec.max_queue;
+    sc.ccache_bytes = (size_t)ccache_mb << 20;
+    g_host = sc.host;
+    g_name = name;
+    sv_server_deps_t deps = {.loop = loop, .tok = tok_http, .set = sv_tokens_set(tok_engine),
+                             .vocab_rows = (uint32_t)cfg->vocab_size, .tmpl = have_tmpl ? &tmpl : NULL,
+                             .tmpl_error = terr.message};
+    st = sv_server_run(&sc, &deps, ready, &err);
+    loop = NULL; /* stopped by the server */
+    if (st) goto fail;
+    fprintf(stderr, "sieve serve: stopped\n");
+    sv_tokens_destroy(tok_http);
+    sv_tokens_destroy(tok_engine);
+    sv_llama_destroy(m);
+    sv_backend_destroy(be);
+    return SV_EXIT_OK;
+fail:
+    fprintf(stderr, "sieve serve: %s\n", err.message[0] ? err.message : sv_status_name(st));
+    sv_engine_loop_stop(loop);
+    sv_engine_destroy(eng);
+    sv_tokens_destroy(tok_http);
+    sv_tokens_destroy(tok_engine);
+    sv_llama_destroy(m);
+    sv_backend_destroy(be);
+    return SV_EXIT_RUNTIME;
+}

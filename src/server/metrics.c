@@ -1,0 +1,106 @@
+/* metrics.c — Prometheus text for the server's counters (see metrics.h). */
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const double latency_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+                                        0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0};
+static const double itl_bounds[] = {0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
+                                    0.1,   0.15,  0.2,  0.3,   0.4,  0.5,   0.75, 1.0,  2.5};
+
+void sv_histogram_observe(sv_histogram_t *h, double v) {
+    size_t i = 0;
+    while (i < h->n_bounds && v > h->bounds[i]) i++;
+    h->counts[i]++; /* i == n_bounds: the +Inf bucket */
+    h->count++;
+    h->sum += v;
+}
+
+void sv_metrics_init(sv_metrics_t *m) {
+    memset(m, 0, sizeof *m);
+    size_t nl = sizeof latency_bounds / sizeof latency_bounds[0];
+    m->ttft = (sv_histogram_t){.bounds = latency_bounds, .n_bounds = nl};
+    m->e2e = (sv_histogram_t){.bounds = latency_bounds, .n_bounds = nl};
+    m->compile = (sv_histogram_t){.bounds = latency_bounds, .n_bounds = nl};
+    m->itl = (sv_histogram_t){.bounds = itl_bounds, .n_bounds = sizeof itl_bounds / sizeof itl_bounds[0]};
+}
+
+typedef struct {
+    sv_bytes_t *out;
+    const char *model;
+    sv_status st;
+} w_t;
+
+static void wf(w_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wf(w_t *w, const char *fmt, ...) {
+    if (w->st) return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0) n = 0;
+    if ((size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
+    w->st = sv_bytes_append(w->out, buf, (size_t)n);
+}
+
+static void head(w_t *w, const char *name, const char *type, const char *help) {
+    wf(w, "# HELP sieve:%s %s\n# TYPE sieve:%s %s\n", name, help, name, type);
+}
+
+static void num(w_t *w, const char *name, const char *type, const char *help, double v) {
+    head(w, name, type, help);
+    wf(w, "sieve:%s{model_name=\"%s\"} %.17g\n", name, w->model, v);
+}
+
+static void hist(w_t *w, const char *name, const char *help, const sv_histogram_t *h) {
+    head(w, name, "histogram", help);
+    uint64_t cum = 0;
+    for (size_t i = 0; i < h->n_bounds; i++) {
+        cum += h->counts[i];
+        wf(w, "sieve:%s_bucket{model_name=\"%s\",le=\"%g\"} %llu\n", name, w->model, h->bounds[i], (unsigned long long)cum);
+    }
+    cum += h->counts[h->n_bounds];
+    wf(w, "sieve:%s_bucket{model_name=\"%s\",le=\"+Inf\"} %llu\n", name, w->model, (unsigned long long)cum);
+    wf(w, "sieve:%s_sum{model_name=\"%s\"} %.17g\n", name, w->model, h->sum);
+    wf(w, "sieve:%s_count{model_name=\"%s\"} %llu\n", name, w->model, (unsigned long long)h->count);
+}
+
+sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *s, const char *model_name,
+                            sv_bytes_t *out) {
+    /* The label value is the served model name: escape what Prometheus
+     * requires (backslash, quote, newline) by refusing it instead. */
+    char model[128];
+    size_t k = 0;
+    for (const char *p = model_name; *p && k + 1 < sizeof model; p++)
+        model[k++] = (*p == '"' || *p == '\\' || *p == '\n') ? '_' : *p;
+    model[k] = 0;
+    w_t w = {out, model, SV_OK};
+    num(&w, "num_requests_running", "gauge", "Requests running in the engine.", s->running);
+    num(&w, "num_requests_waiting", "gauge", "Requests waiting to run.", s->waiting);
+    num(&w, "kv_cache_usage_perc", "gauge", "Fraction of KV cache blocks held by requests (1 = full).", s->kv_usage);
+    num(&w, "prompt_tokens_total", "counter", "Prompt tokens of finished requests.", (double)m->prompt_tokens);
+    num(&w, "generation_tokens_total", "counter", "Generated tokens of finished requests.", (double)m->generation_tokens);
+    num(&w, "prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", (double)s->prefix_queries);
+    num(&w, "prefix_cache_hits_total", "counter", "Prompt tokens served by the prefix cache.", (double)s->prefix_hits);
+    num(&w, "num_preemptions_total", "counter", "Requests preempted (recomputed) for lack of KV blocks.",
+        (double)s->preemptions);
+    head(&w, "request_success_total", "counter", "Finished requests by finish reason.");
+    static const char *const reasons[] = {"stop", "length", "abort", "tool_calls"};
+    for (int i = 0; i < SV_METRIC_N_REASONS; i++)
+        wf(&w, "sieve:request_success_total{model_name=\"%s\",finished_reason=\"%s\"} %llu\n", model, reasons[i],
+           (unsigned long long)m->success[i]);
+    num(&w, "request_errors_total", "counter", "Requests answered with an error status.", (double)m->errors);
+    hist(&w, "time_to_first_token_seconds", "Time from the request's arrival to its first output token.", &m->ttft);
+    hist(&w, "inter_token_latency_seconds", "Time between output deliveries, per token.", &m->itl);
+    hist(&w, "e2e_request_latency_seconds", "Time from arrival to the last token.", &m->e2e);
+    hist(&w, "constraint_compile_seconds", "Time to compile a constraint (cache misses).", &m->compile);
+    num(&w, "constraint_cache_hits_total", "counter", "Constraints found compiled in the cache.", (double)s->ccache_hits);
+    num(&w, "constraint_cache_misses_total", "counter", "Constraints compiled.", (double)s->ccache_misses);
+    num(&w, "jump_forward_tokens_total", "counter", "Tokens appended by jump-forward (forced by a constraint).",
+        (double)s->jump_forward_tokens);
+    num(&w, "engine_alive", "gauge", "1 while the engine thread runs.", s->alive);
+    return w.st;
+}

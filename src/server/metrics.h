@@ -1,0 +1,52 @@
+/* metrics.h — the server's Prometheus metrics (GET /metrics).
+ *
+ * Names are `sieve:` prefixed and follow the ones dashboards built for vLLM
+ * expect (num_requests_running, e2e_request_latency_seconds, ...), each with
+ * a model_name label. Counters the server keeps itself (tokens, finished
+ * requests, latency histograms) live in sv_metrics_t, updated on the HTTP
+ * thread only; the engine's and the constraint cache's counters are read as
+ * snapshots when the page is rendered (sv_metrics_snapshot_t). */
+#ifndef SV_SERVER_METRICS_H
+#define SV_SERVER_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/tokenizer/buf.h"
+
+#define SV_HIST_MAX_BUCKETS 24
+
+typedef struct sv_histogram {
+    const double *bounds;   /* (n_bounds) upper bounds, increasing; +Inf is implicit */
+    size_t n_bounds;
+    uint64_t counts[SV_HIST_MAX_BUCKETS]; /* not cumulative: counts[i] is in (bounds[i-1], bounds[i]] */
+    uint64_t count;
+    double sum;
+} sv_histogram_t;
+
+void sv_histogram_observe(sv_histogram_t *h, double v);
+
+enum { SV_METRIC_STOP, SV_METRIC_LENGTH, SV_METRIC_ABORT, SV_METRIC_TOOL_CALLS, SV_METRIC_N_REASONS };
+
+typedef struct sv_metrics {
+    sv_histogram_t ttft, itl, e2e, compile;
+    uint64_t prompt_tokens, generation_tokens;
+    uint64_t success[SV_METRIC_N_REASONS]; /* by finished_reason */
+    uint64_t errors;                      /* requests answered with an error status */
+} sv_metrics_t;
+
+void sv_metrics_init(sv_metrics_t *m);
+
+typedef struct sv_metrics_snapshot {
+    uint32_t running, waiting;
+    double kv_usage;                 /* 0..1 */
+    uint64_t prefix_queries, prefix_hits, preemptions, jump_forward_tokens;
+    uint64_t ccache_hits, ccache_misses;
+    int alive;
+} sv_metrics_snapshot_t;
+
+/* Appends the Prometheus text exposition (format 0.0.4). SV_ERR_NOMEM. */
+sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *s, const char *model_name,
+                            sv_bytes_t *out);
+
+#endif

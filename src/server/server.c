@@ -1,0 +1,1128 @@
+/* server.c — the libevent HTTP server (see server.h for the design). */
+#include "server.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/thread.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "compile_pool.h"
+#include "metrics.h"
+#include "prompt.h"
+#include "render.h"
+#include "src/util/clock.h"
+#include "tools.h"
+
+#define PROBE_MS 200 /* how often idle requests check that their client is still there */
+
+void sv_server_config_default(sv_server_config_t *c) {
+    memset(c, 0, sizeof *c);
+    c->host = "127.0.0.1";
+    c->port = 8000;
+    c->model_name = "sieve";
+    c->max_body_bytes = 8u << 20;
+    c->compile_threads = 2;
+    c->ccache_bytes = (size_t)512 << 20;
+    c->ws = SV_WS_CANONICAL;
+    c->max_ctx = 4096;
+    c->max_queue = 256;
+    c->max_n = SV_ENGINE_MAX_N;
+    c->max_constraint_bytes = 1u << 20;
+    c->drain_timeout_s = 30;
+}
+
+typedef struct srv srv_t;
+typedef struct req req_t;
+
+/* One engine output, copied off the engine thread. */
+typedef struct out_ev {
+    struct out_ev *next;
+    uint32_t index;
+    uint32_t n_tokens;
+    int32_t *tokens;     /* (n_tokens) */
+    sv_logprobs_t *lps;  /* (n_tokens) or NULL */
+    char *text;          /* (n_text) */
+    size_t n_text;
+    sv_finish_reason finish;
+    bool request_done;
+    uint32_t n_prompt, n_cached, n_generated;
+    bool refused;
+    sv_error_t refusal;
+} out_ev_t;
+
+typedef struct choice {
+    sv_bytes_t text;    /* every byte of text so far */
+    size_t sent;        /* bytes of text streamed as content */
+    json_t *lp;         /* logprobs: all (non-streaming) or not yet sent (streaming) */
+    size_t text_offset;
+    uint32_t n_generated;
+    sv_finish_reason finish;
+    bool done, role_sent;
+} choice_t;
+
+struct req {
+    req_t *prev, *next; /* the server's live list */
+    srv_t *s;
+    struct evhttp_request *http; /* NULL once the reply is sent */
+    struct evhttp_connection *conn;
+    bool gone;                   /* the client went away */
+    bool closecb_set;
+    sv_api_request_t api;
+    sv_ids_t prompt;
+    char id[48];
+    int64_t created;
+    uint64_t t0, t_first, t_last;
+
+    bool compiling;
+    sv_constraint_t *constraint; /* held while the engine may use it */
+    bool submitted, engine_done, cancelled, deadline_hit;
+    uint64_t eid;
+
+    /* The handoff, guarded by mu. */
+    pthread_mutex_t mu;
+    out_ev_t *qh, *qt;
+    bool c_ready;
+    sv_constraint_t *c_result;
+    bool c_hit;
+    uint64_t c_us;
+    sv_error_t c_err;
+    struct event *wake, *deadline;
+
+    bool headers_sent;
+    uint32_t n_choices, n_done;
+    choice_t ch[SV_ENGINE_MAX_N];
+    uint32_t n_prompt, n_cached;
+};
+
+struct srv {
+    sv_server_config_t cfg;
+    sv_server_deps_t deps;
+    sv_api_limits_t lim;
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *sock;
+    sv_constraint_cache_t *ccache;
+    sv_cpool_t *cpool;
+    sv_metrics_t m;
+    req_t *live;
+    uint32_t n_live;
+    bool draining, drain_cancelled;
+    uint64_t drain_deadline_ns;
+    struct event *sig_term, *sig_int, *probe, *drain_timer;
+    uint64_t rng;
+    int64_t started;
+};
+
+static uint64_t next_rand(srv_t *s) {
+    /* xorshift64*: request ids and default seeds (not security). */
+    s->rng ^= s->rng >> 12;
+    s->rng ^= s->rng << 25;
+    s->rng ^= s->rng >> 27;
+    return s->rng * 0x2545F4914F6CDD1Dull;
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+static const char *reason_phrase(int status) {
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 503: return "Service Unavailable";
+    default: return "Internal Server Error";
+    }
+}
+
+static void send_body(struct evhttp_request *http, int status, const char *ctype, const char *body, size_t n,
+                      int retry_after) {
+    struct evkeyvalq *h = evhttp_request_get_output_headers(http);
+    evhttp_add_header(h, "Content-Type", ctype);
+    if (retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", retry_after);
+        evhttp_add_header(h, "Retry-After", ra);
+    }
+    struct evbuffer *b = evbuffer_new();
+    if (b) evbuffer_add(b, body, n);
+    evhttp_send_reply(http, status, reason_phrase(status), b);
+    if (b) evbuffer_free(b);
+}
+
+static void send_json(struct evhttp_request *http, int status, json_t *j, int retry_after) {
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (s) send_body(http, status, "application/json", s, strlen(s), retry_after);
+    else send_body(http, 500, "application/json", "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", 88, 0);
+    free(s);
+}
+
+static void send_error(srv_t *s, struct evhttp_request *http, const sv_api_error_t *e) {
+    s->m.errors++;
+    json_t *j = sv_api_error_json(e);
+    send_json(http, e->status, j, e->retry_after);
+    json_decref(j);
+}
+
+/* ---- request lifetime --------------------------------------------------- */
+
+static void on_wake(evutil_socket_t fd, short what, void *arg);
+static void on_deadline(evutil_socket_t fd, short what, void *arg);
+
+static void on_close(struct evhttp_connection *conn, void *arg) {
+    req_t *r = arg;
+    r->gone = true;
+    r->conn = NULL;
+    r->closecb_set = false;
+    if (r->submitted && !r->engine_done && !r->cancelled) {
+        r->cancelled = true;
+        sv_engine_loop_cancel(r->s->deps.loop, r->eid);
+    }
+}
+
+static req_t *req_new(srv_t *s, struct evhttp_request *http) {
+    req_t *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->s = s;
+    r->http = http;
+    pthread_mutex_init(&r->mu, NULL);
+    r->wake = event_new(s->base, -1, 0, on_wake, r);
+    if (!r->wake) {
+        pthread_mutex_destroy(&r->mu);
+        free(r);
+        return NULL;
+    }
+    r->conn = evhttp_request_get_connection(http);
+    if (r->conn) {
+        evhttp_connection_set_closecb(r->conn, on_close, r);
+        r->closecb_set = true;
+    }
+    r->t0 = sv_now_ns();
+    r->created = (int64_t)time(NULL);
+    r->next = s->live;
+    if (s->live) s->live->prev = r;
+    s->live = r;
+    s->n_live++;
+    return r;
+}
+
+/* The reply is about to be sent: the connection may outlive this request
+ * (keep-alive), so its close callback must forget it. */
+static void detach_conn(req_t *r) {
+    if (r->closecb_set && r->conn) evhttp_connection_set_closecb(r->conn, NULL, NULL);
+    r->closecb_set = false;
+}
+
+static void req_free(req_t *r) {
+    srv_t *s = r->s;
+    if (r->prev) r->prev->next = r->next;
+    else s->live = r->next;
+    if (r->next) r->next->prev = r->prev;
+    s->n_live--;
+    detach_conn(r);
+    if (r->constraint) sv_constraint_release(s->ccache, r->constraint);
+    for (out_ev_t *e = r->qh, *n; e; e = n) {
+        n = e->next;
+        free(e);
+    }
+    for (uint32_t i = 0; i < SV_ENGINE_MAX_N; i++) {
+        sv_bytes_free(&r->ch[i].text);
+        json_decref(r->ch[i].lp);
+    }
+    if (r->wake) event_free(r->wake);
+    if (r->deadline) event_free(r->deadline);
+    sv_api_request_free(&r->api);
+    sv_ids_free(&r->prompt);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* Frees r when nothing refers to it any more. */
+static void maybe_free(req_t *r) {
+    if (r->compiling) return;
+    if (r->submitted && !r->engine_done) return;
+    if (r->http) return;
+    req_free(r);
+}
+
+/* An error before any output: the reply, then r may go. */
+static void fail_req(req_t *r, const sv_api_error_t *e) {
+    if (r->http) {
+        detach_conn(r);
+        if (r->headers_sent) {
+            /* Cannot happen by construction (headers wait for the first
+             * output), but a stream must still end. */
+            evhttp_send_reply_end(r->http);
+        } else {
+            send_error(r->s, r->http, e);
+        }
+        r->http = NULL;
+    }
+    maybe_free(r);
+}
+
+/* ---- the engine and compile callbacks (other threads) -------------------- */
+
+static void engine_cb(void *ud, const sv_engine_output_t *out, const sv_error_t *refusal) {
+    req_t *r = ud;
+    size_t nt = out->n_tokens;
+    size_t sz = sizeof(out_ev_t) + nt * sizeof(int32_t) + (out->logprobs ? nt * sizeof(sv_logprobs_t) : 0) +
+                out->n_text + 1 + 16;
+    out_ev_t *e = calloc(1, sz);
+    pthread_mutex_lock(&r->mu);
+    if (!e) {
+        /* Out of memory on the engine thread: the request cannot continue
+         * normally; its last output still has to arrive, so only a final
+         * one is kept (allocated again below, small). */
+        pthread_mutex_unlock(&r->mu);
+        if (!out->request_done) return;
+        e = calloc(1, sizeof *e);
+        if (!e) return; /* nothing left to do: the request leaks */
+        pthread_mutex_lock(&r->mu);
+        nt = 0;
+    } else {
+        char *p = (char *)(e + 1);
+        p = (char *)(((uintptr_t)p + 7) & ~(uintptr_t)7);
+        e->lps = out->logprobs && nt ? (sv_logprobs_t *)p : NULL;
+        if (e->lps) {
+            memcpy(e->lps, out->logprobs, nt * sizeof(sv_logprobs_t));
+            p += nt * sizeof(sv_logprobs_t);
+        }
+        e->tokens = (int32_t *)p;
+        if (nt) memcpy(e->tokens, out->tokens, nt * sizeof(int32_t));
+        p += nt * sizeof(int32_t);
+        e->text = p;
+        if (out->n_text) memcpy(e->text, out->text, out->n_text);
+        e->n_text = out->n_text;
+    }
+    e->index = out->index;
+    e->n_tokens = (uint32_t)nt;
+    e->finish = out->finish;
+    e->request_done = out->request_done;
+    e->n_prompt = out->n_prompt;
+    e->n_cached = out->n_cached;
+    e->n_generated = out->n_generated;
+    if (refusal) {
+        e->refused = true;
+        e->refusal = *refusal;
+    }
+    if (r->qt) r->qt->next = e;
+    else r->qh = e;
+    r->qt = e;
+    event_active(r->wake, 0, 0);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void compile_cb(void *ud, sv_constraint_t *c, bool hit, uint64_t us, const sv_error_t *err) {
+    req_t *r = ud;
+    pthread_mutex_lock(&r->mu);
+    r->c_ready = true;
+    r->c_result = c;
+    r->c_hit = hit;
+    r->c_us = us;
+    if (!c) r->c_err = *err;
+    event_active(r->wake, 0, 0);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- submitting ------------------------------------------------------------ */
+
+static void submit(req_t *r) {
+    srv_t *s = r->s;
+    sv_api_error_t e;
+    if (r->gone) {
+        maybe_free(r);
+        return;
+    }
+    if (s->draining) {
+        sv_api_fail(&e, 503, NULL, "the server is shutting down");
+        e.retry_after = 1;
+        fail_req(r, &e);
+        return;
+    }
+    sv_engine_loop_stats_t st;
+    sv_engine_loop_stats(s->deps.loop, &st);
+    if (st.engine.waiting + st.inbox >= s->cfg.max_queue) {
+        sv_api_fail(&e, 429, NULL, "the server is busy: %u requests are waiting; retry later",
+                    st.engine.waiting + st.inbox);
+        snprintf(e.code, sizeof e.code, "queue_full");
+        e.retry_after = 1;
+        fail_req(r, &e);
+        return;
+    }
+    uint32_t budget = r->api.max_tokens ? r->api.max_tokens : s->cfg.max_ctx - (uint32_t)r->prompt.n;
+    sv_engine_request_t rq = {
+        .prompt = r->prompt.v,
+        .n_prompt = (uint32_t)r->prompt.n,
+        .sampling = r->api.sp,
+        .constraint = r->constraint ? sv_constraint_index(r->constraint) : NULL,
+        .max_tokens = budget,
+        .stop = r->api.n_stop ? r->api.stop : NULL,
+        .n_stop = r->api.n_stop,
+        .n = r->api.n,
+        .logprobs = r->api.logprobs,
+    };
+    sv_error_t err;
+    sv_error_clear(&err);
+    if (sv_engine_loop_submit(s->deps.loop, &rq, engine_cb, r, &r->eid, &err)) {
+        if (err.code == SV_ERR_BUDGET) {
+            sv_api_fail(&e, s->draining ? 503 : 429, NULL, "the server cannot take the request now: %s", err.message);
+            e.retry_after = 1;
+        } else if (err.code == SV_ERR_IO) {
+            sv_api_fail(&e, 503, NULL, "the engine is not running: %s", err.message);
+        } else if (err.code == SV_ERR_ARG) {
+            sv_api_fail(&e, 400, NULL, "%s", err.message);
+        } else {
+            sv_api_fail(&e, 500, NULL, "%s", err.message);
+        }
+        fail_req(r, &e);
+        return;
+    }
+    r->submitted = true;
+    if (s->cfg.request_timeout_s > 0) {
+        r->deadline = evtimer_new(s->base, on_deadline, r);
+        if (r->deadline) {
+            double t = s->cfg.request_timeout_s;
+            struct timeval tv = {(long)t, (long)((t - (double)(long)t) * 1e6)};
+            evtimer_add(r->deadline, &tv);
+        }
+    }
+}
+
+static void on_deadline(evutil_socket_t fd, short what, void *arg) {
+    req_t *r = arg;
+    if (r->submitted && !r->engine_done && !r->cancelled) {
+        r->deadline_hit = true;
+        r->cancelled = true;
+        sv_engine_loop_cancel(r->s->deps.loop, r->eid);
+    }
+}
+
+/* ---- responses --------------------------------------------------------------- */
+
+static bool is_chat(const req_t *r) { return r->api.kind == SV_API_CHAT; }
+
+static void head_of(const req_t *r, sv_render_head_t *h) {
+    h->id = r->id;
+    h->model = r->s->cfg.model_name;
+    h->created = r->created;
+    h->kind = r->api.kind;
+}
+
+static void write_chunk(req_t *r, json_t *chunk) {
+    if (!r->http || !chunk) return;
+    if (r->api.include_usage && !json_object_get(chunk, "usage")) json_object_set_new(chunk, "usage", json_null());
+    size_t n;
+    char *sse = sv_render_sse(chunk, &n);
+    if (sse) {
+        struct evbuffer *b = evbuffer_new();
+        if (b) {
+            evbuffer_add(b, sse, n);
+            evhttp_send_reply_chunk(r->http, b);
+            evbuffer_free(b);
+        }
+        free(sse);
+    }
+}
+
+static void start_stream(req_t *r) {
+    if (r->headers_sent || !r->http) return;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(r->http);
+    evhttp_add_header(h, "Content-Type", "text/event-stream");
+    evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(r->http, 200, "OK");
+    r->headers_sent = true;
+}
+
+/* Whether choice c's text is held back (tools: it may become a call). */
+static bool holding(const req_t *r, const choice_t *c) {
+    if (r->api.c.tool_calls) return true;
+    if (r->api.tool_choice == SV_TOOLS_AUTO) return sv_tools_may_be_call((const char *)c->text.p, c->text.n);
+    return false;
+}
+
+/* A streamed chunk for choice i with delta content text[from..to) (or the
+ * role only), the pending logprobs, and finish (NULL: none). */
+static void stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t *tool_calls, const char *finish) {
+    choice_t *c = &r->ch[i];
+    sv_render_head_t hd;
+    head_of(r, &hd);
+    json_t *chunk = sv_render_head(&hd, true);
+    json_t *ch;
+    json_t *lp = c->lp && json_array_size(is_chat(r) ? c->lp : json_object_get(c->lp, "tokens")) ? c->lp : NULL;
+    if (is_chat(r)) {
+        json_t *delta = json_object();
+        if (!c->role_sent) {
+            json_object_set_new(delta, "role", json_string("assistant"));
+            c->role_sent = true;
+        }
+        if (to > from || (!tool_calls && !finish))
+            json_object_set_new(delta, "content", json_stringn((const char *)c->text.p + from, to - from));
+        if (tool_calls) json_object_set(delta, "tool_calls", tool_calls);
+        ch = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)i, "delta", delta, "logprobs",
+                       lp ? json_pack("{s:O}", "content", lp) : json_null(), "finish_reason",
+                       finish ? json_string(finish) : json_null());
+    } else {
+        ch = json_pack("{s:i, s:s%, s:O, s:o}", "index", (int)i, "text", to > from ? (const char *)c->text.p + from : "",
+                       to - from, "logprobs", lp ? lp : json_null(), "finish_reason",
+                       finish ? json_string(finish) : json_null());
+    }
+    if (lp) {
+        json_decref(c->lp);
+        c->lp = sv_render_logprobs_new(r->api.kind);
+    }
+    json_array_append_new(json_object_get(chunk, "choices"), ch);
+    write_chunk(r, chunk);
+    json_decref(chunk);
+    c->sent = to;
+}
+
+/* Tool calls of a finished choice (NULL: none), and where its content ends. */
+static json_t *choice_calls(req_t *r, choice_t *c, size_t *content_len) {
+    *content_len = c->text.n;
+    if (c->finish == SV_FINISH_ABORT || c->finish == SV_FINISH_LENGTH) return NULL;
+    if (r->api.c.tool_calls) {
+        json_t *calls = sv_tools_calls_from_array((const char *)c->text.p, c->text.n);
+        if (calls) *content_len = 0;
+        return calls;
+    }
+    if (r->api.tool_choice == SV_TOOLS_AUTO)
+        return sv_tools_calls_from_text((const char *)c->text.p, c->text.n, r->api.tools, content_len);
+    return NULL;
+}
+
+static const char *finish_name(req_t *r, sv_finish_reason f, bool calls) {
+    if (f == SV_FINISH_ABORT && r->deadline_hit) return "length";
+    return sv_render_finish(f, calls);
+}
+
+static void count_finish(req_t *r, const char *name) {
+    int k = !strcmp(name, "stop") ? SV_METRIC_STOP
+            : !strcmp(name, "length") ? SV_METRIC_LENGTH
+            : !strcmp(name, "tool_calls") ? SV_METRIC_TOOL_CALLS
+                                          : SV_METRIC_ABORT;
+    r->s->m.success[k]++;
+}
+
+static void stream_finish_choice(req_t *r, uint32_t i) {
+    choice_t *c = &r->ch[i];
+    size_t content_len;
+    json_t *calls = is_chat(r) ? choice_calls(r, c, &content_len) : NULL;
+    const char *fin = finish_name(r, c->finish, calls != NULL);
+    count_finish(r, fin);
+    if (calls) {
+        /* Streamed calls: each with its index, id, type, name and whole
+         * arguments (a client concatenates argument fragments; one is a
+         * valid split). Any content before the calls goes first. */
+        if (content_len > c->sent) stream_delta(r, i, c->sent, content_len, NULL, NULL);
+        size_t k;
+        json_t *call;
+        json_array_foreach(calls, k, call) json_object_set_new(call, "index", json_integer((json_int_t)k));
+        c->sent = c->text.n;
+        stream_delta(r, i, c->text.n, c->text.n, calls, NULL);
+        stream_delta(r, i, c->text.n, c->text.n, NULL, fin);
+        json_decref(calls);
+        return;
+    }
+    if (c->text.n > c->sent) stream_delta(r, i, c->sent, c->text.n, NULL, NULL);
+    stream_delta(r, i, c->text.n, c->text.n, NULL, fin);
+}
+
+static void finish_response(req_t *r) {
+    srv_t *s = r->s;
+    uint32_t completion = 0;
+    for (uint32_t i = 0; i < r->n_choices; i++) completion += r->ch[i].n_generated;
+    s->m.prompt_tokens += r->n_prompt;
+    s->m.generation_tokens += completion;
+    uint64_t now = sv_now_ns();
+    sv_histogram_observe(&s->m.e2e, (double)(now - r->t0) / 1e9);
+    if (!r->http) return;
+    detach_conn(r);
+    if (r->api.stream) {
+        start_stream(r);
+        for (uint32_t i = 0; i < r->n_choices; i++) stream_finish_choice(r, i);
+        if (r->api.include_usage) {
+            sv_render_head_t hd;
+            head_of(r, &hd);
+            json_t *chunk = sv_render_head(&hd, true);
+            json_object_set_new(chunk, "usage", sv_render_usage(r->n_prompt, completion, r->n_cached));
+            write_chunk(r, chunk);
+            json_decref(chunk);
+        }
+        struct evbuffer *b = evbuffer_new();
+        if (b) {
+            evbuffer_add(b, "data: [DONE]\n\n", 14);
+            evhttp_send_reply_chunk(r->http, b);
+            evbuffer_free(b);
+        }
+        evhttp_send_reply_end(r->http);
+        r->http = NULL;
+        return;
+    }
+    sv_render_head_t hd;
+    head_of(r, &hd);
+    json_t *resp = sv_render_head(&hd, false);
+    json_t *choices = json_object_get(resp, "choices");
+    for (uint32_t i = 0; i < r->n_choices; i++) {
+        choice_t *c = &r->ch[i];
+        json_t *ch;
+        if (is_chat(r)) {
+            size_t content_len;
+            json_t *calls = choice_calls(r, c, &content_len);
+            const char *fin = finish_name(r, c->finish, calls != NULL);
+            count_finish(r, fin);
+            json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
+                                    calls && content_len == 0 ? json_null()
+                                                              : json_stringn((const char *)c->text.p, content_len),
+                                    "refusal");
+            if (calls) json_object_set_new(msg, "tool_calls", calls);
+            ch = json_pack("{s:i, s:o, s:o, s:s}", "index", (int)i, "message", msg, "logprobs",
+                           r->api.logprobs ? json_pack("{s:O}", "content", c->lp) : json_null(), "finish_reason", fin);
+        } else {
+            const char *fin = finish_name(r, c->finish, false);
+            count_finish(r, fin);
+            ch = json_pack("{s:i, s:s%, s:O, s:s}", "index", (int)i, "text", c->text.n ? (const char *)c->text.p : "",
+                           c->text.n, "logprobs", r->api.logprobs ? c->lp : json_null(), "finish_reason", fin);
+        }
+        json_array_append_new(choices, ch);
+    }
+    json_object_set_new(resp, "usage", sv_render_usage(r->n_prompt, completion, r->n_cached));
+    send_json(r->http, 200, resp, 0);
+    json_decref(resp);
+    r->http = NULL;
+}
+
+static void refused(req_t *r, const sv_error_t *err) {
+    sv_api_error_t e;
+    if (r->s->draining || !sv_engine_loop_alive(r->s->deps.loop)) {
+        sv_api_fail(&e, 503, NULL, "the server cannot take the request: %s", err->message);
+        e.retry_after = 1;
+    } else if (err->code == SV_ERR_BUDGET && strstr(err->message, "queue")) {
+        sv_api_fail(&e, 429, NULL, "the server is busy: %s", err->message);
+        snprintf(e.code, sizeof e.code, "queue_full");
+        e.retry_after = 1;
+    } else if (err->code == SV_ERR_BUDGET || err->code == SV_ERR_ARG || err->code == SV_ERR_EMPTY) {
+        /* The engine's admission checks: prompt + max_tokens, or a
+         * constraint that cannot complete within max_tokens. */
+        sv_api_fail(&e, 400, r->api.c.on && strstr(err->message, "max_tokens") ? "max_tokens" : NULL, "%s",
+                    err->message);
+    } else {
+        sv_api_fail(&e, 500, NULL, "%s", err->message);
+    }
+    r->engine_done = true;
+    fail_req(r, &e);
+}
+
+static void handle_output(req_t *r, out_ev_t *e) {
+    srv_t *s = r->s;
+    if (e->refused) {
+        refused(r, &e->refusal);
+        return;
+    }
+    uint64_t now = sv_now_ns();
+    if (e->n_tokens) {
+        if (!r->t_first) {
+            r->t_first = now;
+            sv_histogram_observe(&s->m.ttft, (double)(now - r->t0) / 1e9);
+        } else {
+            double per = (double)(now - r->t_last) / 1e9 / e->n_tokens;
+            for (uint32_t k = 0; k < e->n_tokens; k++) sv_histogram_observe(&s->m.itl, per);
+        }
+        r->t_last = now;
+    }
+    r->n_prompt = e->n_prompt;
+    if (e->n_cached > r->n_cached) r->n_cached = e->n_cached;
+    if (e->index < r->n_choices) {
+        choice_t *c = &r->ch[e->index];
+        if (e->n_text) sv_bytes_append(&c->text, e->text, e->n_text);
+        if (e->lps && c->lp)
+            sv_render_logprobs(r->api.kind, sv_tokens_vocab(s->deps.tok), e->tokens, e->lps, e->n_tokens,
+                               r->api.top_logprobs > 0, c->lp, &c->text_offset);
+        c->n_generated = e->n_generated;
+        if (e->finish != SV_FINISH_NONE && !c->done) {
+            c->done = true;
+            c->finish = e->finish;
+            r->n_done++;
+        }
+        if (r->api.stream && r->http && !r->gone) {
+            start_stream(r);
+            if (!c->role_sent && is_chat(r)) stream_delta(r, e->index, c->sent, c->sent, NULL, NULL);
+            if (!c->done && c->text.n > c->sent && !holding(r, c)) stream_delta(r, e->index, c->sent, c->text.n, NULL, NULL);
+        }
+    }
+    if (e->request_done) {
+        r->engine_done = true;
+        finish_response(r);
+    }
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg) {
+    req_t *r = arg;
+    pthread_mutex_lock(&r->mu);
+    out_ev_t *q = r->qh;
+    r->qh = r->qt = NULL;
+    bool c_ready = r->c_ready;
+    r->c_ready = false;
+    pthread_mutex_unlock(&r->mu);
+
+    if (c_ready) {
+        r->compiling = false;
+        if (!r->c_hit && r->c_result) sv_histogram_observe(&r->s->m.compile, (double)r->c_us / 1e6);
+        if (!r->c_result) {
+            sv_api_error_t e;
+            if (r->c_err.code == SV_ERR_NOMEM) sv_api_fail(&e, 500, NULL, "out of memory compiling the constraint");
+            else sv_api_constraint_error(&r->api.c, &r->c_err, &e);
+            fail_req(r, &e);
+        } else {
+            r->constraint = r->c_result;
+            submit(r);
+        }
+    }
+    /* Outputs: after the last one (request_done) r may be freed. */
+    while (q) {
+        out_ev_t *n = q->next;
+        bool last = q->request_done;
+        handle_output(r, q);
+        free(q);
+        q = n;
+        if (last) {
+            for (; q; q = n) {
+                n = q->next;
+                free(q);
+            }
+            maybe_free(r);
+            return;
+        }
+    }
+}
+
+/* ---- /v1/chat/completions and /v1/completions ---------------------------------- */
+
+static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind kind) {
+    sv_api_error_t e;
+    struct evbuffer *in = evhttp_request_get_input_buffer(http);
+    size_t len = evbuffer_get_length(in);
+    if (len > s->cfg.max_body_bytes) {
+        sv_api_fail(&e, 413, NULL, "the body has %zu bytes; the limit is %zu", len, s->cfg.max_body_bytes);
+        snprintf(e.code, sizeof e.code, "request_too_large");
+        send_error(s, http, &e);
+        return;
+    }
+    if (s->draining) {
+        sv_api_fail(&e, 503, NULL, "the server is shutting down");
+        e.retry_after = 1;
+        send_error(s, http, &e);
+        return;
+    }
+    if (!sv_engine_loop_alive(s->deps.loop)) {
+        sv_api_fail(&e, 503, NULL, "the engine has stopped after an error; see the server's log");
+        send_error(s, http, &e);
+        return;
+    }
+    const char *body = len ? (const char *)evbuffer_pullup(in, -1) : "";
+    req_t *r = req_new(s, http);
+    if (!r) {
+        sv_api_fail(&e, 500, NULL, "out of memory");
+        send_error(s, http, &e);
+        return;
+    }
+    if (sv_api_parse(kind, body, len, &s->lim, &r->api, &e)) {
+        fail_req(r, &e);
+        return;
+    }
+    if (r->api.model && strcmp(r->api.model, s->cfg.model_name) != 0 &&
+        !(s->cfg.model_path && !strcmp(r->api.model, s->cfg.model_path))) {
+        sv_api_fail(&e, 404, "model", "The model '%s' does not exist; this server serves '%s'", r->api.model,
+                    s->cfg.model_name);
+        snprintf(e.code, sizeof e.code, "model_not_found");
+        fail_req(r, &e);
+        return;
+    }
+    if (!r->api.seed_given) r->api.sp.seed = next_rand(s);
+    snprintf(r->id, sizeof r->id, "%s%016llx%08llx", kind == SV_API_CHAT ? "chatcmpl-" : "cmpl-",
+             (unsigned long long)next_rand(s), (unsigned long long)(next_rand(s) & 0xffffffffu));
+    r->n_choices = r->api.n;
+    for (uint32_t i = 0; i < r->n_choices; i++)
+        if (r->api.logprobs && !(r->ch[i].lp = sv_render_logprobs_new(kind))) {
+            sv_api_fail(&e, 500, NULL, "out of memory");
+            fail_req(r, &e);
+            return;
+        }
+
+    /* The prompt. */
+    const sv_vocab_t *v = sv_tokens_vocab(s->deps.tok);
+    sv_error_t err;
+    sv_error_clear(&err);
+    const char *pparam = kind == SV_API_CHAT ? "messages" : "prompt";
+    if (kind == SV_API_CHAT) {
+        if (!s->deps.tmpl) {
+            sv_api_fail(&e, 400, "messages", "this model has no chat template sieve can render (%s); use "
+                        "/v1/completions or start the server with --chat-template NAME",
+                        s->deps.tmpl_error ? s->deps.tmpl_error : "none");
+            fail_req(r, &e);
+            return;
+        }
+        sv_bytes_t text = {0};
+        if (sv_prompt_render_chat(s->deps.tmpl, &r->api, &text, &e)) {
+            sv_bytes_free(&text);
+            fail_req(r, &e);
+            return;
+        }
+        sv_status st = sv_tokens_encode(s->deps.tok, (const char *)text.p, text.n, &r->prompt, &err);
+        sv_bytes_free(&text);
+        if (st) {
+            sv_api_fail(&e, st == SV_ERR_NOMEM ? 500 : 400, pparam, "the prompt does not encode: %s", err.message);
+            fail_req(r, &e);
+            return;
+        }
+    } else if (r->api.prompt_ids) {
+        for (uint32_t i = 0; i < r->api.n_prompt_ids; i++)
+            if (sv_ids_push(&r->prompt, r->api.prompt_ids[i])) {
+                sv_api_fail(&e, 500, NULL, "out of memory");
+                fail_req(r, &e);
+                return;
+            }
+    } else {
+        if (sv_vocab_add_bos(v) && sv_vocab_bos(v) >= 0 && sv_ids_push(&r->prompt, sv_vocab_bos(v))) {
+            sv_api_fail(&e, 500, NULL, "out of memory");
+            fail_req(r, &e);
+            return;
+        }
+        sv_status st = sv_tokens_encode(s->deps.tok, r->api.prompt, strlen(r->api.prompt), &r->prompt, &err);
+        if (st) {
+            sv_api_fail(&e, st == SV_ERR_NOMEM ? 500 : 400, pparam, "the prompt does not encode: %s", err.message);
+            fail_req(r, &e);
+            return;
+        }
+    }
+    if (r->prompt.n == 0) {
+        sv_api_fail(&e, 400, pparam, "%s: the prompt is empty (it encodes to no tokens)", pparam);
+        fail_req(r, &e);
+        return;
+    }
+    if (r->prompt.n >= s->cfg.max_ctx) {
+        sv_api_fail(&e, 400, pparam, "This model's maximum context length is %u tokens; the prompt has %zu tokens",
+                    s->cfg.max_ctx, r->prompt.n);
+        snprintf(e.code, sizeof e.code, "context_length_exceeded");
+        fail_req(r, &e);
+        return;
+    }
+    if (r->api.max_tokens && r->prompt.n + r->api.max_tokens > s->cfg.max_ctx) {
+        sv_api_fail(&e, 400, "max_tokens",
+                    "This model's maximum context length is %u tokens; the prompt has %zu tokens and max_tokens is %u",
+                    s->cfg.max_ctx, r->prompt.n, r->api.max_tokens);
+        snprintf(e.code, sizeof e.code, "context_length_exceeded");
+        fail_req(r, &e);
+        return;
+    }
+
+    /* The constraint, on the compile pool; or straight to the engine. */
+    if (r->api.c.on) {
+        sv_schema_opts_t so;
+        sv_schema_opts_default(&so);
+        so.ws = s->cfg.ws;
+        so.unknown_formats_ok = s->cfg.unknown_formats;
+        uint32_t ws_cap = r->api.c.kind == SV_CONSTRAINT_SCHEMA && s->cfg.ws == SV_WS_FLEXIBLE ? 16 : 0;
+        r->compiling = true;
+        if (!sv_cpool_submit(s->cpool, r->api.c.kind, r->api.c.text, r->api.c.len, &so, s->deps.set, ws_cap,
+                             compile_cb, r)) {
+            r->compiling = false;
+            sv_api_fail(&e, 429, NULL, "the server is busy compiling constraints; retry later");
+            e.retry_after = 1;
+            fail_req(r, &e);
+        }
+        return;
+    }
+    submit(r);
+}
+
+/* ---- the other endpoints ------------------------------------------------------ */
+
+static void handle_models(srv_t *s, struct evhttp_request *http) {
+    json_t *j = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:i}]}", "object", "list", "data", "id", s->cfg.model_name,
+                          "object", "model", "created", (json_int_t)s->started, "owned_by", "sieve", "max_model_len",
+                          (int)s->cfg.max_ctx);
+    send_json(http, 200, j, 0);
+    json_decref(j);
+}
+
+static void handle_health(srv_t *s, struct evhttp_request *http) {
+    bool alive = sv_engine_loop_alive(s->deps.loop);
+    const char *status = !alive ? "engine stopped" : s->draining ? "draining" : "ok";
+    json_t *j = json_pack("{s:s}", "status", status);
+    send_json(http, alive && !s->draining ? 200 : 503, j, 0);
+    json_decref(j);
+}
+
+static void handle_metrics(srv_t *s, struct evhttp_request *http) {
+    sv_engine_loop_stats_t st;
+    sv_engine_loop_stats(s->deps.loop, &st);
+    sv_ccache_stats_t cs;
+    sv_ccache_stats(s->ccache, &cs);
+    sv_metrics_snapshot_t snap = {
+        .running = st.engine.running,
+        .waiting = st.engine.waiting + st.inbox,
+        .kv_usage = st.kv_blocks ? (double)st.kv_blocks_used / st.kv_blocks : 0,
+        .prefix_queries = st.engine.prefix_queries,
+        .prefix_hits = st.prefix_hits,
+        .preemptions = st.engine.preemptions,
+        .jump_forward_tokens = st.engine.forced,
+        .ccache_hits = cs.hits,
+        .ccache_misses = cs.misses,
+        .alive = sv_engine_loop_alive(s->deps.loop),
+    };
+    sv_bytes_t out = {0};
+    if (sv_metrics_format(&s->m, &snap, s->cfg.model_name, &out)) {
+        sv_bytes_free(&out);
+        send_body(http, 500, "text/plain", "out of memory\n", 14, 0);
+        return;
+    }
+    send_body(http, 200, "text/plain; version=0.0.4; charset=utf-8", (const char *)out.p, out.n, 0);
+    sv_bytes_free(&out);
+}
+
+static bool authorized(srv_t *s, struct evhttp_request *http) {
+    if (!s->cfg.api_key) return true;
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(http), "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
+    const char *k = h + 7, *want = s->cfg.api_key;
+    size_t n = strlen(want);
+    if (strlen(k) != n) return false;
+    unsigned char d = 0; /* constant time in the key's length */
+    for (size_t i = 0; i < n; i++) d |= (unsigned char)(k[i] ^ want[i]);
+    return d == 0;
+}
+
+static void handle(struct evhttp_request *http, void *arg) {
+    srv_t *s = arg;
+    sv_api_error_t e;
+    const char *uri = evhttp_request_get_uri(http);
+    char path[256];
+    size_t n = strcspn(uri, "?#");
+    if (n >= sizeof path) n = sizeof path - 1;
+    memcpy(path, uri, n);
+    path[n] = 0;
+    while (n > 1 && path[n - 1] == '/') path[--n] = 0;
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(http);
+
+    if (!strcmp(path, "/health")) {
+        handle_health(s, http);
+        return;
+    }
+    if (!strcmp(path, "/metrics")) {
+        handle_metrics(s, http);
+        return;
+    }
+    bool chat = !strcmp(path, "/v1/chat/completions"), comp = !strcmp(path, "/v1/completions"),
+         models = !strcmp(path, "/v1/models");
+    if (!chat && !comp && !models) {
+        sv_api_fail(&e, 404, NULL, "no route for %s", path);
+        snprintf(e.code, sizeof e.code, "unknown_url");
+        send_error(s, http, &e);
+        return;
+    }
+    if (!authorized(s, http)) {
+        sv_api_fail(&e, 401, NULL, "a valid API key is required: Authorization: Bearer KEY");
+        snprintf(e.code, sizeof e.code, "invalid_api_key");
+        send_error(s, http, &e);
+        return;
+    }
+    if (models) {
+        if (cmd != EVHTTP_REQ_GET) {
+            sv_api_fail(&e, 405, NULL, "%s takes GET", path);
+            send_error(s, http, &e);
+            return;
+        }
+        handle_models(s, http);
+        return;
+    }
+    if (cmd != EVHTTP_REQ_POST) {
+        sv_api_fail(&e, 405, NULL, "%s takes POST", path);
+        send_error(s, http, &e);
+        return;
+    }
+    handle_generate(s, http, chat ? SV_API_CHAT : SV_API_COMPLETION);
+}
+
+/* ---- disconnect probe, signals, drain -------------------------------------------- */
+
+/* A request that has nothing to write does not learn from libevent that its
+ * client closed; peek at the socket instead. */
+static void on_probe(evutil_socket_t fd_, short what, void *arg) {
+    srv_t *s = arg;
+    for (req_t *r = s->live; r; r = r->next) {
+        if (r->gone || !r->conn || !r->http) continue;
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(r->conn);
+        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+        if (fd < 0) continue;
+        char c;
+        ssize_t k = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            r->gone = true;
+            if (r->submitted && !r->engine_done && !r->cancelled) {
+                r->cancelled = true;
+                sv_engine_loop_cancel(s->deps.loop, r->eid);
+            }
+        }
+    }
+}
+
+static void on_drain_tick(evutil_socket_t fd, short what, void *arg) {
+    srv_t *s = arg;
+    uint64_t now = sv_now_ns();
+    if (s->n_live == 0) {
+        event_base_loopexit(s->base, NULL);
+        return;
+    }
+    if (now >= s->drain_deadline_ns && !s->drain_cancelled) {
+        fprintf(stderr, "sieve serve: drain timeout; cancelling %u requests\n", s->n_live);
+        s->drain_cancelled = true;
+        for (req_t *r = s->live; r; r = r->next)
+            if (r->submitted && !r->engine_done && !r->cancelled) {
+                r->cancelled = true;
+                sv_engine_loop_cancel(s->deps.loop, r->eid);
+            }
+    }
+    /* Requests still compiling, or a client that never reads: give up 5 s
+     * after the deadline. */
+    if (now >= s->drain_deadline_ns + 5000000000ull) event_base_loopexit(s->base, NULL);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg) {
+    srv_t *s = arg;
+    if (s->draining) {
+        fprintf(stderr, "sieve serve: second signal; exiting now\n");
+        event_base_loopexit(s->base, NULL);
+        return;
+    }
+    s->draining = true;
+    fprintf(stderr, "sieve serve: signal %d; draining %u requests (at most %.0f s)\n", (int)sig, s->n_live,
+            s->cfg.drain_timeout_s);
+    if (s->sock) {
+        evhttp_del_accept_socket(s->http, s->sock);
+        s->sock = NULL;
+    }
+    s->drain_deadline_ns = sv_now_ns() + (uint64_t)(s->cfg.drain_timeout_s * 1e9);
+    s->drain_timer = event_new(s->base, -1, EV_PERSIST, on_drain_tick, s);
+    struct timeval tv = {0, 20000};
+    if (s->drain_timer) event_add(s->drain_timer, &tv);
+    else event_base_loopexit(s->base, NULL);
+}
+
+sv_status sv_server_run(const sv_server_config_t *cfg, const sv_server_deps_t *deps, void (*ready)(uint16_t port),
+                        sv_error_t *err) {
+    sv_status st = SV_OK;
+    srv_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        sv_engine_loop_stop(deps->loop);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
+    s->cfg = *cfg;
+    s->deps = *deps;
+    s->lim = (sv_api_limits_t){.vocab_size = deps->vocab_rows, .max_ctx = cfg->max_ctx,
+                               .max_n = cfg->max_n ? cfg->max_n : 1, .max_constraint_bytes = cfg->max_constraint_bytes,
+                               .ws = cfg->ws};
+    if (s->lim.max_n > SV_ENGINE_MAX_N) s->lim.max_n = SV_ENGINE_MAX_N;
+    s->started = (int64_t)time(NULL);
+    s->rng = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() ^ sv_now_ns();
+    if (!s->rng) s->rng = 1;
+    srand((unsigned)next_rand(s)); /* tool call ids */
+    sv_metrics_init(&s->m);
+
+    if (evthread_use_pthreads() != 0) {
+        st = sv_error_set(err, SV_ERR_NOMEM, -1, "libevent: no thread support");
+        goto done;
+    }
+    if ((st = sv_ccache_create(cfg->ccache_bytes, &s->ccache, err))) goto done;
+    if ((st = sv_cpool_create(cfg->compile_threads ? cfg->compile_threads : 1, 4096, s->ccache, &s->cpool, err)))
+        goto done;
+    s->base = event_base_new();
+    s->http = s->base ? evhttp_new(s->base) : NULL;
+    if (!s->http) {
+        st = sv_error_set(err, SV_ERR_NOMEM, -1, "libevent: cannot create the HTTP server");
+        goto done;
+    }
+    /* The body limit that sends OpenAI's 413 is checked in the handler;
+     * libevent's own limit (a bare 413) only stops bodies far past it. */
+    size_t hard = cfg->max_body_bytes * 4 + (1u << 20);
+    evhttp_set_max_body_size(s->http, (ev_ssize_t)hard);
+    evhttp_set_max_headers_size(s->http, 64 * 1024);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(s->http, handle, s);
+    s->sock = evhttp_bind_socket_with_handle(s->http, cfg->host, cfg->port);
+    if (!s->sock) {
+        st = sv_error_set(err, SV_ERR_IO, -1, "cannot listen on %s:%u: %s", cfg->host, (unsigned)cfg->port,
+                          strerror(errno));
+        goto done;
+    }
+    uint16_t port = cfg->port;
+    {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (getsockname(evhttp_bound_socket_get_fd(s->sock), (struct sockaddr *)&ss, &sl) == 0) {
+            if (ss.ss_family == AF_INET) port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            else if (ss.ss_family == AF_INET6) port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);
+    s->sig_term = evsignal_new(s->base, SIGTERM, on_signal, s);
+    s->sig_int = evsignal_new(s->base, SIGINT, on_signal, s);
+    s->probe = event_new(s->base, -1, EV_PERSIST, on_probe, s);
+    if (!s->sig_term || !s->sig_int || !s->probe) {
+        st = sv_error_set(err, SV_ERR_NOMEM, -1, "libevent: out of memory");
+        goto done;
+    }
+    evsignal_add(s->sig_term, NULL);
+    evsignal_add(s->sig_int, NULL);
+    struct timeval ptv = {0, PROBE_MS * 1000};
+    event_add(s->probe, &ptv);
+    if (ready) ready(port);
+    event_base_dispatch(s->base);
+
+done:
+    /* The engine first (its last callbacks still wake requests on the
+     * base), then the compile pool, then libevent. */
+    sv_engine_loop_stop(deps->loop);
+    sv_cpool_destroy(s->cpool);
+    while (s->live) {
+        req_t *r = s->live;
+        r->compiling = false;
+        r->engine_done = true;
+        if (r->http) {
+            detach_conn(r);
+            if (r->headers_sent) evhttp_send_reply_end(r->http);
+            else {
+                sv_api_error_t e;
+                sv_api_fail(&e, 503, NULL, "the server is shutting down");
+                send_error(s, r->http, &e);
+            }
+            r->http = NULL;
+        }
+        req_free(r);
+    }
+    if (s->sig_term) event_free(s->sig_term);
+    if (s->sig_int) event_free(s->sig_int);
+    if (s->probe) event_free(s->probe);
+    if (s->drain_timer) event_free(s->drain_timer);
+    if (s->http) evhttp_free(s->http);
+    if (s->base) event_base_free(s->base);
+    sv_ccache_destroy(s->ccache);
+    free(s);
+    return st;
+}

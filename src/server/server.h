@@ -1,0 +1,86 @@
+/* server.h — the OpenAI-compatible HTTP server on libevent (`sieve serve`).
+ *
+ * Threads (DESIGN.md, "Threads and ownership"): one libevent thread runs
+ * evhttp and everything per request except compilation and decoding; a
+ * compile pool (compile_pool.h) compiles constraints through the shared
+ * compiled-constraint cache; the engine thread (engine_loop.h) decodes.
+ *
+ * One request: the body is read (at most max_body_bytes: a larger one is a
+ * 413), authenticated, parsed and validated (api.h), rendered (prompt.h) and
+ * encoded on the HTTP thread. A constraint goes to the compile pool; its
+ * result comes back to the HTTP thread, which submits to the engine. Every
+ * error up to the engine's first answer, a constraint that does not compile
+ * or an engine refusal included, is an OpenAI-shaped error with its status:
+ * a streaming response sends its 200 headers only with the first output.
+ *
+ * The handoff: each request has a mutex-guarded queue and a libevent event
+ * (created on the server's base, made thread-safe with
+ * evthread_use_pthreads). The engine callback (on the engine thread) and the
+ * compile callback (on a pool thread) copy their result into the queue and
+ * call event_active while holding the queue's mutex; the HTTP thread's
+ * handler pops the queue under the same mutex. A request is freed on the
+ * HTTP thread once the engine has sent its last output (after which it
+ * never calls back), no compilation is pending, and the response is sent
+ * or the client gone; because the callbacks signal under the mutex, the
+ * HTTP thread cannot free the request between a callback's push and its
+ * event_active.
+ *
+ * Disconnects: libevent reports a closed connection for streams (a write
+ * fails); while a request produces nothing to write, a periodic probe
+ * (a non-blocking MSG_PEEK read on the socket) notices a client that has
+ * closed. Either way the engine request is cancelled and its KV blocks
+ * return at once.
+ *
+ * SIGTERM / SIGINT: the listening socket closes, new requests on open
+ * connections get 503, running ones finish until drain_timeout_s, then the
+ * rest are cancelled and the loop ends; the engine loop is stopped last. */
+#ifndef SV_SERVER_SERVER_H
+#define SV_SERVER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsm/schema.h"
+#include "src/engine/chat.h"
+#include "src/engine/engine_loop.h"
+#include "src/engine/tokens.h"
+
+typedef struct sv_server_config {
+    const char *host;          /* default 127.0.0.1 */
+    uint16_t port;             /* default 8000; 0: any free port (printed) */
+    const char *api_key;       /* NULL: no authentication */
+    const char *model_name;    /* the served model name (/v1/models, "model" in responses) */
+    const char *model_path;    /* also accepted as a request's "model" */
+    size_t max_body_bytes;     /* default 8 MiB */
+    uint32_t compile_threads;  /* default 2 */
+    size_t ccache_bytes;       /* compiled-constraint cache budget (default 512 MiB) */
+    sv_ws_mode ws;             /* whitespace of JSON outputs (default canonical) */
+    bool unknown_formats;      /* unknown "format" values are annotations */
+    uint32_t max_ctx;          /* tokens per request, prompt + output (the engine's) */
+    uint32_t max_queue;        /* waiting requests before 429 (the engine's) */
+    uint32_t max_n;            /* choices per request (default SV_ENGINE_MAX_N) */
+    size_t max_constraint_bytes; /* default 1 MiB */
+    double request_timeout_s;  /* 0: none; else a request running longer is cancelled */
+    double drain_timeout_s;    /* SIGTERM: how long running requests may finish (default 30) */
+} sv_server_config_t;
+
+void sv_server_config_default(sv_server_config_t *c);
+
+typedef struct sv_server_deps {
+    sv_engine_loop_t *loop;        /* taken: stopped by sv_server_run before it returns */
+    sv_tokens_t *tok;              /* borrowed, the HTTP thread's own (encoding is single-threaded) */
+    const sv_token_set_t *set;     /* borrowed: the token set the engine's constraints use */
+    uint32_t vocab_rows;           /* logits row length (logit_bias, prompt ids) */
+    const sv_chat_template_t *tmpl;/* NULL: chat requests get 400 with tmpl_error */
+    const char *tmpl_error;
+} sv_server_deps_t;
+
+/* Binds, serves until SIGTERM/SIGINT (then drains), stops the engine loop.
+ * ready (may be NULL) is called once listening, with the bound port.
+ * SV_ERR_IO when the address cannot be bound; the loop is stopped on every
+ * path. */
+sv_status sv_server_run(const sv_server_config_t *cfg, const sv_server_deps_t *deps, void (*ready)(uint16_t port),
+                        sv_error_t *err);
+
+#endif
