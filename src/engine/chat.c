@@ -1,6 +1,8 @@
 /* chat.c — the ChatML, Llama 3, Mistral and Gemma chat templates (see chat.h). */
 #include "chat.h"
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *find(const char *h, size_t n, const char *needle) {
@@ -104,7 +106,14 @@ static sv_status put_stripped(sv_bytes_t *out, const char *c, sv_error_t *err) {
     return put(out, c, k, err);
 }
 
-static const char *content_of(const sv_chat_msg_t *m) { return m->content ? m->content : ""; }
+/* A message with its calls, as the renderers see it. */
+typedef struct {
+    const char *role, *content;
+    const sv_chat_tool_call_t *tool_calls;
+    size_t n_tool_calls;
+} msg_t;
+
+static const char *content_of(const msg_t *m) { return m->content ? m->content : ""; }
 
 /* Llama 3, Mistral, Gemma: the tools section of the system text, and a
  * message's calls as a JSON list. */
@@ -119,7 +128,7 @@ static sv_status put_tools_section(sv_bytes_t *out, const char *const *tools, si
     return SV_OK;
 }
 
-static sv_status put_calls_json(sv_bytes_t *out, const sv_chat_msg_t *m, sv_error_t *err) {
+static sv_status put_calls_json(sv_bytes_t *out, const msg_t *m, sv_error_t *err) {
     sv_status st;
     PUTS("[");
     for (size_t i = 0; i < m->n_tool_calls; i++) {
@@ -151,7 +160,7 @@ static sv_status put_system_text(sv_bytes_t *out, const char *system, const char
     return SV_OK;
 }
 
-static sv_status render_chatml(const sv_chat_template_t *t, const sv_chat_msg_t *msgs, size_t n,
+static sv_status render_chatml(const sv_chat_template_t *t, const msg_t *msgs, size_t n,
                                const char *const *tools, size_t n_tools, sv_bytes_t *out, sv_error_t *err) {
     sv_status st;
     bool first_system = n > 0 && !strcmp(msgs[0].role, "system");
@@ -173,7 +182,7 @@ static sv_status render_chatml(const sv_chat_template_t *t, const sv_chat_msg_t 
         PUTS("<|im_end|>\n");
     }
     for (size_t i = 0; i < n; i++) {
-        const sv_chat_msg_t *m = &msgs[i];
+        const msg_t *m = &msgs[i];
         if (i == 0 && first_system && n_tools) continue; /* written in the tools header */
         if (!strcmp(m->role, "tool")) {
             if (i == 0 || strcmp(msgs[i - 1].role, "tool") != 0) PUTS("<|im_start|>user");
@@ -209,7 +218,7 @@ static sv_status render_chatml(const sv_chat_template_t *t, const sv_chat_msg_t 
     return SV_OK;
 }
 
-static sv_status render_llama3(const sv_chat_msg_t *msgs, size_t n, const char *const *tools, size_t n_tools,
+static sv_status render_llama3(const msg_t *msgs, size_t n, const char *const *tools, size_t n_tools,
                                sv_bytes_t *out, sv_error_t *err) {
     sv_status st;
     PUTS("<|begin_of_text|>");
@@ -222,7 +231,7 @@ static sv_status render_llama3(const sv_chat_msg_t *msgs, size_t n, const char *
         i = sys ? 1 : 0;
     }
     for (; i < n; i++) {
-        const sv_chat_msg_t *m = &msgs[i];
+        const msg_t *m = &msgs[i];
         PUTS("<|start_header_id|>");
         PUTS(!strcmp(m->role, "tool") ? "ipython" : m->role);
         PUTS("<|end_header_id|>\n\n");
@@ -242,7 +251,7 @@ static sv_status render_llama3(const sv_chat_msg_t *msgs, size_t n, const char *
 }
 
 /* An assistant turn's text for Mistral and Gemma: content, then calls. */
-static sv_status put_assistant(sv_bytes_t *out, const sv_chat_msg_t *m, bool stripped, sv_error_t *err) {
+static sv_status put_assistant(sv_bytes_t *out, const msg_t *m, bool stripped, sv_error_t *err) {
     sv_status st;
     if (m->content && m->content[0]) {
         if (stripped) {
@@ -256,7 +265,7 @@ static sv_status put_assistant(sv_bytes_t *out, const sv_chat_msg_t *m, bool str
     return SV_OK;
 }
 
-static sv_status render_mistral(const sv_chat_msg_t *msgs, size_t n, const char *const *tools, size_t n_tools,
+static sv_status render_mistral(const msg_t *msgs, size_t n, const char *const *tools, size_t n_tools,
                                 sv_bytes_t *out, sv_error_t *err) {
     sv_status st;
     PUTS("<s>");
@@ -264,7 +273,7 @@ static sv_status render_mistral(const sv_chat_msg_t *msgs, size_t n, const char 
     const char *pending_system = NULL;
     bool pending_tools = n_tools > 0;
     for (size_t i = 0; i < n; i++) {
-        const sv_chat_msg_t *m = &msgs[i];
+        const msg_t *m = &msgs[i];
         if (!strcmp(m->role, "system")) {
             pending_system = content_of(m);
             continue;
@@ -287,7 +296,7 @@ static sv_status render_mistral(const sv_chat_msg_t *msgs, size_t n, const char 
     return SV_OK;
 }
 
-static sv_status render_gemma(const sv_chat_msg_t *msgs, size_t n, const char *const *tools, size_t n_tools,
+static sv_status render_gemma(const msg_t *msgs, size_t n, const char *const *tools, size_t n_tools,
                               sv_bytes_t *out, sv_error_t *err) {
     sv_status st;
     PUTS("<bos>");
@@ -299,7 +308,7 @@ static sv_status render_gemma(const sv_chat_msg_t *msgs, size_t n, const char *c
     }
     bool prefix = system || n_tools;
     for (; i < n; i++) {
-        const sv_chat_msg_t *m = &msgs[i];
+        const msg_t *m = &msgs[i];
         PUTS("<start_of_turn>");
         PUTS(!strcmp(m->role, "assistant") ? "model" : !strcmp(m->role, "system") ? "system" : "user");
         PUTS("\n");
@@ -319,26 +328,35 @@ static sv_status render_gemma(const sv_chat_msg_t *msgs, size_t n, const char *c
     return SV_OK;
 }
 
-sv_status sv_chat_render_tools(const sv_chat_template_t *t, const sv_chat_msg_t *msgs, size_t n,
-                               const char *const *tools, size_t n_tools, sv_bytes_t *out, sv_error_t *err) {
+sv_status sv_chat_render_tools(const sv_chat_template_t *t, const sv_chat_msg_t *in, const sv_chat_calls_t *calls,
+                               size_t n, const char *const *tools, size_t n_tools, sv_bytes_t *out, sv_error_t *err) {
+    if (n > SIZE_MAX / sizeof(msg_t)) return sv_error_set(err, SV_ERR_ARG, -1, "chat template: too many messages");
     for (size_t i = 0; i < n; i++) {
-        if (!role_ok(msgs[i].role))
+        size_t nc = calls ? calls[i].n : 0;
+        if (!role_ok(in[i].role))
             return sv_error_set(err, SV_ERR_ARG, -1, "messages[%zu].role: must be system, user, assistant or tool", i);
-        if (!msgs[i].content && !(msgs[i].n_tool_calls && !strcmp(msgs[i].role, "assistant")))
+        if (!in[i].content && !(nc && !strcmp(in[i].role, "assistant")))
             return sv_error_set(err, SV_ERR_ARG, -1, "messages[%zu].content: missing", i);
-        if (msgs[i].n_tool_calls && strcmp(msgs[i].role, "assistant") != 0)
+        if (nc && strcmp(in[i].role, "assistant") != 0)
             return sv_error_set(err, SV_ERR_ARG, -1, "messages[%zu]: only an assistant message has tool calls", i);
     }
+    msg_t *msgs = malloc((n ? n : 1) * sizeof *msgs);
+    if (!msgs) return sv_error_set(err, SV_ERR_NOMEM, -1, "chat template: out of memory");
+    for (size_t i = 0; i < n; i++)
+        msgs[i] = (msg_t){in[i].role, in[i].content, calls ? calls[i].calls : NULL, calls ? calls[i].n : 0};
+    sv_status st;
     switch (t->kind) {
-    case SV_CHAT_CHATML: return render_chatml(t, msgs, n, tools, n_tools, out, err);
-    case SV_CHAT_LLAMA3: return render_llama3(msgs, n, tools, n_tools, out, err);
-    case SV_CHAT_MISTRAL: return render_mistral(msgs, n, tools, n_tools, out, err);
-    case SV_CHAT_GEMMA: return render_gemma(msgs, n, tools, n_tools, out, err);
+    case SV_CHAT_CHATML: st = render_chatml(t, msgs, n, tools, n_tools, out, err); break;
+    case SV_CHAT_LLAMA3: st = render_llama3(msgs, n, tools, n_tools, out, err); break;
+    case SV_CHAT_MISTRAL: st = render_mistral(msgs, n, tools, n_tools, out, err); break;
+    case SV_CHAT_GEMMA: st = render_gemma(msgs, n, tools, n_tools, out, err); break;
+    default: st = sv_error_set(err, SV_ERR_ARG, -1, "chat template: not initialized");
     }
-    return sv_error_set(err, SV_ERR_ARG, -1, "chat template: not initialized");
+    free(msgs);
+    return st;
 }
 
 sv_status sv_chat_render(const sv_chat_template_t *t, const sv_chat_msg_t *msgs, size_t n, sv_bytes_t *out,
                          sv_error_t *err) {
-    return sv_chat_render_tools(t, msgs, n, NULL, 0, out, err);
+    return sv_chat_render_tools(t, msgs, NULL, n, NULL, 0, out, err);
 }

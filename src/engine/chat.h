@@ -64,9 +64,13 @@ typedef struct sv_chat_tool_call {
 typedef struct sv_chat_msg {
     const char *role;    /* "system", "user", "assistant", "tool" */
     const char *content; /* UTF-8, NUL-terminated; NULL only for an assistant with tool calls */
-    const sv_chat_tool_call_t *tool_calls; /* (n_tool_calls) assistant only, borrowed */
-    size_t n_tool_calls;
 } sv_chat_msg_t;
+
+/* An assistant message's calls (borrowed): calls[0..n). */
+typedef struct sv_chat_calls {
+    const sv_chat_tool_call_t *calls;
+    size_t n;
+} sv_chat_calls_t;
 
 /* Recognizes the Jinja template text tmpl[0..n). SV_ERR_UNSUPPORTED names
  * what was found when it is no known family. */
@@ -82,10 +86,12 @@ sv_status sv_chat_template_named(const char *name, sv_chat_template_t *out, sv_e
 sv_status sv_chat_render(const sv_chat_template_t *t, const sv_chat_msg_t *msgs, size_t n, sv_bytes_t *out,
                          sv_error_t *err);
 
-/* As sv_chat_render, with tools[0..n_tools): each the JSON text of one tool
- * definition ({"type": "function", "function": {...}}) as tojson writes
- * it. n_tools == 0 renders exactly as sv_chat_render. */
-sv_status sv_chat_render_tools(const sv_chat_template_t *t, const sv_chat_msg_t *msgs, size_t n,
-                               const char *const *tools, size_t n_tools, sv_bytes_t *out, sv_error_t *err);
+/* As sv_chat_render, with calls (NULL, or n entries: calls[i] are the tool
+ * calls of msgs[i], an assistant message) and tools[0..n_tools), each the
+ * JSON text of one tool definition ({"type": "function", "function": {...}})
+ * as tojson writes it. Without calls and tools it renders exactly as
+ * sv_chat_render. */
+sv_status sv_chat_render_tools(const sv_chat_template_t *t, const sv_chat_msg_t *msgs, const sv_chat_calls_t *calls,
+                               size_t n, const char *const *tools, size_t n_tools, sv_bytes_t *out, sv_error_t *err);
 
 #endif

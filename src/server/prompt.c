@@ -159,13 +159,14 @@ int sv_prompt_render_chat(const sv_chat_template_t *t, const sv_api_request_t *r
     json_array_foreach(r->messages, i, m) n_calls += json_array_size(json_object_get(m, "tool_calls"));
 
     sv_chat_msg_t *msgs = calloc(n ? n : 1, sizeof *msgs);
+    sv_chat_calls_t *mc = calloc(n ? n : 1, sizeof *mc);
     char **owned = calloc(n + n_calls + n_tools + 1, sizeof *owned);
     sv_chat_tool_call_t *calls = calloc(n_calls ? n_calls : 1, sizeof *calls);
     const char **tools = calloc(n_tools ? n_tools : 1, sizeof *tools);
     size_t n_owned = 0, ci = 0;
     int rc = -1;
     sv_bytes_t js = {0};
-    if (!msgs || !owned || !calls || !tools) {
+    if (!msgs || !mc || !owned || !calls || !tools) {
         sv_api_fail(e, 500, NULL, "out of memory");
         goto done;
     }
@@ -176,8 +177,8 @@ int sv_prompt_render_chat(const sv_chat_template_t *t, const sv_api_request_t *r
         if (owned[n_owned]) n_owned++;
         json_t *tc = json_object_get(m, "tool_calls");
         if (json_is_array(tc) && json_array_size(tc)) {
-            msgs[i].tool_calls = &calls[ci];
-            msgs[i].n_tool_calls = json_array_size(tc);
+            mc[i].calls = &calls[ci];
+            mc[i].n = json_array_size(tc);
             size_t k;
             json_t *c;
             json_array_foreach(tc, k, c) {
@@ -207,7 +208,7 @@ int sv_prompt_render_chat(const sv_chat_template_t *t, const sv_api_request_t *r
     }
     sv_error_t err;
     sv_error_clear(&err);
-    if (sv_chat_render_tools(t, msgs, n, tools, n_tools, out, &err)) {
+    if (sv_chat_render_tools(t, msgs, mc, n, tools, n_tools, out, &err)) {
         sv_api_fail(e, err.code == SV_ERR_NOMEM ? 500 : 400, "messages", "%s", err.message);
         goto done;
     }
@@ -216,6 +217,7 @@ done:
     for (size_t k = 0; k < n_owned; k++) free(owned[k]);
     free(owned);
     free(msgs);
+    free(mc);
     free(calls);
     free(tools);
     sv_bytes_free(&js);
