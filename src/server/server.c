@@ -260,8 +260,8 @@ static void maybe_free(req_t *r) {
     req_free(r);
 }
 
-/* An error before any output: the reply, then r may go. */
-static void fail_req(req_t *r, const sv_api_error_t *e) {
+/* An error before any output: the reply (r stays). */
+static void reply_error(req_t *r, const sv_api_error_t *e) {
     if (r->http) {
         detach_conn(r);
         if (r->headers_sent) {
@@ -273,6 +273,11 @@ static void fail_req(req_t *r, const sv_api_error_t *e) {
         }
         r->http = NULL;
     }
+}
+
+/* An error before any output: the reply, then r may go. */
+static void fail_req(req_t *r, const sv_api_error_t *e) {
+    reply_error(r, e);
     maybe_free(r);
 }
 
@@ -346,7 +351,9 @@ static void submit(req_t *r) {
     srv_t *s = r->s;
     sv_api_error_t e;
     if (r->gone) {
-        maybe_free(r);
+        /* Nobody reads this; the reply only lets libevent free its request. */
+        sv_api_fail(&e, 400, NULL, "the client closed the connection");
+        fail_req(r, &e);
         return;
     }
     if (s->draining) {
@@ -625,7 +632,7 @@ static void refused(req_t *r, const sv_error_t *err) {
         sv_api_fail(&e, 500, NULL, "%s", err->message);
     }
     r->engine_done = true;
-    fail_req(r, &e);
+    reply_error(r, &e); /* on_wake frees r after this last output */
 }
 
 static void handle_output(req_t *r, out_ev_t *e) {

@@ -1,0 +1,257 @@
+"""Errors, limits, disconnects, load and shutdown against a live server.
+
+Every error is checked for its status, OpenAI's error shape (type, param)
+and that the server keeps serving after it. Disconnecting clients must leave
+no running request and no KV block in use (through /metrics)."""
+import json
+import signal
+import socket
+import threading
+import time
+
+import httpx2 as httpx
+import jsonschema
+import openai
+import pytest
+
+from conftest import NAME, Server
+
+
+def ask(text):
+    return [{"role": "user", "content": text}]
+
+
+def still_serving(client):
+    r = client.chat.completions.create(model=NAME, messages=ask("Hi"), max_tokens=2, temperature=0)
+    assert r.choices[0].message.content is not None
+
+
+def check_error(exc, status, param=None, type_="invalid_request_error"):
+    assert exc.status_code == status
+    body = exc.body  # the parsed "error" object
+    assert body["type"] == type_, body
+    assert body["param"] == param, body
+    assert body["message"]
+    return body
+
+
+@pytest.mark.parametrize("kw,param", [
+    (dict(temperature=5), "temperature"),
+    (dict(top_p=-1), "top_p"),
+    (dict(n=100), "n"),
+    (dict(max_tokens=100000), "max_tokens"),
+    (dict(logit_bias={"99999999": 1}), "logit_bias"),
+    (dict(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "properties": {"a": {"type": "string", "pattern": "(?<=x)y"}}}}}), "response_format"),
+    (dict(extra_body={"regex": "(unclosed"}), "regex"),
+    (dict(tool_choice="required"), "tool_choice"),
+])
+def test_400(client, kw, param):
+    with pytest.raises(openai.BadRequestError) as ei:
+        client.chat.completions.create(model=NAME, messages=ask("x"), **kw)
+    check_error(ei.value, 400, param)
+    still_serving(client)
+
+
+def test_400_schema_pointer(client):
+    schema = {"type": "object", "properties": {"when": {"type": "string", "format": "no-such-format"}}}
+    with pytest.raises(openai.BadRequestError) as ei:
+        client.chat.completions.create(model=NAME, messages=ask("x"), max_tokens=5, response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+    body = check_error(ei.value, 400, "response_format")
+    assert "/properties/when" in body["message"] and body["code"] == "invalid_constraint"
+
+
+def test_400_before_stream_headers(server):
+    """A bad schema on a streaming request is a plain 400, not a broken stream."""
+    body = {"model": NAME, "messages": ask("x"), "stream": True, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "(?<=a)b"}}}}
+    r = server.post("/v1/chat/completions", body)
+    assert r.status_code == 400 and r.headers["content-type"] == "application/json"
+    assert r.json()["error"]["param"] == "response_format"
+
+
+def test_400_context(client):
+    with pytest.raises(openai.BadRequestError) as ei:
+        client.completions.create(model=NAME, prompt="word " * 5000, max_tokens=5)
+    assert check_error(ei.value, 400, "prompt")["code"] == "context_length_exceeded"
+
+
+def test_400_not_json(server):
+    r = httpx.post(server.url + "/v1/chat/completions", content=b"{nope", headers=server.headers())
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_401(server, client):
+    bad = server.client(api_key="wrong")
+    with pytest.raises(openai.AuthenticationError) as ei:
+        bad.chat.completions.create(model=NAME, messages=ask("x"), max_tokens=2)
+    assert check_error(ei.value, 401, None, "authentication_error")["code"] == "invalid_api_key"
+    r = httpx.get(server.url + "/v1/models")
+    assert r.status_code == 401
+    still_serving(client)
+
+
+def test_404(server, client):
+    with pytest.raises(openai.NotFoundError) as ei:
+        client.chat.completions.create(model="gpt-4o", messages=ask("x"), max_tokens=2)
+    assert check_error(ei.value, 404, "model", "not_found_error")["code"] == "model_not_found"
+    r = httpx.post(server.url + "/v1/nothing", json={}, headers=server.headers())
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
+    still_serving(client)
+
+
+def test_413(server, client):
+    r = server.post("/v1/chat/completions", {"model": NAME, "messages": ask("x" * 70000)})
+    assert r.status_code == 413
+    e = r.json()["error"]
+    assert e["type"] == "invalid_request_error" and e["code"] == "request_too_large"
+    still_serving(client)
+
+
+def test_cancel_on_disconnect(server):
+    """Streaming and non-streaming clients that go away: nothing keeps running."""
+    base = server.metric("request_success_total", finished_reason="abort")
+    # streaming: read a few chunks, then close
+    with httpx.stream("POST", server.url + "/v1/completions", headers=server.headers(), timeout=60,
+                      json={"model": NAME, "prompt": "Once upon a time", "max_tokens": 3000, "stream": True,
+                            "temperature": 1.0, "stop": []}) as r:
+        n = 0
+        for line in r.iter_lines():
+            n += bool(line)
+            if n >= 3:
+                break
+    # non-streaming: a raw socket that sends the request and closes
+    body = json.dumps({"model": NAME, "prompt": "Once upon a time", "max_tokens": 3000, "temperature": 1.0}).encode()
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Authorization: Bearer " + server.api_key.encode() + b"\r\nContent-Length: " +
+              str(len(body)).encode() + b"\r\n\r\n" + body)
+    time.sleep(1.0)
+    s.close()
+    m = server.wait_idle(timeout=30)
+    lab = f'{{model_name="{NAME}"}}'
+    assert m[f"sieve:num_requests_running{lab}"] == 0
+    assert m[f"sieve:kv_cache_usage_perc{lab}"] == 0
+    assert server.metric("request_success_total", finished_reason="abort") >= base + 2
+
+
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 1000},
+                                           "word": {"type": "string", "maxLength": 12}},
+          "required": ["n", "word"], "additionalProperties": False}
+
+
+def test_64_concurrent_streams(server):
+    """64 streaming clients at once (half constrained); a few hang up mid-stream."""
+    results, errors = {}, []
+
+    def one(i):
+        try:
+            c = server.client()
+            kw = dict(model=NAME, messages=ask(f"Item {i}: give a number and a word."), max_tokens=40,
+                      temperature=1.0, seed=i, stream=True, stream_options={"include_usage": True})
+            if i % 2 == 0:
+                kw["response_format"] = {"type": "json_schema", "json_schema": {"name": "s", "schema": SCHEMA}}
+            stream = c.chat.completions.create(**kw)
+            text, usage = "", None
+            for k, ch in enumerate(stream):
+                if i % 16 == 15 and k == 3:
+                    stream.close()  # hang up mid-stream
+                    results[i] = None
+                    return
+                if ch.choices:
+                    text += ch.choices[0].delta.content or ""
+                if ch.usage:
+                    usage = ch.usage
+            results[i] = (text, usage)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append((i, repr(e)))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert not errors, errors[:5]
+    assert len(results) == 64
+    for i, res in results.items():
+        if i % 16 == 15:
+            continue
+        text, usage = res
+        assert usage is not None and usage.completion_tokens > 0
+        if i % 2 == 0:
+            jsonschema.validate(json.loads(text), SCHEMA)
+    m = server.wait_idle(timeout=60)
+    lab = f'{{model_name="{NAME}"}}'
+    assert m[f"sieve:num_requests_running{lab}"] == 0 and m[f"sieve:kv_cache_usage_perc{lab}"] == 0
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A server with one running slot, a queue of one and a 1.5 s deadline."""
+    s = Server("--max-num-seqs", "1", "--max-queue", "1", "--request-timeout", "1.5")
+    yield s
+    s.stop()
+
+
+def test_429_when_queue_full(small):
+    out = []
+
+    def one():
+        r = small.post("/v1/completions", {"model": NAME, "prompt": "Once", "max_tokens": 40, "temperature": 1.0})
+        out.append(r)
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    codes = sorted(r.status_code for r in out)
+    assert 200 in codes and 429 in codes, codes
+    for r in out:
+        if r.status_code == 429:
+            assert r.headers.get("retry-after") and r.json()["error"]["type"] == "rate_limit_error"
+    small.wait_idle()
+    assert small.post("/v1/completions", {"model": NAME, "prompt": "x", "max_tokens": 2}).status_code == 200
+
+
+def test_deadline(small):
+    t = time.time()
+    r = small.post("/v1/completions", {"model": NAME, "prompt": "Once upon a time", "max_tokens": 3000,
+                                       "temperature": 1.0})
+    assert r.status_code == 200
+    assert time.time() - t < 10
+    c = r.json()["choices"][0]
+    assert c["finish_reason"] == "length" and r.json()["usage"]["completion_tokens"] < 3000
+    small.wait_idle()
+
+
+def test_sigterm_drains():
+    s = Server("--drain-timeout", "60")
+    try:
+        got = {}
+
+        def stream():
+            with httpx.stream("POST", s.url + "/v1/completions", headers=s.headers(), timeout=120,
+                              json={"model": NAME, "prompt": "Once upon a time", "max_tokens": 40,
+                                    "stream": True, "temperature": 1.0, "stop": []}) as r:
+                got["lines"] = [line for line in r.iter_lines() if line]
+
+        with httpx.Client(headers=s.headers(), timeout=30) as keep:
+            assert keep.get(s.url + "/health").status_code == 200  # a kept-alive connection
+            t = threading.Thread(target=stream)
+            t.start()
+            time.sleep(0.5)
+            s.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            # on the open connection: no new work, health says so
+            assert keep.get(s.url + "/health").status_code == 503
+            r = keep.post(s.url + "/v1/completions", json={"model": NAME, "prompt": "x", "max_tokens": 2})
+            assert r.status_code == 503 and r.headers.get("retry-after")
+            t.join(120)
+        assert got["lines"][-1] == "data: [DONE]"
+        final = json.loads(got["lines"][-2][6:])
+        assert final["choices"][0]["finish_reason"] in ("stop", "length")  # finished, not aborted
+        assert s.proc.wait(60) == 0
+    finally:
+        s.stop(signal.SIGKILL)

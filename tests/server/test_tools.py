@@ -1,0 +1,157 @@
+"""Tools through the real `openai` client: required, named, parallel and auto
+calls, arguments valid under each tool's parameters (Python jsonschema), and
+streamed tool-call deltas that reassemble to the unstreamed call."""
+import json
+
+import jsonschema
+import pytest
+
+from conftest import NAME
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                            "unit": {"enum": ["celsius", "fahrenheit"]}},
+           "required": ["city", "unit"], "additionalProperties": False}
+TIME = {"type": "object", "properties": {"timezone": {"type": "string", "pattern": "^[A-Z][a-z]+/[A-Z][a-z]+$"}},
+        "required": ["timezone"]}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "The current weather in a city",
+                                      "parameters": WEATHER}},
+    {"type": "function", "function": {"name": "get_time", "description": "The time in a time zone",
+                                      "parameters": TIME}},
+]
+PARAMS = {"get_weather": WEATHER, "get_time": TIME}
+
+
+def ask(text):
+    return [{"role": "user", "content": text}]
+
+
+def check_calls(calls, names=None):
+    assert calls, "no tool calls"
+    ids = set()
+    for c in calls:
+        assert c.type == "function" and c.id.startswith("call_") and c.id not in ids
+        ids.add(c.id)
+        assert c.function.name in (names or PARAMS)
+        assert isinstance(c.function.arguments, str)
+        jsonschema.validate(json.loads(c.function.arguments), PARAMS[c.function.name])
+
+
+def test_required(client):
+    r = client.chat.completions.create(model=NAME, messages=ask("What's the weather like in Paris?"),
+                                       tools=TOOLS, tool_choice="required", parallel_tool_calls=False,
+                                       max_tokens=80, temperature=0.7, seed=2)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls" and c.message.content is None
+    assert len(c.message.tool_calls) == 1
+    check_calls(c.message.tool_calls)
+
+
+def test_named(client):
+    r = client.chat.completions.create(model=NAME, messages=ask("What time is it in Tokyo?"), tools=TOOLS,
+                                       tool_choice={"type": "function", "function": {"name": "get_time"}},
+                                       max_tokens=60, temperature=0.7, seed=3)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls" and len(c.message.tool_calls) == 1
+    check_calls(c.message.tool_calls, names=["get_time"])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_parallel(client, seed):
+    r = client.chat.completions.create(model=NAME, messages=ask("Weather in Paris and in Rome, and the time in "
+                                                                "Europe/Paris?"),
+                                       tools=TOOLS, tool_choice="required", parallel_tool_calls=True,
+                                       max_tokens=200, temperature=1.0, seed=seed)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls"
+    assert 1 <= len(c.message.tool_calls) <= 8
+    check_calls(c.message.tool_calls)
+
+
+def few_shot(question):
+    """A conversation whose earlier turns are calls: the model then calls."""
+    msgs = []
+    for i, city in enumerate(["Paris", "Rome", "Oslo"]):
+        msgs.append({"role": "user", "content": f"Weather in {city}?"})
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{i}", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": city, "unit": "celsius"})}}]})
+    msgs.append({"role": "user", "content": question})
+    return msgs
+
+
+def test_auto_calls(client):
+    r = client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=TOOLS,
+                                       max_tokens=60, temperature=0)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls", c.message
+    check_calls(c.message.tool_calls)
+
+
+def test_auto_answers_text(client):
+    r = client.chat.completions.create(model=NAME, messages=ask("Write one sentence about spring."), tools=TOOLS,
+                                       tool_choice="auto", max_tokens=30, temperature=0)
+    c = r.choices[0]
+    assert c.message.tool_calls is None and c.message.content and c.finish_reason in ("stop", "length")
+
+
+def test_none_ignores_tools(client):
+    r = client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=TOOLS,
+                                       tool_choice="none", max_tokens=40, temperature=0)
+    assert r.choices[0].message.tool_calls is None
+
+
+def reassemble(chunks):
+    calls, content, finish = {}, "", None
+    for ch in chunks:
+        for c in ch.choices:
+            content += c.delta.content or ""
+            for d in c.delta.tool_calls or []:
+                cur = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
+                if d.id:
+                    cur["id"] = d.id
+                if d.function and d.function.name:
+                    cur["name"] += d.function.name
+                if d.function and d.function.arguments:
+                    cur["arguments"] += d.function.arguments
+            finish = c.finish_reason or finish
+    return [calls[i] for i in sorted(calls)], content, finish
+
+
+@pytest.mark.parametrize("kw", [
+    dict(messages=ask("Weather in Paris and Rome?"), tool_choice="required"),
+    dict(messages=ask("Time in Berlin?"), tool_choice={"type": "function", "function": {"name": "get_time"}}),
+    dict(messages=few_shot("Weather in London?")),
+])
+def test_streamed_calls_reassemble(client, kw):
+    kw = dict(model=NAME, tools=TOOLS, max_tokens=150, temperature=0, **kw)
+    whole = client.chat.completions.create(**kw).choices[0]
+    chunks = list(client.chat.completions.create(stream=True, **kw))
+    calls, content, finish = reassemble(chunks)
+    assert finish == whole.finish_reason == "tool_calls"
+    assert [(c["name"], json.loads(c["arguments"])) for c in calls] == \
+        [(c.function.name, json.loads(c.function.arguments)) for c in whole.message.tool_calls]
+    assert all(c["id"] and c["id"].startswith("call_") for c in calls)
+
+
+def test_tool_result_round_trip(client):
+    """A tool result goes back in; the model answers (any text or call is fine; the request must parse)."""
+    msgs = few_shot("Weather in London?")
+    msgs.append({"role": "assistant", "content": None, "tool_calls": [{
+        "id": "call_x", "type": "function",
+        "function": {"name": "get_weather", "arguments": json.dumps({"city": "London", "unit": "celsius"})}}]})
+    msgs.append({"role": "tool", "tool_call_id": "call_x", "content": "12 degrees, rain"})
+    r = client.chat.completions.create(model=NAME, messages=msgs, tools=TOOLS, max_tokens=20, temperature=0)
+    assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+
+
+def test_tools_with_response_format(client):
+    """required tools win over response_format; with tool_choice none the text follows response_format."""
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 30}}, "required": ["answer"]}
+    rf = {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}
+    r = client.chat.completions.create(model=NAME, messages=ask("Weather in Paris?"), tools=TOOLS,
+                                       tool_choice="required", response_format=rf, max_tokens=80, temperature=0)
+    check_calls(r.choices[0].message.tool_calls)
+    r = client.chat.completions.create(model=NAME, messages=ask("Weather in Paris?"), tools=TOOLS,
+                                       tool_choice="none", response_format=rf, max_tokens=80, temperature=0)
+    jsonschema.validate(json.loads(r.choices[0].message.content), schema)
