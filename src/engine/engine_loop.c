@@ -37,6 +37,7 @@ typedef struct lreq {
     sv_engine_request_t req;  /* deep copy: pointers into this allocation */
     bool cancel_pending;      /* cancelled (under mu) */
     bool in_cancel_list;      /* (under mu) */
+    bool abort_now;           /* cancelled while in the taken inbox (engine thread) */
     uint32_t n_generated;     /* of the last output seen (engine thread) */
     uint32_t n_cached;
 } lreq_t;
@@ -254,9 +255,11 @@ static void end_request(sv_engine_loop_t *l, lreq_t *r, const sv_engine_output_t
 /* Ends r with a made-up ABORT output (it never reached the engine, or the
  * engine is dead), or a refusal when err is non-NULL. */
 static void end_abort(sv_engine_loop_t *l, lreq_t *r, const sv_error_t *refusal) {
+    static const int32_t no_tokens[1];
     sv_engine_output_t o;
     memset(&o, 0, sizeof o);
     o.id = r->id;
+    o.tokens = no_tokens; /* never NULL, for a memcpy of 0 tokens */
     o.finish = SV_FINISH_ABORT;
     o.stop_index = -1;
     o.stop_id = -1;
@@ -302,7 +305,7 @@ static void abort_engine_requests(sv_engine_loop_t *l, bool engine_ok) {
 }
 
 static void submit_one(sv_engine_loop_t *l, lreq_t *r, bool stopping, bool dead, const sv_error_t *dead_err) {
-    if (r->cancel_pending || stopping) {
+    if (r->abort_now || stopping) {
         end_abort(l, r, NULL);
         return;
     }
@@ -340,10 +343,17 @@ static void *loop_main(void *arg) {
         sv_error_t dead_err = l->dead_err;
         pthread_mutex_unlock(&l->mu);
 
-        /* Cancels of requests in the engine; those still in the taken
-         * inbox carry cancel_pending and end in submit_one. */
-        for (lreq_t *c = cancels; c; c = c->cnext)
-            if (c->eid && !dead) sv_engine_cancel(l->e, c->eid, NULL);
+        /* Cancels of requests in the engine. One not yet submitted is in
+         * the taken inbox (its submit preceded the cancel, and both lists
+         * were taken at once): it ends in submit_one. A cancel arriving
+         * after the take waits for the next round, and finds the request
+         * in the engine or ended. */
+        for (lreq_t *c = cancels; c; c = c->cnext) {
+            if (!c->eid)
+                c->abort_now = true;
+            else if (!dead)
+                sv_engine_cancel(l->e, c->eid, NULL);
+        }
         while (inbox) {
             lreq_t *r = inbox;
             inbox = r->next;

@@ -62,7 +62,7 @@ void sv_prefetch_destroy(sv_prefetch_t *pf);
 /* Queues "compute the masks of state and of the states one allowed token
  * from it" for ix (borrowed until sv_prefetch_forget(pf, ix)). ws_run is
  * the matcher's whitespace run (sv_matcher_ws_run), clamped to the index's
- * cap. A dead state (< 0) is ignored. Never blocks on a worker's job. */
+ * cap. A dead state (< 0) or one out of the DFA's range is ignored. Never blocks on a worker's job. */
 void sv_prefetch_post(sv_prefetch_t *pf, sv_token_index_t *ix, int32_t state, uint32_t ws_run);
 
 /* Removes ix's queued jobs and everything remembered about ix, and waits

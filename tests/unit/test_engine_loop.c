@@ -218,7 +218,7 @@ static void on_output(void *ud, const sv_engine_output_t *o, const sv_error_t *r
     if (r->n + o->n_tokens > ECTX || r->n + o->n_tokens != o->n_generated)
         r->bad = true;
     else {
-        memcpy(r->toks + r->n, o->tokens, o->n_tokens * sizeof(int32_t));
+        if (o->n_tokens) memcpy(r->toks + r->n, o->tokens, o->n_tokens * sizeof(int32_t));
         r->n += o->n_tokens;
     }
     r->finish = o->finish;
