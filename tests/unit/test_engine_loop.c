@@ -24,7 +24,11 @@
  *    cannot fit are refused through the callback with the engine's error.
  * 5. Stop with requests in flight: each ends exactly once.
  * 6. Idle: no steps and (almost) no CPU time while nothing is asked; a
- *    later submit still wakes the thread. */
+ *    later submit still wakes the thread.
+ * 7. A step that fails (a model with NaN logits): every request ends once
+ *    with ABORT (or, still in the inbox, a refusal with the step's error),
+ *    the loop is dead and refuses submits with that error. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -636,6 +640,99 @@ static void test_idle(void) {
     sv_engine_loop_stop(NULL);
 }
 
+/* ---- 7. a step that fails ---- */
+
+/* The tiny model with token 5's output row NaN: every logits row has a NaN
+ * at 5, so the first sampling step fails (the sampler refuses a NaN logit)
+ * while prefill steps succeed. The tensors' data close the file in the
+ * order tiny_model.h writes them, each padded to 32 bytes. */
+static sv_llama_t *load_nan_model(const char *dir, sv_backend_t *be) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/nan.gguf", dir);
+    model_spec_t sp = {.arch = "llama", .ctx = ECTX};
+    if (!write_model(path, &sp)) return NULL;
+    uint64_t data = 0;
+    for (int i = 0; i < n_t; i++) data += (ts[i].ne[0] * ts[i].ne[1] * 4 + 31) / 32 * 32;
+    FILE *f = fopen(path, "r+b");
+    bool ok = f && fseek(f, 0, SEEK_END) == 0;
+    long size = ok ? ftell(f) : -1;
+    /* output.weight is the third tensor, after token_embd and output_norm */
+    long off = size - (long)data + (long)((DIM * VOCAB * 4 + 31) / 32 * 32 + (DIM * 4 + 31) / 32 * 32) +
+               5L * DIM * 4;
+    float nan[DIM];
+    for (int i = 0; i < DIM; i++) nan[i] = NAN;
+    ok = ok && size > 0 && fseek(f, off, SEEK_SET) == 0 && fwrite(nan, sizeof nan, 1, f) == 1;
+    if (f) ok = fclose(f) == 0 && ok;
+    sv_llama_t *m = NULL;
+    sv_error_t err;
+    if (ok) CHECK(sv_llama_load(path, be, &m, &err) == SV_OK, "nan model: %s", err.message);
+    unlink(path);
+    return m;
+}
+
+typedef struct flood {
+    sv_engine_loop_t *l;
+    treq_t *q;
+    result_t *res;
+    int cap, n;
+    sv_status last;
+    sv_error_t err;
+} flood_t;
+
+/* Submits until refused: some requests are still in the inbox when the step
+ * fails. */
+static void *flood_thread(void *arg) {
+    flood_t *f = arg;
+    for (f->n = 0; f->n < f->cap; f->n++) {
+        sv_engine_request_t r = as_request(&f->q[f->n % 12]);
+        if ((f->last = sv_engine_loop_submit(f->l, &r, on_output, &f->res[f->n], &f->res[f->n].id, &f->err))) break;
+        if (f->n % 16 == 15) sleep_us(200);
+    }
+    return NULL;
+}
+
+static void test_dead(sv_llama_t *bad) {
+    sv_engine_config_t c = engine_config();
+    c.max_queue = 256;
+    sv_engine_vocab_t v = {tset, &iface, NULL};
+    sv_engine_t *e = NULL;
+    sv_engine_loop_t *l = NULL;
+    sv_error_t err;
+    CHECK(sv_engine_create(bad, &v, &c, &e, &err) == SV_OK, "create: %s", err.message);
+    if (!e || sv_engine_loop_start(e, &l, &err)) {
+        CHECK(0, "start: %s", err.message);
+        return;
+    }
+    static treq_t q[12];
+    static result_t got[2000];
+    make_requests(q, 12, 5, 10);
+    for (int i = 0; i < 12; i++) q[i].constrained = false;
+    memset(got, 0, sizeof got);
+    flood_t f = {l, q, got, 2000, 0, SV_OK, {0}};
+    pthread_t th;
+    pthread_create(&th, NULL, flood_thread, &f);
+    pthread_join(th, NULL);
+    CHECK(f.last == SV_ERR_IO && strstr(f.err.message, "NaN"), "submits are refused with the step's error (%s: %s)",
+          sv_status_name(f.last), f.err.message);
+    CHECK(!sv_engine_loop_alive(l), "a failed step marks the loop dead");
+    CHECK(sv_engine_loop_drain(l, 60000), "nothing left");
+    int once = 0, aborted = 0, refused = 0, in_inbox = 0;
+    for (int i = 0; i < f.n; i++) {
+        once += got[i].finals == 1 && got[i].after_final == 0 && got[i].n == 0 && got[i].finish == SV_FINISH_ABORT;
+        if (got[i].refused) {
+            in_inbox += strstr(got[i].refusal.message, "NaN") != NULL;
+            refused += strstr(got[i].refusal.message, "NaN") != NULL || got[i].refusal.code == SV_ERR_BUDGET;
+        } else {
+            aborted++;
+        }
+    }
+    printf("dead: %d submitted, %d aborted in the engine, %d refused (%d in the inbox at the failure)\n", f.n,
+           aborted, refused, in_inbox);
+    CHECK(f.n > 0 && once == f.n, "%d of %d end once with ABORT and no tokens", once, f.n);
+    CHECK(aborted > 0 && aborted + refused == f.n, "aborted in the engine, or refused");
+    sv_engine_loop_stop(l);
+}
+
 int main(void) {
     char dir[] = "/tmp/sv_test_engine_loop_XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -665,6 +762,11 @@ int main(void) {
         test_held();
         test_stop();
         test_idle();
+        char dir2[] = "/tmp/sv_test_engine_loop_XXXXXX";
+        sv_llama_t *bad = mkdtemp(dir2) ? load_nan_model(dir2, be) : NULL;
+        rmdir(dir2);
+        if (bad) test_dead(bad);
+        sv_llama_destroy(bad);
     }
     sv_token_index_destroy(rx_index);
     sv_token_set_destroy(tset);
