@@ -50,7 +50,10 @@ typedef struct sv_engine_loop sv_engine_loop_t;
 
 /* out: the output (its pointers borrowed for the call only); refusal: NULL
  * unless the engine refused the request, then out->finish is ABORT,
- * out->request_done is true and refusal holds the engine's error. */
+ * out->request_done is true and refusal holds the engine's error. An output
+ * the loop makes up itself (a refusal, a cancel that caught the request in
+ * the inbox, a dead engine) is a single one for choice 0, with no tokens
+ * (tokens non-NULL, n_tokens 0) and request_done set. */
 typedef void (*sv_engine_loop_cb)(void *ud, const sv_engine_output_t *out, const sv_error_t *refusal);
 
 /* Starts the engine thread over e, which the loop then owns (destroyed by

@@ -27,6 +27,13 @@
  * jobs and waits until no worker uses ix (a running job notices within one
  * mask computation and stops early).
  *
+ * Use from the engine: after a constrained request's matcher has taken its
+ * tokens in a step, post (constraint, sv_matcher_state(m),
+ * sv_matcher_ws_run(m)); count a first visit (stats.mask_waits) when
+ * sv_token_index_mask_known says no just before sv_matcher_mask; call
+ * forget when the last request using a constraint ends, before its final
+ * output (the caller may free the constraint after that output).
+ *
  * Threads: every function is thread-safe. Post takes a mutex for a few
  * comparisons (no allocation except the first post of an index). */
 #ifndef SV_ENGINE_PREFETCH_H
