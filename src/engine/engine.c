@@ -851,7 +851,8 @@ bool sv_engine_next_output(sv_engine_t *e, sv_engine_output_t *out) {
     out->index = r->index;
     out->tokens = r->toks + r->n_prompt + r->n_reported;
     out->n_tokens = n_av - r->n_reported;
-    out->logprobs = g->logprobs ? r->lp + r->n_reported : NULL;
+    static const sv_logprobs_t no_logprobs;
+    if (g->logprobs) out->logprobs = r->lp ? r->lp + r->n_reported : &no_logprobs;
     if (r->detok) {
         out->text = r->txt ? r->txt : "";
         out->n_text = r->txt_ready;
