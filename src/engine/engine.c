@@ -486,13 +486,13 @@ static sv_status settle(sv_engine_t *e, req_t *r, sv_error_t *err) {
  * the choice whose text was handed out. */
 static void retire(sv_engine_t *e) {
     req_t *r = e->popped;
-    if (r) {
+    if (r && r->txt_popped) {
         memmove(r->txt, r->txt + r->txt_popped, r->txt_len - r->txt_popped);
         r->txt_len -= r->txt_popped;
         r->txt_ready -= r->txt_popped;
         r->txt_popped = 0;
-        e->popped = NULL;
     }
+    e->popped = NULL;
     group_free(e->retired);
     e->retired = NULL;
 }
@@ -917,7 +917,7 @@ static sv_status fork_group(sv_engine_t *e, req_t *c0, float *row, sv_error_t *e
         if (c->finish != SV_FINISH_NONE) continue;
         if (c->n_toks != c0->n_toks || memcmp(c->toks, c0->toks, c0->n_toks * sizeof *c->toks))
             return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: choices differ at the fork");
-        if (g->logprobs) {
+        if (g->logprobs && c0->n_scored) {
             if ((st = lp_reserve(c, c0->n_scored, err))) return st;
             memcpy(c->lp, c0->lp, c0->n_scored * sizeof *c->lp);
             c->n_scored = c0->n_scored;
