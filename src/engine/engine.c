@@ -578,7 +578,8 @@ static sv_status sample(sv_engine_t *e, req_t *r, float *logits, sv_error_t *err
     sv_logprobs_t *lp = NULL;
     bool keep_raw = false;
     if (r->g->logprobs) {
-        if (r->n_scored != n_out) return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: sampling past unscored tokens");
+        if (r->n_scored != n_out)
+            return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: sampling past unscored tokens");
         if ((st = lp_reserve(r, n_out + 1, err))) return st;
         lp = &r->lp[n_out];
         keep_raw = r->matcher && e->vocab.tok && e->cfg.jump_forward;
@@ -781,7 +782,8 @@ sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *q, uint64_
      * here. */
     for (uint32_t i = 0; i < g->n; i++) {
         if ((st = advance(e, g->ch[i], -1, err))) goto undo;
-        if (g->ch[i]->n_toks != g->ch[0]->n_toks || (g->ch[i]->finish == SV_FINISH_NONE) != (g->ch[0]->finish == SV_FINISH_NONE)) {
+        bool ended = g->ch[i]->finish != SV_FINISH_NONE, ended0 = g->ch[0]->finish != SV_FINISH_NONE;
+        if (g->ch[i]->n_toks != g->ch[0]->n_toks || ended != ended0) {
             st = sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: choices differ at the start");
             goto undo;
         }
@@ -962,7 +964,8 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
     for (uint32_t i = 0; i < e->n_running && nt < B;) {
         req_t *r = e->running[i];
         uint32_t need = r->n_toks - r->n_computed;
-        if (need == 0) return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a running request has no token to feed");
+        if (need == 0)
+            return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a running request has no token to feed");
         uint32_t chunk = need < B - nt ? need : B - nt;
         for (;;) {
             st = reserve(e, r, chunk, err);
@@ -1087,8 +1090,8 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
             float *srow = rows + (size_t)pl->n_score * V;
             if ((st = at_fork ? fork_group(e, r, srow, err) : sample(e, r, srow, err))) return st;
         } else if (r->ending && avail(r) == r->n_toks - r->n_prompt) {
-            if ((st = at_fork ? fork_group(e, r, NULL, err) : finish(e, r, r->end_why, r->end_budget, r->end_stop_id, err)))
-                return st;
+            st = at_fork ? fork_group(e, r, NULL, err) : finish(e, r, r->end_why, r->end_budget, r->end_stop_id, err);
+            if (st) return st;
         } else if (pl->n_score && r->finish == SV_FINISH_NONE && (st = settle(e, r, err))) {
             return st;
         }
