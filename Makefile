@@ -85,11 +85,12 @@ bench-masks: bootstrap
 	  --per-schema build-rel/maskbench-prep > build-rel/maskbench-masks.jsonl
 	tail -1 build-rel/maskbench-masks.jsonl
 
+# The OpenAI-compatible server on the default model, CPU backend, at
+# http://127.0.0.1:8000 (SERVE_ARGS adds options: see sieve serve --help).
+SERVE_ARGS ?=
 serve: build
-	@echo "sieve serve is not built yet: the server needs the tokenizer and token index," >&2
-	@echo "the CPU model runner, the engine and the HTTP layer (issues 4-7)." >&2
-	@echo "What works today: sieve compile | match | sample | maskbench (see README)." >&2
-	@exit 1
+	scripts/fetch-model.sh >/dev/null
+	$(BUILD)/sieve serve -m models/SmolLM2-135M-Instruct.Q4_1.gguf $(SERVE_ARGS)
 
 clean:
 	rm -rf $(BUILD) build-asan build-rel build-fuzz

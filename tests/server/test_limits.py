@@ -71,6 +71,16 @@ def test_400_before_stream_headers(server):
     assert r.json()["error"]["param"] == "response_format"
 
 
+def test_400_constraint_longer_than_max_tokens(server):
+    """The engine's admission check: the schema needs more tokens than max_tokens allows."""
+    schema = {"type": "object", "properties": {"a_long_property_name": {"type": "string", "minLength": 20}},
+              "required": ["a_long_property_name"]}
+    r = server.post("/v1/chat/completions", {"model": NAME, "messages": ask("x"), "max_tokens": 3, "stream": True,
+                                             "response_format": {"type": "json_schema", "json_schema": {
+                                                 "name": "x", "schema": schema}}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "max_tokens", r.text
+
+
 def test_400_context(client):
     with pytest.raises(openai.BadRequestError) as ei:
         client.completions.create(model=NAME, prompt="word " * 5000, max_tokens=5)
