@@ -121,6 +121,7 @@ struct srv {
     uint32_t n_live;
     bool draining, drain_cancelled;
     uint64_t drain_deadline_ns;
+    uint64_t idle_since_ns; /* draining: when the last request went (0: some are left) */
     struct event *sig_term, *sig_int, *probe, *drain_timer;
     uint64_t rng;
     int64_t started;
@@ -993,9 +994,14 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg) {
     srv_t *s = arg;
     uint64_t now = sv_now_ns();
     if (s->n_live == 0) {
-        event_base_loopexit(s->base, NULL);
+        /* The last replies may still sit in their connections' output
+         * buffers: keep the loop running a little so that libevent writes
+         * them before evhttp_free closes the connections. */
+        if (!s->idle_since_ns) s->idle_since_ns = now;
+        if (now - s->idle_since_ns >= 300000000ull) event_base_loopexit(s->base, NULL);
         return;
     }
+    s->idle_since_ns = 0;
     if (now >= s->drain_deadline_ns && !s->drain_cancelled) {
         fprintf(stderr, "sieve serve: drain timeout; cancelling %u requests\n", s->n_live);
         s->drain_cancelled = true;
