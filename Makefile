@@ -25,8 +25,9 @@ test: build
 	SIEVE_BIN=$(abspath $(BUILD))/sieve SAMPLE_FORMAT_BIN=$(abspath $(BUILD))/tests/sample_format \
 	  TOK_CLI_BIN=$(abspath $(BUILD))/tests/tok_cli DEQUANT_CLI_BIN=$(abspath $(BUILD))/tests/dequant_cli \
 	  SAMPLE_CLI_BIN=$(abspath $(BUILD))/tests/sample_cli LOGITS_CLI_BIN=$(abspath $(BUILD))/tests/logits_cli \
+	  API_CLI_BIN=$(abspath $(BUILD))/tests/api_cli \
 	  .venv/bin/python -m pytest -q tests/cli tests/schema tests/format/check_formats.py tests/tokenizer/test_nfc.py \
-	  tests/model
+	  tests/model tests/server
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: bootstrap
