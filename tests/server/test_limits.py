@@ -14,7 +14,7 @@ import jsonschema
 import openai
 import pytest
 
-from conftest import NAME, Server
+from live import NAME, Server
 
 
 def ask(text):

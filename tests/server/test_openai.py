@@ -15,7 +15,7 @@ import openai
 import pydantic
 import pytest
 
-from conftest import NAME
+from live import NAME
 
 
 def ask(text):

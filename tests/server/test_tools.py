@@ -6,7 +6,7 @@ import json
 import jsonschema
 import pytest
 
-from conftest import NAME
+from live import NAME
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
                                             "unit": {"enum": ["celsius", "fahrenheit"]}},
