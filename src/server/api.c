@@ -503,7 +503,7 @@ static int parse_fields(sv_api_kind kind, json_t *root, const sv_api_limits_t *l
         if (sv_tools_parse(r, field(root, "tools"), field(root, "tool_choice"), e)) return -1;
         if (r->tool_choice == SV_TOOLS_REQUIRED || r->tool_choice == SV_TOOLS_NAMED) {
             char *schema = NULL;
-            if (sv_tools_call_schema(r, &schema, e)) return -1;
+            if (sv_tools_call_schema(r, true, &schema, e)) return -1;
             json_t *s = json_loads(schema, 0, NULL);
             free(schema);
             if (!s) return sv_api_fail(e, 500, NULL, "internal: the tool-call schema is not JSON");

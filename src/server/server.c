@@ -57,6 +57,7 @@ typedef struct out_ev {
     char *text;          /* (n_text) */
     size_t n_text;
     sv_finish_reason finish;
+    int32_t stop_index;
     bool request_done;
     uint32_t n_prompt, n_cached, n_generated;
     bool refused;
@@ -100,6 +101,14 @@ struct req {
     uint64_t c_us;
     sv_error_t c_err;
     struct event *wake, *deadline;
+
+    /* "auto" tool calls (tools.h): the marker's stop string, and the
+     * constrained second phase that continues the answer as a call. */
+    int32_t marker_stop;      /* index in api.stop, or -1 */
+    bool phase2;
+    size_t p1_len;            /* text bytes of the first phase: the content */
+    size_t p2_from;           /* where the second phase's text starts (after the opening) */
+    uint32_t p1_generated;    /* tokens of the first phase */
 
     bool headers_sent;
     uint32_t n_choices, n_done;
@@ -319,6 +328,7 @@ static void engine_cb(void *ud, const sv_engine_output_t *out, const sv_error_t 
     e->index = out->index;
     e->n_tokens = (uint32_t)nt;
     e->finish = out->finish;
+    e->stop_index = out->stop_index;
     e->request_done = out->request_done;
     e->n_prompt = out->n_prompt;
     e->n_cached = out->n_cached;
@@ -402,7 +412,7 @@ static void submit(req_t *r) {
         return;
     }
     r->submitted = true;
-    if (s->cfg.request_timeout_s > 0) {
+    if (s->cfg.request_timeout_s > 0 && !r->deadline) {
         r->deadline = evtimer_new(s->base, on_deadline, r);
         if (r->deadline) {
             double t = s->cfg.request_timeout_s;
@@ -459,8 +469,10 @@ static void start_stream(req_t *r) {
 
 /* Whether choice c's text is held back (tools: it may become a call). */
 static bool holding(const req_t *r, const choice_t *c) {
-    if (r->api.c.tool_calls) return true;
-    if (r->api.tool_choice == SV_TOOLS_AUTO) return sv_tools_may_be_call((const char *)c->text.p, c->text.n);
+    if (r->api.c.tool_calls || r->phase2) return true;
+    /* With the marker as a stop string the first phase is plain text. */
+    if (r->api.tool_choice == SV_TOOLS_AUTO && r->marker_stop < 0)
+        return sv_tools_may_be_call((const char *)c->text.p, c->text.n);
     return false;
 }
 
@@ -504,6 +516,30 @@ static void stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t *t
 static json_t *choice_calls(req_t *r, choice_t *c, size_t *content_len) {
     *content_len = c->text.n;
     if (c->finish == SV_FINISH_ABORT || c->finish == SV_FINISH_LENGTH) return NULL;
+    if (r->phase2) {
+        /* The second phase wrote one call object (ChatML) or the call array. */
+        const char *t = (const char *)c->text.p + r->p2_from;
+        size_t n = c->text.n - r->p2_from;
+        json_t *calls;
+        if (r->s->deps.tmpl->kind == SV_CHAT_CHATML) {
+            char *w = malloc(n + 2);
+            if (!w) return NULL;
+            w[0] = '[';
+            memcpy(w + 1, t, n);
+            w[n + 1] = ']';
+            calls = sv_tools_calls_from_array(w, n + 2);
+            free(w);
+        } else {
+            calls = sv_tools_calls_from_array(t, n);
+        }
+        if (calls) {
+            size_t k = r->p1_len;
+            const char *p = (const char *)c->text.p;
+            while (k && (p[k - 1] == ' ' || p[k - 1] == '\n' || p[k - 1] == '\t' || p[k - 1] == '\r')) k--;
+            *content_len = k;
+        }
+        return calls;
+    }
     if (r->api.c.tool_calls) {
         json_t *calls = sv_tools_calls_from_array((const char *)c->text.p, c->text.n);
         if (calls) *content_len = 0;
@@ -615,8 +651,24 @@ static void finish_response(req_t *r) {
     r->http = NULL;
 }
 
+/* The second phase cannot run (its schema does not compile, or the engine
+ * refuses it): the answer ends as the text before the call. */
+static void end_phase2_as_text(req_t *r) {
+    r->phase2 = false;
+    r->ch[0].text.n = r->p1_len;
+    r->ch[0].done = true;
+    r->ch[0].finish = SV_FINISH_STOP;
+    r->n_done = r->n_choices;
+    r->engine_done = true;
+    finish_response(r);
+}
+
 static void refused(req_t *r, const sv_error_t *err) {
     sv_api_error_t e;
+    if (r->phase2) {
+        end_phase2_as_text(r);
+        return;
+    }
     if (r->s->draining || !sv_engine_loop_alive(r->s->deps.loop)) {
         sv_api_fail(&e, 503, NULL, "the server cannot take the request: %s", err->message);
         e.retry_after = 1;
@@ -636,6 +688,63 @@ static void refused(req_t *r, const sv_error_t *err) {
     reply_error(r, &e); /* on_wake frees r after this last output */
 }
 
+/* The model wrote the marker of a call ("auto" tools): the answer goes on
+ * as a second engine request, its prompt the first's plus the text so far
+ * and the call's opening, constrained to a call (tools.h). False when that
+ * cannot be done: the first phase then ends as text. */
+static bool start_phase2(req_t *r, uint32_t generated) {
+    srv_t *s = r->s;
+    choice_t *c = &r->ch[0];
+    uint32_t budget = r->api.max_tokens ? r->api.max_tokens : s->cfg.max_ctx - (uint32_t)r->prompt.n;
+    if (r->gone || s->draining || generated >= budget) return false;
+    bool chatml = s->deps.tmpl->kind == SV_CHAT_CHATML;
+    const char *opening = chatml ? "<tool_call>\n" : "";
+    char *schema = NULL;
+    sv_api_error_t e;
+    if (sv_tools_call_schema(&r->api, !chatml, &schema, &e)) return false;
+    size_t p1_len = c->text.n;
+    sv_ids_t ids = {0};
+    sv_error_t err;
+    sv_error_clear(&err);
+    if (sv_bytes_append(&c->text, opening, strlen(opening)) ||
+        sv_tokens_encode(s->deps.tok, (const char *)c->text.p, c->text.n, &ids, &err) ||
+        r->prompt.n + ids.n + (budget - generated) > s->cfg.max_ctx) {
+        c->text.n = p1_len;
+        sv_ids_free(&ids);
+        free(schema);
+        return false;
+    }
+    for (size_t i = 0; i < ids.n; i++) sv_ids_push(&r->prompt, ids.v[i]);
+    sv_ids_free(&ids);
+    free(r->api.c.text);
+    r->api.c = (sv_api_constraint_t){.on = true, .kind = SV_CONSTRAINT_SCHEMA, .text = schema, .len = strlen(schema)};
+    snprintf(r->api.c.param, sizeof r->api.c.param, "tools");
+    r->api.n_stop = 0;
+    r->api.max_tokens = budget - generated;
+    r->p1_len = p1_len;
+    r->p2_from = c->text.n;
+    r->p1_generated = generated;
+    r->phase2 = true;
+    r->submitted = false;
+    r->engine_done = false;
+    r->cancelled = false;
+    sv_schema_opts_t so;
+    sv_schema_opts_default(&so);
+    so.ws = s->cfg.ws;
+    so.unknown_formats_ok = s->cfg.unknown_formats;
+    r->compiling = true;
+    if (!sv_cpool_submit(s->cpool, SV_CONSTRAINT_SCHEMA, r->api.c.text, r->api.c.len, &so, s->deps.set,
+                         s->cfg.ws == SV_WS_FLEXIBLE ? 16 : 0, compile_cb, r)) {
+        r->compiling = false;
+        r->phase2 = false;
+        r->submitted = true;
+        r->engine_done = true;
+        c->text.n = p1_len;
+        return false;
+    }
+    return true;
+}
+
 static void handle_output(req_t *r, out_ev_t *e) {
     srv_t *s = r->s;
     if (e->refused) {
@@ -653,15 +762,27 @@ static void handle_output(req_t *r, out_ev_t *e) {
         }
         r->t_last = now;
     }
-    r->n_prompt = e->n_prompt;
-    if (e->n_cached > r->n_cached) r->n_cached = e->n_cached;
+    if (!r->phase2) {
+        r->n_prompt = e->n_prompt;
+        if (e->n_cached > r->n_cached) r->n_cached = e->n_cached;
+    }
     if (e->index < r->n_choices) {
         choice_t *c = &r->ch[e->index];
         if (e->n_text) sv_bytes_append(&c->text, e->text, e->n_text);
         if (e->lps && c->lp)
             sv_render_logprobs(r->api.kind, sv_tokens_vocab(s->deps.tok), e->tokens, e->lps, e->n_tokens,
                                r->api.top_logprobs > 0, c->lp, &c->text_offset);
-        c->n_generated = e->n_generated;
+        c->n_generated = (r->phase2 ? r->p1_generated : 0) + e->n_generated;
+        if (!r->phase2 && r->marker_stop >= 0 && e->finish == SV_FINISH_STOP && e->stop_index == r->marker_stop &&
+            e->request_done) {
+            /* Stream what came before the call, then continue as a call. */
+            if (r->api.stream && r->http && !r->gone) {
+                start_stream(r);
+                if (!c->role_sent) stream_delta(r, e->index, c->sent, c->sent, NULL, NULL);
+                if (c->text.n > c->sent) stream_delta(r, e->index, c->sent, c->text.n, NULL, NULL);
+            }
+            if (start_phase2(r, e->n_generated)) return;
+        }
         if (e->finish != SV_FINISH_NONE && !c->done) {
             c->done = true;
             c->finish = e->finish;
@@ -691,7 +812,10 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
     if (c_ready) {
         r->compiling = false;
         if (!r->c_hit && r->c_result) sv_histogram_observe(&r->s->m.compile, (double)r->c_us / 1e6);
-        if (!r->c_result) {
+        if (!r->c_result && r->phase2) {
+            end_phase2_as_text(r);
+            maybe_free(r);
+        } else if (!r->c_result) {
             sv_api_error_t e;
             if (r->c_err.code == SV_ERR_NOMEM) sv_api_fail(&e, 500, NULL, "out of memory compiling the constraint");
             else sv_api_constraint_error(&r->api.c, &r->c_err, &e);
@@ -837,6 +961,13 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
         snprintf(e.code, sizeof e.code, "context_length_exceeded");
         fail_req(r, &e);
         return;
+    }
+
+    r->marker_stop = -1;
+    if (kind == SV_API_CHAT && r->api.tool_choice == SV_TOOLS_AUTO && !r->api.c.on && r->api.n == 1 &&
+        r->api.n_stop < SV_ENGINE_MAX_STOP) {
+        r->marker_stop = (int32_t)r->api.n_stop;
+        r->api.stop[r->api.n_stop++] = sv_tools_marker(s->deps.tmpl->kind);
     }
 
     /* The constraint, on the compile pool; or straight to the engine. */

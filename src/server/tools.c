@@ -1,6 +1,8 @@
 /* tools.c — OpenAI tools (see tools.h). */
 #include "tools.h"
 
+#include "src/engine/chat.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +115,11 @@ static json_t *call_schema(json_t *t) {
                      "additionalProperties", 0);
 }
 
-int sv_tools_call_schema(const sv_api_request_t *r, char **out, sv_api_error_t *e) {
+const char *sv_tools_marker(int chat_kind) {
+    return chat_kind == SV_CHAT_CHATML ? "<tool_call>" : "[{\"name\"";
+}
+
+int sv_tools_call_schema(const sv_api_request_t *r, bool array, char **out, sv_api_error_t *e) {
     json_t *alts = json_array();
     size_t i;
     json_t *t;
@@ -125,7 +131,9 @@ int sv_tools_call_schema(const sv_api_request_t *r, char **out, sv_api_error_t *
     }
     json_t *items = json_array_size(alts) == 1 ? json_incref(json_array_get(alts, 0)) : json_pack("{s:O}", "anyOf", alts);
     unsigned max = r->parallel_tool_calls && r->tool_choice != SV_TOOLS_NAMED ? SV_TOOLS_MAX_PARALLEL : 1;
-    json_t *s = json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", items, "minItems", 1, "maxItems", (int)max);
+    json_t *s = !array ? items
+                       : json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", items, "minItems", 1, "maxItems",
+                                   (int)max);
     json_decref(alts);
     *out = s ? json_dumps(s, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
     json_decref(s);

@@ -13,13 +13,17 @@
  *   one) and "arguments" valid under that tool's "parameters" schema. The
  *   schema is built here as text and compiled like any other (so the
  *   compiled-constraint cache serves an agent's repeated tool lists).
- * - "auto": the model writes text, or calls in its family's syntax
- *   (<tool_call>{"name": ..., "arguments": ...}</tool_call> for ChatML,
- *   a bare {"name": ..., "arguments"|"parameters": ...} object for the
- *   others); sv_tools_calls_from_text finds them. Those calls are not
- *   constrained while they are generated (the engine runs one constraint
- *   from the first token); a call that does not parse, or names no tool,
- *   stays text.
+ * - "auto": the model writes text, or starts a call in its family's syntax
+ *   (<tool_call>{"name": ..., "arguments": ...}</tool_call> for ChatML, a
+ *   JSON list of calls for the others). The server runs the request with
+ *   the call's opening (sv_tools_marker) as an extra stop string; when the
+ *   model writes it, the server continues the same answer as a second
+ *   engine request, prompt + the text so far + the opening, constrained to
+ *   a call (one object for ChatML, the call array for the others), so that
+ *   a call the model starts always parses and names a tool. When that is
+ *   not possible (n > 1, or eight stop strings already), calls are read
+ *   from the free text afterwards (sv_tools_calls_from_text) and are not
+ *   constrained; a call that does not parse, or names no tool, stays text.
  * - "none" or no tools: text.
  *
  * Every call the response carries has "arguments" as a JSON string, as
@@ -42,8 +46,16 @@ int sv_tools_check_calls(json_t *calls, size_t i, sv_api_error_t *e);
 int sv_tools_parse(sv_api_request_t *r, json_t *tools, json_t *tool_choice, sv_api_error_t *e);
 
 /* The JSON Schema (compact text) of the call array for r (required or
- * named). *out: caller frees. */
-int sv_tools_call_schema(const sv_api_request_t *r, char **out, sv_api_error_t *e);
+ * named), or with array false of one call object {"name", "arguments"}
+ * (any of the tools). *out: caller frees. */
+int sv_tools_call_schema(const sv_api_request_t *r, bool array, char **out, sv_api_error_t *e);
+
+/* "auto": the text that starts a call in the family's format, used as a
+ * stop string (chat.h's formats): "<tool_call>" for ChatML, "[{\"name\""
+ * for the others. After it the server continues with the call constrained:
+ * for ChatML one call object after "<tool_call>\n"; for the others the call
+ * array from its "[". */
+const char *sv_tools_marker(int chat_kind);
 
 /* The constrained output (the call array) as OpenAI tool_calls:
  * [{"id", "type": "function", "function": {"name", "arguments": "<JSON>"}}].
