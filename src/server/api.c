@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/tokenizer/detok.h"
 #include "tools.h"
 
 int sv_api_fail(sv_api_error_t *e, int status, const char *param, const char *fmt, ...) {
@@ -27,9 +28,19 @@ int sv_api_fail(sv_api_error_t *e, int status, const char *param, const char *fm
     return -1;
 }
 
+/* A JSON string of s, whose bytes may come from the request (a parser's
+ * message quoting the input): ill-formed UTF-8 becomes U+FFFD. */
+static json_t *lossy_string(const char *s) {
+    size_t n = strlen(s);
+    uint8_t buf[3 * sizeof ((sv_api_error_t *)0)->message + 4];
+    if (n > sizeof ((sv_api_error_t *)0)->message) n = sizeof ((sv_api_error_t *)0)->message;
+    size_t k = sv_utf8_lossy((const uint8_t *)s, n, buf, NULL);
+    return json_stringn((const char *)buf, k);
+}
+
 json_t *sv_api_error_json(const sv_api_error_t *e) {
-    return json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", e->message, "type", e->type, "param",
-                     e->param[0] ? json_string(e->param) : json_null(), "code",
+    return json_pack("{s:{s:o, s:s, s:o, s:o}}", "error", "message", lossy_string(e->message), "type", e->type,
+                     "param", e->param[0] ? lossy_string(e->param) : json_null(), "code",
                      e->code[0] ? json_string(e->code) : json_null());
 }
 
@@ -159,9 +170,9 @@ static int choice_constraint(sv_api_request_t *r, json_t *v, const char *param, 
     size_t i;
     json_t *x;
     json_array_foreach(v, i, x) {
-        if (!json_is_string(x) || has_nul(x)) {
+        if (!json_is_string(x) || has_nul(x) || json_string_length(x) == 0) {
             free(cs);
-            return sv_api_fail(e, 400, param, "%s[%zu]: must be a string", param, i);
+            return sv_api_fail(e, 400, param, "%s[%zu]: must be a non-empty string", param, i);
         }
         cs[i] = json_string_value(x);
     }
@@ -175,7 +186,8 @@ static int choice_constraint(sv_api_request_t *r, json_t *v, const char *param, 
 
 static int regex_constraint(sv_api_request_t *r, json_t *v, const char *param, const sv_api_limits_t *lim,
                             sv_api_error_t *e) {
-    if (!json_is_string(v) || has_nul(v)) return sv_api_fail(e, 400, param, "%s: must be a string", param);
+    if (!json_is_string(v) || has_nul(v) || json_string_length(v) == 0)
+        return sv_api_fail(e, 400, param, "%s: must be a non-empty string", param);
     return set_constraint(r, SV_CONSTRAINT_REGEX, NULL, json_string_value(v), param, lim, e);
 }
 

@@ -178,7 +178,11 @@ static void send_body(struct evhttp_request *http, int status, const char *ctype
 static void send_json(struct evhttp_request *http, int status, json_t *j, int retry_after) {
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     if (s) send_body(http, status, "application/json", s, strlen(s), retry_after);
-    else send_body(http, 500, "application/json", "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", 88, 0);
+    else {
+        static const char nomem[] =
+            "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+        send_body(http, 500, "application/json", nomem, sizeof nomem - 1, 0);
+    }
     free(s);
 }
 

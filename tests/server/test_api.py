@@ -93,6 +93,8 @@ def test_completion_fields():
     ("chat", {"messages": USER, "response_format": {"type": "json_object"}, "regex": "a"}, "regex", "one constraint"),
     ("chat", {"messages": USER, "regex": 5}, "regex", "string"),
     ("chat", {"messages": USER, "choice": []}, "choice", "non-empty"),
+    ("chat", {"messages": USER, "choice": ["a", ""]}, "choice", "non-empty string"),
+    ("chat", {"messages": USER, "regex": ""}, "regex", "non-empty string"),
     ("chat", {"messages": USER, "guided_json": "{not json"}, "guided_json", "not JSON"),
     ("chat", {"messages": USER, "tool_choice": "required"}, "tool_choice", "needs tools"),
     ("chat", {"messages": USER, "tools": [{"type": "function", "function": {"name": "a b"}}]}, "tools", "name"),
@@ -110,6 +112,13 @@ def test_validation_errors(kind, body, param, fragment):
     e = r["error"]
     assert e["type"] == "invalid_request_error" and e["param"] == param, e
     assert fragment in e["message"], e
+
+
+def test_error_messages_are_valid_utf8():
+    # a parser message quoting ill-formed input bytes still gives a JSON error
+    r = run(["parse", "chat"], b'{"messages": [{"role": "user", "content": "\\\x8d"}]}')
+    e = json.loads(r.stdout)
+    assert e["status"] == 400 and "not JSON" in e["error"]["message"]
 
 
 def test_not_json():
