@@ -800,6 +800,14 @@ static void handle_output(req_t *r, out_ev_t *e) {
     }
     if (e->request_done) {
         r->engine_done = true;
+        /* Aborted without a cancel of ours: the engine failed (the loop is
+         * dead). A response not yet started says so. */
+        if (!r->cancelled && !r->headers_sent && e->finish == SV_FINISH_ABORT && !sv_engine_loop_alive(s->deps.loop)) {
+            sv_api_error_t err;
+            sv_api_fail(&err, 503, NULL, "the engine failed while running the request; see the server's log");
+            reply_error(r, &err);
+            return;
+        }
         finish_response(r);
     }
 }

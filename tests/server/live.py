@@ -33,9 +33,9 @@ def sieve_bin():
 class Server:
     """A sieve serve subprocess; its stderr is collected in self.log."""
 
-    def __init__(self, *args, api_key=API_KEY):
-        assert MODEL.is_file(), f"{MODEL} is missing: scripts/fetch-model.sh fetches it"
-        cmd = [sieve_bin(), "serve", "-m", str(MODEL), "--port", "0", "--served-model-name", NAME,
+    def __init__(self, *args, api_key=API_KEY, model=MODEL):
+        assert Path(model).is_file(), f"{model} is missing: scripts/fetch-model.sh fetches it"
+        cmd = [sieve_bin(), "serve", "-m", str(model), "--port", "0", "--served-model-name", NAME,
                "--threads", "2"]
         if api_key:
             cmd += ["--api-key", api_key]

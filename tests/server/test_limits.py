@@ -8,6 +8,7 @@ import signal
 import socket
 import threading
 import time
+from pathlib import Path
 
 import httpx2 as httpx
 import jsonschema
@@ -265,3 +266,27 @@ def test_sigterm_drains():
         assert s.proc.wait(60) == 0
     finally:
         s.stop(signal.SIGKILL)
+
+
+def test_engine_failure_is_503(tmp_path):
+    """A model whose logits hold a NaN makes the first sampling step fail: the
+    engine thread stops; the request, /health and later requests say 503."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+    import make_tiny_llama as tiny
+
+    cfg = tiny.make_config()
+    w = tiny.make_weights(cfg)
+    w["lm_head.weight"][5, :] = float("nan")
+    path = tmp_path / "nan.gguf"
+    tiny.write_gguf(path, cfg, w)
+    s = Server(model=path)
+    try:
+        r = s.post("/v1/completions", {"prompt": "the cat", "max_tokens": 5})
+        assert r.status_code == 503 and r.json()["error"]["type"] == "service_unavailable_error", r.text
+        assert httpx.get(s.url + "/health").status_code == 503
+        assert s.metric("engine_alive") == 0
+        r = s.post("/v1/completions", {"prompt": "the", "max_tokens": 2, "stream": True})
+        assert r.status_code == 503
+    finally:
+        s.stop()
