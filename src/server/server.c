@@ -1,4 +1,6 @@
-/* server.c — the libevent HTTP server (see server.h for the design). */
+/* server.c — the libevent HTTP server (see server.h for the design): requests'
+ * lifetime, the handoff from the engine and compile threads, submitting,
+ * routing, disconnects and drain. What is sent back is respond.c's. */
 #include "server.h"
 
 #include <errno.h>
@@ -23,6 +25,7 @@
 #include "metrics.h"
 #include "prompt.h"
 #include "render.h"
+#include "server_internal.h"
 #include "src/util/clock.h"
 #include "tools.h"
 
@@ -44,153 +47,12 @@ void sv_server_config_default(sv_server_config_t *c) {
     c->drain_timeout_s = 30;
 }
 
-typedef struct srv srv_t;
-typedef struct req req_t;
-
-/* One engine output, copied off the engine thread. */
-typedef struct out_ev {
-    struct out_ev *next;
-    uint32_t index;
-    uint32_t n_tokens;
-    int32_t *tokens;     /* (n_tokens) */
-    sv_logprobs_t *lps;  /* (n_tokens) or NULL */
-    char *text;          /* (n_text) */
-    size_t n_text;
-    sv_finish_reason finish;
-    int32_t stop_index;
-    bool request_done;
-    uint32_t n_prompt, n_cached, n_generated;
-    bool refused;
-    sv_error_t refusal;
-} out_ev_t;
-
-typedef struct choice {
-    sv_bytes_t text;    /* every byte of text so far */
-    size_t sent;        /* bytes of text streamed as content */
-    json_t *lp;         /* logprobs: all (non-streaming) or not yet sent (streaming) */
-    size_t text_offset;
-    uint32_t n_generated;
-    sv_finish_reason finish;
-    bool done, role_sent;
-} choice_t;
-
-struct req {
-    req_t *prev, *next; /* the server's live list */
-    srv_t *s;
-    struct evhttp_request *http; /* NULL once the reply is sent */
-    struct evhttp_connection *conn;
-    bool gone;                   /* the client went away */
-    bool closecb_set;
-    sv_api_request_t api;
-    sv_ids_t prompt;
-    char id[48];
-    int64_t created;
-    uint64_t t0, t_first, t_last;
-
-    bool compiling;
-    sv_constraint_t *constraint; /* held while the engine may use it */
-    bool submitted, engine_done, cancelled, deadline_hit;
-    uint64_t eid;
-
-    /* The handoff, guarded by mu. */
-    pthread_mutex_t mu;
-    out_ev_t *qh, *qt;
-    bool c_ready;
-    sv_constraint_t *c_result;
-    bool c_hit;
-    uint64_t c_us;
-    sv_error_t c_err;
-    struct event *wake, *deadline;
-
-    /* "auto" tool calls (tools.h): the marker's stop string, and the
-     * constrained second phase that continues the answer as a call. */
-    int32_t marker_stop;      /* index in api.stop, or -1 */
-    bool phase2;
-    size_t p1_len;            /* text bytes of the first phase: the content */
-    size_t p2_from;           /* where the second phase's text starts (after the opening) */
-    uint32_t p1_generated;    /* tokens of the first phase */
-
-    bool headers_sent;
-    uint32_t n_choices, n_done;
-    choice_t ch[SV_ENGINE_MAX_N];
-    uint32_t n_prompt, n_cached;
-};
-
-struct srv {
-    sv_server_config_t cfg;
-    sv_server_deps_t deps;
-    sv_api_limits_t lim;
-    struct event_base *base;
-    struct evhttp *http;
-    struct evhttp_bound_socket *sock;
-    sv_constraint_cache_t *ccache;
-    sv_cpool_t *cpool;
-    sv_metrics_t m;
-    req_t *live;
-    uint32_t n_live;
-    bool draining, drain_cancelled;
-    uint64_t drain_deadline_ns;
-    uint64_t idle_since_ns; /* draining: when the last request went (0: some are left) */
-    struct event *sig_term, *sig_int, *probe, *drain_timer;
-    uint64_t rng;
-    int64_t started;
-};
-
 static uint64_t next_rand(srv_t *s) {
     /* xorshift64*: request ids and default seeds (not security). */
     s->rng ^= s->rng >> 12;
     s->rng ^= s->rng << 25;
     s->rng ^= s->rng >> 27;
     return s->rng * 0x2545F4914F6CDD1Dull;
-}
-
-/* ---- replies ------------------------------------------------------------ */
-
-static const char *reason_phrase(int status) {
-    switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 429: return "Too Many Requests";
-    case 503: return "Service Unavailable";
-    default: return "Internal Server Error";
-    }
-}
-
-static void send_body(struct evhttp_request *http, int status, const char *ctype, const char *body, size_t n,
-                      int retry_after) {
-    struct evkeyvalq *h = evhttp_request_get_output_headers(http);
-    evhttp_add_header(h, "Content-Type", ctype);
-    if (retry_after > 0) {
-        char ra[16];
-        snprintf(ra, sizeof ra, "%d", retry_after);
-        evhttp_add_header(h, "Retry-After", ra);
-    }
-    struct evbuffer *b = evbuffer_new();
-    if (b) evbuffer_add(b, body, n);
-    evhttp_send_reply(http, status, reason_phrase(status), b);
-    if (b) evbuffer_free(b);
-}
-
-static void send_json(struct evhttp_request *http, int status, json_t *j, int retry_after) {
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    if (s) send_body(http, status, "application/json", s, strlen(s), retry_after);
-    else {
-        static const char nomem[] =
-            "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
-        send_body(http, 500, "application/json", nomem, sizeof nomem - 1, 0);
-    }
-    free(s);
-}
-
-static void send_error(srv_t *s, struct evhttp_request *http, const sv_api_error_t *e) {
-    s->m.errors++;
-    json_t *j = sv_api_error_json(e);
-    send_json(http, e->status, j, e->retry_after);
-    json_decref(j);
 }
 
 /* ---- request lifetime --------------------------------------------------- */
@@ -237,7 +99,7 @@ static req_t *req_new(srv_t *s, struct evhttp_request *http) {
 
 /* The reply is about to be sent: the connection may outlive this request
  * (keep-alive), so its close callback must forget it. */
-static void detach_conn(req_t *r) {
+void sv_server_detach_conn(req_t *r) {
     if (r->closecb_set && r->conn) evhttp_connection_set_closecb(r->conn, NULL, NULL);
     r->closecb_set = false;
 }
@@ -248,7 +110,7 @@ static void req_free(req_t *r) {
     else s->live = r->next;
     if (r->next) r->next->prev = r->prev;
     s->n_live--;
-    detach_conn(r);
+    sv_server_detach_conn(r);
     if (r->constraint) sv_constraint_release(s->ccache, r->constraint);
     for (out_ev_t *e = r->qh, *n; e; e = n) {
         n = e->next;
@@ -277,13 +139,13 @@ static void maybe_free(req_t *r) {
 /* An error before any output: the reply (r stays). */
 static void reply_error(req_t *r, const sv_api_error_t *e) {
     if (r->http) {
-        detach_conn(r);
+        sv_server_detach_conn(r);
         if (r->headers_sent) {
             /* Cannot happen by construction (headers wait for the first
              * output), but a stream must still end. */
             evhttp_send_reply_end(r->http);
         } else {
-            send_error(r->s, r->http, e);
+            sv_server_send_error(r->s, r->http, e);
         }
         r->http = NULL;
     }
@@ -435,226 +297,6 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg) {
     }
 }
 
-/* ---- responses --------------------------------------------------------------- */
-
-static bool is_chat(const req_t *r) { return r->api.kind == SV_API_CHAT; }
-
-static void head_of(const req_t *r, sv_render_head_t *h) {
-    h->id = r->id;
-    h->model = r->s->cfg.model_name;
-    h->created = r->created;
-    h->kind = r->api.kind;
-}
-
-static void write_chunk(req_t *r, json_t *chunk) {
-    if (!r->http || !chunk) return;
-    if (r->api.include_usage && !json_object_get(chunk, "usage")) json_object_set_new(chunk, "usage", json_null());
-    size_t n;
-    char *sse = sv_render_sse(chunk, &n);
-    if (sse) {
-        struct evbuffer *b = evbuffer_new();
-        if (b) {
-            evbuffer_add(b, sse, n);
-            evhttp_send_reply_chunk(r->http, b);
-            evbuffer_free(b);
-        }
-        free(sse);
-    }
-}
-
-static void start_stream(req_t *r) {
-    if (r->headers_sent || !r->http) return;
-    struct evkeyvalq *h = evhttp_request_get_output_headers(r->http);
-    evhttp_add_header(h, "Content-Type", "text/event-stream");
-    evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_send_reply_start(r->http, 200, "OK");
-    r->headers_sent = true;
-}
-
-/* Whether choice c's text is held back (tools: it may become a call). */
-static bool holding(const req_t *r, const choice_t *c) {
-    if (r->api.c.tool_calls || r->phase2) return true;
-    /* With the marker as a stop string the first phase is plain text. */
-    if (r->api.tool_choice == SV_TOOLS_AUTO && r->marker_stop < 0)
-        return sv_tools_may_be_call((const char *)c->text.p, c->text.n);
-    return false;
-}
-
-/* A streamed chunk for choice i with delta content text[from..to) (or the
- * role only), the pending logprobs, and finish (NULL: none). */
-static void stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t *tool_calls, const char *finish) {
-    choice_t *c = &r->ch[i];
-    sv_render_head_t hd;
-    head_of(r, &hd);
-    json_t *chunk = sv_render_head(&hd, true);
-    json_t *ch;
-    json_t *lp = c->lp && json_array_size(is_chat(r) ? c->lp : json_object_get(c->lp, "tokens")) ? c->lp : NULL;
-    if (is_chat(r)) {
-        json_t *delta = json_object();
-        if (!c->role_sent) {
-            json_object_set_new(delta, "role", json_string("assistant"));
-            c->role_sent = true;
-        }
-        if (to > from || (!tool_calls && !finish))
-            json_object_set_new(delta, "content", json_stringn((const char *)c->text.p + from, to - from));
-        if (tool_calls) json_object_set(delta, "tool_calls", tool_calls);
-        ch = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)i, "delta", delta, "logprobs",
-                       lp ? json_pack("{s:O}", "content", lp) : json_null(), "finish_reason",
-                       finish ? json_string(finish) : json_null());
-    } else {
-        ch = json_pack("{s:i, s:s%, s:O, s:o}", "index", (int)i, "text", to > from ? (const char *)c->text.p + from : "",
-                       to - from, "logprobs", lp ? lp : json_null(), "finish_reason",
-                       finish ? json_string(finish) : json_null());
-    }
-    if (lp) {
-        json_decref(c->lp);
-        c->lp = sv_render_logprobs_new(r->api.kind);
-    }
-    json_array_append_new(json_object_get(chunk, "choices"), ch);
-    write_chunk(r, chunk);
-    json_decref(chunk);
-    c->sent = to;
-}
-
-/* Tool calls of a finished choice (NULL: none), and where its content ends. */
-static json_t *choice_calls(req_t *r, choice_t *c, size_t *content_len) {
-    *content_len = c->text.n;
-    if (c->finish == SV_FINISH_ABORT || c->finish == SV_FINISH_LENGTH) return NULL;
-    if (r->phase2) {
-        /* The second phase wrote one call object (ChatML) or the call array. */
-        const char *t = (const char *)c->text.p + r->p2_from;
-        size_t n = c->text.n - r->p2_from;
-        json_t *calls;
-        if (r->s->deps.tmpl->kind == SV_CHAT_CHATML) {
-            char *w = malloc(n + 2);
-            if (!w) return NULL;
-            w[0] = '[';
-            memcpy(w + 1, t, n);
-            w[n + 1] = ']';
-            calls = sv_tools_calls_from_array(w, n + 2);
-            free(w);
-        } else {
-            calls = sv_tools_calls_from_array(t, n);
-        }
-        if (calls) {
-            size_t k = r->p1_len;
-            const char *p = (const char *)c->text.p;
-            while (k && (p[k - 1] == ' ' || p[k - 1] == '\n' || p[k - 1] == '\t' || p[k - 1] == '\r')) k--;
-            *content_len = k;
-        }
-        return calls;
-    }
-    if (r->api.c.tool_calls) {
-        json_t *calls = sv_tools_calls_from_array((const char *)c->text.p, c->text.n);
-        if (calls) *content_len = 0;
-        return calls;
-    }
-    if (r->api.tool_choice == SV_TOOLS_AUTO)
-        return sv_tools_calls_from_text((const char *)c->text.p, c->text.n, r->api.tools, content_len);
-    return NULL;
-}
-
-static const char *finish_name(req_t *r, sv_finish_reason f, bool calls) {
-    if (f == SV_FINISH_ABORT && r->deadline_hit) return "length";
-    return sv_render_finish(f, calls);
-}
-
-static void count_finish(req_t *r, const char *name) {
-    int k = !strcmp(name, "stop") ? SV_METRIC_STOP
-            : !strcmp(name, "length") ? SV_METRIC_LENGTH
-            : !strcmp(name, "tool_calls") ? SV_METRIC_TOOL_CALLS
-                                          : SV_METRIC_ABORT;
-    r->s->m.success[k]++;
-}
-
-static void stream_finish_choice(req_t *r, uint32_t i) {
-    choice_t *c = &r->ch[i];
-    size_t content_len;
-    json_t *calls = is_chat(r) ? choice_calls(r, c, &content_len) : NULL;
-    const char *fin = finish_name(r, c->finish, calls != NULL);
-    count_finish(r, fin);
-    if (calls) {
-        /* Streamed calls: each with its index, id, type, name and whole
-         * arguments (a client concatenates argument fragments; one is a
-         * valid split). Any content before the calls goes first. */
-        if (content_len > c->sent) stream_delta(r, i, c->sent, content_len, NULL, NULL);
-        size_t k;
-        json_t *call;
-        json_array_foreach(calls, k, call) json_object_set_new(call, "index", json_integer((json_int_t)k));
-        c->sent = c->text.n;
-        stream_delta(r, i, c->text.n, c->text.n, calls, NULL);
-        stream_delta(r, i, c->text.n, c->text.n, NULL, fin);
-        json_decref(calls);
-        return;
-    }
-    if (c->text.n > c->sent) stream_delta(r, i, c->sent, c->text.n, NULL, NULL);
-    stream_delta(r, i, c->text.n, c->text.n, NULL, fin);
-}
-
-static void finish_response(req_t *r) {
-    srv_t *s = r->s;
-    uint32_t completion = 0;
-    for (uint32_t i = 0; i < r->n_choices; i++) completion += r->ch[i].n_generated;
-    s->m.prompt_tokens += r->n_prompt;
-    s->m.generation_tokens += completion;
-    uint64_t now = sv_now_ns();
-    sv_histogram_observe(&s->m.e2e, (double)(now - r->t0) / 1e9);
-    if (!r->http) return;
-    detach_conn(r);
-    if (r->api.stream) {
-        start_stream(r);
-        for (uint32_t i = 0; i < r->n_choices; i++) stream_finish_choice(r, i);
-        if (r->api.include_usage) {
-            sv_render_head_t hd;
-            head_of(r, &hd);
-            json_t *chunk = sv_render_head(&hd, true);
-            json_object_set_new(chunk, "usage", sv_render_usage(r->n_prompt, completion, r->n_cached));
-            write_chunk(r, chunk);
-            json_decref(chunk);
-        }
-        struct evbuffer *b = evbuffer_new();
-        if (b) {
-            evbuffer_add(b, "data: [DONE]\n\n", 14);
-            evhttp_send_reply_chunk(r->http, b);
-            evbuffer_free(b);
-        }
-        evhttp_send_reply_end(r->http);
-        r->http = NULL;
-        return;
-    }
-    sv_render_head_t hd;
-    head_of(r, &hd);
-    json_t *resp = sv_render_head(&hd, false);
-    json_t *choices = json_object_get(resp, "choices");
-    for (uint32_t i = 0; i < r->n_choices; i++) {
-        choice_t *c = &r->ch[i];
-        json_t *ch;
-        if (is_chat(r)) {
-            size_t content_len;
-            json_t *calls = choice_calls(r, c, &content_len);
-            const char *fin = finish_name(r, c->finish, calls != NULL);
-            count_finish(r, fin);
-            json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
-                                    calls && content_len == 0 ? json_null()
-                                                              : json_stringn((const char *)c->text.p, content_len),
-                                    "refusal");
-            if (calls) json_object_set_new(msg, "tool_calls", calls);
-            ch = json_pack("{s:i, s:o, s:o, s:s}", "index", (int)i, "message", msg, "logprobs",
-                           r->api.logprobs ? json_pack("{s:O}", "content", c->lp) : json_null(), "finish_reason", fin);
-        } else {
-            const char *fin = finish_name(r, c->finish, false);
-            count_finish(r, fin);
-            ch = json_pack("{s:i, s:s%, s:O, s:s}", "index", (int)i, "text", c->text.n ? (const char *)c->text.p : "",
-                           c->text.n, "logprobs", r->api.logprobs ? c->lp : json_null(), "finish_reason", fin);
-        }
-        json_array_append_new(choices, ch);
-    }
-    json_object_set_new(resp, "usage", sv_render_usage(r->n_prompt, completion, r->n_cached));
-    send_json(r->http, 200, resp, 0);
-    json_decref(resp);
-    r->http = NULL;
-}
-
 /* The second phase cannot run (its schema does not compile, or the engine
  * refuses it): the answer ends as the text before the call. */
 static void end_phase2_as_text(req_t *r) {
@@ -664,7 +306,7 @@ static void end_phase2_as_text(req_t *r) {
     r->ch[0].finish = SV_FINISH_STOP;
     r->n_done = r->n_choices;
     r->engine_done = true;
-    finish_response(r);
+    sv_server_finish_response(r);
 }
 
 static void refused(req_t *r, const sv_error_t *err) {
@@ -781,9 +423,9 @@ static void handle_output(req_t *r, out_ev_t *e) {
             e->request_done) {
             /* Stream what came before the call, then continue as a call. */
             if (r->api.stream && r->http && !r->gone) {
-                start_stream(r);
-                if (!c->role_sent) stream_delta(r, e->index, c->sent, c->sent, NULL, NULL);
-                if (c->text.n > c->sent) stream_delta(r, e->index, c->sent, c->text.n, NULL, NULL);
+                sv_server_start_stream(r);
+                if (!c->role_sent) sv_server_stream_delta(r, e->index, c->sent, c->sent, NULL, NULL);
+                if (c->text.n > c->sent) sv_server_stream_delta(r, e->index, c->sent, c->text.n, NULL, NULL);
             }
             if (start_phase2(r, e->n_generated)) return;
         }
@@ -793,9 +435,9 @@ static void handle_output(req_t *r, out_ev_t *e) {
             r->n_done++;
         }
         if (r->api.stream && r->http && !r->gone) {
-            start_stream(r);
-            if (!c->role_sent && is_chat(r)) stream_delta(r, e->index, c->sent, c->sent, NULL, NULL);
-            if (!c->done && c->text.n > c->sent && !holding(r, c)) stream_delta(r, e->index, c->sent, c->text.n, NULL, NULL);
+            sv_server_start_stream(r);
+            if (!c->role_sent && sv_server_is_chat(r)) sv_server_stream_delta(r, e->index, c->sent, c->sent, NULL, NULL);
+            if (!c->done && c->text.n > c->sent && !sv_server_holding(r, c)) sv_server_stream_delta(r, e->index, c->sent, c->text.n, NULL, NULL);
         }
     }
     if (e->request_done) {
@@ -808,7 +450,7 @@ static void handle_output(req_t *r, out_ev_t *e) {
             reply_error(r, &err);
             return;
         }
-        finish_response(r);
+        sv_server_finish_response(r);
     }
 }
 
@@ -864,25 +506,25 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
     if (len > s->cfg.max_body_bytes) {
         sv_api_fail(&e, 413, NULL, "the body has %zu bytes; the limit is %zu", len, s->cfg.max_body_bytes);
         snprintf(e.code, sizeof e.code, "request_too_large");
-        send_error(s, http, &e);
+        sv_server_send_error(s, http, &e);
         return;
     }
     if (s->draining) {
         sv_api_fail(&e, 503, NULL, "the server is shutting down");
         e.retry_after = 1;
-        send_error(s, http, &e);
+        sv_server_send_error(s, http, &e);
         return;
     }
     if (!sv_engine_loop_alive(s->deps.loop)) {
         sv_api_fail(&e, 503, NULL, "the engine has stopped after an error; see the server's log");
-        send_error(s, http, &e);
+        sv_server_send_error(s, http, &e);
         return;
     }
     const char *body = len ? (const char *)evbuffer_pullup(in, -1) : "";
     req_t *r = req_new(s, http);
     if (!r) {
         sv_api_fail(&e, 500, NULL, "out of memory");
-        send_error(s, http, &e);
+        sv_server_send_error(s, http, &e);
         return;
     }
     if (sv_api_parse(kind, body, len, &s->lim, &r->api, &e)) {
@@ -1004,49 +646,6 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
 
 /* ---- the other endpoints ------------------------------------------------------ */
 
-static void handle_models(srv_t *s, struct evhttp_request *http) {
-    json_t *j = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:i}]}", "object", "list", "data", "id", s->cfg.model_name,
-                          "object", "model", "created", (json_int_t)s->started, "owned_by", "sieve", "max_model_len",
-                          (int)s->cfg.max_ctx);
-    send_json(http, 200, j, 0);
-    json_decref(j);
-}
-
-static void handle_health(srv_t *s, struct evhttp_request *http) {
-    bool alive = sv_engine_loop_alive(s->deps.loop);
-    const char *status = !alive ? "engine stopped" : s->draining ? "draining" : "ok";
-    json_t *j = json_pack("{s:s}", "status", status);
-    send_json(http, alive && !s->draining ? 200 : 503, j, 0);
-    json_decref(j);
-}
-
-static void handle_metrics(srv_t *s, struct evhttp_request *http) {
-    sv_engine_loop_stats_t st;
-    sv_engine_loop_stats(s->deps.loop, &st);
-    sv_ccache_stats_t cs;
-    sv_ccache_stats(s->ccache, &cs);
-    sv_metrics_snapshot_t snap = {
-        .running = st.engine.running,
-        .waiting = st.engine.waiting + st.inbox,
-        .kv_usage = st.kv_blocks ? (double)st.kv_blocks_used / st.kv_blocks : 0,
-        .prefix_queries = st.engine.prefix_queries,
-        .prefix_hits = st.prefix_hits,
-        .preemptions = st.engine.preemptions,
-        .jump_forward_tokens = st.engine.forced,
-        .ccache_hits = cs.hits,
-        .ccache_misses = cs.misses,
-        .alive = sv_engine_loop_alive(s->deps.loop),
-    };
-    sv_bytes_t out = {0};
-    if (sv_metrics_format(&s->m, &snap, s->cfg.model_name, &out)) {
-        sv_bytes_free(&out);
-        send_body(http, 500, "text/plain", "out of memory\n", 14, 0);
-        return;
-    }
-    send_body(http, 200, "text/plain; version=0.0.4; charset=utf-8", (const char *)out.p, out.n, 0);
-    sv_bytes_free(&out);
-}
-
 static bool authorized(srv_t *s, struct evhttp_request *http) {
     if (!s->cfg.api_key) return true;
     const char *h = evhttp_find_header(evhttp_request_get_input_headers(http), "Authorization");
@@ -1072,11 +671,11 @@ static void handle(struct evhttp_request *http, void *arg) {
     enum evhttp_cmd_type cmd = evhttp_request_get_command(http);
 
     if (!strcmp(path, "/health")) {
-        handle_health(s, http);
+        sv_server_health(s, http);
         return;
     }
     if (!strcmp(path, "/metrics")) {
-        handle_metrics(s, http);
+        sv_server_metrics(s, http);
         return;
     }
     bool chat = !strcmp(path, "/v1/chat/completions"), comp = !strcmp(path, "/v1/completions"),
@@ -1084,27 +683,27 @@ static void handle(struct evhttp_request *http, void *arg) {
     if (!chat && !comp && !models) {
         sv_api_fail(&e, 404, NULL, "no route for %s", path);
         snprintf(e.code, sizeof e.code, "unknown_url");
-        send_error(s, http, &e);
+        sv_server_send_error(s, http, &e);
         return;
     }
     if (!authorized(s, http)) {
         sv_api_fail(&e, 401, NULL, "a valid API key is required: Authorization: Bearer KEY");
         snprintf(e.code, sizeof e.code, "invalid_api_key");
-        send_error(s, http, &e);
+        sv_server_send_error(s, http, &e);
         return;
     }
     if (models) {
         if (cmd != EVHTTP_REQ_GET) {
             sv_api_fail(&e, 405, NULL, "%s takes GET", path);
-            send_error(s, http, &e);
+            sv_server_send_error(s, http, &e);
             return;
         }
-        handle_models(s, http);
+        sv_server_models(s, http);
         return;
     }
     if (cmd != EVHTTP_REQ_POST) {
         sv_api_fail(&e, 405, NULL, "%s takes POST", path);
-        send_error(s, http, &e);
+        sv_server_send_error(s, http, &e);
         return;
     }
     handle_generate(s, http, chat ? SV_API_CHAT : SV_API_COMPLETION);
@@ -1261,12 +860,12 @@ done:
         r->compiling = false;
         r->engine_done = true;
         if (r->http) {
-            detach_conn(r);
+            sv_server_detach_conn(r);
             if (r->headers_sent) evhttp_send_reply_end(r->http);
             else {
                 sv_api_error_t e;
                 sv_api_fail(&e, 503, NULL, "the server is shutting down");
-                send_error(s, r->http, &e);
+                sv_server_send_error(s, r->http, &e);
             }
             r->http = NULL;
         }

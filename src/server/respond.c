@@ -1,0 +1,329 @@
+/* respond.c — what goes back to the client: error replies, OpenAI
+ * responses and SSE chunks assembled from a request's outputs (shapes in
+ * render.h), tool calls read from the text (tools.h), and the GET
+ * endpoints (/v1/models, /health, /metrics). HTTP thread only. */
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "render.h"
+#include "server_internal.h"
+#include "src/engine/chat.h"
+#include "src/util/clock.h"
+#include "tools.h"
+
+/* ---- replies ------------------------------------------------------------ */
+
+static const char *reason_phrase(int status) {
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 503: return "Service Unavailable";
+    default: return "Internal Server Error";
+    }
+}
+
+void sv_server_send_body(struct evhttp_request *http, int status, const char *ctype, const char *body, size_t n,
+                      int retry_after) {
+    struct evkeyvalq *h = evhttp_request_get_output_headers(http);
+    evhttp_add_header(h, "Content-Type", ctype);
+    if (retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", retry_after);
+        evhttp_add_header(h, "Retry-After", ra);
+    }
+    struct evbuffer *b = evbuffer_new();
+    if (b) evbuffer_add(b, body, n);
+    evhttp_send_reply(http, status, reason_phrase(status), b);
+    if (b) evbuffer_free(b);
+}
+
+void sv_server_send_json(struct evhttp_request *http, int status, json_t *j, int retry_after) {
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (s) sv_server_send_body(http, status, "application/json", s, strlen(s), retry_after);
+    else {
+        static const char nomem[] =
+            "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+        sv_server_send_body(http, 500, "application/json", nomem, sizeof nomem - 1, 0);
+    }
+    free(s);
+}
+
+void sv_server_send_error(srv_t *s, struct evhttp_request *http, const sv_api_error_t *e) {
+    s->m.errors++;
+    json_t *j = sv_api_error_json(e);
+    sv_server_send_json(http, e->status, j, e->retry_after);
+    json_decref(j);
+}
+
+/* ---- responses --------------------------------------------------------------- */
+
+bool sv_server_is_chat(const req_t *r) { return r->api.kind == SV_API_CHAT; }
+
+static void head_of(const req_t *r, sv_render_head_t *h) {
+    h->id = r->id;
+    h->model = r->s->cfg.model_name;
+    h->created = r->created;
+    h->kind = r->api.kind;
+}
+
+static void write_chunk(req_t *r, json_t *chunk) {
+    if (!r->http || !chunk) return;
+    if (r->api.include_usage && !json_object_get(chunk, "usage")) json_object_set_new(chunk, "usage", json_null());
+    size_t n;
+    char *sse = sv_render_sse(chunk, &n);
+    if (sse) {
+        struct evbuffer *b = evbuffer_new();
+        if (b) {
+            evbuffer_add(b, sse, n);
+            evhttp_send_reply_chunk(r->http, b);
+            evbuffer_free(b);
+        }
+        free(sse);
+    }
+}
+
+void sv_server_start_stream(req_t *r) {
+    if (r->headers_sent || !r->http) return;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(r->http);
+    evhttp_add_header(h, "Content-Type", "text/event-stream");
+    evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(r->http, 200, "OK");
+    r->headers_sent = true;
+}
+
+/* Whether choice c's text is held back (tools: it may become a call). */
+bool sv_server_holding(const req_t *r, const choice_t *c) {
+    if (r->api.c.tool_calls || r->phase2) return true;
+    /* With the marker as a stop string the first phase is plain text. */
+    if (r->api.tool_choice == SV_TOOLS_AUTO && r->marker_stop < 0)
+        return sv_tools_may_be_call((const char *)c->text.p, c->text.n);
+    return false;
+}
+
+/* A streamed chunk for choice i with delta content text[from..to) (or the
+ * role only), the pending logprobs, and finish (NULL: none). */
+void sv_server_stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t *tool_calls, const char *finish) {
+    choice_t *c = &r->ch[i];
+    sv_render_head_t hd;
+    head_of(r, &hd);
+    json_t *chunk = sv_render_head(&hd, true);
+    json_t *ch;
+    json_t *lp = c->lp && json_array_size(sv_server_is_chat(r) ? c->lp : json_object_get(c->lp, "tokens")) ? c->lp : NULL;
+    if (sv_server_is_chat(r)) {
+        json_t *delta = json_object();
+        if (!c->role_sent) {
+            json_object_set_new(delta, "role", json_string("assistant"));
+            c->role_sent = true;
+        }
+        if (to > from || (!tool_calls && !finish))
+            json_object_set_new(delta, "content", json_stringn((const char *)c->text.p + from, to - from));
+        if (tool_calls) json_object_set(delta, "tool_calls", tool_calls);
+        ch = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)i, "delta", delta, "logprobs",
+                       lp ? json_pack("{s:O}", "content", lp) : json_null(), "finish_reason",
+                       finish ? json_string(finish) : json_null());
+    } else {
+        ch = json_pack("{s:i, s:s%, s:O, s:o}", "index", (int)i, "text", to > from ? (const char *)c->text.p + from : "",
+                       to - from, "logprobs", lp ? lp : json_null(), "finish_reason",
+                       finish ? json_string(finish) : json_null());
+    }
+    if (lp) {
+        json_decref(c->lp);
+        c->lp = sv_render_logprobs_new(r->api.kind);
+    }
+    json_array_append_new(json_object_get(chunk, "choices"), ch);
+    write_chunk(r, chunk);
+    json_decref(chunk);
+    c->sent = to;
+}
+
+/* Tool calls of a finished choice (NULL: none), and where its content ends. */
+static json_t *choice_calls(req_t *r, choice_t *c, size_t *content_len) {
+    *content_len = c->text.n;
+    if (c->finish == SV_FINISH_ABORT || c->finish == SV_FINISH_LENGTH) return NULL;
+    if (r->phase2) {
+        /* The second phase wrote one call object (ChatML) or the call array. */
+        const char *t = (const char *)c->text.p + r->p2_from;
+        size_t n = c->text.n - r->p2_from;
+        json_t *calls;
+        if (r->s->deps.tmpl->kind == SV_CHAT_CHATML) {
+            char *w = malloc(n + 2);
+            if (!w) return NULL;
+            w[0] = '[';
+            memcpy(w + 1, t, n);
+            w[n + 1] = ']';
+            calls = sv_tools_calls_from_array(w, n + 2);
+            free(w);
+        } else {
+            calls = sv_tools_calls_from_array(t, n);
+        }
+        if (calls) {
+            size_t k = r->p1_len;
+            const char *p = (const char *)c->text.p;
+            while (k && (p[k - 1] == ' ' || p[k - 1] == '\n' || p[k - 1] == '\t' || p[k - 1] == '\r')) k--;
+            *content_len = k;
+        }
+        return calls;
+    }
+    if (r->api.c.tool_calls) {
+        json_t *calls = sv_tools_calls_from_array((const char *)c->text.p, c->text.n);
+        if (calls) *content_len = 0;
+        return calls;
+    }
+    if (r->api.tool_choice == SV_TOOLS_AUTO)
+        return sv_tools_calls_from_text((const char *)c->text.p, c->text.n, r->api.tools, content_len);
+    return NULL;
+}
+
+static const char *finish_name(req_t *r, sv_finish_reason f, bool calls) {
+    if (f == SV_FINISH_ABORT && r->deadline_hit) return "length";
+    return sv_render_finish(f, calls);
+}
+
+static void count_finish(req_t *r, const char *name) {
+    int k = !strcmp(name, "stop") ? SV_METRIC_STOP
+            : !strcmp(name, "length") ? SV_METRIC_LENGTH
+            : !strcmp(name, "tool_calls") ? SV_METRIC_TOOL_CALLS
+                                          : SV_METRIC_ABORT;
+    r->s->m.success[k]++;
+}
+
+static void stream_finish_choice(req_t *r, uint32_t i) {
+    choice_t *c = &r->ch[i];
+    size_t content_len;
+    json_t *calls = sv_server_is_chat(r) ? choice_calls(r, c, &content_len) : NULL;
+    const char *fin = finish_name(r, c->finish, calls != NULL);
+    count_finish(r, fin);
+    if (calls) {
+        /* Streamed calls: each with its index, id, type, name and whole
+         * arguments (a client concatenates argument fragments; one is a
+         * valid split). Any content before the calls goes first. */
+        if (content_len > c->sent) sv_server_stream_delta(r, i, c->sent, content_len, NULL, NULL);
+        size_t k;
+        json_t *call;
+        json_array_foreach(calls, k, call) json_object_set_new(call, "index", json_integer((json_int_t)k));
+        c->sent = c->text.n;
+        sv_server_stream_delta(r, i, c->text.n, c->text.n, calls, NULL);
+        sv_server_stream_delta(r, i, c->text.n, c->text.n, NULL, fin);
+        json_decref(calls);
+        return;
+    }
+    if (c->text.n > c->sent) sv_server_stream_delta(r, i, c->sent, c->text.n, NULL, NULL);
+    sv_server_stream_delta(r, i, c->text.n, c->text.n, NULL, fin);
+}
+
+void sv_server_finish_response(req_t *r) {
+    srv_t *s = r->s;
+    uint32_t completion = 0;
+    for (uint32_t i = 0; i < r->n_choices; i++) completion += r->ch[i].n_generated;
+    s->m.prompt_tokens += r->n_prompt;
+    s->m.generation_tokens += completion;
+    uint64_t now = sv_now_ns();
+    sv_histogram_observe(&s->m.e2e, (double)(now - r->t0) / 1e9);
+    if (!r->http) return;
+    sv_server_detach_conn(r);
+    if (r->api.stream) {
+        sv_server_start_stream(r);
+        for (uint32_t i = 0; i < r->n_choices; i++) stream_finish_choice(r, i);
+        if (r->api.include_usage) {
+            sv_render_head_t hd;
+            head_of(r, &hd);
+            json_t *chunk = sv_render_head(&hd, true);
+            json_object_set_new(chunk, "usage", sv_render_usage(r->n_prompt, completion, r->n_cached));
+            write_chunk(r, chunk);
+            json_decref(chunk);
+        }
+        struct evbuffer *b = evbuffer_new();
+        if (b) {
+            evbuffer_add(b, "data: [DONE]\n\n", 14);
+            evhttp_send_reply_chunk(r->http, b);
+            evbuffer_free(b);
+        }
+        evhttp_send_reply_end(r->http);
+        r->http = NULL;
+        return;
+    }
+    sv_render_head_t hd;
+    head_of(r, &hd);
+    json_t *resp = sv_render_head(&hd, false);
+    json_t *choices = json_object_get(resp, "choices");
+    for (uint32_t i = 0; i < r->n_choices; i++) {
+        choice_t *c = &r->ch[i];
+        json_t *ch;
+        if (sv_server_is_chat(r)) {
+            size_t content_len;
+            json_t *calls = choice_calls(r, c, &content_len);
+            const char *fin = finish_name(r, c->finish, calls != NULL);
+            count_finish(r, fin);
+            json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
+                                    calls && content_len == 0 ? json_null()
+                                                              : json_stringn((const char *)c->text.p, content_len),
+                                    "refusal");
+            if (calls) json_object_set_new(msg, "tool_calls", calls);
+            ch = json_pack("{s:i, s:o, s:o, s:s}", "index", (int)i, "message", msg, "logprobs",
+                           r->api.logprobs ? json_pack("{s:O}", "content", c->lp) : json_null(), "finish_reason", fin);
+        } else {
+            const char *fin = finish_name(r, c->finish, false);
+            count_finish(r, fin);
+            ch = json_pack("{s:i, s:s%, s:O, s:s}", "index", (int)i, "text", c->text.n ? (const char *)c->text.p : "",
+                           c->text.n, "logprobs", r->api.logprobs ? c->lp : json_null(), "finish_reason", fin);
+        }
+        json_array_append_new(choices, ch);
+    }
+    json_object_set_new(resp, "usage", sv_render_usage(r->n_prompt, completion, r->n_cached));
+    sv_server_send_json(r->http, 200, resp, 0);
+    json_decref(resp);
+    r->http = NULL;
+}
+
+/* ---- the GET endpoints --------------------------------------------------------- */
+
+void sv_server_models(srv_t *s, struct evhttp_request *http) {
+    json_t *j = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:i}]}", "object", "list", "data", "id", s->cfg.model_name,
+                          "object", "model", "created", (json_int_t)s->started, "owned_by", "sieve", "max_model_len",
+                          (int)s->cfg.max_ctx);
+    sv_server_send_json(http, 200, j, 0);
+    json_decref(j);
+}
+
+void sv_server_health(srv_t *s, struct evhttp_request *http) {
+    bool alive = sv_engine_loop_alive(s->deps.loop);
+    const char *status = !alive ? "engine stopped" : s->draining ? "draining" : "ok";
+    json_t *j = json_pack("{s:s}", "status", status);
+    sv_server_send_json(http, alive && !s->draining ? 200 : 503, j, 0);
+    json_decref(j);
+}
+
+void sv_server_metrics(srv_t *s, struct evhttp_request *http) {
+    sv_engine_loop_stats_t st;
+    sv_engine_loop_stats(s->deps.loop, &st);
+    sv_ccache_stats_t cs;
+    sv_ccache_stats(s->ccache, &cs);
+    sv_metrics_snapshot_t snap = {
+        .running = st.engine.running,
+        .waiting = st.engine.waiting + st.inbox,
+        .kv_usage = st.kv_blocks ? (double)st.kv_blocks_used / st.kv_blocks : 0,
+        .prefix_queries = st.engine.prefix_queries,
+        .prefix_hits = st.prefix_hits,
+        .preemptions = st.engine.preemptions,
+        .jump_forward_tokens = st.engine.forced,
+        .ccache_hits = cs.hits,
+        .ccache_misses = cs.misses,
+        .alive = sv_engine_loop_alive(s->deps.loop),
+    };
+    sv_bytes_t out = {0};
+    if (sv_metrics_format(&s->m, &snap, s->cfg.model_name, &out)) {
+        sv_bytes_free(&out);
+        sv_server_send_body(http, 500, "text/plain", "out of memory\n", 14, 0);
+        return;
+    }
+    sv_server_send_body(http, 200, "text/plain; version=0.0.4; charset=utf-8", (const char *)out.p, out.n, 0);
+    sv_bytes_free(&out);
+}
+

@@ -1,0 +1,144 @@
+/* server_internal.h — what server.c (requests, threads, libevent) and
+ * respond.c (what goes back to the client) share: the request and server
+ * structs and the functions one calls in the other. Not a public header:
+ * only src/server/ includes it. Everything here runs on the HTTP thread
+ * except where a comment says otherwise. */
+#ifndef SV_SERVER_INTERNAL_H
+#define SV_SERVER_INTERNAL_H
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api.h"
+#include "compile_pool.h"
+#include "metrics.h"
+#include "server.h"
+
+typedef struct srv srv_t;
+typedef struct req req_t;
+
+/* One engine output, copied off the engine thread. */
+typedef struct out_ev {
+    struct out_ev *next;
+    uint32_t index;
+    uint32_t n_tokens;
+    int32_t *tokens;     /* (n_tokens) */
+    sv_logprobs_t *lps;  /* (n_tokens) or NULL */
+    char *text;          /* (n_text) */
+    size_t n_text;
+    sv_finish_reason finish;
+    int32_t stop_index;
+    bool request_done;
+    uint32_t n_prompt, n_cached, n_generated;
+    bool refused;
+    sv_error_t refusal;
+} out_ev_t;
+
+typedef struct choice {
+    sv_bytes_t text;    /* every byte of text so far */
+    size_t sent;        /* bytes of text streamed as content */
+    json_t *lp;         /* logprobs: all (non-streaming) or not yet sent (streaming) */
+    size_t text_offset;
+    uint32_t n_generated;
+    sv_finish_reason finish;
+    bool done, role_sent;
+} choice_t;
+
+struct req {
+    req_t *prev, *next; /* the server's live list */
+    srv_t *s;
+    struct evhttp_request *http; /* NULL once the reply is sent */
+    struct evhttp_connection *conn;
+    bool gone;                   /* the client went away */
+    bool closecb_set;
+    sv_api_request_t api;
+    sv_ids_t prompt;
+    char id[48];
+    int64_t created;
+    uint64_t t0, t_first, t_last;
+
+    bool compiling;
+    sv_constraint_t *constraint; /* held while the engine may use it */
+    bool submitted, engine_done, cancelled, deadline_hit;
+    uint64_t eid;
+
+    /* The handoff, guarded by mu. */
+    pthread_mutex_t mu;
+    out_ev_t *qh, *qt;
+    bool c_ready;
+    sv_constraint_t *c_result;
+    bool c_hit;
+    uint64_t c_us;
+    sv_error_t c_err;
+    struct event *wake, *deadline;
+
+    /* "auto" tool calls (tools.h): the marker's stop string, and the
+     * constrained second phase that continues the answer as a call. */
+    int32_t marker_stop;      /* index in api.stop, or -1 */
+    bool phase2;
+    size_t p1_len;            /* text bytes of the first phase: the content */
+    size_t p2_from;           /* where the second phase's text starts (after the opening) */
+    uint32_t p1_generated;    /* tokens of the first phase */
+
+    bool headers_sent;
+    uint32_t n_choices, n_done;
+    choice_t ch[SV_ENGINE_MAX_N];
+    uint32_t n_prompt, n_cached;
+};
+
+struct srv {
+    sv_server_config_t cfg;
+    sv_server_deps_t deps;
+    sv_api_limits_t lim;
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *sock;
+    sv_constraint_cache_t *ccache;
+    sv_cpool_t *cpool;
+    sv_metrics_t m;
+    req_t *live;
+    uint32_t n_live;
+    bool draining, drain_cancelled;
+    uint64_t drain_deadline_ns;
+    uint64_t idle_since_ns; /* draining: when the last request went (0: some are left) */
+    struct event *sig_term, *sig_int, *probe, *drain_timer;
+    uint64_t rng;
+    int64_t started;
+};
+
+/* ---- respond.c ---------------------------------------------------------- */
+
+void sv_server_send_body(struct evhttp_request *http, int status, const char *ctype, const char *body, size_t n,
+                         int retry_after);
+/* j may be NULL (out of memory): a 500 then. */
+void sv_server_send_json(struct evhttp_request *http, int status, json_t *j, int retry_after);
+/* Counts the error in the metrics. */
+void sv_server_send_error(srv_t *s, struct evhttp_request *http, const sv_api_error_t *e);
+
+bool sv_server_is_chat(const req_t *r);
+/* Sends the 200 headers of an SSE stream (once). */
+void sv_server_start_stream(req_t *r);
+/* Whether choice c's new text waits (tools: it may become a call). */
+bool sv_server_holding(const req_t *r, const choice_t *c);
+/* One chunk for choice i: its delta content text[from..to) (the role with the
+ * first chunk), tool_calls (borrowed, may be NULL), the logprobs not yet
+ * sent, and finish (NULL: none). */
+void sv_server_stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t *tool_calls, const char *finish);
+/* Every choice has finished: the response (or the stream's end), usage,
+ * metrics. r->http is NULL afterwards. */
+void sv_server_finish_response(req_t *r);
+
+void sv_server_models(srv_t *s, struct evhttp_request *http);
+void sv_server_health(srv_t *s, struct evhttp_request *http);
+void sv_server_metrics(srv_t *s, struct evhttp_request *http);
+
+/* ---- server.c ------------------------------------------------------------ */
+
+/* The reply is about to be sent: forget the connection's close callback. */
+void sv_server_detach_conn(req_t *r);
+
+#endif
