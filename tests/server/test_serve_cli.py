@@ -1,0 +1,47 @@
+"""`sieve serve` on the command line: help, usage errors, start-up failures."""
+import socket
+import subprocess
+
+from live import MODEL, sieve_bin
+
+
+def run(*args, timeout=60):
+    return subprocess.run([sieve_bin(), "serve", *args], capture_output=True, timeout=timeout)
+
+
+def test_help():
+    r = run("--help")
+    assert r.returncode == 0 and b"Usage: sieve serve -m MODEL" in r.stdout
+    for opt in [b"--api-key", b"--served-model-name", b"--max-num-seqs", b"--max-body-bytes", b"--chat-template",
+                b"--request-timeout", b"--drain-timeout"]:
+        assert opt in r.stdout
+
+
+def test_listed_as_a_verb():
+    r = subprocess.run([sieve_bin(), "--help"], capture_output=True)
+    assert b"serve" in r.stdout
+
+
+def test_usage_errors():
+    for args, msg in [((), b"-m MODEL is required"),
+                      (("-m", str(MODEL), "--port", "99999"), b"--port"),
+                      (("-m", str(MODEL), "--chat-template", "alpaca"), b"chatml, llama3, mistral or gemma"),
+                      (("-m", str(MODEL), "--max-body-bytes", "10"), b"--max-body-bytes"),
+                      (("-m", str(MODEL), "--bogus"), b"unknown option"),
+                      (("-m", str(MODEL), "--request-timeout", "soon"), b"--request-timeout")]:
+        r = run(*args)
+        assert r.returncode == 64 and msg in r.stderr, (args, r.stderr)
+
+
+def test_missing_model_is_a_runtime_error(tmp_path):
+    r = run("-m", str(tmp_path / "nope.gguf"))
+    assert r.returncode == 1 and b"sieve serve:" in r.stderr
+
+
+def test_port_in_use():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        r = run("-m", str(MODEL), "--port", str(port), "--threads", "1")
+    assert r.returncode == 1 and b"cannot listen" in r.stderr
