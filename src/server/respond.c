@@ -194,9 +194,69 @@ static void count_finish(req_t *r, const char *name) {
     r->s->m.success[k]++;
 }
 
+/* Where a choice's constrained calls start in its text, and their form:
+ * the call array (tool_choice required or named, or the second phase of
+ * another family), or one call object (ChatML's second phase). False when
+ * the choice's text is no constrained call. */
+static bool call_region(const req_t *r, const choice_t *c, size_t *from, bool *array) {
+    if (r->api.c.tool_calls) {
+        *from = 0;
+        *array = true;
+        return true;
+    }
+    if (r->phase2) {
+        *from = r->p2_from;
+        *array = r->s->deps.tmpl->kind != SV_CHAT_CHATML;
+        return c->text.n >= r->p2_from;
+    }
+    return false;
+}
+
+void sv_server_stream_calls(req_t *r, uint32_t i) {
+    choice_t *c = &r->ch[i];
+    size_t from;
+    bool array;
+    if (!call_region(r, c, &from, &array)) return;
+    sv_tools_scan_t sc[SV_TOOLS_MAX_PARALLEL];
+    const char *t = (const char *)c->text.p + from;
+    size_t n = sv_tools_scan_calls(t, c->text.n - from, array, sc, SV_TOOLS_MAX_PARALLEL);
+    json_t *deltas = json_array();
+    for (size_t k = 0; k < n && deltas; k++) {
+        json_t *d = NULL;
+        if (k >= c->n_calls) {
+            /* The call's header: index, id, type, name, and no arguments yet. */
+            sv_tools_new_id(c->call_id[k]);
+            d = json_pack("{s:i, s:s, s:s, s:{s:s%, s:s}}", "index", (int)k, "id", c->call_id[k], "type", "function",
+                          "function", "name", t + sc[k].name_off, sc[k].name_len, "arguments", "");
+            c->n_calls = (uint32_t)k + 1;
+            c->args_sent[k] = 0;
+            if (d) json_array_append_new(deltas, d);
+        }
+        if (sc[k].args_len > c->args_sent[k]) {
+            d = json_pack("{s:i, s:{s:s%}}", "index", (int)k, "function", "arguments",
+                          t + sc[k].args_off + c->args_sent[k], sc[k].args_len - c->args_sent[k]);
+            c->args_sent[k] = sc[k].args_len;
+            if (d) json_array_append_new(deltas, d);
+        }
+    }
+    if (deltas && json_array_size(deltas)) sv_server_stream_delta(r, i, c->sent, c->sent, deltas, NULL);
+    json_decref(deltas);
+}
+
 static void stream_finish_choice(req_t *r, uint32_t i) {
     choice_t *c = &r->ch[i];
     size_t content_len;
+    if (c->n_calls) {
+        /* The calls went out as they were generated: the rest of their
+         * arguments, then the finish reason (tool_calls when they parse). */
+        sv_server_stream_calls(r, i);
+        json_t *calls = choice_calls(r, c, &content_len);
+        const char *fin = finish_name(r, c->finish, calls != NULL);
+        json_decref(calls);
+        count_finish(r, fin);
+        sv_server_stream_delta(r, i, c->sent, c->sent, NULL, fin);
+        return;
+    }
     json_t *calls = sv_server_is_chat(r) ? choice_calls(r, c, &content_len) : NULL;
     const char *fin = finish_name(r, c->finish, calls != NULL);
     count_finish(r, fin);

@@ -437,7 +437,9 @@ static void handle_output(req_t *r, out_ev_t *e) {
         if (r->api.stream && r->http && !r->gone) {
             sv_server_start_stream(r);
             if (!c->role_sent && sv_server_is_chat(r)) sv_server_stream_delta(r, e->index, c->sent, c->sent, NULL, NULL);
-            if (!c->done && c->text.n > c->sent && !sv_server_holding(r, c)) sv_server_stream_delta(r, e->index, c->sent, c->text.n, NULL, NULL);
+            if (!c->done && c->text.n > c->sent && !sv_server_holding(r, c))
+                sv_server_stream_delta(r, e->index, c->sent, c->text.n, NULL, NULL);
+            else if (!c->done && sv_server_is_chat(r)) sv_server_stream_calls(r, e->index);
         }
     }
     if (e->request_done) {

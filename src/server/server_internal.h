@@ -17,6 +17,7 @@
 #include "compile_pool.h"
 #include "metrics.h"
 #include "server.h"
+#include "tools.h"
 
 typedef struct srv srv_t;
 typedef struct req req_t;
@@ -46,6 +47,10 @@ typedef struct choice {
     uint32_t n_generated;
     sv_finish_reason finish;
     bool done, role_sent;
+    /* Constrained calls streamed as they are generated (respond.c). */
+    uint32_t n_calls;                         /* calls whose header was sent */
+    char call_id[SV_TOOLS_MAX_PARALLEL][30];
+    size_t args_sent[SV_TOOLS_MAX_PARALLEL];  /* argument bytes sent, per call */
 } choice_t;
 
 struct req {
@@ -128,6 +133,8 @@ bool sv_server_holding(const req_t *r, const choice_t *c);
  * first chunk), tool_calls (borrowed, may be NULL), the logprobs not yet
  * sent, and finish (NULL: none). */
 void sv_server_stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t *tool_calls, const char *finish);
+/* Streams what is new in a choice's constrained tool calls. */
+void sv_server_stream_calls(req_t *r, uint32_t i);
 /* Every choice has finished: the response (or the stream's end), usage,
  * metrics. r->http is NULL afterwards. */
 void sv_server_finish_response(req_t *r);

@@ -141,11 +141,16 @@ int sv_tools_call_schema(const sv_api_request_t *r, bool array, char **out, sv_a
     return 0;
 }
 
-static json_t *make_call(const char *name, json_t *args) {
+void sv_tools_new_id(char id[30]) {
     static const char hex[] = "0123456789abcdef";
-    char id[5 + 24 + 1] = "call_";
+    memcpy(id, "call_", 5);
     for (int i = 0; i < 24; i++) id[5 + i] = hex[rand() & 15];
     id[29] = 0;
+}
+
+static json_t *make_call(const char *name, json_t *args) {
+    char id[30];
+    sv_tools_new_id(id);
     char *a = json_dumps(args, JSON_PRESERVE_ORDER | JSON_COMPACT);
     if (!a) return NULL;
     json_t *c = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function", "name", name,
@@ -262,4 +267,78 @@ bool sv_tools_may_be_call(const char *text, size_t len) {
     static const char open[] = "<tool_call>";
     size_t k = len - i < sizeof open - 1 ? len - i : sizeof open - 1;
     return memcmp(text + i, open, k) == 0;
+}
+
+/* ---- scanning a call list as it is generated ------------------------------ */
+
+static void skip_ws(const char *t, size_t n, size_t *i) {
+    while (*i < n && (t[*i] == ' ' || t[*i] == '\n' || t[*i] == '\t' || t[*i] == '\r')) (*i)++;
+}
+
+/* Consumes lit at *i; false when the text differs or ends first. */
+static bool eat(const char *t, size_t n, size_t *i, const char *lit) {
+    size_t k = strlen(lit);
+    if (*i + k > n || memcmp(t + *i, lit, k) != 0) return false;
+    *i += k;
+    return true;
+}
+
+size_t sv_tools_scan_calls(const char *t, size_t n, bool array, sv_tools_scan_t *out, size_t max) {
+    size_t i = 0, k = 0;
+    skip_ws(t, n, &i);
+    if (array && !eat(t, n, &i, "[")) return 0;
+    while (k < max) {
+        skip_ws(t, n, &i);
+        if (k > 0) {
+            if (!eat(t, n, &i, ",")) break;
+            skip_ws(t, n, &i);
+        }
+        if (!eat(t, n, &i, "{")) break;
+        skip_ws(t, n, &i);
+        if (!eat(t, n, &i, "\"name\"")) break;
+        skip_ws(t, n, &i);
+        if (!eat(t, n, &i, ":")) break;
+        skip_ws(t, n, &i);
+        if (!eat(t, n, &i, "\"")) break;
+        size_t name_off = i;
+        while (i < n && t[i] != '"') i++; /* tool names have no escapes (tools.c name_ok) */
+        if (i >= n) break;
+        size_t name_len = i - name_off;
+        i++;
+        skip_ws(t, n, &i);
+        if (!eat(t, n, &i, ",")) break;
+        skip_ws(t, n, &i);
+        if (!eat(t, n, &i, "\"arguments\"")) break;
+        skip_ws(t, n, &i);
+        if (!eat(t, n, &i, ":")) break;
+        skip_ws(t, n, &i);
+        if (i >= n) break;
+        size_t start = i;
+        int depth = 0;
+        bool in_str = false, esc = false, done = false;
+        for (; i < n; i++) {
+            char c = t[i];
+            if (in_str) {
+                if (esc) esc = false;
+                else if (c == '\\') esc = true;
+                else if (c == '"') in_str = false;
+            } else if (c == '"') {
+                in_str = true;
+            } else if (c == '{' || c == '[') {
+                depth++;
+            } else if (c == '}' || c == ']') {
+                if (--depth == 0) {
+                    i++;
+                    done = true;
+                    break;
+                }
+            }
+        }
+        out[k] = (sv_tools_scan_t){name_off, name_len, start, i - start, done};
+        k++;
+        if (!done) break;
+        skip_ws(t, n, &i);
+        if (!eat(t, n, &i, "}")) break;
+    }
+    return k;
 }

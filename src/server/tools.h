@@ -67,6 +67,21 @@ json_t *sv_tools_calls_from_array(const char *text, size_t len);
  * no call naming one of tools. Caller decrefs. */
 json_t *sv_tools_calls_from_text(const char *text, size_t len, json_t *tools, size_t *content_len);
 
+/* A new call id, "call_" and 24 hex digits, into id (30 bytes with NUL). */
+void sv_tools_new_id(char id[30]);
+
+/* Streaming constrained calls: the calls in a (possibly unfinished) output,
+ * the call array (array true) or one call object. Each call found has its
+ * name complete; its arguments run from args_off for args_len bytes, and
+ * args_done says whether the arguments value is closed. A scan of a longer
+ * prefix of the same text finds the same calls with the same offsets. */
+typedef struct sv_tools_scan {
+    size_t name_off, name_len;
+    size_t args_off, args_len;
+    bool args_done;
+} sv_tools_scan_t;
+size_t sv_tools_scan_calls(const char *text, size_t len, bool array, sv_tools_scan_t *out, size_t max);
+
 /* True when text[0..len), leading whitespace skipped, may still become a
  * call (is a prefix of, or starts with, "<tool_call>" or "{"): a streaming
  * "auto" response holds such text back until the end. */

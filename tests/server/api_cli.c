@@ -9,6 +9,9 @@
  *   api_cli pyjson                     JSON on stdin -> Python's json.dumps
  *   api_cli calls array|text           tools body on stdin as {"text", "tools"}
  *                                      -> the tool_calls found, or null
+ *   api_cli scan array|object          text on stdin -> the calls a stream
+ *                                      would have sent so far, as
+ *                                      [{"name", "args", "done"}]
  *
  * Limits for parse: vocabulary 1000, context 4096, n <= 16. */
 #include <jansson.h>
@@ -128,6 +131,14 @@ int main(int argc, char **argv) {
         } else rc = 1;
         json_decref(j);
         sv_bytes_free(&out);
+    } else if (!strcmp(argv[1], "scan") && argc == 3) {
+        sv_tools_scan_t sc[SV_TOOLS_MAX_PARALLEL];
+        size_t k = sv_tools_scan_calls(body, n, !strcmp(argv[2], "array"), sc, SV_TOOLS_MAX_PARALLEL);
+        json_t *a = json_array();
+        for (size_t i = 0; i < k; i++)
+            json_array_append_new(a, json_pack("{s:s%, s:s%, s:b}", "name", body + sc[i].name_off, sc[i].name_len,
+                                               "args", body + sc[i].args_off, sc[i].args_len, "done", sc[i].args_done));
+        rc = print(a);
     } else if (!strcmp(argv[1], "calls") && argc == 3) {
         json_t *j = json_loadb(body, n, 0, NULL);
         const char *text = json_string_value(json_object_get(j, "text"));

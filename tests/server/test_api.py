@@ -251,3 +251,41 @@ def test_pyjson_is_json_dumps(value):
     r = run(["pyjson"], json.dumps(value))
     assert r.returncode == 0
     assert r.stdout.decode() == json.dumps(value, ensure_ascii=False)
+
+
+SCAN_CASES = [
+    (True, [{"name": "get_weather", "arguments": {"city": "Paris \"le\" {x}", "days": [1, {"a": "]"}]}},
+            {"name": "now", "arguments": {}}]),
+    (False, {"name": "f", "arguments": {"q": "naïve } ]", "n": -1.5e-3, "b": True, "z": None}}),
+]
+
+
+@pytest.mark.parametrize("array,value", SCAN_CASES)
+@pytest.mark.parametrize("sep", [(", ", ": "), (",", ":")])
+def test_scan_calls_on_every_prefix(array, value, sep):
+    """What a stream sends for each prefix of a call list is a prefix of the
+    final arguments, and the whole text gives exactly the calls json.loads
+    reads (json.dumps as the reference spelling, canonical and compact)."""
+    text = json.dumps(value, ensure_ascii=False, separators=sep)
+    want = value if array else [value]
+    data = text.encode()
+    last = None
+    for cut in range(len(data) + 1):
+        prefix = data[:cut]
+        try:
+            prefix.decode()
+        except UnicodeDecodeError:
+            continue  # the engine's text deltas are whole characters
+        r = run(["scan", "array" if array else "object"], prefix)
+        assert r.returncode == 0
+        got = json.loads(r.stdout)
+        assert len(got) <= len(want)
+        for g, w in zip(got, want):
+            assert g["name"] == w["name"]
+            full = json.dumps(w["arguments"], ensure_ascii=False, separators=sep)
+            assert full.startswith(g["args"]) and g["done"] == (g["args"] == full)
+        if last is not None:
+            assert len(got) >= len(last)
+        last = got
+    assert [(g["name"], json.loads(g["args"])) for g in last] == [(w["name"], w["arguments"]) for w in want]
+    assert all(g["done"] for g in last)

@@ -148,6 +148,7 @@ def reassemble(chunks):
                     cur["name"] += d.function.name
                 if d.function and d.function.arguments:
                     cur["arguments"] += d.function.arguments
+                    cur["fragments"] = cur.get("fragments", 0) + 1
             finish = c.finish_reason or finish
     return [calls[i] for i in sorted(calls)], content, finish
 
@@ -166,6 +167,8 @@ def test_streamed_calls_reassemble(client, kw):
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == \
         [(c.function.name, json.loads(c.function.arguments)) for c in whole.message.tool_calls]
     assert all(c["id"] and c["id"].startswith("call_") for c in calls)
+    # the arguments arrive as they are generated, in several fragments
+    assert all(c["fragments"] > 1 for c in calls), calls
 
 
 def test_tool_result_round_trip(client):
