@@ -63,6 +63,7 @@
 #include "../backend/cpu.h"
 #include "../engine/chat.h"
 #include "../engine/engine.h"
+#include "../engine/prefetch.h"
 #include "../engine/sample.h"
 #include "../engine/tokens.h"
 #include "../model/llama.h"
@@ -76,12 +77,14 @@
 #define BATCH_MAX_TOKENS (1u << 20) /* max_tokens of one line, as --max-tokens */
 #define BATCH_CTX_CAP 4096          /* the context, as cmd_generate's default */
 
-enum { OPT_BATCH = 256, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB, OPT_NO_JF, OPT_STATS };
+enum { OPT_BATCH = 256, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB, OPT_NO_JF, OPT_STATS,
+       OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH };
 
 static const char *const usage_text =
     "Usage: sieve generate --batch FILE.jsonl -m MODEL [--max-num-seqs 8] [--threads N]\n"
     "                      [--ws MODE] [--allow-unknown-formats] [--kv-memory-mb 512]\n"
-    "                      [--no-jump-forward] [--stats FILE]\n"
+    "                      [--max-num-batched-tokens 256] [--no-prefix-cache]\n"
+    "                      [--prefetch-threads 1] [--no-jump-forward] [--stats FILE]\n"
     "\n"
     "Runs every line of FILE (- is standard input) through the continuous-batching\n"
     "engine on the CPU. A line is a JSON object:\n"
@@ -100,6 +103,11 @@ static const char *const usage_text =
     "line; the others still run.\n"
     "  --max-num-seqs N     sequences (choices) decoded at once (default 8).\n"
     "  --kv-memory-mb M     memory of the paged KV cache (default 512).\n"
+    "  --max-num-batched-tokens N  rows in one forward: decode tokens plus prefill\n"
+    "                       chunks (default 256).\n"
+    "  --no-prefix-cache    do not share prompt blocks between requests.\n"
+    "  --prefetch-threads N threads computing the masks of states a constrained\n"
+    "                       request may reach next (default 1; 0: none).\n"
     "  --no-jump-forward    sample every constrained token (no forced extends).\n"
     "  --stats FILE         write the engine's counters as one JSON object at the end.\n"
     "  --ws, --allow-unknown-formats, --threads: as for one generation.\n"
@@ -112,7 +120,8 @@ typedef struct {
     sv_ws_mode ws;
     bool unknown_formats;
     uint64_t kv_mb;
-    bool no_jump_forward;
+    bool no_jump_forward, no_prefix_cache;
+    uint32_t max_batched, prefetch_threads;
     const char *stats;
 } batch_opts_t;
 
@@ -534,6 +543,9 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
         {"kv-memory-mb", required_argument, 0, OPT_KV_MB},
         {"no-jump-forward", no_argument, 0, OPT_NO_JF},
         {"stats", required_argument, 0, OPT_STATS},
+        {"max-num-batched-tokens", required_argument, 0, OPT_MAX_BATCHED},
+        {"no-prefix-cache", no_argument, 0, OPT_NO_PREFIX},
+        {"prefetch-threads", required_argument, 0, OPT_PREFETCH},
         {0, 0, 0, 0},
     };
     const char *verb = "generate";
@@ -549,6 +561,17 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
         case OPT_UNKNOWN_FORMATS: o->unknown_formats = true; break;
         case OPT_NO_JF: o->no_jump_forward = true; break;
         case OPT_STATS: o->stats = optarg; break;
+        case OPT_NO_PREFIX: o->no_prefix_cache = true; break;
+        case OPT_MAX_BATCHED:
+            if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --max-num-batched-tokens", optarg);
+            o->max_batched = (uint32_t)v;
+            break;
+        case OPT_PREFETCH:
+            if (sv_cli_parse_u64(optarg, SV_PREFETCH_MAX_THREADS, &v))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --prefetch-threads", optarg);
+            o->prefetch_threads = (uint32_t)v;
+            break;
         case OPT_MAX_NUM_SEQS:
             if (sv_cli_parse_u64(optarg, 1024, &v) || !v)
                 return sv_cli_usage_error(verb, "invalid value '%s' for --max-num-seqs", optarg);
@@ -587,7 +610,8 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
 }
 
 int sv_cmd_generate_batch(int argc, char **argv) {
-    batch_opts_t o = {.max_num_seqs = 8, .ws = SV_WS_CANONICAL, .kv_mb = 512};
+    batch_opts_t o = {.max_num_seqs = 8, .ws = SV_WS_CANONICAL, .kv_mb = 512, .max_batched = 256,
+                      .prefetch_threads = 1};
     int prc = parse_opts(argc, argv, &o);
     if (prc) return prc < 0 ? SV_EXIT_OK : prc;
 
@@ -672,6 +696,9 @@ int sv_cmd_generate_batch(int argc, char **argv) {
         ec.max_ctx = max_ctx;
         ec.kv_bytes = o.kv_mb << 20;
         ec.jump_forward = !o.no_jump_forward;
+        ec.prefix_cache = !o.no_prefix_cache;
+        ec.max_num_batched_tokens = o.max_batched;
+        ec.prefetch_threads = o.prefetch_threads;
         sv_engine_vocab_t ev = {.set = sv_tokens_set(tok), .tok = sv_tokens_iface(tok), .vocab = v};
         if ((st = sv_engine_create(model, &ev, &ec, &eng, &err))) goto fail;
 

@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/engine/prefetch.h"
 #include "src/engine/radix.h"
 #include "src/tokenizer/detok.h"
 
@@ -121,6 +122,7 @@ struct sv_engine {
     int32_t n_vocab;
     sv_kv_pool_t *pool;
     sv_radix_t *radix; /* NULL without the prefix cache */
+    sv_prefetch_t *pf; /* NULL without prefetch workers */
     sv_llama_kv_t *kv;
     uint64_t next_id;
     group_t *groups;   /* live groups */
@@ -187,6 +189,7 @@ static void group_unlink(sv_engine_t *e, group_t *g) {
 
 void sv_engine_destroy(sv_engine_t *e) {
     if (!e) return;
+    sv_prefetch_destroy(e->pf);
     while (e->groups) {
         group_t *g = e->groups;
         group_unlink(e, g);
@@ -226,6 +229,8 @@ sv_status sv_engine_create(sv_llama_t *m, const sv_engine_vocab_t *vocab, const 
         return sv_error_set(err, SV_ERR_ARG, -1, "engine: max_num_batched_tokens must be 1..%u", 1u << 20);
     if (c.max_queue == 0 || c.max_queue > (1u << 24))
         return sv_error_set(err, SV_ERR_ARG, -1, "engine: max_queue must be 1..%u", 1u << 24);
+    if (c.prefetch_threads > SV_PREFETCH_MAX_THREADS)
+        return sv_error_set(err, SV_ERR_ARG, -1, "engine: prefetch_threads must be 0..%u", SV_PREFETCH_MAX_THREADS);
     if (c.max_ctx < 2) return sv_error_set(err, SV_ERR_ARG, -1, "engine: max_ctx must be at least 2");
     uint32_t min_blocks = (c.max_ctx + SV_KV_BLOCK - 1) / SV_KV_BLOCK;
     if (c.kv_blocks == 0) {
@@ -254,6 +259,7 @@ sv_status sv_engine_create(sv_llama_t *m, const sv_engine_vocab_t *vocab, const 
         if ((st = sv_radix_create(e->pool, NULL, &e->radix, err))) goto fail;
         sv_kv_pool_set_evictor(e->pool, sv_radix_evictor, e->radix);
     }
+    if (c.prefetch_threads && (st = sv_prefetch_create(c.prefetch_threads, NULL, &e->pf, err))) goto fail;
     if ((st = sv_llama_kv_create(m, (int32_t)c.kv_blocks, (int32_t)c.max_num_batched_tokens, &e->kv, err)))
         goto fail;
     size_t S = c.max_num_seqs, B = c.max_num_batched_tokens, V = (size_t)e->n_vocab;
@@ -507,12 +513,16 @@ static bool is_eog(const sv_engine_t *e, int32_t id) {
 /* The matcher's mask, counting the first visits the engine thread pays
  * for (the index walked its trie during the call). */
 static sv_status get_mask(sv_engine_t *e, req_t *r, const uint32_t **mask, sv_error_t *err) {
-    sv_token_index_stats_t a, b;
-    sv_token_index_stats(r->g->ix, &a);
-    sv_status st = sv_matcher_mask(r->matcher, mask, err);
-    sv_token_index_stats(r->g->ix, &b);
-    if (b.walks != a.walks) e->st.mask_waits++;
-    return st;
+    if (!sv_token_index_mask_known(r->g->ix, sv_matcher_state(r->matcher), sv_matcher_ws_run(r->matcher)))
+        e->st.mask_waits++;
+    return sv_matcher_mask(r->matcher, mask, err);
+}
+
+/* Asks the prefetch workers for the masks r may need next: its state's and
+ * its successors' (prefetch.h). */
+static void prefetch(sv_engine_t *e, const req_t *r) {
+    if (e->pf && r->matcher && r->finish == SV_FINISH_NONE)
+        sv_prefetch_post(e->pf, r->g->ix, sv_matcher_state(r->matcher), sv_matcher_ws_run(r->matcher));
 }
 
 /* After the prompt or an accepted token: ends r on its budget or a finished
@@ -791,6 +801,8 @@ sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *q, uint64_
     g->next = e->groups;
     if (e->groups) e->groups->prev = g;
     e->groups = g;
+    /* The start state's masks are computed while the prompt prefills. */
+    prefetch(e, g->ch[0]);
     *id = g->id;
     return SV_OK;
 undo:
@@ -873,6 +885,13 @@ bool sv_engine_next_output(sv_engine_t *e, sv_engine_output_t *out) {
         out->request_done = true;
         group_unlink(e, g);
         e->retired = g;
+        /* The caller may free the constraint after this output: no worker
+         * may use it unless another live request holds it too. */
+        if (e->pf && g->ix) {
+            const group_t *o = e->groups;
+            while (o && o->ix != g->ix) o = o->next;
+            if (!o) sv_prefetch_forget(e->pf, g->ix);
+        }
     }
     return true;
 }
@@ -1097,6 +1116,9 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
         }
         if (r->finish == SV_FINISH_NONE && avail(r) > r->n_reported && (st = outq_push(e, r, err))) return st;
     }
+    /* While the host finishes this step and the next forward runs, the
+     * workers compute the masks the next samples may need. */
+    for (uint32_t i = 0; i < e->n_running; i++) prefetch(e, e->running[i]);
     return SV_OK;
 }
 
@@ -1106,6 +1128,11 @@ void sv_engine_stats(const sv_engine_t *e, sv_engine_stats_t *st) {
     *st = e->st;
     st->running = e->n_running;
     st->waiting = e->n_waiting;
+    if (e->pf) {
+        sv_prefetch_stats_t ps;
+        sv_prefetch_stats(e->pf, &ps);
+        st->prefetched = ps.computed;
+    }
 }
 
 const sv_kv_pool_t *sv_engine_pool(const sv_engine_t *e) { return e->pool; }

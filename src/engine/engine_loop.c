@@ -27,6 +27,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "src/util/clock.h"
+
 typedef struct lreq {
     struct lreq *next;        /* inbox FIFO */
     struct lreq *cnext;       /* cancel list */
@@ -478,14 +480,7 @@ bool sv_engine_loop_alive(sv_engine_loop_t *l) {
 }
 
 bool sv_engine_loop_drain(sv_engine_loop_t *l, uint32_t timeout_ms) {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = sv_deadline_ms(timeout_ms);
     pthread_mutex_lock(&l->mu);
     l->draining = true;
     while (l->live > 0 && timeout_ms > 0)

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "src/util/clock.h"
+
 enum { DONE_MAX = 1u << 16 }; /* completed keys remembered per index */
 
 typedef struct pf_index {
@@ -363,14 +365,7 @@ void sv_prefetch_forget(sv_prefetch_t *pf, sv_token_index_t *ix) {
 }
 
 bool sv_prefetch_wait_idle(sv_prefetch_t *pf, uint32_t timeout_ms) {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = sv_deadline_ms(timeout_ms);
     pthread_mutex_lock(&pf->mu);
     bool idle;
     while (!(idle = pf->n == 0 && pf->active == 0))

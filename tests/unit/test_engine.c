@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fsm/regex.h"
@@ -1082,6 +1083,86 @@ static void test_admission(void) {
     sv_engine_destroy(e);
 }
 
+/* Prefetch workers: masks computed off the engine thread are the same
+ * masks (outputs equal with and without workers, each on a fresh index),
+ * and the workers do compute them (the start state's job is posted at
+ * submit, before any step). */
+static sv_token_index_t *fresh_index(void) {
+    static const char pat[] = "(key=[0-5]{1,3};){2,4}";
+    sv_dfa_t *dfa = NULL;
+    sv_token_index_t *ix = NULL;
+    sv_error_t err;
+    CHECK(sv_regex_compile(pat, strlen(pat), NULL, &dfa, &err) == SV_OK, "regex: %s", err.message);
+    if (dfa && sv_token_index_create(dfa, tset, NULL, &ix, &err)) {
+        CHECK(0, "index: %s", err.message);
+        sv_dfa_destroy(dfa);
+    }
+    return ix;
+}
+
+static void test_prefetch_workers(void) {
+    int32_t out[2][8][ECTX];
+    uint32_t n_out[2][8] = {{0}};
+    sv_engine_stats_t s[2];
+    for (int w = 0; w < 2; w++) {
+        sv_token_index_t *ix = fresh_index();
+        if (!ix) return;
+        sv_engine_config_t c;
+        sv_engine_config_default(&c);
+        c.kv_blocks = 64;
+        c.max_num_seqs = 8;
+        c.max_num_batched_tokens = 64;
+        c.max_ctx = ECTX;
+        c.prefetch_threads = w ? 2 : 0;
+        sv_engine_vocab_t v = {tset, &iface, vocab};
+        sv_engine_t *e = NULL;
+        sv_error_t err;
+        CHECK(sv_engine_create(model, &v, &c, &e, &err) == SV_OK, "create: %s", err.message);
+        if (!e) {
+            sv_token_index_destroy(ix);
+            return;
+        }
+        uint64_t ids[8];
+        for (int t = 0; t < 8; t++) {
+            int32_t prompt[8];
+            for (int j = 0; j < 8; j++) prompt[j] = (t * 7 + j * 3) % EOG;
+            sv_engine_request_t r = {.prompt = prompt, .n_prompt = 8, .sampling = sv_sample_params_default(),
+                                     .constraint = ix};
+            r.sampling.temperature = t % 2 ? 1.0f : 0.0f;
+            r.sampling.seed = (uint64_t)t;
+            CHECK(sv_engine_submit(e, &r, &ids[t], &err) == SV_OK, "submit: %s", err.message);
+        }
+        if (w) {
+            /* The workers run the start state's job while nothing steps. */
+            for (int k = 0; k < 5000; k++) {
+                sv_engine_stats(e, &s[w]);
+                if (s[w].prefetched) break;
+                struct timespec pause = {0, 1000000};
+                nanosleep(&pause, NULL);
+            }
+            CHECK(s[w].prefetched > 0, "the prefetch workers computed no mask before the first step");
+        }
+        while (sv_engine_has_work(e)) CHECK(sv_engine_step(e, &err) == SV_OK, "step: %s", err.message);
+        sv_engine_output_t o;
+        while (sv_engine_next_output(e, &o))
+            for (int t = 0; t < 8; t++)
+                if (ids[t] == o.id && n_out[w][t] + o.n_tokens <= ECTX) {
+                    memcpy(out[w][t] + n_out[w][t], o.tokens, o.n_tokens * sizeof(int32_t));
+                    n_out[w][t] += o.n_tokens;
+                }
+        sv_engine_stats(e, &s[w]);
+        sv_engine_destroy(e);
+        sv_token_index_destroy(ix);
+    }
+    for (int t = 0; t < 8; t++)
+        CHECK(n_out[0][t] == n_out[1][t] && !memcmp(out[0][t], out[1][t], n_out[0][t] * sizeof(int32_t)),
+              "request %d differs with prefetch workers", t);
+    CHECK(s[0].prefetched == 0 && s[0].mask_waits > 0, "no workers: every first visit is the engine's");
+    printf("prefetch: %llu masks by the workers; first visits on the engine thread %llu (without workers %llu)\n",
+           (unsigned long long)s[1].prefetched, (unsigned long long)s[1].mask_waits,
+           (unsigned long long)s[0].mask_waits);
+}
+
 int main(void) {
     char path[] = "/tmp/sv_test_engine_XXXXXX";
     int fd = mkstemp(path);
@@ -1117,6 +1198,7 @@ int main(void) {
         test_forced_logprobs();
         test_jump_forward_off();
         test_batches();
+        test_prefetch_workers();
     }
     sv_token_index_destroy(rx_index);
     sv_token_set_destroy(tset);
