@@ -24,7 +24,7 @@
 enum {
     OPT_HOST = 256, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
-    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB,
+    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH,
 };
 
 static const char *const usage_text =
@@ -44,6 +44,7 @@ static const char *const usage_text =
     "  --kv-memory-mb M          memory of the paged KV cache (default 512)\n"
     "  --max-queue N             waiting requests before 429 (default 256)\n"
     "  --no-prefix-cache, --no-jump-forward\n"
+    "  --prefetch-threads N      mask prefetch workers (default 1; 0: none)\n"
     "  --threads N               CPU threads for the model (default: the online CPUs)\n"
     "  --compile-threads N       constraint compile threads (default 2)\n"
     "  --constraint-cache-mb M   compiled-constraint cache (default 512)\n"
@@ -95,6 +96,7 @@ int sv_cmd_serve(int argc, char **argv) {
         {"drain-timeout", required_argument, 0, OPT_DRAIN},
         {"no-prefix-cache", no_argument, 0, OPT_NO_PREFIX},
         {"no-jump-forward", no_argument, 0, OPT_NO_JUMP},
+        {"prefetch-threads", required_argument, 0, OPT_PREFETCH},
         {0, 0, 0, 0},
     };
     const char *verb = "serve";
@@ -178,6 +180,10 @@ int sv_cmd_serve(int argc, char **argv) {
             break;
         case OPT_NO_PREFIX: ec.prefix_cache = false; break;
         case OPT_NO_JUMP: ec.jump_forward = false; break;
+        case OPT_PREFETCH:
+            if (sv_cli_parse_u64(optarg, 64, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --prefetch-threads", optarg);
+            ec.prefetch_threads = (uint32_t)v;
+            break;
         case ':': return sv_cli_usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
         default: return sv_cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
         }
