@@ -159,7 +159,7 @@ def test_64_concurrent_streams(server):
     def one(i):
         try:
             c = server.client()
-            kw = dict(model=NAME, messages=ask(f"Item {i}: give a number and a word."), max_tokens=40,
+            kw = dict(model=NAME, messages=ask(f"Item {i}: give a number and a word."), max_tokens=24,
                       temperature=1.0, seed=i, stream=True, stream_options={"include_usage": True})
             if i % 2 == 0:
                 kw["response_format"] = {"type": "json_schema", "json_schema": {"name": "s", "schema": SCHEMA}}

@@ -106,7 +106,7 @@ def test_parse_pydantic(client):
 
 def test_json_object(client):
     r = client.chat.completions.create(model=NAME, messages=ask("Give me a JSON object about a cat."),
-                                       response_format={"type": "json_object"}, max_tokens=80, temperature=0.8,
+                                       response_format={"type": "json_object"}, max_tokens=40, temperature=0.8,
                                        seed=11)
     assert isinstance(json.loads(r.choices[0].message.content), dict)
 
