@@ -2,7 +2,8 @@
  * body to the internal request (src/server/api.h), then everything the
  * server does with a parsed request before the engine: the chat prompt in
  * each template family (src/server/prompt.h, src/engine/chat.h), the
- * tool-call schema, and reading tool calls back out of text.
+ * tool-call schema, reading tool calls back out of text, and the scanner
+ * that streams calls as they are generated.
  *
  * Input: the first byte picks the endpoint (even: chat, odd: completions);
  * the rest is the body. Properties checked: no crash, no leak, no
@@ -22,6 +23,19 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
+    /* The streaming call scanner on the raw bytes, both forms: offsets stay
+     * inside the text, and a call's arguments end where the text does or
+     * before. */
+    for (int array = 0; array < 2; array++) {
+        sv_tools_scan_t sc[SV_TOOLS_MAX_PARALLEL];
+        size_t k = sv_tools_scan_calls((const char *)data, size, array, sc, SV_TOOLS_MAX_PARALLEL);
+        CHECK(k <= SV_TOOLS_MAX_PARALLEL);
+        for (size_t i = 0; i < k; i++) {
+            CHECK(sc[i].name_off + sc[i].name_len <= size && sc[i].args_off + sc[i].args_len <= size);
+            CHECK(sc[i].args_off >= sc[i].name_off + sc[i].name_len);
+            CHECK(i + 1 == k || sc[i].args_done);
+        }
+    }
     sv_api_kind kind = (data[0] & 1) ? SV_API_COMPLETION : SV_API_CHAT;
     const char *body = (const char *)data + 1;
     size_t n = size - 1;
