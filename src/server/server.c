@@ -224,9 +224,16 @@ static void compile_cb(void *ud, sv_constraint_t *c, bool hit, uint64_t us, cons
 
 /* ---- submitting ------------------------------------------------------------ */
 
+static void end_phase2_as_text(req_t *r);
+
 static void submit(req_t *r) {
     srv_t *s = r->s;
     sv_api_error_t e;
+    if (r->phase2 && r->deadline_hit) {
+        end_phase2_as_text(r);
+        maybe_free(r);
+        return;
+    }
     if (r->gone) {
         /* Nobody reads this; the reply only lets libevent free its request. */
         sv_api_fail(&e, 400, NULL, "the client closed the connection");
@@ -290,8 +297,8 @@ static void submit(req_t *r) {
 
 static void on_deadline(evutil_socket_t fd, short what, void *arg) {
     req_t *r = arg;
+    r->deadline_hit = true; /* a second phase not yet submitted will not start (submit) */
     if (r->submitted && !r->engine_done && !r->cancelled) {
-        r->deadline_hit = true;
         r->cancelled = true;
         sv_engine_loop_cancel(r->s->deps.loop, r->eid);
     }
@@ -303,7 +310,7 @@ static void end_phase2_as_text(req_t *r) {
     r->phase2 = false;
     r->ch[0].text.n = r->p1_len;
     r->ch[0].done = true;
-    r->ch[0].finish = SV_FINISH_STOP;
+    r->ch[0].finish = r->deadline_hit ? SV_FINISH_LENGTH : SV_FINISH_STOP;
     r->n_done = r->n_choices;
     r->engine_done = true;
     sv_server_finish_response(r);
