@@ -45,3 +45,18 @@ def test_port_in_use():
         port = s.getsockname()[1]
         r = run("-m", str(MODEL), "--port", str(port), "--threads", "1")
     assert r.returncode == 1 and b"cannot listen" in r.stderr
+
+
+def test_chat_template_override(server):
+    """--chat-template gemma renders Gemma turns for the same messages: the
+    prompt differs from the model's own ChatML one, and chat still works."""
+    from live import Server
+    msgs = [{"role": "user", "content": "Say hi."}]
+    own = server.client().chat.completions.create(model="smol", messages=msgs, max_tokens=2, temperature=0)
+    g = Server("--chat-template", "gemma")
+    try:
+        r = g.client().chat.completions.create(model="smol", messages=msgs, max_tokens=2, temperature=0)
+        assert r.usage.prompt_tokens != own.usage.prompt_tokens
+        assert r.choices[0].message.content is not None
+    finally:
+        g.stop()
