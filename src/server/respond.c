@@ -13,6 +13,12 @@
 #include "src/util/clock.h"
 #include "tools.h"
 
+/* text[from..to) as a JSON string; "" for an empty slice (text.p may be
+ * NULL then, which json_stringn refuses). */
+static json_t *text_slice(const sv_bytes_t *t, size_t from, size_t to) {
+    return to > from ? json_stringn((const char *)t->p + from, to - from) : json_string("");
+}
+
 /* ---- replies ------------------------------------------------------------ */
 
 static const char *reason_phrase(int status) {
@@ -123,7 +129,7 @@ void sv_server_stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t
             c->role_sent = true;
         }
         if (to > from || (!tool_calls && !finish))
-            json_object_set_new(delta, "content", json_stringn((const char *)c->text.p + from, to - from));
+            json_object_set_new(delta, "content", text_slice(&c->text, from, to));
         if (tool_calls) json_object_set(delta, "tool_calls", tool_calls);
         ch = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)i, "delta", delta, "logprobs",
                        lp ? json_pack("{s:O}", "content", lp) : json_null(), "finish_reason",
@@ -323,7 +329,7 @@ void sv_server_finish_response(req_t *r) {
             count_finish(r, fin);
             json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
                                     calls && content_len == 0 ? json_null()
-                                                              : json_stringn((const char *)c->text.p, content_len),
+                                                              : text_slice(&c->text, 0, content_len),
                                     "refusal");
             if (calls) json_object_set_new(msg, "tool_calls", calls);
             ch = json_pack("{s:i, s:o, s:o, s:s}", "index", (int)i, "message", msg, "logprobs",

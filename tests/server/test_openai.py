@@ -307,3 +307,17 @@ def test_jump_forward_counted(server, client):
     jsonschema.validate(json.loads(r.choices[0].message.content), SCHEMA)
     # '{"city": "' is forced by the schema: at least a few tokens were jump-forward
     assert server.metric("jump_forward_tokens_total") > before
+
+
+def test_empty_answer(client):
+    """The first token ends the answer (<|im_end|>, id 2, pushed by logit_bias): empty content, not a
+    missing choice."""
+    kw = dict(model=NAME, messages=ask("Hi"), max_tokens=5, temperature=0, logit_bias={"2": 100})
+    r = client.chat.completions.create(**kw)
+    (c,) = r.choices
+    assert c.message.content == "" and c.finish_reason == "stop" and r.usage.completion_tokens <= 1
+    chunks = list(client.chat.completions.create(stream=True, **kw))
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks) == ""
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    r = client.completions.create(model=NAME, prompt="Hi", max_tokens=5, temperature=0, logit_bias={"2": 100})
+    assert r.choices[0].text == "" and r.choices[0].finish_reason == "stop"
