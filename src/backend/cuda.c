@@ -438,6 +438,18 @@ sv_status sv_cuda_sample(sv_cuda_sampler_t *s, int32_t rows, const float *logits
                             (int)s->max_rows);
     if (rows == 0)
         return SV_OK;
+    for (int32_t r = 0; r < rows; r++) {
+        const sv_cuda_sample_params_t *p = &params[r];
+        if (!(p->temperature >= 0.0f && p->temperature <= 2.0f) ||
+            !(p->top_p > 0.0f && p->top_p <= 1.0f) || !(p->min_p >= 0.0f && p->min_p <= 1.0f) ||
+            p->top_k < 0 || p->n_logprobs < 0 || p->n_logprobs > SV_CUDA_SAMPLE_MAX_LOGPROBS ||
+            p->mask < -1 || p->mask >= s->max_masks)
+            return sv_error_set(err, SV_ERR_ARG, -1,
+                                "cuda sample: row %d: parameters out of range (temperature %g, "
+                                "top_p %g, min_p %g, top_k %d, logprobs %d, mask slot %d of %d)",
+                                (int)r, p->temperature, p->top_p, p->min_p, (int)p->top_k,
+                                (int)p->n_logprobs, (int)p->mask, (int)s->max_masks);
+    }
     cudaStream_t stream = s->be->stream;
     size_t pb = (size_t)rows * sizeof *params, ob = (size_t)rows * sizeof *out;
     memcpy(s->h_params, params, pb);
