@@ -82,6 +82,16 @@ static const char *flag_text(int32_t code) {
     }
 }
 
+/* Makes c's device the calling thread's current one: a backend created on
+ * one thread may be used from another (the engine thread), whose current
+ * device is 0 until set. Cheap when it already is. */
+static sv_status bind(cuda_backend_t *c, sv_error_t *err) {
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == c->device)
+        return SV_OK;
+    return cuda_status(cudaSetDevice(c->device), "set device", err);
+}
+
 /* Waits for the stream, then reads and resets the flag. */
 static sv_status sync_and_check(cuda_backend_t *c, sv_error_t *err) {
     int32_t code = 0;
@@ -103,7 +113,9 @@ static sv_status sync_and_check(cuda_backend_t *c, sv_error_t *err) {
 /* ---- memory ------------------------------------------------------------------- */
 
 static sv_status cu_alloc(sv_backend_t *be, size_t bytes, void **out, sv_error_t *err) {
-    (void)be;
+    sv_status st = bind(cb(be), err);
+    if (st)
+        return st;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 64); /* 256-byte aligned */
     if (e != cudaSuccess) {
@@ -117,8 +129,7 @@ static sv_status cu_alloc(sv_backend_t *be, size_t bytes, void **out, sv_error_t
 }
 
 static void cu_free(sv_backend_t *be, void *p) {
-    (void)be;
-    if (p)
+    if (p && bind(cb(be), NULL) == SV_OK)
         (void)cudaFree(p); /* an error here has no caller to go to; cudaFree syncs */
 }
 
@@ -127,9 +138,11 @@ static sv_status cu_upload(sv_backend_t *be, void *dst, const void *src_host, si
     cuda_backend_t *c = cb(be);
     if (!bytes)
         return SV_OK;
-    sv_status st = cuda_status(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice,
-                                               c->stream),
-                               "upload", err);
+    sv_status st = bind(c, err);
+    if (st)
+        return st;
+    st = cuda_status(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, c->stream),
+                     "upload", err);
     if (st)
         return st;
     return cuda_status(cudaStreamSynchronize(c->stream), "upload (synchronize)", err);
@@ -138,10 +151,12 @@ static sv_status cu_upload(sv_backend_t *be, void *dst, const void *src_host, si
 static sv_status cu_download(sv_backend_t *be, void *dst_host, const void *src, size_t bytes,
                              sv_error_t *err) {
     cuda_backend_t *c = cb(be);
+    sv_status st = bind(c, err);
+    if (st)
+        return st;
     if (bytes) {
-        sv_status st = cuda_status(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost,
-                                                   c->stream),
-                                   "download", err);
+        st = cuda_status(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, c->stream),
+                         "download", err);
         if (st)
             return st;
     }
@@ -152,6 +167,9 @@ static sv_status cu_copy(sv_backend_t *be, void *dst, const void *src, size_t by
                          sv_error_t *err) {
     if (!bytes)
         return SV_OK;
+    sv_status st = bind(cb(be), err);
+    if (st)
+        return st;
     return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cb(be)->stream),
                        "copy", err);
 }
@@ -167,9 +185,12 @@ static sv_status cu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t out
     if (rows == 0)
         return SV_OK;
     const float one = 1.0f, zero = 0.0f;
-    sv_status st = blas_status(cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &one,
-                                           w, in, x, in, &zero, y, out),
-                               "sgemm", err);
+    sv_status st = bind(c, err);
+    if (st)
+        return st;
+    st = blas_status(cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &one, w, in, x,
+                                 in, &zero, y, out),
+                     "sgemm", err);
     if (st || !bias)
         return st;
     return sv_k_add_bias(c->stream, rows, out, y, bias, err);
@@ -177,39 +198,60 @@ static sv_status cu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t out
 
 static sv_status cu_rmsnorm(sv_backend_t *be, int32_t rows, int32_t dim, const float *x,
                             const float *w, float eps, float *y, sv_error_t *err) {
+    sv_status st = bind(cb(be), err);
+    if (st)
+        return st;
     return sv_k_rmsnorm(cb(be)->stream, rows, dim, x, w, eps, y, err);
 }
 
 static sv_status cu_rope(sv_backend_t *be, int32_t rows, int32_t n_heads, int32_t head_dim,
                          int32_t rot_dim, sv_rope_style style, const int32_t *pos,
                          const float *inv_freq, float *x, sv_error_t *err) {
+    sv_status st = bind(cb(be), err);
+    if (st)
+        return st;
     return sv_k_rope(cb(be)->stream, rows, n_heads, head_dim, rot_dim, style, pos, inv_freq, x,
                      err);
 }
 
 static sv_status cu_kv_write(sv_backend_t *be, const sv_kv_view_t *kv, int32_t rows,
                              const int32_t *pos, const float *k, const float *v, sv_error_t *err) {
+    sv_status st = bind(cb(be), err);
+    if (st)
+        return st;
     return sv_k_kv_write(cb(be)->stream, kv, rows, pos, k, v, cb(be)->flag, err);
 }
 
 static sv_status cu_attention(sv_backend_t *be, const sv_kv_view_t *kv, const sv_attn_shape_t *sh,
                               int32_t rows, const int32_t *pos, const float *q, float *out,
                               sv_error_t *err) {
+    sv_status st = bind(cb(be), err);
+    if (st)
+        return st;
     return sv_k_attention(cb(be)->stream, kv, sh, rows, pos, q, out, cb(be)->flag, err);
 }
 
 static sv_status cu_swiglu(sv_backend_t *be, size_t n, const float *gate, const float *up,
                            float *out, sv_error_t *err) {
+    sv_status st = bind(cb(be), err);
+    if (st)
+        return st;
     return sv_k_swiglu(cb(be)->stream, n, gate, up, out, err);
 }
 
 static sv_status cu_add(sv_backend_t *be, size_t n, float *y, const float *x, sv_error_t *err) {
+    sv_status st = bind(cb(be), err);
+    if (st)
+        return st;
     return sv_k_add(cb(be)->stream, n, y, x, err);
 }
 
 static sv_status cu_get_rows(sv_backend_t *be, int32_t rows, int32_t dim, int32_t n_table,
                              const float *table, const int32_t *ids, float *out,
                              sv_error_t *err) {
+    sv_status st = bind(cb(be), err);
+    if (st)
+        return st;
     return sv_k_get_rows(cb(be)->stream, rows, dim, n_table, table, ids, out, cb(be)->flag, err);
 }
 
@@ -217,6 +259,7 @@ static void cu_destroy(sv_backend_t *be) {
     cuda_backend_t *c = cb(be);
     if (!c)
         return;
+    (void)bind(c, NULL);
     if (c->stream)
         (void)cudaStreamSynchronize(c->stream);
     if (c->blas)
@@ -293,7 +336,8 @@ sv_status sv_cuda_backend_create(const sv_cuda_config_t *cfg, sv_backend_t **out
 sv_status sv_cuda_sync(sv_backend_t *be, sv_error_t *err) {
     if (!sv_backend_is_cuda(be))
         return sv_error_set(err, SV_ERR_ARG, -1, "cuda sync: not a CUDA backend");
-    return sync_and_check(cb(be), err);
+    sv_status st = bind(cb(be), err);
+    return st ? st : sync_and_check(cb(be), err);
 }
 
 sv_status sv_cuda_device_info(sv_backend_t *be, char *name, size_t name_len, size_t *free_b,
@@ -301,8 +345,10 @@ sv_status sv_cuda_device_info(sv_backend_t *be, char *name, size_t name_len, siz
     if (!sv_backend_is_cuda(be))
         return sv_error_set(err, SV_ERR_ARG, -1, "cuda device info: not a CUDA backend");
     struct cudaDeviceProp prop;
-    sv_status st = cuda_status(cudaGetDeviceProperties(&prop, cb(be)->device), "device properties",
-                               err);
+    sv_status st = bind(cb(be), err);
+    if (st)
+        return st;
+    st = cuda_status(cudaGetDeviceProperties(&prop, cb(be)->device), "device properties", err);
     if (st)
         return st;
     if (name && name_len)
@@ -337,7 +383,7 @@ struct sv_cuda_sampler {
 void sv_cuda_sampler_destroy(sv_cuda_sampler_t *s) {
     if (!s)
         return;
-    if (s->be)
+    if (s->be && bind(s->be, NULL) == SV_OK)
         (void)cudaStreamSynchronize(s->be->stream);
     (void)cudaFree(s->masks);
     (void)cudaFree(s->d_params);
@@ -415,7 +461,10 @@ sv_status sv_cuda_sampler_mask_slot(sv_cuda_sampler_t *s, uint64_t key, const ui
         return sv_error_set(err, SV_ERR_ARG, -1, "cuda sampler: a new mask without its bits");
     /* From pageable memory cudaMemcpyAsync returns once the bits are
      * staged, so mask_host may change after the call. */
-    sv_status st = cuda_status(
+    sv_status st = bind(s->be, err);
+    if (st)
+        return st;
+    st = cuda_status(
         cudaMemcpyAsync(s->masks + (size_t)victim * (size_t)s->words, mask_host,
                         (size_t)s->words * sizeof(uint32_t), cudaMemcpyHostToDevice,
                         s->be->stream),
@@ -454,7 +503,8 @@ sv_status sv_cuda_sample(sv_cuda_sampler_t *s, int32_t rows, const float *logits
     size_t pb = (size_t)rows * sizeof *params, ob = (size_t)rows * sizeof *out;
     memcpy(s->h_params, params, pb);
     sv_status st;
-    if ((st = cuda_status(cudaMemcpyAsync(s->d_params, s->h_params, pb, cudaMemcpyHostToDevice,
+    if ((st = bind(s->be, err)) ||
+        (st = cuda_status(cudaMemcpyAsync(s->d_params, s->h_params, pb, cudaMemcpyHostToDevice,
                                           stream),
                           "sample params upload", err)) ||
         (st = sv_k_sample(stream, rows, s->vocab, logits, s->masks, s->max_masks, s->d_params,

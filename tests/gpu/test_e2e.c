@@ -110,7 +110,8 @@ static void single(run_t *r, int32_t P, int32_t G) {
     double t0 = sv_now_s();
     sv_status s1 = sv_llama_forward(r->cpu, sc, tok, pos, P, SV_LLAMA_LOGITS_ALL, lc, &err);
     double t1 = sv_now_s();
-    sv_status s2 = s1 ? s1 : sv_llama_forward(r->gpu, sg, tok, pos, P, SV_LLAMA_LOGITS_ALL, lg, &err);
+    sv_status s2 =
+        s1 ? s1 : sv_llama_forward(r->gpu, sg, tok, pos, P, SV_LLAMA_LOGITS_ALL, lg, &err);
     double t2 = sv_now_s();
     CHECK(!s1 && !s2, "prompt: %s", err.message);
     if (!s1 && !s2) {

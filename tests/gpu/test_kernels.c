@@ -183,8 +183,8 @@ static void test_rmsnorm(void) {
                 dx = fmax(dx, fabs((double)gx[k] - yc[k]));
             }
             worst = fmax(worst, fmax(d, dx) / mx);
-            CHECK(d <= 1e-5 * mx && dx <= 1e-5 * mx, "rmsnorm rows %d dim %d: |Δ| %g (in place %g), max |y| %g",
-                  rows, dim, d, dx, mx);
+            CHECK(d <= 1e-5 * mx && dx <= 1e-5 * mx,
+                  "rmsnorm rows %d dim %d: |Δ| %g (in place %g), max |y| %g", rows, dim, d, dx, mx);
             free(g), free(gx);
             pair_free(&x), pair_free(&w), pair_free(&y);
         }
@@ -347,7 +347,8 @@ static void attn_case(int32_t n_seqs, int32_t max_len, int32_t bs, int32_t n_hea
         seq_of[i] = seq_of[j], pos[i] = pos[j];
         seq_of[j] = a, pos[j] = b;
     }
-    pair_t kc = floats((size_t)capacity * kv_dim, 1.0f), vc = floats((size_t)capacity * kv_dim, 1.0f);
+    pair_t kc = floats((size_t)capacity * kv_dim, 1.0f);
+    pair_t vc = floats((size_t)capacity * kv_dim, 1.0f);
     pair_t k = floats((size_t)rows * kv_dim, 1.0f), v = floats((size_t)rows * kv_dim, 1.0f);
     pair_t q = floats((size_t)rows * q_dim, 1.0f), o = floats((size_t)rows * q_dim, 0.0f);
     pair_t P = ints(pos, (size_t)rows), SQ = ints(seq_of, (size_t)rows);
