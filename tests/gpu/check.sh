@@ -3,14 +3,18 @@
 # NVIDIA GPU (issue 8). Budget: under 5 minutes on an H200.
 #
 #   tests/gpu/check.sh --prepare   (here, before sending the tree to the GPU
-#                                   machine: writes the tiny fixture model with
-#                                   .venv's Python into tests/gpu/fixture/, an
-#                                   untracked folder that travels with the tree;
-#                                   never commit it)
-#   tests/gpu/check.sh             (on the GPU machine)
+#                                   machine: writes the tiny fixture model, with
+#                                   .venv's Python, and the .debs of the build's
+#                                   system packages into tests/gpu/fixture/,
+#                                   which git ignores)
+#   tests/gpu/check.sh             (on the GPU machine; with the device tool:
+#                                   run(command="tests/gpu/check.sh",
+#                                       carry=["tests/gpu/fixture"], timeout_s=600))
 #
 # Steps, each with a time limit, each recorded as PASS / FAIL / MISSING in
 # results.txt:
+#   deps       jansson, PCRE2 and pkg-config: the image's, or the .debs that
+#              --prepare downloaded (unpacked into build-gpu/work/sysroot)
 #   build      CUDA build of sieve and the tests/gpu programs (sm_90 by
 #              default; CUDA_ARCH=80 or "80;90" to change), warnings shown
 #   kernels    gpu_test_kernels: every backend op vs the CPU backend
@@ -24,6 +28,8 @@
 #              written on the spot by make_random_llama)
 #   bench      gpu_bench on that model: decode at batch 1/8/64/256, prefill,
 #              mask+sample at batch 64
+#   memcheck, racecheck (and -s for the sampler): the kernel tests (--quick)
+#              under compute-sanitizer
 # Output: everything goes to $OUT/check.log and the summary to
 # $OUT/results.txt ($OUT defaults to build-gpu/out). Exit status 0 when every
 # step passed, 1 when one failed, 3 when none failed but one could not run
@@ -33,16 +39,22 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
 FIXTURE=$ROOT/tests/gpu/fixture
+DEB_PACKAGES="libjansson-dev libjansson4 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0
+              libpcre2-posix3 pkgconf pkgconf-bin libpkgconf3 pkg-config"
 
 if [ "${1:-}" = "--prepare" ]; then
     py=$ROOT/.venv/bin/python
     [ -x "$py" ] || py=python3
-    rm -rf "$FIXTURE" && mkdir -p "$FIXTURE" &&
-        "$py" "$ROOT/tests/fixtures/make_tiny_llama.py" "$FIXTURE" &&
-        echo "check.sh --prepare: wrote $FIXTURE (tiny.gguf, tiny-hf/); do not commit it" &&
-        exit 0
-    echo "check.sh --prepare: make_tiny_llama.py failed" >&2
-    exit 1
+    rm -rf "$FIXTURE" && mkdir -p "$FIXTURE/debs" &&
+        "$py" "$ROOT/tests/fixtures/make_tiny_llama.py" "$FIXTURE" ||
+        { echo "check.sh --prepare: make_tiny_llama.py failed" >&2; exit 1; }
+    # The build's system packages, in case the GPU machine's image lacks them
+    # (it has no package registry): unpacked there only when pkg-config
+    # cannot find jansson and libpcre2-8.
+    (cd "$FIXTURE/debs" && apt-get download $DEB_PACKAGES >/dev/null 2>&1) ||
+        { echo "check.sh --prepare: apt-get download failed" >&2; exit 1; }
+    echo "check.sh --prepare: wrote $FIXTURE (tiny.gguf, tiny-hf/, debs/); do not commit it"
+    exit 0
 fi
 
 OUT=${OUT:-$BUILD/out}
@@ -73,7 +85,8 @@ step() {
     echo
     echo "=== $name (limit ${limit}s, at $(($(date +%s) - T0))s): $*"
     local t=$(date +%s)
-    timeout --kill-after=10 "$limit" "$@"
+    # through bash -c, so that the exported shell functions below can run
+    timeout --kill-after=10 "$limit" bash -c '"$@"' "$name" "$@"
     local rc=$?
     local dt=$(($(date +%s) - t))
     if [ $rc -eq 0 ]; then
@@ -92,9 +105,49 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 nvcc --version 2>&1 | tail -2
 
+# ---- system packages: jansson, PCRE2, pkg-config ------------------------------------------
+# Runs in this shell (it exports the paths the build and the programs need).
+deps() {
+    if [ -z "${SV_FORCE_CARRIED_DEBS:-}" ] && command -v pkg-config >/dev/null &&
+        pkg-config --exists jansson libpcre2-8; then
+        echo "deps: pkg-config finds jansson and libpcre2-8"
+        return 0
+    fi
+    local debs=$ROOT/tests/gpu/fixture/debs f
+    if ! ls "$debs"/*.deb >/dev/null 2>&1; then
+        echo "deps: jansson / libpcre2-8 / pkg-config missing and no carried packages in $debs"
+        echo "      (run 'tests/gpu/check.sh --prepare' before sending the tree)"
+        return 1
+    fi
+    SYSROOT=$WORK/sysroot
+    rm -rf "$SYSROOT" && mkdir -p "$SYSROOT" || return 1
+    for f in "$debs"/*.deb; do
+        if command -v dpkg >/dev/null; then
+            dpkg -x "$f" "$SYSROOT" || return 1
+        else
+            (cd "$SYSROOT" && ar p "$f" data.tar.xz | tar xJ) || return 1
+        fi
+    done
+    export PATH=$SYSROOT/usr/bin:$PATH
+    export LD_LIBRARY_PATH=$SYSROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export PKG_CONFIG_SYSROOT_DIR=$SYSROOT
+    export PKG_CONFIG_LIBDIR=$SYSROOT/usr/lib/x86_64-linux-gnu/pkgconfig:$SYSROOT/usr/share/pkgconfig
+    pkg-config --exists jansson libpcre2-8 || return 1
+    echo "deps: using the carried packages, unpacked in $SYSROOT"
+}
+echo
+echo "=== deps"
+if deps; then
+    record deps PASS ""
+else
+    record deps FAIL "no jansson / libpcre2-8 / pkg-config"
+fi
+
 # ---- build -------------------------------------------------------------------------
 build() {
-    cmake -S "$ROOT" -B "$BUILD" -DSV_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+    local gen=()
+    command -v make >/dev/null || ! command -v ninja >/dev/null || gen=(-G Ninja)
+    cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DSV_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >"$OUT/cmake.log" 2>&1 ||
         { cat "$OUT/cmake.log"; return 1; }
     cmake --build "$BUILD" -j "$(nproc)" --target sieve gpu_test_kernels gpu_test_sample \
@@ -103,6 +156,8 @@ build() {
     echo "build: exit $rc, $(grep -c -i 'warning' "$OUT/build.log") warning lines"
     return "$rc"
 }
+export -f build
+export ROOT BUILD OUT WORK
 if ! step build 240 build; then
     echo "check.sh: the build failed; nothing else can run"
     cat "$RES"
@@ -110,6 +165,7 @@ if ! step build 240 build; then
 fi
 B=$BUILD
 G=$BUILD/tests/gpu
+export B G
 
 # ---- kernels and the sampler ------------------------------------------------------------
 step kernels 120 "$G/gpu_test_kernels"
@@ -136,6 +192,8 @@ e2e_small() {
     done
     return $rc
 }
+export -f e2e_small
+export FIXTURE have_fixture
 step e2e-small 150 e2e_small
 
 # ---- the CLI on CUDA: same greedy ids as the CPU, constrained outputs valid ----------------------
@@ -158,7 +216,9 @@ import json, sys
 v = json.loads(sys.argv[1])
 assert isinstance(v, dict) and set(v) == {"name", "n", "ok"}, v
 assert isinstance(v["name"], str) and len(v["name"]) <= 8
-assert isinstance(v["n"], int) and not isinstance(v["n"], bool) and isinstance(v["ok"], bool)
+# JSON Schema integers include 1.0
+assert type(v["n"]) is int or (type(v["n"]) is float and v["n"].is_integer()), v
+assert isinstance(v["ok"], bool)
 print("valid:", sys.argv[1])' "$out" || { echo "cli: invalid output for seed $seed: $out"; rc=1; }
     done
     for seed in 1 2 3; do
@@ -170,8 +230,38 @@ import re, sys
 assert re.fullmatch(r"[a-z]{3,6}-[0-9]{2}", sys.argv[1]), sys.argv[1]
 print("valid:", sys.argv[1])' "$out" || { echo "cli: regex output invalid: $out"; rc=1; }
     done
+    # The engine (its own thread) on CUDA: generate --batch, constrained lines.
+    python3 - "$WORK/batch.jsonl" <<'PY'
+import json, sys
+schema = {"type": "object", "properties": {"id": {"type": "integer"},
+          "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 3}},
+          "required": ["id", "tags"], "additionalProperties": False}
+with open(sys.argv[1], "w") as f:
+    for i in range(12):
+        f.write(json.dumps({"prompt": "item %d" % i, "schema": schema, "max_tokens": 80,
+                            "temperature": 1.0, "seed": i, "n": 1 + i % 3}) + "\n")
+PY
+    "$B/sieve" generate --batch "$WORK/batch.jsonl" -m "$m" --max-num-seqs 8 --device cuda \
+        >"$WORK/batch.out" || { echo "cli: generate --batch --device cuda failed"; return 1; }
+    python3 - "$WORK/batch.out" <<'PY' || rc=1
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 12, len(lines)
+n = 0
+for l in lines:
+    assert "error" not in l, l
+    for o in l["outputs"]:
+        v = json.loads(o["text"])
+        i = v["id"]  # JSON Schema integers include 1.0
+        assert set(v) == {"id", "tags"}, v
+        assert type(i) is int or (type(i) is float and i.is_integer()), v
+        assert all(t in ("a", "b", "c") for t in v["tags"]) and len(v["tags"]) <= 3, v
+        n += 1
+print("generate --batch on cuda: %d constrained outputs, all valid" % n)
+PY
     return $rc
 }
+export -f cli_check
 if [ $have_fixture = 1 ]; then
     step cli 60 cli_check
 else
@@ -189,6 +279,18 @@ if [ -f "$M1B/model.safetensors" ]; then
     step bench 150 "$G/gpu_bench" "$M1B" --ctx 512 --steps 10 --batches 1,8,64,256 --prefill 2048
 fi
 rm -rf "$M1B"
+
+# ---- the kernels under compute-sanitizer (out-of-bounds accesses, shared-memory races) ----------
+if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck; do
+        step "$tool" 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+            "$G/gpu_test_kernels" --quick
+        step "$tool-s" 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+            "$G/gpu_test_sample" --quick
+    done
+else
+    record sanitizer MISSING "compute-sanitizer is not on the PATH"
+fi
 
 echo
 echo "=== results ($(($(date +%s) - T0))s in all)"

@@ -1,7 +1,7 @@
 /* test_kernels.c — every operation of the CUDA backend against the CPU
  * backend (the reference), on random inputs over many shapes.
  *
- *     test_kernels [--quick]
+ *     test_kernels [--quick]    (--quick: a third of the gemm shapes, no long contexts)
  *
  * Each case fills the same random inputs into both backends, runs the
  * operation on each, downloads the CUDA result and compares it with the
