@@ -305,14 +305,15 @@ static void test_get_rows(void) {
  * which the last new[s] are this call's rows, in shuffled blocks of bs. */
 static double worst_attn;
 
+/* full: a sequence's rows may be its whole prompt (else at most 9 rows). */
 static void attn_case(int32_t n_seqs, int32_t max_len, int32_t bs, int32_t n_heads,
-                      int32_t n_kv, int32_t hd, bool paged) {
+                      int32_t n_kv, int32_t hd, bool paged, bool full) {
     if (!paged)
         n_seqs = 1;
     int32_t len[64], nnew[64], rows = 0, n_tab = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
         len[s] = 1 + irand(max_len);
-        int32_t k = irand(3) == 0 ? len[s] : 1 + irand(len[s] < 9 ? len[s] : 9);
+        int32_t k = full && irand(3) == 0 ? len[s] : 1 + irand(len[s] < 9 ? len[s] : 9);
         nnew[s] = k;
         rows += k;
         n_tab += (len[s] + bs - 1) / bs;
@@ -420,12 +421,12 @@ static void test_attention(void) {
                                               {8, 1, 512}};
     int n = 0;
     for (size_t i = 0; i < sizeof S / sizeof *S; i++) {
-        attn_case(1, 40, 16, S[i].heads, S[i].kv, S[i].hd, false);
-        attn_case(1 + irand(6), 100, 16, S[i].heads, S[i].kv, S[i].hd, true);
-        attn_case(1 + irand(12), 300, 1 + irand(20), S[i].heads, S[i].kv, S[i].hd, true);
+        attn_case(1, 40, 16, S[i].heads, S[i].kv, S[i].hd, false, true);
+        attn_case(1 + irand(6), 100, 16, S[i].heads, S[i].kv, S[i].hd, true, true);
+        attn_case(1 + irand(12), 300, 1 + irand(20), S[i].heads, S[i].kv, S[i].hd, true, true);
         n += 3;
-        if (!QUICK && S[i].hd <= 128) { /* long contexts */
-            attn_case(2, 4000, 16, S[i].heads, S[i].kv, S[i].hd, true);
+        if (!QUICK && S[i].hd <= 128) { /* long contexts, decode-like rows */
+            attn_case(3, 4000, 16, S[i].heads, S[i].kv, S[i].hd, true, false);
             n++;
         }
     }

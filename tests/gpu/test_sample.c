@@ -234,6 +234,7 @@ static void test_dist(ctx_t *c, const dist_case_t *dc, int32_t n_draws) {
     uint32_t *mask = malloc((size_t)words * 4);
     double *probs = malloc((size_t)V * sizeof(double));
     long *count = calloc((size_t)V, sizeof(long));
+    double *cum = NULL;
     sv_error_t err;
     make_row(row, V, dc->sd, dc->q, 0.001);
     row[V / 2] = 3.0f * dc->sd; /* a finite maximum */
@@ -267,8 +268,17 @@ static void test_dist(ctx_t *c, const dist_case_t *dc, int32_t n_draws) {
     static uint64_t next_key = 100000;
     const uint64_t key = next_key++; /* this case's mask, new to the table */
     int outside = 0, disagree = 0, kept = 0;
-    for (int32_t i = 0; i < V; i++)
+    /* The CPU's cumulative probabilities in id order, for the inverse CDF:
+     * the token for u is the first positive-probability id whose running
+     * sum passes u (the last positive one if rounding leaves none). */
+    cum = malloc((size_t)V * sizeof(double));
+    int32_t last_pos = -1;
+    for (int32_t i = 0; i < V; i++) {
         kept += probs[i] > 0;
+        cum[i] = (i ? cum[i - 1] : 0.0) + probs[i];
+        if (probs[i] > 0)
+            last_pos = i;
+    }
     sv_cuda_sample_params_t gp[COPIES];
     sv_cuda_sample_out_t go[COPIES];
     for (int32_t done_n = 0; done_n < n_draws; done_n += COPIES) {
@@ -292,15 +302,18 @@ static void test_dist(ctx_t *c, const dist_case_t *dc, int32_t n_draws) {
             count[go[r].id]++;
             if (probs[go[r].id] == 0.0)
                 outside++;
-            double u = (double)(gp[r].draw >> 11) * 0x1.0p-53, cum = 0.0;
-            int32_t want = -1;
-            for (int32_t i = 0; i < V; i++) {
-                cum += probs[i];
-                if (probs[i] > 0)
-                    want = i;
-                if (cum > u && probs[i] > 0)
-                    break;
+            double u = (double)(gp[r].draw >> 11) * 0x1.0p-53;
+            int32_t lo = 0, hi = V; /* first i with cum[i] > u */
+            while (lo < hi) {
+                int32_t mid = lo + (hi - lo) / 2;
+                if (cum[mid] > u)
+                    hi = mid;
+                else
+                    lo = mid + 1;
             }
+            while (lo < V && probs[lo] == 0.0)
+                lo++;
+            int32_t want = lo < V ? lo : last_pos;
             disagree += want != go[r].id;
         }
     }
@@ -331,7 +344,7 @@ static void test_dist(ctx_t *c, const dist_case_t *dc, int32_t n_draws) {
           dc->name, V, disagree, n_draws);
     CHECK(chi2 <= limit, "%s V %d: chi2 %.1f over %d df", dc->name, V, chi2, df);
 done:
-    free(row), free(tmp), free(mask), free(probs), free(count);
+    free(row), free(tmp), free(mask), free(probs), free(count), free(cum);
 }
 
 /* Rows with different masks in one launch; the table's slots. */
