@@ -309,7 +309,7 @@ sample_kernel(int32_t vocab, const float *logits, const uint32_t *mask_table, in
         __syncthreads();
         /* The mass, summed in segment order. */
         __shared__ double warp_base[ST / 32 + 1];
-        if (tid < 32) {
+        if (tid < ST / 32) {
             double a = 0.0;
             for (int j = 0; j < 32; j++)
                 a += seg_sum[tid * 32 + j];

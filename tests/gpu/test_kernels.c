@@ -9,8 +9,9 @@
  * - get_rows, kv_write: bit-exact (they copy);
  * - add, swiglu, rope: within 2 ulp-scale relative error (same float
  *   operations; device expf / sin / cos may differ in the last bit);
- * - gemm: |Δ| <= 1e-5 · Σ_k |x_k w_k| + 1e-30 per element (a bound on fp32
- *   summation error in any order for these lengths, times a margin);
+ * - gemm: |Δ| <= 3e-5 · Σ_k |x_k w_k| + 1e-30 per element (fp32 sums of up
+ *   to 2048 terms in any order: typically √n · 2⁻²⁴ ≈ 3e-6 of Σ|x·w|, a plain
+ *   left-to-right sum up to ~6e-6 (seen), so a margin of 5 over that);
  * - rmsnorm: 1e-5 relative to max |y|;
  * - attention: 1e-4 · max |v| (outputs are convex combinations of values;
  *   scores differ in the last bits and the softmax passes that on).
@@ -132,7 +133,7 @@ static void gemm_case(int32_t rows, int32_t in, int32_t out, bool bias) {
             double rel = d / (mag + 1e-30);
             if (rel > worst_gemm)
                 worst_gemm = rel;
-            if (d > 1e-5 * mag + 1e-30 && bad++ < 3)
+            if (d > 3e-5 * mag + 1e-30 && bad++ < 3)
                 fprintf(stderr, "gemm %dx%dx%d%s [%d][%d]: cuda %.9g cpu %.9g\n", rows, in, out,
                         bias ? " +bias" : "", r, c, g[(size_t)r * out + c],
                         yc[(size_t)r * out + c]);
@@ -154,7 +155,7 @@ static void test_gemm(void) {
                     continue;
                 gemm_case(R_[a], I_[b], O_[c], (a + b + c) % 2 == 0);
             }
-    printf("gemm: worst |Δ| / Σ|x·w| = %.3g (tolerance 1e-5)\n", worst_gemm);
+    printf("gemm: worst |Δ| / Σ|x·w| = %.3g (tolerance 3e-5)\n", worst_gemm);
 }
 
 /* ---- rmsnorm, rope, swiglu, add, get_rows ------------------------------------------ */

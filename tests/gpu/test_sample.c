@@ -337,7 +337,7 @@ static void test_dist(ctx_t *c, const dist_case_t *dc, int32_t n_draws) {
     double limit = df > 0 ? df + 6.0 * sqrt(2.0 * df) : 1e300;
     printf("  %-34s V %6d: %5d tokens kept, %d draws: outside %d, disagree %d, chi2 %.1f (df %d, "
            "limit %.1f)\n",
-           dc->name, V, kept, n_draws, outside, disagree, chi2, df, limit);
+           dc->name, V, kept, n_draws, outside, disagree, chi2, df, df > 0 ? limit : 0.0);
     CHECK(outside <= n_draws / 500, "%s V %d: %d of %d draws outside the CPU's support", dc->name,
           V, outside, n_draws);
     CHECK(disagree <= n_draws / 200, "%s V %d: %d of %d draws differ from the inverse CDF",
