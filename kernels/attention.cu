@@ -21,7 +21,8 @@
  *   registers (a compile-time count, SV_K_MAX_HEAD_DIM / ATT_THREADS).
  *
  * Costs and what is left: every query head re-reads its kv head's keys
- * (GQA groups share them only through L2), and one block walks a whole
+ * (GQA groups share them through L2: the blocks of one row's heads are
+ * adjacent in the grid, so they run together), and one block walks a whole
  * context, so a long context with few rows uses few multiprocessors. The
  * next steps, once this is verified on a GPU, are one block per kv head
  * serving its whole group and split-K over the context with a combine
@@ -34,7 +35,10 @@
 #define ATT_TILE 64
 #define ATT_PER_THREAD (SV_K_MAX_HEAD_DIM / ATT_THREADS)
 
-/* grid (rows, n_heads). group = n_heads / n_kv_heads. */
+/* One block per (row, query head), block b = row * n_heads + head: the
+ * heads of one row, and so the query heads sharing a kv head (GQA), run
+ * side by side and find that head's keys and values in L2.
+ * group = n_heads / n_kv_heads. */
 static __global__ void __launch_bounds__(ATT_THREADS)
 attention_kernel(sv_kv_view_t kv, int32_t n_heads, int32_t group, int32_t hd, float scale,
                  const int32_t *pos, const float *q, float *out, int32_t *flag) {
@@ -42,7 +46,8 @@ attention_kernel(sv_kv_view_t kv, int32_t n_heads, int32_t group, int32_t hd, fl
     __shared__ float sc[ATT_TILE];
     __shared__ float pr[ATT_TILE];
     __shared__ long long rowoff[ATT_TILE]; /* float offset of a tile row, or -1 */
-    const int32_t r = blockIdx.x, h = blockIdx.y;
+    const int32_t r = (int32_t)(blockIdx.x / (unsigned)n_heads);
+    const int32_t h = (int32_t)(blockIdx.x % (unsigned)n_heads);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = ATT_THREADS / 32;
     const size_t qoff = ((size_t)r * n_heads + h) * hd;
     float *o = out + qoff;
@@ -168,8 +173,7 @@ extern "C" sv_status sv_k_attention(cudaStream_t stream, const sv_kv_view_t *kv,
                                     const float *q, float *out, int32_t *flag, sv_error_t *err) {
     if (rows < 0 || !kv || !sh || sh->n_heads <= 0 || sh->n_kv_heads <= 0 ||
         sh->n_heads % sh->n_kv_heads || sh->head_dim <= 0 ||
-        sh->head_dim > SV_K_MAX_HEAD_DIM || kv->kv_dim != sh->n_kv_heads * sh->head_dim ||
-        sh->n_heads > 65535)
+        sh->head_dim > SV_K_MAX_HEAD_DIM || kv->kv_dim != sh->n_kv_heads * sh->head_dim)
         return sv_error_set(err, SV_ERR_ARG, -1,
                             "attention: bad shape (heads %d, kv heads %d, head_dim %d, kv_dim %d)",
                             sh ? (int)sh->n_heads : 0, sh ? (int)sh->n_kv_heads : 0,
@@ -183,8 +187,11 @@ extern "C" sv_status sv_k_attention(cudaStream_t stream, const sv_kv_view_t *kv,
         return SV_OK;
     if (!pos || !q || !out || !kv->k || !kv->v)
         return sv_error_set(err, SV_ERR_ARG, -1, "attention: NULL pointer");
-    dim3 grid((unsigned)rows, (unsigned)sh->n_heads);
-    attention_kernel<<<grid, ATT_THREADS, 0, stream>>>(*kv, sh->n_heads,
+    if ((int64_t)rows * sh->n_heads > 0x7fffffff)
+        return sv_error_set(err, SV_ERR_ARG, -1, "attention: %d rows of %d heads is too many",
+                            (int)rows, (int)sh->n_heads);
+    unsigned blocks = (unsigned)rows * (unsigned)sh->n_heads;
+    attention_kernel<<<blocks, ATT_THREADS, 0, stream>>>(*kv, sh->n_heads,
                                                         sh->n_heads / sh->n_kv_heads,
                                                         sh->head_dim, sh->scale, pos, q, out,
                                                         flag);

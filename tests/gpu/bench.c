@@ -43,6 +43,7 @@ static int fail(const char *what, const sv_error_t *err) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log even if a step is killed */
     if (argc < 2) {
         fprintf(stderr, "usage: bench MODEL [--ctx N] [--steps N] [--batches 1,8,64,256] "
                         "[--prefill N]\n");

@@ -241,6 +241,7 @@ out:
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log even if a step is killed */
     if (argc < 2) {
         fprintf(stderr, "usage: test_e2e MODEL [--prompt N] [--decode N] [--seqs N] [--tol X] "
                         "[--threads N]\n");

@@ -452,6 +452,7 @@ static void test_errors(void) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log even if a step is killed */
     QUICK = argc > 1 && strcmp(argv[1], "--quick") == 0;
     sv_rng_seed(&R, 12345);
     sv_error_t err;
