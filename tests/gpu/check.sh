@@ -63,7 +63,9 @@ LOG=$OUT/check.log
 RES=$OUT/results.txt
 : >"$LOG"
 : >"$RES"
-exec > >(tee -a "$LOG") 2>&1
+# Everything goes to the log; fd 3 (the caller's stdout) gets the progress
+# and the results.
+exec 3>&1 >>"$LOG" 2>&1
 WORK=$BUILD/work          # large files (the 1B model) stay out of $OUT
 mkdir -p "$WORK"
 T0=$(date +%s)
@@ -71,7 +73,10 @@ STATUS=0
 
 # record NAME STATUS DETAIL
 record() {
-    printf '%-10s %-8s %s\n' "$1" "$2" "$3" | tee -a "$RES"
+    local line
+    line=$(printf '%-10s %-8s %s' "$1" "$2" "$3")
+    echo "$line" >>"$RES"
+    echo "$line" >&3
     case $2 in
     FAIL) STATUS=1 ;;
     MISSING) [ $STATUS -eq 0 ] && STATUS=3 ;;
@@ -83,7 +88,9 @@ step() {
     local name=$1 limit=$2
     shift 2
     echo
-    echo "=== $name (limit ${limit}s, at $(($(date +%s) - T0))s): $*"
+    local line="=== $name (limit ${limit}s, at $(($(date +%s) - T0))s): $*"
+    echo "$line"
+    echo "$line" >&3
     local t=$(date +%s)
     # through bash -c, so that the exported shell functions below can run
     timeout --kill-after=10 "$limit" bash -c '"$@"' "$name" "$@"
@@ -159,8 +166,8 @@ build() {
 export -f build
 export ROOT BUILD OUT WORK
 if ! step build 240 build; then
-    echo "check.sh: the build failed; nothing else can run"
-    cat "$RES"
+    echo "check.sh: the build failed; nothing else can run" >&3
+    tail -n 40 "$LOG" >&3
     exit 1
 fi
 B=$BUILD
@@ -299,4 +306,9 @@ fi
 echo
 echo "=== results ($(($(date +%s) - T0))s in all)"
 cat "$RES"
+if [ $STATUS -ne 0 ]; then
+    echo "--- the log's last lines ($LOG):" >&3
+    tail -n 60 "$LOG" >&3
+fi
+echo "check.sh: $(($(date +%s) - T0))s, status $STATUS; log $LOG, results $RES" >&3
 exit $STATUS
