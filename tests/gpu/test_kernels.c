@@ -156,6 +156,29 @@ static void test_gemm(void) {
                 gemm_case(R_[a], I_[b], O_[c], (a + b + c) % 2 == 0);
             }
     printf("gemm: worst |Δ| / Σ|x·w| = %.3g (tolerance 3e-5)\n", worst_gemm);
+
+    /* Not a check (cuda.h does not promise it): is cuBLAS batch-invariant
+     * here? Row 0's outputs alone and as the first of 2 .. 256 rows. */
+    const int32_t in = 2048, out = 2048, B[] = {2, 8, 64, 256};
+    pair_t x = floats((size_t)256 * in, 1.0f), w = floats((size_t)out * in, 0.05f);
+    pair_t y1 = floats((size_t)out, 0.0f), yn = floats((size_t)256 * out, 0.0f);
+    sv_error_t err;
+    sv_status st;
+    GPU->ops->gemm(GPU, 1, in, out, x.g, w.g, NULL, y1.g, &err);
+    float *a = fetch(&y1, &st, &err);
+    printf("gemm batch invariance (not promised), %dx%d: row 0 alone vs among", in, out);
+    for (size_t i = 0; i < sizeof B / sizeof *B; i++) {
+        GPU->ops->gemm(GPU, B[i], in, out, x.g, w.g, NULL, yn.g, &err);
+        float *b = fetch(&yn, &st, &err);
+        int diff = 0;
+        for (int32_t c = 0; c < out; c++)
+            diff += memcmp(&a[c], &b[c], sizeof(float)) != 0;
+        printf(" %d rows: %d differ;", B[i], diff);
+        free(b);
+    }
+    printf(" of %d\n", out);
+    free(a);
+    pair_free(&x), pair_free(&w), pair_free(&y1), pair_free(&yn);
 }
 
 /* ---- rmsnorm, rope, swiglu, add, get_rows ------------------------------------------ */
