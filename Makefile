@@ -91,7 +91,7 @@ bench-masks: bootstrap
 SERVE_ARGS ?=
 serve: build
 	scripts/fetch-model.sh >/dev/null
-	$(BUILD)/sieve serve -m models/SmolLM2-135M-Instruct.Q4_1.gguf $(SERVE_ARGS)
+	$(BUILD)/sieve serve -m models/SmolLM2-135M-Instruct.Q4_1.gguf --device cpu $(SERVE_ARGS)
 
 clean:
 	rm -rf $(BUILD) build-asan build-rel build-fuzz

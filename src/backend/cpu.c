@@ -276,6 +276,7 @@ static sv_status cpu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t ou
     if (rows < 0 || in <= 0 || out <= 0 || !x || !w || !y)
         return sv_error_set(err, SV_ERR_ARG, -1, "gemm: bad arguments (rows %d, in %d, out %d)",
                             (int)rows, (int)in, (int)out);
+    if (rows == 0) return SV_OK;
     gemm_job_t j = {rows, in, out, x, w, bias, y};
     int64_t tiles = (out + GEMM_CB - 1) / GEMM_CB;
     /* Under ~64k multiply-adds per thread the hand-off costs more than it saves. */

@@ -1,4 +1,4 @@
-/* cmd_generate.c — `sieve generate`: one completion on the CPU, streamed.
+/* cmd_generate.c — `sieve generate`: one completion on the CPU or a GPU (--device), streamed.
  *
  * The sequential reference of the engine: load a model (GGUF, or an HF
  * directory with config.json, model.safetensors and tokenizer.json), encode
@@ -32,13 +32,14 @@
 #include "../tokenizer/detok.h"
 #include "../util/clock.h"
 #include "cli.h"
+#include "device.h"
 #include "generate.h"
 #include "verbs.h"
 
 enum {
     OPT_CHAT = 256, OPT_SYSTEM, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_P, OPT_TOP_K, OPT_MIN_P, OPT_SEED,
     OPT_PROMPT_IDS, OPT_PRINT_IDS, OPT_SCHEMA, OPT_REGEX, OPT_WS, OPT_THREADS, OPT_CTX, OPT_UNKNOWN_FORMATS,
-    OPT_PRINT_PROMPT,
+    OPT_PRINT_PROMPT, OPT_DEVICE,
 };
 
 static const char *const usage_text =
@@ -46,10 +47,10 @@ static const char *const usage_text =
     "                      [--max-tokens 256] [--temperature 1] [--top-p 1] [--top-k 0] [--min-p 0]\n"
     "                      [--seed S] [--schema FILE | --regex PATTERN] [--ws MODE]\n"
     "                      [--allow-unknown-formats] [--threads N] [--ctx N] [--print-ids]\n"
-    "                      [--print-prompt]\n"
+    "                      [--print-prompt] [--device cpu|cuda|auto]\n"
     "       sieve generate --batch FILE.jsonl -m MODEL [...]   (--batch FILE --help: its options)\n"
     "\n"
-    "Generates one completion on the CPU and streams it to stdout. MODEL is a GGUF\n"
+    "Generates one completion and streams it to stdout. MODEL is a GGUF\n"
     "file or a Hugging Face directory (config.json, model.safetensors, tokenizer.json,\n"
     "and tokenizer_config.json for --chat).\n"
     "  --chat            PROMPT is a user message, rendered with the model's chat\n"
@@ -67,6 +68,7 @@ static const char *const usage_text =
     "                    (default: a random seed).\n"
     "  --threads N       CPU threads (default: the online CPUs). --ctx N: the context\n"
     "                    (default: the model's, at most 4096).\n"
+    SV_CLI_DEVICE_HELP
     "The finish reason (stop, length) and token counts are printed to stderr.\n";
 
 typedef struct {
@@ -78,6 +80,7 @@ typedef struct {
     bool have_seed;
     int threads;
     long ctx;
+    const char *device; /* --device; NULL: auto */
 } gen_opts_t;
 
 static bool is_dir(const char *p) {
@@ -235,6 +238,7 @@ int sv_cmd_generate(int argc, char **argv) {
         {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
         {"threads", required_argument, 0, OPT_THREADS},
         {"ctx", required_argument, 0, OPT_CTX},
+        {"device", required_argument, 0, OPT_DEVICE},
         {0, 0, 0, 0},
     };
     const char *verb = "generate";
@@ -260,6 +264,12 @@ int sv_cmd_generate(int argc, char **argv) {
         case OPT_SCHEMA: o.schema = optarg; break;
         case OPT_REGEX: o.regex = optarg; break;
         case OPT_UNKNOWN_FORMATS: o.unknown_formats = true; break;
+        case OPT_DEVICE:
+            if (!sv_cli_device_valid(optarg))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --device (cpu, cuda, cuda:N, auto)",
+                                          optarg);
+            o.device = optarg;
+            break;
         case OPT_MAX_TOKENS:
             if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
                 return sv_cli_usage_error(verb, "invalid value '%s' for --max-tokens", optarg);
@@ -348,8 +358,7 @@ int sv_cmd_generate(int argc, char **argv) {
     sv_ids_t prompt = {0};
     sv_bytes_t ptext = {0};
     gen_t g = {.print_text = !o.print_ids};
-    sv_cpu_config_t cc = {.n_threads = o.threads};
-    sv_status st = sv_cpu_backend_create(&cc, &be, &err);
+    sv_status st = sv_cli_backend_create(o.device, o.threads, &be, &err);
     if (!st) st = sv_llama_load(o.model, be, &g.model, &err);
     if (st) goto fail;
     const sv_llama_config_t *cfg = sv_llama_config(g.model);

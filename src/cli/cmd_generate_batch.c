@@ -70,6 +70,7 @@
 #include "../tokenizer/detok.h"
 #include "../util/clock.h"
 #include "cli.h"
+#include "device.h"
 #include "generate.h"
 
 
@@ -78,16 +79,17 @@
 #define BATCH_CTX_CAP 4096          /* the context, as cmd_generate's default */
 
 enum { OPT_BATCH = 256, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB, OPT_NO_JF, OPT_STATS,
-       OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH };
+       OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH, OPT_DEVICE };
 
 static const char *const usage_text =
     "Usage: sieve generate --batch FILE.jsonl -m MODEL [--max-num-seqs 8] [--threads N]\n"
     "                      [--ws MODE] [--allow-unknown-formats] [--kv-memory-mb 512]\n"
     "                      [--max-num-batched-tokens 256] [--no-prefix-cache]\n"
     "                      [--prefetch-threads 1] [--no-jump-forward] [--stats FILE]\n"
+    "                      [--device cpu|cuda|auto]\n"
     "\n"
     "Runs every line of FILE (- is standard input) through the continuous-batching\n"
-    "engine on the CPU. A line is a JSON object:\n"
+    "engine. A line is a JSON object:\n"
     "  {\"prompt\": str, \"chat\": bool, \"schema\": object, \"regex\": str,\n"
     "   \"max_tokens\": int, \"temperature\": float, \"top_p\": float, \"seed\": int,\n"
     "   \"n\": int, \"stop\": str or [str], \"logprobs\": bool, \"top_logprobs\": int}\n"
@@ -110,7 +112,9 @@ static const char *const usage_text =
     "                       request may reach next (default 1; 0: none).\n"
     "  --no-jump-forward    sample every constrained token (no forced extends).\n"
     "  --stats FILE         write the engine's counters as one JSON object at the end.\n"
-    "  --ws, --allow-unknown-formats, --threads: as for one generation.\n"
+    "  --ws, --allow-unknown-formats, --threads, --device: as for one generation\n"
+    "                       (on CUDA a line's text matches the sequential run's up to\n"
+    "                       float rounding, not bit for bit: cuBLAS is not batch-invariant).\n"
     "A summary goes to stderr.\n";
 
 typedef struct {
@@ -123,6 +127,7 @@ typedef struct {
     bool no_jump_forward, no_prefix_cache;
     uint32_t max_batched, prefetch_threads;
     const char *stats;
+    const char *device; /* --device; NULL: auto */
 } batch_opts_t;
 
 /* One choice's result. */
@@ -546,6 +551,7 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
         {"max-num-batched-tokens", required_argument, 0, OPT_MAX_BATCHED},
         {"no-prefix-cache", no_argument, 0, OPT_NO_PREFIX},
         {"prefetch-threads", required_argument, 0, OPT_PREFETCH},
+        {"device", required_argument, 0, OPT_DEVICE},
         {0, 0, 0, 0},
     };
     const char *verb = "generate";
@@ -562,6 +568,12 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
         case OPT_NO_JF: o->no_jump_forward = true; break;
         case OPT_STATS: o->stats = optarg; break;
         case OPT_NO_PREFIX: o->no_prefix_cache = true; break;
+        case OPT_DEVICE:
+            if (!sv_cli_device_valid(optarg))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --device (cpu, cuda, cuda:N, auto)",
+                                          optarg);
+            o->device = optarg;
+            break;
         case OPT_MAX_BATCHED:
             if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
                 return sv_cli_usage_error(verb, "invalid value '%s' for --max-num-batched-tokens", optarg);
@@ -639,8 +651,8 @@ int sv_cmd_generate_batch(int argc, char **argv) {
     order = calloc(cap_lines, sizeof *order);
     if (!lines || !order) { st = sv_error_set(&err, SV_ERR_NOMEM, -1, "out of memory"); goto fail; }
 
-    sv_cpu_config_t cc = {.n_threads = o.threads};
-    if ((st = sv_cpu_backend_create(&cc, &be, &err)) || (st = sv_llama_load(o.model, be, &model, &err))) goto fail;
+    if ((st = sv_cli_backend_create(o.device, o.threads, &be, &err)) || (st = sv_llama_load(o.model, be, &model, &err)))
+        goto fail;
     const sv_llama_config_t *cfg = sv_llama_config(model);
     if ((st = sv_generate_load_tokens(o.model, cfg->vocab_size, &tok, &err))) goto fail;
     const sv_vocab_t *v = sv_tokens_vocab(tok);

@@ -1,6 +1,6 @@
 /* cmd_serve.c — `sieve serve`: the OpenAI-compatible HTTP server.
  *
- * Loads the model on the CPU backend, its tokenizer twice (one encoder for
+ * Loads the model on the backend --device names (CPU or CUDA), its tokenizer twice (one encoder for
  * the engine thread's jump-forward, one for the HTTP thread: an encoder is
  * single-threaded) and its chat template (or --chat-template NAME), starts
  * the engine thread and serves until SIGTERM (src/server/server.h). */
@@ -18,13 +18,14 @@
 #include "../model/llama.h"
 #include "../server/server.h"
 #include "cli.h"
+#include "device.h"
 #include "generate.h"
 #include "verbs.h"
 
 enum {
     OPT_HOST = 256, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
-    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH,
+    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE,
 };
 
 static const char *const usage_text =
@@ -46,6 +47,7 @@ static const char *const usage_text =
     "  --no-prefix-cache, --no-jump-forward\n"
     "  --prefetch-threads N      mask prefetch workers (default 1; 0: none)\n"
     "  --threads N               CPU threads for the model (default: the online CPUs)\n"
+    SV_CLI_DEVICE_HELP
     "  --compile-threads N       constraint compile threads (default 2)\n"
     "  --constraint-cache-mb M   compiled-constraint cache (default 512)\n"
     "  --ws MODE                 JSON whitespace: canonical (default), compact, flexible\n"
@@ -97,6 +99,7 @@ int sv_cmd_serve(int argc, char **argv) {
         {"no-prefix-cache", no_argument, 0, OPT_NO_PREFIX},
         {"no-jump-forward", no_argument, 0, OPT_NO_JUMP},
         {"prefetch-threads", required_argument, 0, OPT_PREFETCH},
+        {"device", required_argument, 0, OPT_DEVICE},
         {0, 0, 0, 0},
     };
     const char *verb = "serve";
@@ -104,7 +107,7 @@ int sv_cmd_serve(int argc, char **argv) {
     sv_server_config_default(&sc);
     sv_engine_config_t ec;
     sv_engine_config_default(&ec);
-    const char *model = NULL, *tmpl_name = NULL, *name = NULL;
+    const char *model = NULL, *tmpl_name = NULL, *name = NULL, *device = NULL;
     uint64_t kv_mb = 512, ccache_mb = 512;
     uint32_t max_len = 0;
     int threads = 0;
@@ -180,6 +183,11 @@ int sv_cmd_serve(int argc, char **argv) {
             break;
         case OPT_NO_PREFIX: ec.prefix_cache = false; break;
         case OPT_NO_JUMP: ec.jump_forward = false; break;
+        case OPT_DEVICE:
+            if (!sv_cli_device_valid(optarg))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --device (cpu, cuda, cuda:N, auto)", optarg);
+            device = optarg;
+            break;
         case OPT_PREFETCH:
             if (sv_cli_parse_u64(optarg, 64, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --prefetch-threads", optarg);
             ec.prefetch_threads = (uint32_t)v;
@@ -217,8 +225,8 @@ int sv_cmd_serve(int argc, char **argv) {
     sv_engine_t *eng = NULL;
     sv_engine_loop_t *loop = NULL;
     sv_status st;
-    sv_cpu_config_t cc = {.n_threads = threads};
-    if ((st = sv_cpu_backend_create(&cc, &be, &err)) || (st = sv_llama_load(model, be, &m, &err))) goto fail;
+    if ((st = sv_cli_backend_create(device, threads, &be, &err)) || (st = sv_llama_load(model, be, &m, &err)))
+        goto fail;
     const sv_llama_config_t *cfg = sv_llama_config(m);
     if ((st = sv_generate_load_tokens(model, cfg->vocab_size, &tok_engine, &err)) ||
         (st = sv_generate_load_tokens(model, cfg->vocab_size, &tok_http, &err)))

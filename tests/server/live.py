@@ -36,7 +36,7 @@ class Server:
     def __init__(self, *args, api_key=API_KEY, model=MODEL):
         assert Path(model).is_file(), f"{model} is missing: scripts/fetch-model.sh fetches it"
         cmd = [sieve_bin(), "serve", "-m", str(model), "--port", "0", "--served-model-name", NAME,
-               "--threads", "2"]
+               "--threads", "2", "--device", "cpu"]
         if api_key:
             cmd += ["--api-key", api_key]
         cmd += list(args)

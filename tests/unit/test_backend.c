@@ -95,6 +95,9 @@ static void test_gemm(void) {
 
     CHECK(be1->ops->gemm(be1, 1, 0, 4, NULL, NULL, NULL, NULL, &err) == SV_ERR_ARG,
           "gemm accepts in = 0");
+    float one = 1.0f, none = 7.0f;
+    CHECK(be3->ops->gemm(be3, 0, 1, 1, &one, &one, NULL, &none, &err) == SV_OK && none == 7.0f,
+          "gemm of 0 rows: not a no-op");
 }
 
 static void test_rmsnorm(void) {

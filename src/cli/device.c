@@ -1,0 +1,63 @@
+/* device.c — --device: picking the CPU or CUDA backend (see device.h). */
+#include "device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../backend/cpu.h"
+#ifdef SV_HAVE_CUDA
+#include "../backend/cuda.h"
+#endif
+
+/* The N of "cuda:N" (0 for "cuda"), or -1 when device is not a CUDA name. */
+static int cuda_index(const char *device) {
+    if (!strcmp(device, "cuda"))
+        return 0;
+    if (strncmp(device, "cuda:", 5) || !device[5])
+        return -1;
+    char *end;
+    long n = strtol(device + 5, &end, 10);
+    if (*end || n < 0 || n > 1023 || device[5] < '0' || device[5] > '9')
+        return -1;
+    return (int)n;
+}
+
+bool sv_cli_device_valid(const char *device) {
+    return device &&
+           (!strcmp(device, "cpu") || !strcmp(device, "auto") || cuda_index(device) >= 0);
+}
+
+static sv_status make_cpu(int threads, sv_backend_t **out, sv_error_t *err) {
+    sv_cpu_config_t cc = {.n_threads = threads};
+    return sv_cpu_backend_create(&cc, out, err);
+}
+
+sv_status sv_cli_backend_create(const char *device, int threads, sv_backend_t **out,
+                                sv_error_t *err) {
+    if (!device)
+        device = "auto";
+    if (!sv_cli_device_valid(device))
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "--device: '%s' is not cpu, cuda, cuda:N or auto", device);
+    if (!strcmp(device, "cpu"))
+        return make_cpu(threads, out, err);
+#ifdef SV_HAVE_CUDA
+    int n = sv_cuda_device_count();
+    if (!strcmp(device, "auto"))
+        return n > 0 ? sv_cuda_backend_create(NULL, out, err) : make_cpu(threads, out, err);
+    int idx = cuda_index(device);
+    if (idx >= n)
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                            "--device %s: %d CUDA device%s present", device, n,
+                            n == 1 ? "" : "s");
+    sv_cuda_config_t cfg = {.device = idx};
+    return sv_cuda_backend_create(&cfg, out, err);
+#else
+    if (!strcmp(device, "auto"))
+        return make_cpu(threads, out, err);
+    return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                        "--device %s: this build of sieve has no CUDA backend (configure with "
+                        "-DSV_CUDA=ON on a machine with the CUDA toolkit)",
+                        device);
+#endif
+}

@@ -1,0 +1,34 @@
+/* device.h — the compute backend a verb runs on: --device cpu|cuda|auto.
+ *
+ * Every verb that loads a model takes --device and calls
+ * sv_cli_backend_create with its value. "auto" (the default) is CUDA when
+ * this build has the CUDA backend and a device is present (asked through
+ * cudaGetDeviceCount, which answers 0 without a driver: nothing aborts),
+ * else the CPU. "cuda" or "cuda:N" insists on device N (default 0), and is
+ * an error, not a silent fallback, when there is none. */
+#ifndef SV_CLI_DEVICE_H
+#define SV_CLI_DEVICE_H
+
+#include <stdbool.h>
+
+#include "../backend/backend.h"
+#include "../util/error.h"
+
+/* The help line every verb prints for --device. */
+#define SV_CLI_DEVICE_HELP                                                              \
+    "  --device D        cpu, cuda (cuda:N for device N) or auto (default): CUDA when\n" \
+    "                    this build has it and a GPU is present, else the CPU.\n"
+
+/* True for a value --device accepts: "cpu", "cuda", "cuda:N", "auto". */
+bool sv_cli_device_valid(const char *device);
+
+/* Creates the backend device names (NULL: "auto"); threads is the CPU
+ * backend's thread count (1 .. SV_CPU_MAX_THREADS; unused on CUDA).
+ * Errors: SV_ERR_ARG for a bad name, SV_ERR_UNSUPPORTED for "cuda" in a
+ * build without CUDA or on a machine without a device, and whatever the
+ * backend's create returns. On success *out is destroyed with
+ * sv_backend_destroy. */
+sv_status sv_cli_backend_create(const char *device, int threads, sv_backend_t **out,
+                                sv_error_t *err);
+
+#endif

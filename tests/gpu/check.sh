@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# tests/gpu/check.sh — every CUDA check in one script, for a machine with an
+# NVIDIA GPU (issue 8). Budget: under 5 minutes on an H200.
+#
+#   tests/gpu/check.sh --prepare   (here, before sending the tree to the GPU
+#                                   machine: writes the tiny fixture model, with
+#                                   .venv's Python, and the .debs of the build's
+#                                   system packages into tests/gpu/fixture/,
+#                                   which git ignores)
+#   tests/gpu/check.sh             (on the GPU machine; with the device tool:
+#                                   run(command="tests/gpu/check.sh",
+#                                       carry=["tests/gpu/fixture"], timeout_s=600))
+#
+# Steps, each with a time limit, each recorded as PASS / FAIL / MISSING in
+# results.txt:
+#   deps       jansson, PCRE2 and pkg-config: the image's, or the .debs that
+#              --prepare downloaded (unpacked into build-gpu/work/sysroot)
+#   build      CUDA build of sieve and the tests/gpu programs (sm_90 by
+#              default; CUDA_ARCH=80 or "80;90" to change), warnings shown
+#   kernels    gpu_test_kernels: every backend op vs the CPU backend
+#   sample     gpu_test_sample: the mask+sample kernel vs the CPU sampler
+#   e2e-tiny   gpu_test_e2e on the tiny fixture (GGUF and HF) and on random
+#              tiny/small models (llama, and qwen2 for the bias path)
+#   cli        sieve generate --device cuda vs --device cpu on the fixture:
+#              the same greedy ids; constrained (JSON schema, regex) outputs
+#              valid (checked with Python's json and re)
+#   e2e-1b     gpu_test_e2e on a random Llama-3.2-1B-shape model (BF16,
+#              written on the spot by make_random_llama)
+#   bench      gpu_bench on that model: decode at batch 1/8/64/256, prefill,
+#              mask+sample at batch 64
+#   memcheck, memcheck-s, racecheck: the kernel and sampler tests (--quick)
+#              under compute-sanitizer, when the run has time left (SANITIZE=1)
+# Output: everything goes to $OUT/check.log and the summary to
+# $OUT/results.txt ($OUT defaults to build-gpu/out). Exit status 0 when every
+# step passed, 1 when one failed, 3 when none failed but one could not run
+# (MISSING: e.g. no fixture; the log says why).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build-gpu}
+FIXTURE=$ROOT/tests/gpu/fixture
+DEB_PACKAGES="libjansson-dev libjansson4 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0
+              libpcre2-posix3 pkgconf pkgconf-bin libpkgconf3 pkg-config"
+
+if [ "${1:-}" = "--prepare" ]; then
+    py=$ROOT/.venv/bin/python
+    [ -x "$py" ] || py=python3
+    rm -rf "$FIXTURE" && mkdir -p "$FIXTURE/debs" &&
+        "$py" "$ROOT/tests/fixtures/make_tiny_llama.py" "$FIXTURE" ||
+        { echo "check.sh --prepare: make_tiny_llama.py failed" >&2; exit 1; }
+    # The build's system packages, in case the GPU machine's image lacks them
+    # (it has no package registry): unpacked there only when pkg-config
+    # cannot find jansson and libpcre2-8.
+    (cd "$FIXTURE/debs" && apt-get download $DEB_PACKAGES >/dev/null 2>&1) ||
+        { echo "check.sh --prepare: apt-get download failed" >&2; exit 1; }
+    echo "check.sh --prepare: wrote $FIXTURE (tiny.gguf, tiny-hf/, debs/); do not commit it"
+    exit 0
+fi
+
+OUT=${OUT:-$BUILD/out}
+mkdir -p "$OUT" "$BUILD"
+LOG=$OUT/check.log
+RES=$OUT/results.txt
+: >"$LOG"
+: >"$RES"
+# Everything goes to the log; fd 3 (the caller's stdout) gets the progress
+# and the results.
+exec 3>&1 >>"$LOG" 2>&1
+WORK=$BUILD/work          # large files (the 1B model) stay out of $OUT
+mkdir -p "$WORK"
+T0=$(date +%s)
+STATUS=0
+
+# record NAME STATUS DETAIL
+record() {
+    local line
+    line=$(printf '%-10s %-8s %s' "$1" "$2" "$3")
+    echo "$line" >>"$RES"
+    echo "$line" >&3
+    case $2 in
+    FAIL) STATUS=1 ;;
+    MISSING) [ $STATUS -eq 0 ] && STATUS=3 ;;
+    esac
+}
+
+# step NAME LIMIT_S COMMAND...: runs the command under a time limit.
+step() {
+    local name=$1 limit=$2
+    shift 2
+    echo
+    local line="=== $name (limit ${limit}s, at $(($(date +%s) - T0))s): $*"
+    echo "$line"
+    echo "$line" >&3
+    local t=$(date +%s)
+    # through bash -c, so that the exported shell functions below can run
+    timeout --kill-after=10 "$limit" bash -c '"$@"' "$name" "$@"
+    local rc=$?
+    local dt=$(($(date +%s) - t))
+    if [ $rc -eq 0 ]; then
+        record "$name" PASS "${dt}s"
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        record "$name" FAIL "timed out after ${limit}s"
+    else
+        record "$name" FAIL "exit $rc after ${dt}s"
+    fi
+    return $rc
+}
+
+echo "check.sh: $(date -u) on $(hostname); root $ROOT; build $BUILD; out $OUT"
+git -C "$ROOT" log -1 --format='commit %H %s' 2>/dev/null || true
+nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv 2>&1 || true
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+nvcc --version 2>&1 | tail -2
+
+# ---- system packages: jansson, PCRE2, pkg-config ------------------------------------------
+# Runs in this shell (it exports the paths the build and the programs need).
+deps() {
+    if [ -z "${SV_FORCE_CARRIED_DEBS:-}" ] && command -v pkg-config >/dev/null &&
+        pkg-config --exists jansson libpcre2-8; then
+        echo "deps: pkg-config finds jansson and libpcre2-8"
+        return 0
+    fi
+    local debs=$ROOT/tests/gpu/fixture/debs f
+    if ! ls "$debs"/*.deb >/dev/null 2>&1; then
+        echo "deps: jansson / libpcre2-8 / pkg-config missing and no carried packages in $debs"
+        echo "      (run 'tests/gpu/check.sh --prepare' before sending the tree)"
+        return 1
+    fi
+    SYSROOT=$WORK/sysroot
+    rm -rf "$SYSROOT" && mkdir -p "$SYSROOT" || return 1
+    for f in "$debs"/*.deb; do
+        if command -v dpkg >/dev/null; then
+            dpkg -x "$f" "$SYSROOT" || return 1
+        else
+            (cd "$SYSROOT" && ar p "$f" data.tar.xz | tar xJ) || return 1
+        fi
+    done
+    export PATH=$SYSROOT/usr/bin:$PATH
+    export LD_LIBRARY_PATH=$SYSROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export PKG_CONFIG_SYSROOT_DIR=$SYSROOT
+    export PKG_CONFIG_LIBDIR=$SYSROOT/usr/lib/x86_64-linux-gnu/pkgconfig:$SYSROOT/usr/share/pkgconfig
+    pkg-config --exists jansson libpcre2-8 || return 1
+    echo "deps: using the carried packages, unpacked in $SYSROOT"
+}
+echo
+echo "=== deps"
+if deps; then
+    record deps PASS ""
+else
+    record deps FAIL "no jansson / libpcre2-8 / pkg-config"
+fi
+
+# ---- build -------------------------------------------------------------------------
+build() {
+    local gen=()
+    command -v make >/dev/null || ! command -v ninja >/dev/null || gen=(-G Ninja)
+    cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DSV_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >"$OUT/cmake.log" 2>&1 ||
+        { cat "$OUT/cmake.log"; return 1; }
+    cmake --build "$BUILD" -j "$(nproc)" --target sieve gpu_test_kernels gpu_test_sample \
+        gpu_test_e2e gpu_bench make_random_llama 2>&1 | tee "$OUT/build.log" | grep -E 'warning|error|Error' ;
+    local rc=${PIPESTATUS[0]}
+    echo "build: exit $rc, $(grep -c -i 'warning' "$OUT/build.log") warning lines"
+    return "$rc"
+}
+export -f build
+export ROOT BUILD OUT WORK
+if ! step build 240 build; then
+    echo "check.sh: the build failed; nothing else can run" >&3
+    tail -n 40 "$LOG" >&3
+    exit 1
+fi
+B=$BUILD
+G=$BUILD/tests/gpu
+export B G
+
+# ---- kernels and the sampler ------------------------------------------------------------
+step kernels 120 "$G/gpu_test_kernels"
+step sample 150 "$G/gpu_test_sample"
+
+# ---- end to end on small models ----------------------------------------------------------
+have_fixture=0
+if [ -f "$FIXTURE/tiny.gguf" ] && [ -f "$FIXTURE/tiny-hf/config.json" ]; then
+    have_fixture=1
+elif python3 "$ROOT/tests/fixtures/make_tiny_llama.py" "$WORK/fixture" >/dev/null 2>&1; then
+    FIXTURE=$WORK/fixture
+    have_fixture=1
+fi
+e2e_small() {
+    local rc=0
+    if [ $have_fixture = 1 ]; then
+        "$G/gpu_test_e2e" "$FIXTURE/tiny.gguf" --prompt 61 --decode 16 --seqs 8 --tol 1e-3 || rc=1
+        "$G/gpu_test_e2e" "$FIXTURE/tiny-hf" --prompt 40 --decode 8 --seqs 5 --tol 1e-3 || rc=1
+    fi
+    for spec in "tiny llama" "tiny qwen2" "small llama" "small qwen2"; do
+        set -- $spec
+        "$G/make_random_llama" "$WORK/rand-$1-$2" --shape "$1" --arch "$2" >/dev/null || return 1
+        "$G/gpu_test_e2e" "$WORK/rand-$1-$2" --prompt 100 --decode 12 --seqs 8 --tol 2e-3 || rc=1
+    done
+    return $rc
+}
+export -f e2e_small
+export FIXTURE have_fixture
+step e2e-small 150 e2e_small
+
+# ---- the CLI on CUDA: same greedy ids as the CPU, constrained outputs valid ----------------------
+cli_check() {
+    local m=$FIXTURE/tiny.gguf rc=0 a b
+    a=$("$B/sieve" generate -m "$m" --prompt-ids 1,2,3,4,5 --max-tokens 24 --temperature 0 \
+        --print-ids --device cpu 2>/dev/null) || return 1
+    b=$("$B/sieve" generate -m "$m" --prompt-ids 1,2,3,4,5 --max-tokens 24 --temperature 0 \
+        --print-ids --device cuda) || return 1
+    echo "cpu  ids: $a"
+    echo "cuda ids: $b"
+    [ "$a" = "$b" ] || { echo "cli: greedy ids differ between cpu and cuda"; rc=1; }
+    printf '%s' '{"type":"object","properties":{"name":{"type":"string","maxLength":8},"n":{"type":"integer"},"ok":{"type":"boolean"}},"required":["name","n","ok"],"additionalProperties":false}' >"$WORK/schema.json"
+    for seed in 1 2 3 4 5 6; do
+        local out
+        out=$("$B/sieve" generate -m "$m" -p "x" --schema "$WORK/schema.json" --max-tokens 120 \
+            --temperature 1 --seed $seed --device cuda 2>/dev/null) || { rc=1; continue; }
+        python3 -c '
+import json, sys
+v = json.loads(sys.argv[1])
+assert isinstance(v, dict) and set(v) == {"name", "n", "ok"}, v
+assert isinstance(v["name"], str) and len(v["name"]) <= 8
+# JSON Schema integers include 1.0
+assert type(v["n"]) is int or (type(v["n"]) is float and v["n"].is_integer()), v
+assert isinstance(v["ok"], bool)
+print("valid:", sys.argv[1])' "$out" || { echo "cli: invalid output for seed $seed: $out"; rc=1; }
+    done
+    for seed in 1 2 3; do
+        local out
+        out=$("$B/sieve" generate -m "$m" -p "x" --regex '[a-z]{3,6}-[0-9]{2}' --max-tokens 40 \
+            --temperature 1 --seed $seed --device cuda 2>/dev/null) || { rc=1; continue; }
+        python3 -c '
+import re, sys
+assert re.fullmatch(r"[a-z]{3,6}-[0-9]{2}", sys.argv[1]), sys.argv[1]
+print("valid:", sys.argv[1])' "$out" || { echo "cli: regex output invalid: $out"; rc=1; }
+    done
+    # The engine (its own thread) on CUDA: generate --batch, constrained lines.
+    python3 - "$WORK/batch.jsonl" <<'PY'
+import json, sys
+schema = {"type": "object", "properties": {"id": {"type": "integer"},
+          "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 3}},
+          "required": ["id", "tags"], "additionalProperties": False}
+with open(sys.argv[1], "w") as f:
+    for i in range(12):
+        f.write(json.dumps({"prompt": "item %d" % i, "schema": schema, "max_tokens": 80,
+                            "temperature": 1.0, "seed": i, "n": 1 + i % 3}) + "\n")
+PY
+    "$B/sieve" generate --batch "$WORK/batch.jsonl" -m "$m" --max-num-seqs 8 --device cuda \
+        >"$WORK/batch.out" || { echo "cli: generate --batch --device cuda failed"; return 1; }
+    python3 - "$WORK/batch.out" <<'PY' || rc=1
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 12, len(lines)
+n = 0
+for l in lines:
+    assert "error" not in l, l
+    for o in l["outputs"]:
+        v = json.loads(o["text"])
+        i = v["id"]  # JSON Schema integers include 1.0
+        assert set(v) == {"id", "tags"}, v
+        assert type(i) is int or (type(i) is float and i.is_integer()), v
+        assert all(t in ("a", "b", "c") for t in v["tags"]) and len(v["tags"]) <= 3, v
+        n += 1
+print("generate --batch on cuda: %d constrained outputs, all valid" % n)
+PY
+    return $rc
+}
+export -f cli_check
+if [ $have_fixture = 1 ]; then
+    step cli 60 cli_check
+else
+    echo "cli: no fixture (tests/gpu/fixture/ is missing and make_tiny_llama.py cannot run here:"
+    echo "     run 'tests/gpu/check.sh --prepare' before sending the tree)"
+    record cli MISSING "no tiny fixture with a tokenizer; run check.sh --prepare first"
+    record e2e-fixture MISSING "the random tiny models ran, the make_tiny_llama fixture did not"
+fi
+
+# ---- the Llama-3.2-1B shape --------------------------------------------------------------
+M1B=$WORK/llama-3.2-1b
+step gen-1b 90 "$G/make_random_llama" "$M1B" --shape llama-3.2-1b
+if [ -f "$M1B/model.safetensors" ]; then
+    step e2e-1b 180 "$G/gpu_test_e2e" "$M1B" --prompt 48 --decode 8 --seqs 4 --tol 2e-2
+    step bench 150 "$G/gpu_bench" "$M1B" --ctx 512 --steps 10 --batches 1,8,64,256 --prefill 2048
+fi
+rm -rf "$M1B"
+
+# ---- the kernels under compute-sanitizer (out-of-bounds accesses, shared-memory races) ----------
+# Last, and only while the run is within its 5 minutes (SANITIZE=1 forces them).
+elapsed=$(($(date +%s) - T0))
+if ! command -v compute-sanitizer >/dev/null; then
+    record sanitizer MISSING "compute-sanitizer is not on the PATH"
+elif [ $elapsed -gt 180 ] && [ -z "${SANITIZE:-}" ]; then
+    record sanitizer MISSING "not run: ${elapsed}s gone (SANITIZE=1 tests/gpu/check.sh runs them)"
+else
+    step memcheck 45 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$G/gpu_test_kernels" --quick
+    step memcheck-s 45 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$G/gpu_test_sample" --quick
+    step racecheck 45 compute-sanitizer --tool racecheck --error-exitcode 9 \
+        "$G/gpu_test_kernels" --quick
+fi
+
+echo
+echo "=== results ($(($(date +%s) - T0))s in all)"
+cat "$RES"
+if [ $STATUS -ne 0 ]; then
+    echo "--- the log's last lines ($LOG):" >&3
+    tail -n 60 "$LOG" >&3
+fi
+echo "check.sh: $(($(date +%s) - T0))s, status $STATUS; log $LOG, results $RES" >&3
+exit $STATUS
