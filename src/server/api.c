@@ -67,13 +67,24 @@ char *sv_api_choice_regex(const char *const *choices, size_t n) {
 void sv_api_constraint_error(const sv_api_constraint_t *c, const sv_error_t *err, sv_api_error_t *e) {
     const char *what = c->kind == SV_CONSTRAINT_SCHEMA ? "the schema" : "the regex";
     if (c->tool_calls) what = "a tool's parameters schema";
+    const char *pointer = err->pointer;
+    const char *param = c->param;
+    if (c->calls_or_answer) {
+        /* The union's pointers, back to the schema the caller wrote. */
+        if (!strncmp(pointer, "/anyOf/1", 8) && (pointer[8] == 0 || pointer[8] == '/')) {
+            pointer += 8;
+        } else if (!strncmp(pointer, "/anyOf/0", 8) && (pointer[8] == 0 || pointer[8] == '/')) {
+            what = "a tool's parameters schema";
+            param = "tools";
+        }
+    }
     char where[400] = "";
-    if (err->pointer[0] || err->keyword[0])
-        snprintf(where, sizeof where, " (at %s%s%s)", err->pointer[0] ? err->pointer : "#", err->keyword[0] ? ", keyword " : "",
+    if (pointer[0] || err->keyword[0])
+        snprintf(where, sizeof where, " (at %s%s%s)", pointer[0] ? pointer : "#", err->keyword[0] ? ", keyword " : "",
                  err->keyword);
     else if (err->offset >= 0)
         snprintf(where, sizeof where, " (at offset %ld)", err->offset);
-    sv_api_fail(e, 400, c->param, "%s: %s does not compile: %s%s", c->param, what,
+    sv_api_fail(e, 400, param, "%s: %s does not compile: %s%s", param, what,
                 err->message[0] ? err->message : sv_status_name(err->code), where);
     snprintf(e->code, sizeof e->code, "%s", "invalid_constraint");
 }
@@ -234,6 +245,71 @@ static int parse_response_format(sv_api_request_t *r, json_t *rf, const sv_api_l
         return set_constraint(r, SV_CONSTRAINT_SCHEMA, schema, NULL, P, lim, e);
     }
     return sv_api_fail(e, 400, P, "response_format.type: must be text, json_object or json_schema, got '%s'", type);
+}
+
+/* Whether every "$ref" in v points into #/$defs/ or #/definitions/ (or
+ * outside the document), so that the schema can move under anyOf/1 with
+ * those moved to the root. */
+static bool refs_movable(json_t *v) {
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x) {
+            if (!strcmp(k, "$ref") && json_is_string(x)) {
+                const char *ref = json_string_value(x);
+                if (ref[0] == '#' && strncmp(ref, "#/$defs/", 8) != 0 && strncmp(ref, "#/definitions/", 14) != 0)
+                    return false;
+            } else if (!refs_movable(x)) {
+                return false;
+            }
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) if (!refs_movable(x)) return false;
+    }
+    return true;
+}
+
+/* tools "auto" with a JSON response_format: r->c becomes {"anyOf": [calls,
+ * answer]} (api.h). Leaves r->c as it is when the answer schema cannot
+ * move. */
+static int union_with_calls(sv_api_request_t *r, const sv_api_limits_t *lim, sv_api_error_t *e) {
+    json_t *answer = json_loadb(r->c.text, r->c.len, JSON_DECODE_ANY, NULL);
+    if (!json_is_object(answer) || json_object_get(answer, "$id") || json_object_get(answer, "id") ||
+        !refs_movable(answer)) {
+        json_decref(answer);
+        return 0;
+    }
+    char *calls_text = NULL;
+    if (sv_tools_call_schema(r, true, &calls_text, e)) {
+        json_decref(answer);
+        return -1;
+    }
+    json_t *calls = json_loads(calls_text, 0, NULL);
+    free(calls_text);
+    json_t *u = calls ? json_pack("{s:[o, O]}", "anyOf", calls, answer) : NULL;
+    if (u) {
+        static const char *const moved[] = {"$defs", "definitions"};
+        for (int i = 0; i < 2; i++) {
+            json_t *d = json_object_get(answer, moved[i]);
+            if (d) {
+                json_object_set(u, moved[i], d);
+                json_object_del(answer, moved[i]);
+            }
+        }
+        json_object_del(answer, "$schema");
+    }
+    json_decref(answer);
+    if (!u) return sv_api_fail(e, 500, NULL, "out of memory");
+    char param[64];
+    snprintf(param, sizeof param, "%s", r->c.param);
+    free(r->c.text);
+    memset(&r->c, 0, sizeof r->c);
+    int rc = set_constraint(r, SV_CONSTRAINT_SCHEMA, u, NULL, param, lim, e);
+    json_decref(u);
+    if (!rc) r->c.calls_or_answer = true;
+    return rc;
 }
 
 static int parse_structured_outputs(sv_api_request_t *r, json_t *so, const sv_api_limits_t *lim, sv_api_error_t *e) {
@@ -525,7 +601,12 @@ static int parse_fields(sv_api_kind kind, json_t *root, const sv_api_limits_t *l
             r->c.tool_calls = true;
         }
     }
-    if ((v = field(root, "response_format")) && !r->c.tool_calls && parse_response_format(r, v, lim, e)) return -1;
+    if ((v = field(root, "response_format")) && !r->c.tool_calls) {
+        if (parse_response_format(r, v, lim, e)) return -1;
+        if (r->c.on && r->c.kind == SV_CONSTRAINT_SCHEMA && r->tool_choice == SV_TOOLS_AUTO &&
+            union_with_calls(r, lim, e))
+            return -1;
+    }
     if ((v = field(root, "regex")) && regex_constraint(r, v, "regex", lim, e)) return -1;
     if ((v = field(root, "guided_regex")) && regex_constraint(r, v, "guided_regex", lim, e)) return -1;
     if ((v = field(root, "choice")) && choice_constraint(r, v, "choice", lim, e)) return -1;

@@ -13,6 +13,13 @@
  * 400):
  *   tool_choice "required" / {"type": "function", ...} with tools
  *       -> the tool-call schema (tools.h)
+ *   tool_choice "auto" with tools and a JSON response_format
+ *       -> {"anyOf": [the call array, the response schema]}: the model calls
+ *       (a JSON call list) or answers as response_format says. The
+ *       response schema's $defs / definitions move to the root so that its
+ *       "#/$defs/..." references still resolve; a schema with other
+ *       root-relative references or an $id keeps response_format alone
+ *       (no call possible)
  *   response_format {"type": "json_schema", "json_schema": {"schema": ...}}
  *       -> that schema ("strict": false is enforced all the same)
  *   response_format {"type": "json_object"} -> {"type": "object"}
@@ -76,6 +83,8 @@ typedef struct sv_api_constraint {
     size_t len;
     char param[64];             /* where it came from: "response_format", "tools", "regex", ... */
     bool tool_calls;            /* the output is the tool-call array (tools.h) */
+    bool calls_or_answer;       /* tools "auto" with response_format: the output is the call array
+                                   ({"anyOf": [calls, answer]}, answer at /anyOf/1) or the answer */
 } sv_api_constraint_t;
 
 typedef struct sv_api_request {

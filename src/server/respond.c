@@ -15,6 +15,13 @@
 
 /* text[from..to) as a JSON string; "" for an empty slice (text.p may be
  * NULL then, which json_stringn refuses). */
+/* Whether the text, whitespace skipped, starts a JSON list. */
+static bool starts_array(const sv_bytes_t *t) {
+    size_t i = 0;
+    while (i < t->n && (t->p[i] == ' ' || t->p[i] == '\n' || t->p[i] == '\t' || t->p[i] == '\r')) i++;
+    return i < t->n && t->p[i] == '[';
+}
+
 static json_t *text_slice(const sv_bytes_t *t, size_t from, size_t to) {
     return to > from ? json_stringn((const char *)t->p + from, to - from) : json_string("");
 }
@@ -107,6 +114,8 @@ void sv_server_start_stream(req_t *r) {
 /* Whether choice c's text is held back (tools: it may become a call). */
 bool sv_server_holding(const req_t *r, const choice_t *c) {
     if (r->api.c.tool_calls || r->phase2) return true;
+    /* A call list starts with '['; the answer usually with '{' and streams. */
+    if (r->api.c.calls_or_answer) return c->text.n == 0 || starts_array(&c->text);
     /* With the marker as a stop string the first phase is plain text. */
     if (r->api.tool_choice == SV_TOOLS_AUTO && r->marker_stop < 0)
         return sv_tools_may_be_call((const char *)c->text.p, c->text.n);
@@ -153,6 +162,12 @@ void sv_server_stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t
 static json_t *choice_calls(req_t *r, choice_t *c, size_t *content_len) {
     *content_len = c->text.n;
     if (c->finish == SV_FINISH_ABORT || c->finish == SV_FINISH_LENGTH) return NULL;
+    if (r->api.c.calls_or_answer) {
+        /* A call list, or the answer response_format describes. */
+        json_t *calls = starts_array(&c->text) ? sv_tools_calls_from_array((const char *)c->text.p, c->text.n) : NULL;
+        if (calls) *content_len = 0;
+        return calls;
+    }
     if (r->phase2) {
         /* The second phase wrote one call object (ChatML) or the call array. */
         const char *t = (const char *)c->text.p + r->p2_from;
@@ -205,7 +220,7 @@ static void count_finish(req_t *r, const char *name) {
  * another family), or one call object (ChatML's second phase). False when
  * the choice's text is no constrained call. */
 static bool call_region(const req_t *r, const choice_t *c, size_t *from, bool *array) {
-    if (r->api.c.tool_calls) {
+    if (r->api.c.tool_calls || (r->api.c.calls_or_answer && starts_array(&c->text))) {
         *from = 0;
         *array = true;
         return true;

@@ -24,6 +24,8 @@
  *   not possible (n > 1, or eight stop strings already), calls are read
  *   from the free text afterwards (sv_tools_calls_from_text) and are not
  *   constrained; a call that does not parse, or names no tool, stays text.
+ * - "auto" with a JSON response_format: one constraint, {"anyOf": [the
+ *   call array, the answer schema]} (api.h): a call list or the answer.
  * - "none" or no tools: text.
  *
  * Every call the response carries has "arguments" as a JSON string, as

@@ -289,3 +289,34 @@ def test_scan_calls_on_every_prefix(array, value, sep):
         last = got
     assert [(g["name"], json.loads(g["args"])) for g in last] == [(w["name"], w["arguments"]) for w in want]
     assert all(g["done"] for g in last)
+
+
+def test_auto_tools_with_response_format_is_a_union():
+    """tools "auto" + response_format: the model may call (a JSON call list)
+    or answer as response_format says; $defs move to the root so that the
+    answer's references still resolve (checked with jsonschema)."""
+    import jsonschema
+    answer = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+              "$defs": {"P": {"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"]}},
+              "type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}, "required": ["p"]}
+    r = chat(tools=TOOLS, response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": answer}})
+    c = r["constraint"]
+    assert c["param"] == "response_format" and not c["tool_calls"]
+    u = json.loads(c["text"])
+    assert "$defs" in u and len(u["anyOf"]) == 2
+    v = jsonschema.Draft202012Validator(u)
+    assert v.is_valid({"p": {"n": "x"}})
+    assert v.is_valid([{"name": "get_weather", "arguments": {"city": "Paris"}}])
+    assert not v.is_valid({"p": {"n": 1}})
+    assert not v.is_valid({"q": 1})
+    assert not v.is_valid([{"name": "nope", "arguments": {}}])
+    # json_object too
+    u = json.loads(chat(tools=TOOLS, response_format={"type": "json_object"})["constraint"]["text"])
+    assert u["anyOf"][1] == {"type": "object"}
+    # a schema whose references cannot move keeps response_format alone
+    rec = {"type": "object", "properties": {"child": {"$ref": "#"}}}
+    c = chat(tools=TOOLS, response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": rec}})
+    assert json.loads(c["constraint"]["text"]) == rec
+    # tool_choice none: response_format alone
+    c = chat(tools=TOOLS, tool_choice="none", response_format={"type": "json_object"})
+    assert c["constraint"]["text"] == '{"type":"object"}'

@@ -192,3 +192,42 @@ def test_tools_with_response_format(client):
     r = client.chat.completions.create(model=NAME, messages=ask("Weather in Paris?"), tools=TOOLS,
                                        tool_choice="none", response_format=rf, max_tokens=80, temperature=0)
     jsonschema.validate(json.loads(r.choices[0].message.content), schema)
+
+
+def test_auto_with_response_format(client):
+    """auto + response_format: an answer valid under response_format, or calls valid under the tools."""
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 30}}, "required": ["answer"],
+              "additionalProperties": False}
+    rf = {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}
+    kinds = set()
+    for msgs in (ask("Say something about Paris."), few_shot("Weather in London?")):
+        for stream in (False, True):
+            kw = dict(model=NAME, messages=msgs, tools=TOOLS, response_format=rf, max_tokens=80, temperature=0)
+            if stream:
+                calls, content, finish = reassemble(client.chat.completions.create(stream=True, **kw))
+                if calls:
+                    assert finish == "tool_calls"
+                    for c in calls:
+                        jsonschema.validate(json.loads(c["arguments"]), PARAMS[c["name"]])
+                else:
+                    jsonschema.validate(json.loads(content), schema)
+            else:
+                c = client.chat.completions.create(**kw).choices[0]
+                if c.message.tool_calls:
+                    check_calls(c.message.tool_calls)
+                    kinds.add("calls")
+                else:
+                    jsonschema.validate(json.loads(c.message.content), schema)
+                    kinds.add("answer")
+    assert "answer" in kinds
+
+
+def test_auto_with_response_format_error_points_into_the_answer(client):
+    import openai
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?<=x)y"}}}
+    with pytest.raises(openai.BadRequestError) as ei:
+        client.chat.completions.create(model=NAME, messages=ask("x"), tools=TOOLS, max_tokens=5, response_format={
+            "type": "json_schema", "json_schema": {"name": "a", "schema": schema}})
+    body = ei.value.body
+    assert body["param"] == "response_format" and "/properties/a/pattern" in body["message"]
+    assert "anyOf" not in body["message"]
