@@ -63,6 +63,7 @@ T1_EXTRA = 32           # the temperature-1 run's budget: shortest + this
 TIGHT_EXTRA = 5         # the tight run's budget: shortest + this
 PROMPT_CHARS = 400      # the schema's text in the prompt is cut to this
 SEQS = 16               # --max-num-seqs
+KEYS = 5                # key-heavy: the shortest valid instance has this many object keys
 
 
 def env_path(var, what):
@@ -170,8 +171,7 @@ def check(cases, budgets, outs):
 
 # ---------------------------------------------------------------- fixtures
 
-@pytest.fixture(scope="module")
-def cases():
+def load_cases():
     """(name, schema, shortest valid instance in tokens) of every listed file."""
     folder = maskbench_dir()
     names = LIST.read_text().split()
@@ -197,6 +197,11 @@ def cases():
     return out
 
 
+@pytest.fixture(scope="module")
+def cases():
+    return load_cases()
+
+
 def lines_for(cases, extra, seed0):
     return [{"prompt": prompt(s), "chat": True, "schema": s, "max_tokens": n + extra, "temperature": 1.0,
              "seed": seed0 + i} for i, (_, s, n) in enumerate(cases)]
@@ -216,6 +221,64 @@ def test_shortest_instance_plus_5(cases, tmp_path):
     budget_steered = sum(1 for o in outs if o.get("outputs") and o["outputs"][0].get("stop_reason") == "budget")
     print(f"{budget_steered} of {len(outs)} outputs ended by the budget")
     check(cases, [l["max_tokens"] for l in lines], outs)
+
+
+# ---------------------------------------------------------------- jump-forward
+
+def n_keys(v):
+    if isinstance(v, dict):
+        return len(v) + sum(n_keys(x) for x in v.values())
+    if isinstance(v, list):
+        return sum(n_keys(x) for x in v)
+    return 0
+
+
+def key_heavy(cases):
+    """The listed files whose shortest valid instance has at least KEYS object
+    keys: in the canonical whitespace mode every key and separator after the
+    first character of a key is a forced path."""
+    folder = maskbench_dir()
+    out = []
+    for c in cases:
+        _, valid = load(c[0], folder)
+        if n_keys(min(valid, key=lambda v: len(canonical(v)))) >= KEYS:
+            out.append(c)
+    return out
+
+
+def test_jump_forward_saves_steps_and_stays_valid(cases, tmp_path):
+    """Greedy decoding of the key-heavy schemas with jump-forward on and off
+    (--no-jump-forward): on, the engine appends forced tokens (forced > 0)
+    and so samples fewer tokens and runs fewer forward steps (from --stats);
+    off, it forces none; every output of both runs is valid and complete.
+    Prints how many greedy texts differ between the two runs: a forced
+    segment is tokenized canonically, which is not always the split the
+    model would have sampled (e.g. `nums` where the model takes `num` `s`),
+    and the next tokens are conditioned on that split."""
+    heavy = key_heavy(cases)
+    assert len(heavy) >= 20, f"only {len(heavy)} key-heavy schemas in the list"
+    lines = [{"prompt": prompt(s), "chat": True, "schema": s, "max_tokens": n + T1_EXTRA, "temperature": 0.0}
+             for (_, s, n) in heavy]
+    budgets = [l["max_tokens"] for l in lines]
+    runs = {}
+    for mode, extra in (("on", ()), ("off", ("--no-jump-forward",))):
+        stats = tmp_path / f"{mode}.stats.json"
+        outs, summary = run_batch(lines, tmp_path / f"jf-{mode}.jsonl", ("--stats", str(stats), *extra))
+        check(heavy, budgets, outs)
+        runs[mode] = (outs, json.loads(stats.read_text()))
+        print(f"jump-forward {mode}: {summary.strip().splitlines()[-1]}")
+    (on, s_on), (off, s_off) = runs["on"], runs["off"]
+    print(f"stats on: {s_on}\nstats off: {s_off}")
+    assert s_off["forced"] == 0 and s_off["rollbacks"] == 0, s_off
+    assert s_on["forced"] > 0, s_on
+    assert s_on["sampled"] < s_off["sampled"], (s_on, s_off)
+    assert s_on["steps"] < s_off["steps"], (s_on, s_off)
+    # Every output token was sampled or forced (a sampled end-of-text token
+    # is not output, and a rolled-back token is replaced by a forced one).
+    assert s_on["sampled"] + s_on["forced"] >= sum(o["completion_tokens"] for o in on), s_on
+    assert s_off["sampled"] >= sum(o["completion_tokens"] for o in off), s_off
+    differ = sum(a["outputs"][0]["text"] != b["outputs"][0]["text"] for a, b in zip(on, off))
+    print(f"greedy texts that differ between jump-forward on and off: {differ} of {len(heavy)}")
 
 
 # ---------------------------------------------------------------- the list
