@@ -298,6 +298,7 @@ bool sv_matcher_is_finished(const sv_matcher_t *m) {
 }
 
 int32_t sv_matcher_state(const sv_matcher_t *m) { return m->state; }
+uint32_t sv_matcher_ws_run(const sv_matcher_t *m) { return m->ws; }
 uint32_t sv_matcher_num_tokens(const sv_matcher_t *m) { return m->nhist; }
 
 /* ---- jump-forward ---------------------------------------------------------------- */

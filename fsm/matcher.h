@@ -73,6 +73,9 @@ bool sv_matcher_is_accepting(const sv_matcher_t *m);
 /* True after an EOG token, or when the state accepts and has no way on. */
 bool sv_matcher_is_finished(const sv_matcher_t *m);
 int32_t sv_matcher_state(const sv_matcher_t *m);
+/* The trailing whitespace run (0 without a cap): with sv_matcher_state, the
+ * key of the current mask (for mask prefetch, src/engine/prefetch.h). */
+uint32_t sv_matcher_ws_run(const sv_matcher_t *m);
 uint32_t sv_matcher_num_tokens(const sv_matcher_t *m);
 /* Tokens left in the budget (INT64_MAX without one). */
 int64_t sv_matcher_tokens_left(const sv_matcher_t *m);

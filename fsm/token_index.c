@@ -1720,6 +1720,12 @@ sv_status sv_token_index_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_r
     return SV_OK;
 }
 
+bool sv_token_index_mask_known(const sv_token_index_t *ix, int32_t state, uint32_t ws_run) {
+    if (state < 0 || (uint32_t)state >= ix->dfa->nstates) return false;
+    if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
+    return atomic_load_explicit(&ix->memo[(size_t)state * ix->nbuckets + ws_run], memory_order_acquire) != 0;
+}
+
 int32_t sv_token_index_next(const sv_token_index_t *ix, int32_t s, int32_t id) {
     const sv_token_set_t *ts = ix->ts;
     if (s < 0 || id < 0 || (uint32_t)id >= ts->n || ts->kind[id] != SV_TOKKIND_NORMAL) return SV_DFA_DEAD;

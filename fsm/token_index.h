@@ -95,6 +95,10 @@ uint32_t sv_token_index_ws_cap(const sv_token_index_t *ix);
 sv_status sv_token_index_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run, const uint32_t **mask,
                               uint32_t *max_dist);
 
+/* True when the mask of (state, ws_run) is memoized, so that
+ * sv_token_index_mask answers it without a walk. Lock-free; thread-safe. */
+bool sv_token_index_mask_known(const sv_token_index_t *ix, int32_t state, uint32_t ws_run);
+
 /* Computes the mask of (state, ws_run) into dst (mask_words words) without
  * memoizing it. With a filter, a normal token is kept only when
  * filter(ctx, next_state) is true (the matcher's budget rule). Returns the

@@ -5,7 +5,14 @@
  *
  *     {"prompt": str, "chat": bool, "schema": object, "regex": str,
  *      "max_tokens": int, "temperature": float, "top_p": float, "seed": int,
- *      "n": int}
+ *      "n": int, "stop": str | [str], "logprobs": bool, "top_logprobs": int}
+ *
+ * n (1..16) choices share the prompt's KV blocks, choice i seeded from the
+ * seed and i (choice 0 is the n = 1 run); stop strings (at most 8, 1..256
+ * bytes each) end an unconstrained choice's text just before the first
+ * occurrence (a constrained choice's text is never cut); logprobs asks for
+ * each output token's logprob, top_logprobs (0..20, needs logprobs) for
+ * that many alternatives, forced (jump-forward) tokens included.
  *
  * (only "prompt" is required; blank lines are skipped and do not take an
  * index). Every line is parsed, encoded and its constraint compiled (each
@@ -16,8 +23,14 @@
  *
  * Output: one JSON line per input line, in input order, printed at the end:
  *
- *     {"index", "outputs": [{"text", "finish_reason"}], "prompt_tokens",
- *      "completion_tokens", "cached_tokens"}
+ *     {"index", "outputs": [{"index", "text", "finish_reason", "stop_reason"?,
+ *      "logprobs"?}, ... one per choice], "prompt_tokens",
+ *      "completion_tokens" (all choices), "cached_tokens"}
+ *
+ * where "stop_reason" is the stop string that ended the text, or "budget",
+ * and "logprobs" is OpenAI chat's {"content": [{"token", "logprob",
+ * "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]} (a token's
+ * text is its bytes decoded lossily; a logprob of -inf is -9999.0).
  *
  * or {"index", "error": {"message", "type"}} for a line that is not JSON,
  * has a bad field, a constraint that does not compile or cannot complete
@@ -32,9 +45,12 @@
  * greedy line gives the text `sieve generate` gives alone.
  *
  * A summary (requests, tokens, wall time, tokens/s, preemptions, cached
- * tokens) goes to stderr. */
+ * tokens) goes to stderr; --stats FILE writes the engine's counters
+ * (sv_engine_stats_t) as one JSON object; --no-jump-forward samples every
+ * constrained token instead of feeding forced ones. */
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,6 +63,7 @@
 #include "../backend/cpu.h"
 #include "../engine/chat.h"
 #include "../engine/engine.h"
+#include "../engine/prefetch.h"
 #include "../engine/sample.h"
 #include "../engine/tokens.h"
 #include "../model/llama.h"
@@ -60,23 +77,39 @@
 #define BATCH_MAX_TOKENS (1u << 20) /* max_tokens of one line, as --max-tokens */
 #define BATCH_CTX_CAP 4096          /* the context, as cmd_generate's default */
 
-enum { OPT_BATCH = 256, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB };
+enum { OPT_BATCH = 256, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB, OPT_NO_JF, OPT_STATS,
+       OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH };
 
 static const char *const usage_text =
     "Usage: sieve generate --batch FILE.jsonl -m MODEL [--max-num-seqs 8] [--threads N]\n"
     "                      [--ws MODE] [--allow-unknown-formats] [--kv-memory-mb 512]\n"
+    "                      [--max-num-batched-tokens 256] [--no-prefix-cache]\n"
+    "                      [--prefetch-threads 1] [--no-jump-forward] [--stats FILE]\n"
     "\n"
     "Runs every line of FILE (- is standard input) through the continuous-batching\n"
     "engine on the CPU. A line is a JSON object:\n"
     "  {\"prompt\": str, \"chat\": bool, \"schema\": object, \"regex\": str,\n"
-    "   \"max_tokens\": int, \"temperature\": float, \"top_p\": float, \"seed\": int, \"n\": 1}\n"
+    "   \"max_tokens\": int, \"temperature\": float, \"top_p\": float, \"seed\": int,\n"
+    "   \"n\": int, \"stop\": str or [str], \"logprobs\": bool, \"top_logprobs\": int}\n"
     "(defaults: chat false, max_tokens 256, temperature 1, top_p 1, seed = the line's\n"
-    "index, n 1; n > 1 is not supported yet). One JSON line per input line is\n"
-    "printed on stdout in input order: {\"index\", \"outputs\": [{\"text\",\n"
-    "\"finish_reason\"}], \"prompt_tokens\", \"completion_tokens\", \"cached_tokens\"}, or\n"
-    "{\"index\", \"error\": {\"message\", \"type\"}} for a bad line; the others still run.\n"
-    "  --max-num-seqs N     requests decoded at once (default 8).\n"
+    "index, n 1 (at most 16 choices, sharing the prompt), no stop strings (at most 8;\n"
+    "they do not cut constrained text), logprobs false, top_logprobs 0 (at most 20)).\n"
+    "One JSON line per input line is printed on stdout in input order:\n"
+    "  {\"index\", \"outputs\": [{\"index\", \"text\", \"finish_reason\", \"stop_reason\",\n"
+    "   \"logprobs\": {\"content\": [{\"token\", \"logprob\", \"bytes\", \"top_logprobs\"}]}}],\n"
+    "   \"prompt_tokens\", \"completion_tokens\", \"cached_tokens\"}\n"
+    "(one output per choice; stop_reason, the stop string or \"budget\", and logprobs\n"
+    "only when they apply), or {\"index\", \"error\": {\"message\", \"type\"}} for a bad\n"
+    "line; the others still run.\n"
+    "  --max-num-seqs N     sequences (choices) decoded at once (default 8).\n"
     "  --kv-memory-mb M     memory of the paged KV cache (default 512).\n"
+    "  --max-num-batched-tokens N  rows in one forward: decode tokens plus prefill\n"
+    "                       chunks (default 256).\n"
+    "  --no-prefix-cache    do not share prompt blocks between requests.\n"
+    "  --prefetch-threads N threads computing the masks of states a constrained\n"
+    "                       request may reach next (default 1; 0: none).\n"
+    "  --no-jump-forward    sample every constrained token (no forced extends).\n"
+    "  --stats FILE         write the engine's counters as one JSON object at the end.\n"
     "  --ws, --allow-unknown-formats, --threads: as for one generation.\n"
     "A summary goes to stderr.\n";
 
@@ -87,7 +120,21 @@ typedef struct {
     sv_ws_mode ws;
     bool unknown_formats;
     uint64_t kv_mb;
+    bool no_jump_forward, no_prefix_cache;
+    uint32_t max_batched, prefetch_threads;
+    const char *stats;
 } batch_opts_t;
+
+/* One choice's result. */
+typedef struct {
+    sv_ids_t out;           /* generated ids, as output */
+    sv_bytes_t text;        /* the engine's text deltas */
+    sv_logprobs_t *lp;      /* (n_lp) when the line asks */
+    size_t n_lp, cap_lp;
+    sv_finish_reason finish;
+    bool budget_stop;
+    int32_t stop_index;
+} choice_t;
 
 /* One input line and, once run, its result. */
 typedef struct {
@@ -96,11 +143,14 @@ typedef struct {
     sv_sample_params_t sp;
     uint32_t budget;        /* min(max_tokens, ctx - prompt) */
     sv_token_index_t *ix;   /* NULL when unconstrained; owned, freed at the end */
+    uint32_t n;             /* choices */
+    bool logprobs;
+    char *stop[SV_ENGINE_MAX_STOP];
+    uint32_t n_stop;
     uint64_t id;            /* engine id; 0 until submitted */
-    sv_ids_t out;           /* generated ids, as output */
-    sv_finish_reason finish;
-    bool budget_stop;
+    choice_t *ch;           /* (n), once prepared */
     uint32_t n_cached;
+    bool done;
 } line_t;
 
 static void line_error(line_t *l, const char *type, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -163,6 +213,43 @@ static void compile_constraint(const prep_t *p, line_t *l, json_t *schema, const
     }
 }
 
+/* "stop": a string or a list of strings, each 1..SV_ENGINE_MAX_STOP_BYTES
+ * bytes without NUL, at most SV_ENGINE_MAX_STOP. Nonzero on error. */
+static int parse_stop(line_t *l, json_t *val) {
+    json_t *one[1] = {val};
+    json_t **items = one;
+    size_t n = 1;
+    if (json_is_array(val)) {
+        n = json_array_size(val);
+        if (n > SV_ENGINE_MAX_STOP) {
+            line_error(l, "arg", "stop: at most %d strings", SV_ENGINE_MAX_STOP);
+            return -1;
+        }
+        items = NULL;
+    } else if (!json_is_string(val)) {
+        line_error(l, "arg", "stop: must be a string or a list of strings");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = items ? items[i] : json_array_get(val, i);
+        if (!json_is_string(s)) {
+            line_error(l, "arg", "stop: must be a string or a list of strings");
+            return -1;
+        }
+        size_t len = json_string_length(s);
+        if (len == 0 || len > SV_ENGINE_MAX_STOP_BYTES || strlen(json_string_value(s)) != len) {
+            line_error(l, "arg", "stop: each string must have 1 to %d bytes and no NUL", SV_ENGINE_MAX_STOP_BYTES);
+            return -1;
+        }
+        if (!(l->stop[l->n_stop] = strdup(json_string_value(s)))) {
+            line_error(l, "nomem", "out of memory");
+            return -1;
+        }
+        l->n_stop++;
+    }
+    return 0;
+}
+
 /* Parses and prepares one line (index idx): fields, prompt, sampling,
  * constraint. On any problem l->error is set and the line does not run. */
 static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, line_t *l) {
@@ -177,6 +264,8 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
     json_t *schema = NULL;
     bool chat = false;
     long long max_tokens = 256;
+    int32_t top_logprobs = 0;
+    l->n = 1;
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
@@ -209,14 +298,23 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
             }
             l->sp.seed = (uint64_t)json_integer_value(val);
         } else if (!strcmp(key, "n")) {
-            if (!json_is_integer(val) || json_integer_value(val) < 1) {
-                line_error(l, "arg", "n: must be a positive integer");
+            if (!json_is_integer(val) || json_integer_value(val) < 1 || json_integer_value(val) > SV_ENGINE_MAX_N) {
+                line_error(l, "arg", "n: must be an integer from 1 to %d", SV_ENGINE_MAX_N);
                 goto done;
             }
-            if (json_integer_value(val) != 1) {
-                line_error(l, "unsupported", "n: only n = 1 is supported (the engine has no parallel sampling yet)");
+            l->n = (uint32_t)json_integer_value(val);
+        } else if (!strcmp(key, "stop")) {
+            if (parse_stop(l, val)) goto done;
+        } else if (!strcmp(key, "logprobs")) {
+            if (!json_is_boolean(val)) { line_error(l, "arg", "logprobs: must be a boolean"); goto done; }
+            l->logprobs = json_is_true(val);
+        } else if (!strcmp(key, "top_logprobs")) {
+            if (!json_is_integer(val) || json_integer_value(val) < 0 ||
+                json_integer_value(val) > SV_SAMPLE_MAX_LOGPROBS) {
+                line_error(l, "arg", "top_logprobs: must be an integer from 0 to %d", SV_SAMPLE_MAX_LOGPROBS);
                 goto done;
             }
+            top_logprobs = (int32_t)json_integer_value(val);
         } else {
             /* Refused rather than ignored: a misspelt "max_token" would
              * otherwise run silently with the default. */
@@ -226,6 +324,11 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
     }
     if (!prompt) { line_error(l, "arg", "prompt: missing"); goto done; }
     if (schema && regex) { line_error(l, "arg", "give at most one of schema and regex"); goto done; }
+    if (top_logprobs && !l->logprobs) {
+        line_error(l, "arg", "top_logprobs: needs \"logprobs\": true");
+        goto done;
+    }
+    l->sp.n_logprobs = top_logprobs;
     sv_error_t err;
     sv_error_clear(&err);
     if (sv_sample_params_validate(&l->sp, (uint32_t)p->n_vocab, &err)) {
@@ -264,6 +367,7 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
     l->budget = (uint32_t)(left < max_tokens ? left : max_tokens);
 
     if (schema || regex) compile_constraint(p, l, schema, regex);
+    if (!l->error && !(l->ch = calloc(l->n, sizeof *l->ch))) line_error(l, "nomem", "out of memory");
 done:
     json_decref(root);
 }
@@ -285,35 +389,75 @@ static sv_status drain(sv_engine_t *e, line_t *lines, const size_t *order, size_
     sv_engine_output_t out;
     while (sv_engine_next_output(e, &out)) {
         line_t *l = find_line(lines, order, n_order, out.id);
-        if (!l) return sv_error_set(err, SV_ERR_ARG, -1, "internal: an output for unknown request %llu",
-                                    (unsigned long long)out.id);
-        if (out.n_tokens && sv_ids_reserve(&l->out, out.n_tokens))
+        if (!l || out.index >= l->n)
+            return sv_error_set(err, SV_ERR_ARG, -1, "internal: an output for unknown request %llu choice %u",
+                                (unsigned long long)out.id, out.index);
+        choice_t *c = &l->ch[out.index];
+        if (out.n_tokens && sv_ids_reserve(&c->out, out.n_tokens))
             return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
-        for (uint32_t i = 0; i < out.n_tokens; i++) sv_ids_push(&l->out, out.tokens[i]);
+        for (uint32_t i = 0; i < out.n_tokens; i++) sv_ids_push(&c->out, out.tokens[i]);
+        if (out.n_text && sv_bytes_append(&c->text, out.text, out.n_text))
+            return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+        if (out.logprobs && out.n_tokens) {
+            if (c->n_lp + out.n_tokens > c->cap_lp) {
+                size_t nc = c->cap_lp ? c->cap_lp : 16;
+                while (nc < c->n_lp + out.n_tokens) nc *= 2;
+                sv_logprobs_t *lp = realloc(c->lp, nc * sizeof *lp);
+                if (!lp) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+                c->lp = lp;
+                c->cap_lp = nc;
+            }
+            memcpy(c->lp + c->n_lp, out.logprobs, out.n_tokens * sizeof *out.logprobs);
+            c->n_lp += out.n_tokens;
+        }
         if (out.finish != SV_FINISH_NONE) {
-            l->finish = out.finish;
-            l->budget_stop = out.budget_stop;
-            l->n_cached = out.n_cached;
+            c->finish = out.finish;
+            c->budget_stop = out.budget_stop;
+            c->stop_index = out.stop_index;
+            if (out.index == 0) l->n_cached = out.n_cached;
+        }
+        if (out.request_done) {
+            l->done = true;
             (*n_done)++;
         }
     }
     return SV_OK;
 }
 
-/* The text of ids: each token's bytes, special tokens skipped, decoded to
- * UTF-8 (lossy) by the streaming detokenizer. */
-static sv_status detokenize(sv_detok_t *d, const sv_ids_t *ids, sv_bytes_t *text, sv_error_t *err) {
-    const char *t;
-    size_t tn;
-    text->n = 0;
-    for (size_t i = 0; i < ids->n; i++) {
-        sv_status st = sv_detok_push(d, ids->v[i], &t, &tn, err);
-        if (st) return st;
-        if (tn && sv_bytes_append(text, t, tn)) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+/* A token as OpenAI's logprobs show it: "token" (its bytes, decoded
+ * lossily), "logprob" (-inf as -9999.0) and "bytes". */
+static json_t *token_json(const sv_vocab_t *v, int32_t id, float logprob) {
+    size_t n = 0;
+    const uint8_t *b = sv_vocab_bytes(v, id, &n);
+    uint8_t *u = malloc(3 * n + 1);
+    json_t *bytes = json_array();
+    if (!u || !bytes) {
+        free(u);
+        json_decref(bytes);
+        return NULL;
     }
-    sv_detok_flush(d, &t, &tn);
-    if (tn && sv_bytes_append(text, t, tn)) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
-    return SV_OK;
+    size_t un = sv_utf8_lossy(b, n, u, NULL);
+    for (size_t i = 0; i < n; i++) json_array_append_new(bytes, json_integer(b[i]));
+    double lp = logprob == -INFINITY ? -9999.0 : (double)logprob;
+    json_t *o = json_pack("{s:s%, s:f, s:o}", "token", un ? (const char *)u : "", un, "logprob", lp, "bytes", bytes);
+    free(u);
+    return o;
+}
+
+static json_t *logprobs_json(const sv_vocab_t *v, const choice_t *c) {
+    json_t *content = json_array();
+    if (!content) return NULL;
+    for (size_t i = 0; i < c->n_lp && i < c->out.n; i++) {
+        json_t *t = token_json(v, c->out.v[i], c->lp[i].logprob);
+        json_t *top = json_array();
+        for (int k = 0; t && top && k < c->lp[i].n_top; k++)
+            json_array_append_new(top, token_json(v, c->lp[i].top[k].id, c->lp[i].top[k].logprob));
+        if (!t || !top || json_object_set_new(t, "top_logprobs", top) || json_array_append_new(content, t)) {
+            json_decref(content);
+            return NULL;
+        }
+    }
+    return json_pack("{s:o}", "content", content);
 }
 
 static const char *finish_name(sv_finish_reason f) {
@@ -326,19 +470,41 @@ static const char *finish_name(sv_finish_reason f) {
     return "none";
 }
 
-static int print_line(size_t idx, const line_t *l, const sv_bytes_t *text) {
+static int print_line(size_t idx, const line_t *l, const sv_vocab_t *v) {
     json_t *root;
     if (l->error) {
         root = json_pack("{s:I, s:O}", "index", (json_int_t)idx, "error", l->error);
     } else {
-        json_t *o = json_pack("{s:s%, s:s}", "text", text->n ? (const char *)text->p : "", text->n, "finish_reason",
-                              finish_name(l->finish));
-        if (o && l->budget_stop) json_object_set_new(o, "stop_reason", json_string("budget"));
-        root = json_pack("{s:I, s:[o], s:I, s:I, s:I}", "index", (json_int_t)idx, "outputs", o, "prompt_tokens",
-                         (json_int_t)l->prompt.n, "completion_tokens", (json_int_t)l->out.n, "cached_tokens",
-                         /* after a preemption the engine's count can include generated
-                            tokens it took back from the prefix cache */
-                         (json_int_t)(l->n_cached < l->prompt.n ? l->n_cached : l->prompt.n));
+        json_t *outs = json_array();
+        size_t completion = 0;
+        for (uint32_t k = 0; outs && k < l->n; k++) {
+            const choice_t *c = &l->ch[k];
+            completion += c->out.n;
+            json_t *o = json_pack("{s:I, s:s%, s:s}", "index", (json_int_t)k, "text",
+                                  c->text.n ? (const char *)c->text.p : "", c->text.n, "finish_reason",
+                                  finish_name(c->finish));
+            if (o && c->budget_stop) json_object_set_new(o, "stop_reason", json_string("budget"));
+            if (o && c->finish == SV_FINISH_STOP && c->stop_index >= 0 && (uint32_t)c->stop_index < l->n_stop)
+                json_object_set_new(o, "stop_reason", json_string(l->stop[c->stop_index]));
+            if (o && l->logprobs) {
+                json_t *lp = logprobs_json(v, c);
+                if (!lp || json_object_set_new(o, "logprobs", lp)) {
+                    json_decref(o);
+                    o = NULL;
+                }
+            }
+            if (!o || json_array_append_new(outs, o)) {
+                json_decref(outs);
+                outs = NULL;
+            }
+        }
+        root = outs ? json_pack("{s:I, s:o, s:I, s:I, s:I}", "index", (json_int_t)idx, "outputs", outs,
+                                "prompt_tokens", (json_int_t)l->prompt.n, "completion_tokens",
+                                (json_int_t)completion, "cached_tokens",
+                                /* after a preemption the engine's count can include generated
+                                   tokens it took back from the prefix cache */
+                                (json_int_t)(l->n_cached < l->prompt.n ? l->n_cached : l->prompt.n))
+                    : NULL;
     }
     char *s = root ? json_dumps(root, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
     json_decref(root);
@@ -346,6 +512,23 @@ static int print_line(size_t idx, const line_t *l, const sv_bytes_t *text) {
     puts(s);
     free(s);
     return 0;
+}
+
+/* The engine's counters as one JSON object. */
+static sv_status write_stats(const char *path, const sv_engine_stats_t *es, sv_error_t *err) {
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "steps",
+                          (json_int_t)es->steps, "rows", (json_int_t)es->rows, "cached_tokens",
+                          (json_int_t)es->cached_tokens, "sampled", (json_int_t)es->sampled, "forced",
+                          (json_int_t)es->forced, "rollbacks", (json_int_t)es->rollbacks, "preemptions",
+                          (json_int_t)es->preemptions, "running", (json_int_t)es->running, "waiting",
+                          (json_int_t)es->waiting, "max_running", (json_int_t)es->max_running, "prefix_queries",
+                          (json_int_t)es->prefix_queries, "prefetched", (json_int_t)es->prefetched, "mask_waits",
+                          (json_int_t)es->mask_waits);
+    if (!o) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    int rc = json_dump_file(o, path, JSON_PRESERVE_ORDER | JSON_COMPACT);
+    json_decref(o);
+    if (rc) return sv_error_set(err, SV_ERR_IO, -1, "--stats: cannot write %s", path);
+    return SV_OK;
 }
 
 static int parse_opts(int argc, char **argv, batch_opts_t *o) {
@@ -358,6 +541,11 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
         {"ws", required_argument, 0, OPT_WS},
         {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
         {"kv-memory-mb", required_argument, 0, OPT_KV_MB},
+        {"no-jump-forward", no_argument, 0, OPT_NO_JF},
+        {"stats", required_argument, 0, OPT_STATS},
+        {"max-num-batched-tokens", required_argument, 0, OPT_MAX_BATCHED},
+        {"no-prefix-cache", no_argument, 0, OPT_NO_PREFIX},
+        {"prefetch-threads", required_argument, 0, OPT_PREFETCH},
         {0, 0, 0, 0},
     };
     const char *verb = "generate";
@@ -371,6 +559,19 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
         case 'm': o->model = optarg; break;
         case OPT_BATCH: o->file = optarg; break;
         case OPT_UNKNOWN_FORMATS: o->unknown_formats = true; break;
+        case OPT_NO_JF: o->no_jump_forward = true; break;
+        case OPT_STATS: o->stats = optarg; break;
+        case OPT_NO_PREFIX: o->no_prefix_cache = true; break;
+        case OPT_MAX_BATCHED:
+            if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --max-num-batched-tokens", optarg);
+            o->max_batched = (uint32_t)v;
+            break;
+        case OPT_PREFETCH:
+            if (sv_cli_parse_u64(optarg, SV_PREFETCH_MAX_THREADS, &v))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --prefetch-threads", optarg);
+            o->prefetch_threads = (uint32_t)v;
+            break;
         case OPT_MAX_NUM_SEQS:
             if (sv_cli_parse_u64(optarg, 1024, &v) || !v)
                 return sv_cli_usage_error(verb, "invalid value '%s' for --max-num-seqs", optarg);
@@ -409,7 +610,8 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
 }
 
 int sv_cmd_generate_batch(int argc, char **argv) {
-    batch_opts_t o = {.max_num_seqs = 8, .ws = SV_WS_CANONICAL, .kv_mb = 512};
+    batch_opts_t o = {.max_num_seqs = 8, .ws = SV_WS_CANONICAL, .kv_mb = 512, .max_batched = 256,
+                      .prefetch_threads = 1};
     int prc = parse_opts(argc, argv, &o);
     if (prc) return prc < 0 ? SV_EXIT_OK : prc;
 
@@ -421,11 +623,9 @@ int sv_cmd_generate_batch(int argc, char **argv) {
     sv_llama_t *model = NULL;
     sv_tokens_t *tok = NULL;
     sv_engine_t *eng = NULL;
-    sv_detok_t *detok = NULL;
     line_t *lines = NULL;
     size_t *order = NULL;
     size_t n_lines = 0;
-    sv_bytes_t text = {0};
     sv_chat_template_t tmpl;
     char *input = NULL;
     size_t input_len = 0;
@@ -495,7 +695,11 @@ int sv_cmd_generate_batch(int argc, char **argv) {
         ec.max_num_seqs = o.max_num_seqs;
         ec.max_ctx = max_ctx;
         ec.kv_bytes = o.kv_mb << 20;
-        sv_engine_vocab_t ev = {.set = sv_tokens_set(tok), .tok = sv_tokens_iface(tok)};
+        ec.jump_forward = !o.no_jump_forward;
+        ec.prefix_cache = !o.no_prefix_cache;
+        ec.max_num_batched_tokens = o.max_batched;
+        ec.prefetch_threads = o.prefetch_threads;
+        sv_engine_vocab_t ev = {.set = sv_tokens_set(tok), .tok = sv_tokens_iface(tok), .vocab = v};
         if ((st = sv_engine_create(model, &ev, &ec, &eng, &err))) goto fail;
 
         for (size_t i = 0; i < n_lines; i++) {
@@ -509,7 +713,9 @@ int sv_cmd_generate_batch(int argc, char **argv) {
                     goto fail;
             }
             sv_engine_request_t rq = {.prompt = l->prompt.v, .n_prompt = (uint32_t)l->prompt.n, .sampling = l->sp,
-                                      .constraint = l->ix, .max_tokens = l->budget};
+                                      .constraint = l->ix, .max_tokens = l->budget,
+                                      .stop = (const char *const *)l->stop, .n_stop = l->n_stop, .n = l->n,
+                                      .logprobs = l->logprobs};
             sv_error_t serr;
             sv_error_clear(&serr);
             if (sv_engine_submit(eng, &rq, &l->id, &serr)) {
@@ -534,7 +740,6 @@ int sv_cmd_generate_batch(int argc, char **argv) {
     }
     uint64_t t1 = sv_now_ns();
 
-    if ((st = sv_detok_create(v, SV_DETOK_SKIP_SPECIAL, &detok, &err))) goto fail;
     uint64_t completion_tokens = 0;
     size_t n_err = 0;
     for (size_t i = 0; i < n_lines; i++) {
@@ -542,12 +747,12 @@ int sv_cmd_generate_batch(int argc, char **argv) {
         if (l->error) n_err++;
         else {
             prompt_tokens += l->prompt.n;
-            completion_tokens += l->out.n;
-            if ((st = detokenize(detok, &l->out, &text, &err))) goto fail;
+            for (uint32_t k = 0; k < l->n; k++) completion_tokens += l->ch[k].out.n;
         }
-        if (print_line(i, l, &text)) { st = sv_error_set(&err, SV_ERR_NOMEM, -1, "out of memory"); goto fail; }
+        if (print_line(i, l, v)) { st = sv_error_set(&err, SV_ERR_NOMEM, -1, "out of memory"); goto fail; }
     }
     fflush(stdout);
+    if (o.stats && (st = write_stats(o.stats, &es, &err))) goto fail;
     double secs = (double)(t1 - t0) / 1e9;
     fprintf(stderr,
             "sieve generate --batch: %zu requests (%zu ran, %zu errors); %llu prompt + %llu completion tokens in "
@@ -563,16 +768,21 @@ fail:
 done:
     sv_engine_destroy(eng); /* before the token indexes its requests borrow */
     for (size_t i = 0; i < n_lines; i++) {
-        json_decref(lines[i].error);
-        sv_ids_free(&lines[i].prompt);
-        sv_ids_free(&lines[i].out);
-        sv_token_index_destroy(lines[i].ix);
+        line_t *l = &lines[i];
+        json_decref(l->error);
+        sv_ids_free(&l->prompt);
+        for (uint32_t k = 0; l->ch && k < l->n; k++) {
+            sv_ids_free(&l->ch[k].out);
+            sv_bytes_free(&l->ch[k].text);
+            free(l->ch[k].lp);
+        }
+        free(l->ch);
+        for (uint32_t k = 0; k < l->n_stop; k++) free(l->stop[k]);
+        sv_token_index_destroy(l->ix);
     }
     free(lines);
     free(order);
     free(input);
-    sv_bytes_free(&text);
-    sv_detok_destroy(detok);
     sv_tokens_destroy(tok);
     sv_llama_destroy(model);
     sv_backend_destroy(be);

@@ -1,32 +1,69 @@
 /* engine.c — the scheduler and the step loop (see engine.h for the
  * contract).
  *
- * A request lives in exactly one place: the waiting queue (no KV), the
+ * A request is a group of n choices (req_t); each choice is scheduled on
+ * its own and lives in exactly one place: the waiting queue (no KV), the
  * running list (a KV sequence whose first n_computed positions hold the
  * keys and values of toks[0 .. n_computed)), or the output queue once
  * finished (no KV) until its last output is popped. Its token buffer holds
  * the prompt followed by the output; the tokens past n_computed are
  * "pending": the rest of the prompt, the last sampled token, or
- * jump-forward tokens. Every running request has at least one pending
- * token, and it samples exactly when a step computes its last pending one.
+ * jump-forward tokens. Every running choice has at least one pending token.
+ *
+ * n > 1. Until the group forks, only choice 0 is scheduled: the others wait
+ * in the group, with the same tokens (the prompt and any tokens forced at
+ * the start). When choice 0 first has every token computed, the group
+ * forks: each other choice takes a fork of choice 0's KV sequence (all its
+ * blocks shared, the partial last one copied on the first write) and a
+ * running slot, or, when the running list is full, goes to the front of
+ * the waiting queue without KV (it recomputes, through the prefix cache
+ * when there is one); then every choice samples, with its own sampler and
+ * matcher, from its own copy of choice 0's last row of logits.
  *
  * The reference loop (cmd_generate.c) feeds a sampled token and then asks
  * the matcher for forced tokens, rolling the sampled token back when the
  * tokenizer would merge it with them. Here the matcher is asked right after
  * the token is accepted, before anything is fed, so a rollback only ever
  * drops a pending token: the token sequence, and so every position's KV and
- * the logits each sample sees, is the reference's. */
+ * the logits each sample sees, is the reference's.
+ *
+ * Logprobs. A sampled token's come from sv_sampler_sample. A forced token
+ * is scored (sv_sampler_logprobs) on the logits of the row before it, under
+ * the mask of the state it was forced from and the penalties of the tokens
+ * before it: exactly what sampling it there would have reported. Those rows
+ * are computed in a later step, when the matcher and the sampler have moved
+ * past the forced tokens, so scoring rolls both back to the first unscored
+ * token and walks forward again, taking each mask on the way (the matcher
+ * keeps its whole history; the sampler's penalty state is a count per id).
+ * The one row that is not computed later is the row a rolled-back token was
+ * sampled from: a forced token that takes its place is scored at once on a
+ * copy of that row (e->raw). Output (tokens, text, logprobs) only ever
+ * covers scored tokens, and a choice whose last tokens are forced waits
+ * ("ending") for one more forward to score them before it finishes.
+ *
+ * Text. Each choice's scored output tokens go through its detokenizer into
+ * txt: [0, txt_ready) is ready to output, [txt_ready, txt_len) is held back
+ * because it may still begin a stop string. The first occurrence of a stop
+ * string (earliest start, then lowest index) is taken as soon as no stop
+ * string that could still complete could start earlier (or at the same
+ * place with a lower index), so the text is the full text cut at its first
+ * occurrence, whatever the chunking. */
 #include "src/engine/engine.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/engine/prefetch.h"
 #include "src/engine/radix.h"
+#include "src/tokenizer/detok.h"
 
 #define FORCED_CAP 64 /* jump-forward tokens per matcher call */
 
+typedef struct group group_t;
+
 typedef struct req {
-    uint64_t id;
+    group_t *g;
+    uint32_t index;        /* the choice */
     int32_t *toks;         /* (cap) prompt, then output */
     uint32_t n_prompt, n_toks, cap;
     uint32_t n_computed;   /* positions with KV: the sequence's length */
@@ -37,16 +74,45 @@ typedef struct req {
     bool in_outq;
     sv_finish_reason finish;
     bool budget_stop;
+    int32_t stop_index, stop_id;
+    /* the decided end of a choice waiting for its last tokens' logprobs */
+    bool ending;
+    sv_finish_reason end_why;
+    bool end_budget;
+    int32_t end_stop_id;
     sv_kv_seq_t *seq;      /* NULL unless running */
     sv_sampler_t *sampler;
     sv_matcher_t *matcher; /* NULL when unconstrained */
-    int32_t *stop;         /* (n_stop) */
-    uint32_t n_stop;
+    sv_logprobs_t *lp;     /* (lp_cap) per output token, when the group asks */
+    uint32_t lp_cap, n_scored;
+    sv_detok_t *detok;     /* NULL without a vocab */
+    char *txt;
+    size_t txt_len, txt_cap, txt_ready, txt_popped;
+    uint32_t n_texted;     /* output tokens given to the detokenizer */
+    bool text_done;
 } req_t;
+
+struct group {
+    uint64_t id;
+    uint32_t n, n_open;    /* choices; choices whose last output is not popped yet */
+    uint32_t n_prompt;
+    bool forked;           /* choices 1.. are scheduled on their own */
+    bool logprobs;
+    sv_token_index_t *ix;
+    int32_t *stop_ids;
+    uint32_t n_stop_ids;
+    char **stop;
+    size_t *stop_len;
+    uint32_t n_stop;
+    group_t *prev, *next;  /* every live group */
+    req_t *ch[SV_ENGINE_MAX_N];
+};
 
 typedef struct place {
     req_t *r;
-    uint32_t chunk; /* rows this step */
+    uint32_t chunk;  /* rows this step */
+    uint32_t logit0; /* its first logits row */
+    uint32_t n_score, n_sample; /* logits rows that score forced tokens, then sample (0 or 1) */
 } place_t;
 
 struct sv_engine {
@@ -56,24 +122,28 @@ struct sv_engine {
     int32_t n_vocab;
     sv_kv_pool_t *pool;
     sv_radix_t *radix; /* NULL without the prefix cache */
+    sv_prefetch_t *pf; /* NULL without prefetch workers */
     sv_llama_kv_t *kv;
     uint64_t next_id;
+    group_t *groups;   /* live groups */
 
-    req_t **running; /* (max_num_seqs) oldest first */
+    req_t **running;   /* (max_num_seqs) oldest first */
     uint32_t n_running;
-    req_t **waiting; /* (max_queue + max_num_seqs) front first */
+    req_t **waiting;   /* front first, grown on demand */
     uint32_t n_waiting, waiting_cap;
-    req_t **outq;    /* FIFO, grown on demand */
+    req_t **outq;      /* FIFO, grown on demand */
     uint32_t outq_head, outq_n, outq_cap;
-    req_t *retired;  /* popped with a finish; freed at the next call */
+    group_t *retired;  /* its last output popped; freed at the next call */
+    req_t *popped;     /* its text handed out; compacted at the next call */
 
-    /* step scratch, sized at create */
-    place_t *places;  /* (max_num_seqs) */
-    int32_t *b_tokens, *b_pos, *b_seq; /* (max_num_batched_tokens) */
-    sv_llama_seq_t *b_seqs;            /* (max_num_seqs) */
-    int32_t *b_logit_rows;             /* (max_num_seqs) */
-    float *logits;                     /* (max_num_seqs, n_vocab) */
-    uint32_t *match_blocks;            /* (max_ctx / 16 + 1) */
+    /* step scratch */
+    place_t *places;   /* (max_num_seqs) */
+    int32_t *b_tokens, *b_pos, *b_seq, *b_logit_rows; /* (max_num_batched_tokens) */
+    sv_llama_seq_t *b_seqs;                            /* (max_num_seqs) */
+    float *logits;                                     /* (logit_cap, n_vocab), grown on demand */
+    uint32_t logit_cap;
+    float *row, *raw;  /* (n_vocab): a choice's copy of a row; the row a rolled-back token came from */
+    uint32_t *match_blocks; /* (max_ctx / 16 + 1) */
 
     sv_engine_stats_t st;
 };
@@ -93,17 +163,39 @@ static void req_free(req_t *r) {
     sv_kv_seq_destroy(r->seq);
     sv_sampler_destroy(r->sampler);
     sv_matcher_destroy(r->matcher);
+    sv_detok_destroy(r->detok);
     free(r->toks);
-    free(r->stop);
+    free(r->lp);
+    free(r->txt);
     free(r);
+}
+
+static void group_free(group_t *g) {
+    if (!g) return;
+    for (uint32_t i = 0; i < g->n; i++) req_free(g->ch[i]);
+    for (uint32_t i = 0; i < g->n_stop; i++) free(g->stop[i]);
+    free(g->stop);
+    free(g->stop_len);
+    free(g->stop_ids);
+    free(g);
+}
+
+static void group_unlink(sv_engine_t *e, group_t *g) {
+    if (g->prev) g->prev->next = g->next;
+    else e->groups = g->next;
+    if (g->next) g->next->prev = g->prev;
+    g->prev = g->next = NULL;
 }
 
 void sv_engine_destroy(sv_engine_t *e) {
     if (!e) return;
-    for (uint32_t i = 0; i < e->n_running; i++) req_free(e->running[i]);
-    for (uint32_t i = 0; i < e->n_waiting; i++) req_free(e->waiting[i]);
-    for (uint32_t i = 0; i < e->outq_n; i++) req_free(e->outq[(e->outq_head + i) % e->outq_cap]);
-    req_free(e->retired);
+    sv_prefetch_destroy(e->pf);
+    while (e->groups) {
+        group_t *g = e->groups;
+        group_unlink(e, g);
+        group_free(g);
+    }
+    group_free(e->retired);
     if (e->pool) sv_kv_pool_set_evictor(e->pool, NULL, NULL);
     sv_radix_destroy(e->radix);
     sv_kv_pool_destroy(e->pool);
@@ -115,9 +207,11 @@ void sv_engine_destroy(sv_engine_t *e) {
     free(e->b_tokens);
     free(e->b_pos);
     free(e->b_seq);
-    free(e->b_seqs);
     free(e->b_logit_rows);
+    free(e->b_seqs);
     free(e->logits);
+    free(e->row);
+    free(e->raw);
     free(e->match_blocks);
     free(e);
 }
@@ -135,6 +229,8 @@ sv_status sv_engine_create(sv_llama_t *m, const sv_engine_vocab_t *vocab, const 
         return sv_error_set(err, SV_ERR_ARG, -1, "engine: max_num_batched_tokens must be 1..%u", 1u << 20);
     if (c.max_queue == 0 || c.max_queue > (1u << 24))
         return sv_error_set(err, SV_ERR_ARG, -1, "engine: max_queue must be 1..%u", 1u << 24);
+    if (c.prefetch_threads > SV_PREFETCH_MAX_THREADS)
+        return sv_error_set(err, SV_ERR_ARG, -1, "engine: prefetch_threads must be 0..%u", SV_PREFETCH_MAX_THREADS);
     if (c.max_ctx < 2) return sv_error_set(err, SV_ERR_ARG, -1, "engine: max_ctx must be at least 2");
     uint32_t min_blocks = (c.max_ctx + SV_KV_BLOCK - 1) / SV_KV_BLOCK;
     if (c.kv_blocks == 0) {
@@ -163,22 +259,28 @@ sv_status sv_engine_create(sv_llama_t *m, const sv_engine_vocab_t *vocab, const 
         if ((st = sv_radix_create(e->pool, NULL, &e->radix, err))) goto fail;
         sv_kv_pool_set_evictor(e->pool, sv_radix_evictor, e->radix);
     }
+    if (c.prefetch_threads && (st = sv_prefetch_create(c.prefetch_threads, NULL, &e->pf, err))) goto fail;
     if ((st = sv_llama_kv_create(m, (int32_t)c.kv_blocks, (int32_t)c.max_num_batched_tokens, &e->kv, err)))
         goto fail;
+    size_t S = c.max_num_seqs, B = c.max_num_batched_tokens, V = (size_t)e->n_vocab;
     e->waiting_cap = c.max_queue + c.max_num_seqs;
-    size_t S = c.max_num_seqs, B = c.max_num_batched_tokens;
     e->running = calloc(S, sizeof *e->running);
     e->waiting = calloc(e->waiting_cap, sizeof *e->waiting);
     e->places = calloc(S, sizeof *e->places);
     e->b_tokens = calloc(B, sizeof(int32_t));
     e->b_pos = calloc(B, sizeof(int32_t));
     e->b_seq = calloc(B, sizeof(int32_t));
+    e->b_logit_rows = calloc(B, sizeof(int32_t));
     e->b_seqs = calloc(S, sizeof *e->b_seqs);
-    e->b_logit_rows = calloc(S, sizeof(int32_t));
-    e->logits = calloc(S * (size_t)e->n_vocab, sizeof(float));
+    /* One row per running sequence to start with; extends that report
+     * logprobs grow it (at most max_num_batched_tokens rows). */
+    e->logit_cap = c.max_num_seqs < c.max_num_batched_tokens ? c.max_num_seqs : c.max_num_batched_tokens;
+    e->logits = calloc((size_t)e->logit_cap * V, sizeof(float));
+    e->row = calloc(V, sizeof(float));
+    e->raw = calloc(V, sizeof(float));
     e->match_blocks = calloc(min_blocks + 1, sizeof(uint32_t));
     if (!e->running || !e->waiting || !e->places || !e->b_tokens || !e->b_pos || !e->b_seq || !e->b_seqs ||
-        !e->b_logit_rows || !e->logits || !e->match_blocks) {
+        !e->b_logit_rows || !e->logits || !e->row || !e->raw || !e->match_blocks) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
         goto fail;
     }
@@ -208,6 +310,21 @@ static sv_status outq_push(sv_engine_t *e, req_t *r, sv_error_t *err) {
     return SV_OK;
 }
 
+/* Inserts r into the waiting queue at position at (0: the front). */
+static sv_status waiting_insert(sv_engine_t *e, uint32_t at, req_t *r, sv_error_t *err) {
+    if (e->n_waiting == e->waiting_cap) {
+        uint32_t nc = e->waiting_cap * 2;
+        req_t **w = realloc(e->waiting, nc * sizeof *w);
+        if (!w) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+        e->waiting = w;
+        e->waiting_cap = nc;
+    }
+    memmove(e->waiting + at + 1, e->waiting + at, (e->n_waiting - at) * sizeof *e->waiting);
+    e->waiting[at] = r;
+    e->n_waiting++;
+    return SV_OK;
+}
+
 static void remove_at(req_t **a, uint32_t *n, uint32_t i) {
     memmove(a + i, a + i + 1, (*n - i - 1) * sizeof *a);
     (*n)--;
@@ -217,6 +334,23 @@ static int index_of(req_t *const *a, uint32_t n, const req_t *r) {
     for (uint32_t i = 0; i < n; i++)
         if (a[i] == r) return (int)i;
     return -1;
+}
+
+/* Output tokens that may be handed out: scored ones when the group asks
+ * for logprobs. */
+static uint32_t avail(const req_t *r) { return r->g->logprobs ? r->n_scored : r->n_toks - r->n_prompt; }
+
+static sv_status lp_reserve(req_t *r, uint32_t n, sv_error_t *err) {
+    if (n <= r->lp_cap) return SV_OK;
+    uint32_t nc = r->lp_cap ? r->lp_cap : 16;
+    while (nc < n) nc *= 2;
+    if (nc > r->cap) nc = r->cap;
+    if (nc < n) return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: logprobs past the request's buffer");
+    sv_logprobs_t *lp = realloc(r->lp, (size_t)nc * sizeof *lp);
+    if (!lp) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    r->lp = lp;
+    r->lp_cap = nc;
+    return SV_OK;
 }
 
 /* Gives the full blocks of the computed tokens to the prefix cache. */
@@ -230,11 +364,107 @@ static void cache_blocks(sv_engine_t *e, req_t *r) {
     (void)sv_radix_insert(e->radix, r->toks, r->n_computed, blocks, NULL, &ignore);
 }
 
+/* ---- text -------------------------------------------------------------------- */
+
+static sv_status txt_append(req_t *r, const char *s, size_t n, sv_error_t *err) {
+    if (!n) return SV_OK;
+    if (r->txt_len + n > r->txt_cap) {
+        size_t nc = r->txt_cap ? r->txt_cap : 64;
+        while (nc < r->txt_len + n) nc *= 2;
+        char *t = realloc(r->txt, nc);
+        if (!t) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+        r->txt = t;
+        r->txt_cap = nc;
+    }
+    memcpy(r->txt + r->txt_len, s, n);
+    r->txt_len += n;
+    return SV_OK;
+}
+
+/* Runs the output tokens that may be handed out through the detokenizer
+ * and moves txt_ready past the text no stop string can claim; final: the
+ * choice ends (flush, and only complete occurrences count). *hit: a stop
+ * string cut the text (r->stop_index says which). */
+static sv_status text_feed(req_t *r, bool final, bool *hit, sv_error_t *err) {
+    *hit = false;
+    if (!r->detok || r->text_done) return SV_OK;
+    const group_t *g = r->g;
+    uint32_t upto = avail(r);
+    const char *t;
+    size_t tn;
+    sv_status st;
+    for (; r->n_texted < upto; r->n_texted++) {
+        if ((st = sv_detok_push(r->detok, r->toks[r->n_prompt + r->n_texted], &t, &tn, err))) return st;
+        if ((st = txt_append(r, t, tn, err))) return st;
+    }
+    if (final) {
+        sv_detok_flush(r->detok, &t, &tn);
+        if ((st = txt_append(r, t, tn, err))) return st;
+        r->text_done = true;
+    }
+    if (r->matcher || g->n_stop == 0) {
+        r->txt_ready = r->txt_len;
+        return SV_OK;
+    }
+    /* The first complete occurrence at or after txt_ready (nothing before
+     * it can begin one), and the first place a stop string may still
+     * begin. */
+    size_t len = r->txt_len, best = SIZE_MAX, open = SIZE_MAX;
+    int32_t best_i = -1;
+    for (size_t q = r->txt_ready; q < len && q <= best; q++) {
+        for (uint32_t i = 0; i < g->n_stop; i++) {
+            size_t sl = g->stop_len[i];
+            if (len - q >= sl) {
+                if (q < best && !memcmp(r->txt + q, g->stop[i], sl)) {
+                    best = q;
+                    best_i = (int32_t)i;
+                }
+            } else if (!final && open == SIZE_MAX && !memcmp(r->txt + q, g->stop[i], len - q) &&
+                       (q < best || (int32_t)i < best_i)) {
+                open = q;
+            }
+        }
+    }
+    if (best_i >= 0 && (open == SIZE_MAX || open > best)) {
+        r->txt_len = r->txt_ready = best;
+        r->stop_index = best_i;
+        r->text_done = true;
+        *hit = true;
+        return SV_OK;
+    }
+    r->txt_ready = open != SIZE_MAX ? open : best_i >= 0 ? best : len;
+    return SV_OK;
+}
+
+/* ---- ending a choice ------------------------------------------------------------- */
+
 /* Ends r: its KV goes (full blocks to the prefix cache unless aborted), it
- * leaves the running or waiting list and its final output is queued. */
-static sv_status finish(sv_engine_t *e, req_t *r, sv_finish_reason why, bool budget_stop, sv_error_t *err) {
+ * leaves the running or waiting list and its final output is queued. When
+ * r must still score forced tokens, the end is only recorded ("ending"):
+ * r keeps running until they are scored. */
+static sv_status finish(sv_engine_t *e, req_t *r, sv_finish_reason why, bool budget_stop, int32_t stop_id,
+                        sv_error_t *err) {
+    if (why != SV_FINISH_ABORT && avail(r) < r->n_toks - r->n_prompt) {
+        r->ending = true;
+        r->end_why = why;
+        r->end_budget = budget_stop;
+        r->end_stop_id = stop_id;
+        return SV_OK;
+    }
+    bool hit;
+    sv_status st = text_feed(r, true, &hit, err);
+    if (st) return st;
     r->finish = why;
     r->budget_stop = budget_stop;
+    r->stop_id = stop_id;
+    if (hit && why != SV_FINISH_ABORT) {
+        r->finish = SV_FINISH_STOP;
+        r->budget_stop = false;
+        r->stop_id = -1;
+    } else if (hit) {
+        r->stop_index = -1;
+    }
+    r->ending = false;
     if (r->seq) {
         if (why != SV_FINISH_ABORT) cache_blocks(e, r);
         sv_kv_seq_destroy(r->seq);
@@ -248,37 +478,73 @@ static sv_status finish(sv_engine_t *e, req_t *r, sv_finish_reason why, bool bud
     return outq_push(e, r, err);
 }
 
-/* Frees the request whose last output was popped. */
+/* After tokens were accepted (r not finished): text, and a stop string may
+ * end r. */
+static sv_status settle(sv_engine_t *e, req_t *r, sv_error_t *err) {
+    bool hit;
+    sv_status st = text_feed(r, false, &hit, err);
+    if (st) return st;
+    if (hit) return finish(e, r, SV_FINISH_STOP, false, -1, err);
+    return SV_OK;
+}
+
+/* Frees the group whose last output was popped and compacts the text of
+ * the choice whose text was handed out. */
 static void retire(sv_engine_t *e) {
-    req_free(e->retired);
+    req_t *r = e->popped;
+    if (r && r->txt_popped) {
+        memmove(r->txt, r->txt + r->txt_popped, r->txt_len - r->txt_popped);
+        r->txt_len -= r->txt_popped;
+        r->txt_ready -= r->txt_popped;
+        r->txt_popped = 0;
+    }
+    e->popped = NULL;
+    group_free(e->retired);
     e->retired = NULL;
 }
 
-/* ---- advancing a request (the reference loop's decisions) --------------------- */
+/* ---- advancing a choice (the reference loop's decisions) --------------------- */
 
 static bool is_eog(const sv_engine_t *e, int32_t id) {
     const sv_token_set_t *s = e->vocab.set;
     return s && (uint32_t)id < sv_token_set_size(s) && sv_token_set_kind(s, id) == SV_TOKKIND_EOG;
 }
 
+/* The matcher's mask, counting the first visits the engine thread pays
+ * for (the index walked its trie during the call). */
+static sv_status get_mask(sv_engine_t *e, req_t *r, const uint32_t **mask, sv_error_t *err) {
+    if (!sv_token_index_mask_known(r->g->ix, sv_matcher_state(r->matcher), sv_matcher_ws_run(r->matcher)))
+        e->st.mask_waits++;
+    return sv_matcher_mask(r->matcher, mask, err);
+}
+
+/* Asks the prefetch workers for the masks r may need next: its state's and
+ * its successors' (prefetch.h). */
+static void prefetch(sv_engine_t *e, const req_t *r) {
+    if (e->pf && r->matcher && r->finish == SV_FINISH_NONE)
+        sv_prefetch_post(e->pf, r->g->ix, sv_matcher_state(r->matcher), sv_matcher_ws_run(r->matcher));
+}
+
 /* After the prompt or an accepted token: ends r on its budget or a finished
  * constraint, else takes forced paths (jump-forward) into the pending
- * tokens until the state is not forced. */
-static sv_status advance(sv_engine_t *e, req_t *r, sv_error_t *err) {
+ * tokens until the state is not forced. raw_at: the output index whose
+ * distribution e->raw holds (the sampled token's), or -1: a forced token
+ * that replaces a rolled-back token there is scored at once. */
+static sv_status advance(sv_engine_t *e, req_t *r, int64_t raw_at, sv_error_t *err) {
     int32_t forced[FORCED_CAP];
+    sv_status st;
     for (;;) {
         uint32_t n_out = r->n_toks - r->n_prompt;
         if (n_out >= r->budget) {
             bool acc = r->matcher && sv_matcher_is_accepting(r->matcher);
-            return finish(e, r, acc ? SV_FINISH_STOP : SV_FINISH_LENGTH, acc, err);
+            return finish(e, r, acc ? SV_FINISH_STOP : SV_FINISH_LENGTH, acc, -1, err);
         }
-        if (!r->matcher) return SV_OK;
-        if (sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, false, err);
-        if (!e->vocab.tok) return SV_OK;
+        if (!r->matcher) break;
+        if (sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, false, -1, err);
+        if (!e->vocab.tok || !e->cfg.jump_forward) break;
         uint32_t nf = 0, rb = 0;
-        sv_status st = sv_matcher_forced(r->matcher, forced, FORCED_CAP, &nf, &rb, err);
-        if (st) return st;
-        if (nf == 0 || rb > n_out) return SV_OK;
+        if ((st = sv_matcher_forced(r->matcher, forced, FORCED_CAP, &nf, &rb, err))) return st;
+        if (nf == 0 || rb > n_out) break;
         if (rb) {
             /* Only a token accepted in this step can be rolled back: it is
              * pending (no KV) and not yet output. */
@@ -287,10 +553,21 @@ static sv_status advance(sv_engine_t *e, req_t *r, sv_error_t *err) {
             if ((st = sv_matcher_rollback(r->matcher, rb, err))) return st;
             for (uint32_t i = 0; i < rb; i++)
                 if ((st = sv_sampler_unaccept(r->sampler, r->toks[--r->n_toks], err))) return st;
+            n_out -= rb;
+            if (r->n_scored > n_out) r->n_scored = n_out;
             e->st.rollbacks++;
         }
         if (r->n_toks + nf > r->cap)
             return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: forced tokens past the request's buffer");
+        if (r->g->logprobs && raw_at == (int64_t)n_out && r->n_scored == n_out) {
+            /* forced[0] takes the place of the rolled-back sampled token:
+             * its row is the one that token was sampled from. */
+            const uint32_t *mask;
+            if ((st = get_mask(e, r, &mask, err)) || (st = lp_reserve(r, n_out + 1, err))) return st;
+            memcpy(e->row, e->raw, (size_t)e->n_vocab * sizeof *e->row);
+            if ((st = sv_sampler_logprobs(r->sampler, e->row, mask, forced[0], &r->lp[n_out], err))) return st;
+            r->n_scored++;
+        }
         for (uint32_t i = 0; i < nf; i++) {
             if (!sv_matcher_accept(r->matcher, forced[i]))
                 return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a forced token was refused");
@@ -299,36 +576,131 @@ static sv_status advance(sv_engine_t *e, req_t *r, sv_error_t *err) {
         }
         e->st.forced += nf;
     }
+    return settle(e, r, err);
 }
 
-/* Samples r's next token from its logits row and advances. */
+/* Samples r's next token from its logits row (modified) and advances. */
 static sv_status sample(sv_engine_t *e, req_t *r, float *logits, sv_error_t *err) {
     const uint32_t *mask = NULL;
     sv_status st;
-    if (r->matcher && (st = sv_matcher_mask(r->matcher, &mask, err))) return st;
+    uint32_t n_out = r->n_toks - r->n_prompt;
+    if (r->matcher && (st = get_mask(e, r, &mask, err))) return st;
+    sv_logprobs_t *lp = NULL;
+    bool keep_raw = false;
+    if (r->g->logprobs) {
+        if (r->n_scored != n_out)
+            return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: sampling past unscored tokens");
+        if ((st = lp_reserve(r, n_out + 1, err))) return st;
+        lp = &r->lp[n_out];
+        keep_raw = r->matcher && e->vocab.tok && e->cfg.jump_forward;
+        if (keep_raw) memcpy(e->raw, logits, (size_t)e->n_vocab * sizeof *e->raw);
+    }
     int32_t id;
-    if ((st = sv_sampler_sample(r->sampler, logits, mask, &id, NULL, err))) return st;
+    if ((st = sv_sampler_sample(r->sampler, logits, mask, &id, lp, err))) return st;
     e->st.sampled++;
     if (is_eog(e, id)) {
         if (r->matcher) sv_matcher_accept(r->matcher, id);
-        return finish(e, r, SV_FINISH_STOP, false, err);
+        return finish(e, r, SV_FINISH_STOP, false, id, err);
     }
     if (!r->matcher)
-        for (uint32_t i = 0; i < r->n_stop; i++)
-            if (r->stop[i] == id) return finish(e, r, SV_FINISH_STOP, false, err);
+        for (uint32_t i = 0; i < r->g->n_stop_ids; i++)
+            if (r->g->stop_ids[i] == id) return finish(e, r, SV_FINISH_STOP, false, id, err);
     if (r->matcher && !sv_matcher_accept(r->matcher, id))
         return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: sampled token %d is outside the mask", id);
     if ((st = sv_sampler_accept(r->sampler, id, err))) return st;
     r->toks[r->n_toks++] = id;
-    if (r->matcher && sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, false, err);
-    return advance(e, r, err);
+    if (lp) r->n_scored++;
+    if (r->matcher && sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, false, -1, err);
+    return advance(e, r, keep_raw ? (int64_t)n_out : -1, err);
+}
+
+/* Scores the forced tokens at output indexes n_scored .. n_scored + n - 1
+ * on rows[0 .. n) (the rows before them): the matcher and the sampler go
+ * back to the first, take each token's mask and penalties, and come
+ * forward again. */
+static sv_status score_forced(sv_engine_t *e, req_t *r, const float *rows, uint32_t n, sv_error_t *err) {
+    uint32_t n_out = r->n_toks - r->n_prompt, k0 = r->n_scored;
+    if (k0 + n > n_out) return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: scoring past the output");
+    sv_status st;
+    if ((st = lp_reserve(r, k0 + n, err))) return st;
+    if (r->matcher && (st = sv_matcher_rollback(r->matcher, n_out - k0, err))) return st;
+    for (uint32_t i = n_out; i-- > k0;)
+        if ((st = sv_sampler_unaccept(r->sampler, r->toks[r->n_prompt + i], err))) return st;
+    const size_t V = (size_t)e->n_vocab;
+    for (uint32_t i = k0; i < n_out; i++) {
+        int32_t id = r->toks[r->n_prompt + i];
+        if (i < k0 + n) {
+            const uint32_t *mask = NULL;
+            if (r->matcher && (st = get_mask(e, r, &mask, err))) return st;
+            memcpy(e->row, rows + (i - k0) * V, V * sizeof *e->row);
+            if ((st = sv_sampler_logprobs(r->sampler, e->row, mask, id, &r->lp[i], err))) return st;
+        }
+        if (r->matcher && !sv_matcher_accept(r->matcher, id))
+            return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a forced token was refused on replay");
+        if ((st = sv_sampler_accept(r->sampler, id, err))) return st;
+    }
+    r->n_scored = k0 + n;
+    return SV_OK;
 }
 
 /* ---- submit / cancel / outputs ----------------------------------------------- */
 
-sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *q, uint64_t *id, sv_error_t *err) {
-    retire(e);
+/* Choice i's RNG seed: the request's seed for choice 0, else splitmix64's
+ * finalizer of seed + i * 0xd1b54a32d192ed03 (an odd constant unrelated to
+ * splitmix64's own increment, so that no two choices' xoshiro states share
+ * words). */
+static uint64_t choice_seed(uint64_t seed, uint32_t i) {
+    if (i == 0) return seed;
+    uint64_t z = seed + (uint64_t)i * 0xd1b54a32d192ed03ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Whether s[0..n) is well-formed UTF-8. */
+static bool utf8_ok(const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        uint8_t c = s[i];
+        size_t k;
+        uint32_t cp;
+        if (c < 0x80) { i++; continue; }
+        if (c >= 0xc2 && c <= 0xdf) k = 1, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef) k = 2, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4) k = 3, cp = c & 0x07;
+        else return false;
+        if (n - i <= k) return false;
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80) return false;
+            cp = cp << 6 | (s[i + j] & 0x3f);
+        }
+        if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return false;
+        i += k + 1;
+    }
+    return true;
+}
+
+static sv_status check_request(const sv_engine_t *e, const sv_engine_request_t *q, sv_error_t *err) {
     if (!q || !q->prompt || q->n_prompt == 0) return sv_error_set(err, SV_ERR_ARG, -1, "engine: empty prompt");
+    if (q->n > SV_ENGINE_MAX_N)
+        return sv_error_set(err, SV_ERR_ARG, -1, "engine: n must be 1..%d, got %u", SV_ENGINE_MAX_N, q->n);
+    if (q->n_stop_ids && !q->stop_ids) return sv_error_set(err, SV_ERR_ARG, -1, "engine: stop ids missing");
+    if (q->n_stop) {
+        if (!e->vocab.vocab)
+            return sv_error_set(err, SV_ERR_ARG, -1, "engine: stop strings need a vocabulary (text)");
+        if (q->n_stop > SV_ENGINE_MAX_STOP || !q->stop)
+            return sv_error_set(err, SV_ERR_ARG, -1, "engine: at most %d stop strings, got %u", SV_ENGINE_MAX_STOP,
+                                q->n_stop);
+        for (uint32_t i = 0; i < q->n_stop; i++) {
+            const char *s = q->stop[i];
+            size_t n = s ? strnlen(s, SV_ENGINE_MAX_STOP_BYTES + 1) : 0;
+            if (n == 0 || n > SV_ENGINE_MAX_STOP_BYTES)
+                return sv_error_set(err, SV_ERR_ARG, -1, "engine: stop string %u must have 1..%d bytes", i,
+                                    SV_ENGINE_MAX_STOP_BYTES);
+            if (!utf8_ok((const uint8_t *)s, n))
+                return sv_error_set(err, SV_ERR_ARG, -1, "engine: stop string %u is not valid UTF-8", i);
+        }
+    }
     if (e->n_waiting >= e->cfg.max_queue)
         return sv_error_set(err, SV_ERR_BUDGET, -1, "engine: the queue is full (%u waiting)", e->n_waiting);
     if (q->n_prompt >= e->cfg.max_ctx)
@@ -338,87 +710,189 @@ sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *q, uint64_
         if (q->prompt[i] < 0 || q->prompt[i] >= e->n_vocab)
             return sv_error_set(err, SV_ERR_ARG, -1, "engine: prompt id %d is outside the vocabulary (%d)",
                                 q->prompt[i], e->n_vocab);
-    uint32_t budget = e->cfg.max_ctx - q->n_prompt;
-    if (q->max_tokens && q->max_tokens < budget) budget = q->max_tokens;
-    /* The whole request must fit the pool alone, or preemption could not
-     * make room for it. */
-    uint64_t need = ((uint64_t)q->n_prompt + budget + SV_KV_BLOCK - 1) / SV_KV_BLOCK;
-    if (need > sv_kv_pool_n_blocks(e->pool))
-        return sv_error_set(err, SV_ERR_BUDGET, -1, "engine: %u + %u tokens need %llu KV blocks; the pool has %u",
-                            q->n_prompt, budget, (unsigned long long)need, sv_kv_pool_n_blocks(e->pool));
+    for (uint32_t i = 0; i < q->n_stop_ids; i++)
+        if (q->stop_ids[i] < 0 || q->stop_ids[i] >= e->n_vocab)
+            return sv_error_set(err, SV_ERR_ARG, -1, "engine: stop id %d is outside the vocabulary (%d)",
+                                q->stop_ids[i], e->n_vocab);
     if (q->constraint &&
         sv_token_set_mask_bits(sv_token_index_tokens(q->constraint)) < (uint32_t)e->n_vocab)
         return sv_error_set(err, SV_ERR_ARG, -1, "engine: the constraint's masks are shorter than the vocabulary (%d)",
                             e->n_vocab);
+    return SV_OK;
+}
 
-    sv_status st;
+static sv_status choice_create(sv_engine_t *e, const sv_engine_request_t *q, group_t *g, uint32_t i,
+                               uint32_t budget, req_t **out, sv_error_t *err) {
     req_t *r = calloc(1, sizeof *r);
     if (!r) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    *out = r;
+    r->g = g;
+    r->index = i;
     r->n_prompt = q->n_prompt;
     r->budget = budget;
+    r->stop_index = r->stop_id = -1;
     r->cap = q->n_prompt + budget + FORCED_CAP;
     r->toks = malloc(r->cap * sizeof *r->toks);
-    if (q->n_stop_ids) r->stop = malloc(q->n_stop_ids * sizeof *r->stop);
-    if (!r->toks || (q->n_stop_ids && !r->stop)) {
-        st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
-        goto fail;
-    }
+    if (!r->toks) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     memcpy(r->toks, q->prompt, q->n_prompt * sizeof *r->toks);
     r->n_toks = q->n_prompt;
-    if (q->n_stop_ids) memcpy(r->stop, q->stop_ids, q->n_stop_ids * sizeof *r->stop);
-    r->n_stop = q->n_stop_ids;
-    if ((st = sv_sampler_create((uint32_t)e->n_vocab, &q->sampling, &r->sampler, err))) goto fail;
-    if ((st = sv_sampler_add_context(r->sampler, q->prompt, q->n_prompt, err))) goto fail;
-    if (q->constraint && (st = sv_matcher_create(q->constraint, e->vocab.tok, budget, &r->matcher, err))) goto fail;
-    r->id = e->next_id++;
-    e->waiting[e->n_waiting++] = r;
-    /* Forced tokens at the start join the prompt's pending tokens; a
-     * constraint complete at the start finishes here. */
-    if ((st = advance(e, r, err))) {
-        remove_at(e->waiting, &e->n_waiting, (uint32_t)(e->n_waiting - 1));
-        goto fail;
-    }
-    *id = r->id;
+    sv_sample_params_t sp = q->sampling;
+    sp.seed = choice_seed(q->sampling.seed, i);
+    sv_status st;
+    if ((st = sv_sampler_create((uint32_t)e->n_vocab, &sp, &r->sampler, err))) return st;
+    if ((st = sv_sampler_add_context(r->sampler, q->prompt, q->n_prompt, err))) return st;
+    if (q->constraint && (st = sv_matcher_create(q->constraint, e->vocab.tok, budget, &r->matcher, err))) return st;
+    if (e->vocab.vocab && (st = sv_detok_create(e->vocab.vocab, SV_DETOK_SKIP_SPECIAL, &r->detok, err))) return st;
     return SV_OK;
+}
+
+sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *q, uint64_t *id, sv_error_t *err) {
+    retire(e);
+    sv_status st = check_request(e, q, err);
+    if (st) return st;
+    uint32_t budget = e->cfg.max_ctx - q->n_prompt;
+    if (q->max_tokens && q->max_tokens < budget) budget = q->max_tokens;
+    /* One choice alone must fit the pool, or preemption could not make
+     * room for it. */
+    uint64_t need = ((uint64_t)q->n_prompt + budget + SV_KV_BLOCK - 1) / SV_KV_BLOCK;
+    if (need > sv_kv_pool_n_blocks(e->pool))
+        return sv_error_set(err, SV_ERR_BUDGET, -1, "engine: %u + %u tokens need %llu KV blocks; the pool has %u",
+                            q->n_prompt, budget, (unsigned long long)need, sv_kv_pool_n_blocks(e->pool));
+
+    group_t *g = calloc(1, sizeof *g);
+    if (!g) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    g->n = q->n ? q->n : 1;
+    g->n_prompt = q->n_prompt;
+    g->logprobs = q->logprobs;
+    g->ix = q->constraint;
+    g->forked = g->n == 1;
+    if (q->n_stop_ids) {
+        if (!(g->stop_ids = malloc(q->n_stop_ids * sizeof *g->stop_ids))) goto nomem;
+        memcpy(g->stop_ids, q->stop_ids, q->n_stop_ids * sizeof *g->stop_ids);
+        g->n_stop_ids = q->n_stop_ids;
+    }
+    if (q->n_stop) {
+        g->stop = calloc(q->n_stop, sizeof *g->stop);
+        g->stop_len = calloc(q->n_stop, sizeof *g->stop_len);
+        if (!g->stop || !g->stop_len) goto nomem;
+        for (uint32_t i = 0; i < q->n_stop; i++) {
+            g->stop_len[i] = strlen(q->stop[i]);
+            if (!(g->stop[i] = malloc(g->stop_len[i] + 1))) goto nomem;
+            memcpy(g->stop[i], q->stop[i], g->stop_len[i] + 1);
+            g->n_stop = i + 1;
+        }
+    }
+    for (uint32_t i = 0; i < g->n; i++)
+        if ((st = choice_create(e, q, g, i, budget, &g->ch[i], err))) goto fail;
+    g->n_open = g->n;
+    g->id = e->next_id++;
+    if ((st = waiting_insert(e, e->n_waiting, g->ch[0], err))) goto fail;
+    /* Forced tokens at the start join the prompt's pending tokens (the
+     * same for every choice); a constraint complete at the start finishes
+     * here. */
+    for (uint32_t i = 0; i < g->n; i++) {
+        if ((st = advance(e, g->ch[i], -1, err))) goto undo;
+        bool ended = g->ch[i]->finish != SV_FINISH_NONE, ended0 = g->ch[0]->finish != SV_FINISH_NONE;
+        if (g->ch[i]->n_toks != g->ch[0]->n_toks || ended != ended0) {
+            st = sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: choices differ at the start");
+            goto undo;
+        }
+    }
+    g->next = e->groups;
+    if (e->groups) e->groups->prev = g;
+    e->groups = g;
+    /* The start state's masks are computed while the prompt prefills. */
+    prefetch(e, g->ch[0]);
+    *id = g->id;
+    return SV_OK;
+undo:
+    /* Nothing was handed out: drop the group from every queue. */
+    for (uint32_t i = 0; i < g->n; i++) {
+        req_t *r = g->ch[i];
+        int k = index_of(e->waiting, e->n_waiting, r);
+        if (k >= 0) remove_at(e->waiting, &e->n_waiting, (uint32_t)k);
+        for (uint32_t j = 0; r->in_outq && j < e->outq_n; j++) {
+            uint32_t at = (e->outq_head + j) % e->outq_cap;
+            if (e->outq[at] != r) continue;
+            for (uint32_t m = j; m + 1 < e->outq_n; m++)
+                e->outq[(e->outq_head + m) % e->outq_cap] = e->outq[(e->outq_head + m + 1) % e->outq_cap];
+            e->outq_n--;
+            break;
+        }
+    }
+    goto fail;
+nomem:
+    st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
 fail:
-    req_free(r);
+    group_free(g);
     return st;
 }
 
-static req_t *find(const sv_engine_t *e, uint64_t id) {
-    for (uint32_t i = 0; i < e->n_running; i++)
-        if (e->running[i]->id == id) return e->running[i];
-    for (uint32_t i = 0; i < e->n_waiting; i++)
-        if (e->waiting[i]->id == id) return e->waiting[i];
+static group_t *find(const sv_engine_t *e, uint64_t id) {
+    for (group_t *g = e->groups; g; g = g->next)
+        if (g->id == id) {
+            for (uint32_t i = 0; i < g->n; i++)
+                if (g->ch[i]->finish == SV_FINISH_NONE) return g;
+            return NULL;
+        }
     return NULL;
 }
 
 sv_status sv_engine_cancel(sv_engine_t *e, uint64_t id, sv_error_t *err) {
     retire(e);
-    req_t *r = find(e, id);
-    if (!r) return sv_error_set(err, SV_ERR_ARG, -1, "engine: no running or waiting request %llu",
+    group_t *g = find(e, id);
+    if (!g) return sv_error_set(err, SV_ERR_ARG, -1, "engine: no running or waiting request %llu",
                                 (unsigned long long)id);
-    return finish(e, r, SV_FINISH_ABORT, false, err);
+    for (uint32_t i = 0; i < g->n; i++) {
+        if (g->ch[i]->finish != SV_FINISH_NONE) continue;
+        sv_status st = finish(e, g->ch[i], SV_FINISH_ABORT, false, -1, err);
+        if (st) return st;
+    }
+    return SV_OK;
 }
 
 bool sv_engine_next_output(sv_engine_t *e, sv_engine_output_t *out) {
     retire(e);
     if (e->outq_n == 0) return false;
     req_t *r = e->outq[e->outq_head];
+    group_t *g = r->g;
     e->outq_head = (e->outq_head + 1) % e->outq_cap;
     e->outq_n--;
     r->in_outq = false;
-    uint32_t n_out = r->n_toks - r->n_prompt;
+    uint32_t n_av = avail(r);
     memset(out, 0, sizeof *out);
-    out->id = r->id;
+    out->id = g->id;
+    out->index = r->index;
     out->tokens = r->toks + r->n_prompt + r->n_reported;
-    out->n_tokens = n_out - r->n_reported;
+    out->n_tokens = n_av - r->n_reported;
+    static const sv_logprobs_t no_logprobs;
+    if (g->logprobs) out->logprobs = r->lp ? r->lp + r->n_reported : &no_logprobs;
+    if (r->detok) {
+        out->text = r->txt ? r->txt : "";
+        out->n_text = r->txt_ready;
+        r->txt_popped = r->txt_ready;
+        e->popped = r;
+    }
     out->finish = r->finish;
     out->budget_stop = r->budget_stop;
-    out->n_generated = n_out;
+    out->stop_index = r->finish == SV_FINISH_STOP ? r->stop_index : -1;
+    out->stop_id = r->finish == SV_FINISH_STOP ? r->stop_id : -1;
+    out->n_generated = n_av;
+    out->n_prompt = g->n_prompt;
     out->n_cached = r->n_cached;
-    r->n_reported = n_out;
-    if (r->finish != SV_FINISH_NONE) e->retired = r;
+    r->n_reported = n_av;
+    if (r->finish != SV_FINISH_NONE && --g->n_open == 0) {
+        out->request_done = true;
+        group_unlink(e, g);
+        e->retired = g;
+        /* The caller may free the constraint after this output: no worker
+         * may use it unless another live request holds it too. */
+        if (e->pf && g->ix) {
+            const group_t *o = e->groups;
+            while (o && o->ix != g->ix) o = o->next;
+            if (!o) sv_prefetch_forget(e->pf, g->ix);
+        }
+    }
     return true;
 }
 
@@ -426,19 +900,17 @@ bool sv_engine_has_work(const sv_engine_t *e) { return e->n_running || e->n_wait
 
 /* ---- one step ------------------------------------------------------------------ */
 
-/* Preempts the newest running request: full blocks to the prefix cache
+/* Preempts the newest running choice: full blocks to the prefix cache
  * (recompute may find them), the rest released, back to the front of the
  * waiting queue with all its tokens pending. */
-static void preempt(sv_engine_t *e) {
+static sv_status preempt(sv_engine_t *e, sv_error_t *err) {
     req_t *v = e->running[--e->n_running];
     cache_blocks(e, v);
     sv_kv_seq_destroy(v->seq);
     v->seq = NULL;
     v->n_computed = 0;
-    memmove(e->waiting + 1, e->waiting, e->n_waiting * sizeof *e->waiting);
-    e->waiting[0] = v;
-    e->n_waiting++;
     e->st.preemptions++;
+    return waiting_insert(e, 0, v, err);
 }
 
 /* Appends chunk positions to r's sequence and makes any copy-on-write
@@ -451,6 +923,54 @@ static sv_status reserve(sv_engine_t *e, req_t *r, uint32_t chunk, sv_error_t *e
     return SV_OK;
 }
 
+/* Choice 0 of an unforked group has every token computed (and scored):
+ * the other choices take their place (see the file comment), then, when
+ * row is given, every choice samples from its own copy of it; otherwise
+ * (the choices were ending) they finish. */
+static sv_status fork_group(sv_engine_t *e, req_t *c0, float *row, sv_error_t *err) {
+    group_t *g = c0->g;
+    const size_t V = (size_t)e->n_vocab;
+    sv_status st;
+    g->forked = true;
+    uint32_t at = 0; /* the overflow keeps choice order at the front of the queue */
+    for (uint32_t i = 1; i < g->n; i++) {
+        req_t *c = g->ch[i];
+        if (c->finish != SV_FINISH_NONE) continue;
+        if (c->n_toks != c0->n_toks || memcmp(c->toks, c0->toks, c0->n_toks * sizeof *c->toks))
+            return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: choices differ at the fork");
+        if (g->logprobs && c0->n_scored) {
+            if ((st = lp_reserve(c, c0->n_scored, err))) return st;
+            memcpy(c->lp, c0->lp, c0->n_scored * sizeof *c->lp);
+            c->n_scored = c0->n_scored;
+        }
+        c->n_cached = c0->n_cached;
+        if (!row) {
+            if ((st = finish(e, c, c->end_why, c->end_budget, c->end_stop_id, err))) return st;
+            continue;
+        }
+        bool forked = false;
+        if (e->n_running < e->cfg.max_num_seqs) {
+            st = sv_kv_seq_fork(c0->seq, &c->seq, err);
+            if (st && st != SV_ERR_BUDGET) return st;
+            forked = st == SV_OK;
+        }
+        if (forked) {
+            c->n_computed = c0->n_computed;
+            c->inserted = true;
+            e->running[e->n_running++] = c;
+        } else if ((st = waiting_insert(e, at++, c, err))) {
+            return st;
+        }
+        /* Its own copy of the row (sample() copies it to e->raw before
+         * sampling, and reuses e->row only after). */
+        memcpy(e->row, row, V * sizeof *e->row);
+        if ((st = sample(e, c, e->row, err))) return st;
+        if (c->finish == SV_FINISH_NONE && avail(c) > c->n_reported && (st = outq_push(e, c, err))) return st;
+    }
+    if (!row) return finish(e, c0, c0->end_why, c0->end_budget, c0->end_stop_id, err);
+    return sample(e, c0, row, err);
+}
+
 sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
     retire(e);
     if (!sv_engine_has_work(e)) return SV_OK;
@@ -459,23 +979,25 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
     bool preempted = false;
     sv_status st;
 
-    /* Running requests, oldest first: their pending tokens within the budget. */
+    /* Running choices, oldest first: their pending tokens within the budget. */
     for (uint32_t i = 0; i < e->n_running && nt < B;) {
         req_t *r = e->running[i];
         uint32_t need = r->n_toks - r->n_computed;
-        if (need == 0) return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a running request has no token to feed");
+        if (need == 0)
+            return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a running request has no token to feed");
         uint32_t chunk = need < B - nt ? need : B - nt;
         for (;;) {
             st = reserve(e, r, chunk, err);
             if (st != SV_ERR_BUDGET) break;
             preempted = true;
             bool self = e->running[e->n_running - 1] == r;
-            preempt(e);
+            sv_status pst = preempt(e, err);
+            if (pst) return pst;
             if (self) break;
         }
         if (st == SV_ERR_BUDGET) break; /* r itself was preempted */
         if (st) return st;
-        e->places[np++] = (place_t){r, chunk};
+        e->places[np++] = (place_t){.r = r, .chunk = chunk};
         nt += chunk;
         i++;
     }
@@ -486,9 +1008,12 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
         if ((st = sv_kv_seq_create(e->pool, &r->seq, err))) return st;
         uint32_t cached = 0;
         if (e->radix) {
-            /* At least one token stays to compute: its row gives the logits. */
-            cached = sv_radix_match(e->radix, r->toks, r->n_toks - 1, e->match_blocks,
-                                    e->cfg.max_ctx / SV_KV_BLOCK + 1);
+            /* At least one token stays to compute: its row gives the
+             * logits; and every row that scores a forced token. */
+            uint32_t upto = r->n_toks - 1;
+            if (r->g->logprobs && r->n_prompt + r->n_scored - 1 < upto) upto = r->n_prompt + r->n_scored - 1;
+            e->st.prefix_queries += upto;
+            cached = sv_radix_match(e->radix, r->toks, upto, e->match_blocks, e->cfg.max_ctx / SV_KV_BLOCK + 1);
             if (cached && (st = sv_kv_seq_adopt(r->seq, e->match_blocks, cached, err))) {
                 for (uint32_t b = 0; b < cached / SV_KV_BLOCK; b++) sv_kv_pool_decref(e->pool, e->match_blocks[b]);
                 return st;
@@ -510,7 +1035,7 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
         e->st.cached_tokens += cached;
         remove_at(e->waiting, &e->n_waiting, 0);
         e->running[e->n_running++] = r;
-        e->places[np++] = (place_t){r, chunk};
+        e->places[np++] = (place_t){.r = r, .chunk = chunk};
         nt += chunk;
     }
     if (np == 0) {
@@ -521,20 +1046,42 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
         return SV_OK;
     }
 
-    /* The ragged batch. */
+    /* The ragged batch. Logits for the row that samples and, with
+     * logprobs, the rows before unscored (forced) tokens. */
     uint32_t row = 0, nl = 0;
     for (uint32_t j = 0; j < np; j++) {
-        req_t *r = e->places[j].r;
-        uint32_t c = e->places[j].chunk, nb;
+        place_t *pl = &e->places[j];
+        req_t *r = pl->r;
+        uint32_t c = pl->chunk, nb;
+        uint32_t first_unscored = r->n_prompt + r->n_scored; /* position */
+        pl->logit0 = nl;
+        pl->n_score = pl->n_sample = 0;
         for (uint32_t k = 0; k < c; k++, row++) {
-            e->b_tokens[row] = r->toks[r->n_computed + k];
-            e->b_pos[row] = (int32_t)(r->n_computed + k);
+            uint32_t p = r->n_computed + k;
+            e->b_tokens[row] = r->toks[p];
+            e->b_pos[row] = (int32_t)p;
             e->b_seq[row] = (int32_t)j;
+            if (p + 1 == r->n_toks) {
+                if (!r->ending) {
+                    e->b_logit_rows[nl++] = (int32_t)row;
+                    pl->n_sample = 1;
+                }
+            } else if (r->g->logprobs && p + 1 >= first_unscored) {
+                if (pl->n_score == 0 && p + 1 != first_unscored)
+                    return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a forced token's row was skipped");
+                e->b_logit_rows[nl++] = (int32_t)row;
+                pl->n_score++;
+            }
         }
         const uint32_t *blocks = sv_kv_seq_blocks(r->seq, &nb);
         e->b_seqs[j] = (sv_llama_seq_t){.blocks = blocks, .n_blocks = (int32_t)nb,
                                         .len = (int32_t)(r->n_computed + c)};
-        if (r->n_computed + c == r->n_toks) e->b_logit_rows[nl++] = (int32_t)(row - 1);
+    }
+    if (nl > e->logit_cap) {
+        float *l = realloc(e->logits, (size_t)nl * (size_t)e->n_vocab * sizeof *l);
+        if (!l) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+        e->logits = l;
+        e->logit_cap = nl;
     }
     sv_llama_batch_t b = {.n_tokens = (int32_t)nt, .tokens = e->b_tokens, .positions = e->b_pos,
                           .seq = e->b_seq, .n_seqs = (int32_t)np, .seqs = e->b_seqs,
@@ -544,22 +1091,34 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
     e->st.rows += nt;
     if (e->n_running > e->st.max_running) e->st.max_running = e->n_running;
 
-    /* Advance: computed positions, prompt blocks to the cache, samples. */
-    uint32_t li = 0;
+    /* Advance: computed positions, prompt blocks to the cache, scores,
+     * samples. */
+    const size_t V = (size_t)e->n_vocab;
     for (uint32_t j = 0; j < np; j++) {
-        req_t *r = e->places[j].r;
-        r->n_computed += e->places[j].chunk;
+        place_t *pl = &e->places[j];
+        req_t *r = pl->r;
+        r->n_computed += pl->chunk;
         if (!r->inserted && r->n_computed >= r->n_prompt) {
             cache_blocks(e, r);
             r->inserted = true;
         }
-        if (r->n_computed == r->n_toks) {
-            if ((st = sample(e, r, e->logits + (size_t)li++ * (size_t)e->n_vocab, err))) return st;
-        }
-        if (r->finish == SV_FINISH_NONE && r->n_toks - r->n_prompt > r->n_reported &&
-            (st = outq_push(e, r, err)))
+        float *rows = e->logits + (size_t)pl->logit0 * V;
+        if (pl->n_score && (st = score_forced(e, r, rows, pl->n_score, err))) return st;
+        bool at_fork = !r->g->forked && r->index == 0 && r->n_computed == r->n_toks;
+        if (pl->n_sample) {
+            float *srow = rows + (size_t)pl->n_score * V;
+            if ((st = at_fork ? fork_group(e, r, srow, err) : sample(e, r, srow, err))) return st;
+        } else if (r->ending && avail(r) == r->n_toks - r->n_prompt) {
+            st = at_fork ? fork_group(e, r, NULL, err) : finish(e, r, r->end_why, r->end_budget, r->end_stop_id, err);
+            if (st) return st;
+        } else if (pl->n_score && r->finish == SV_FINISH_NONE && (st = settle(e, r, err))) {
             return st;
+        }
+        if (r->finish == SV_FINISH_NONE && avail(r) > r->n_reported && (st = outq_push(e, r, err))) return st;
     }
+    /* While the host finishes this step and the next forward runs, the
+     * workers compute the masks the next samples may need. */
+    for (uint32_t i = 0; i < e->n_running; i++) prefetch(e, e->running[i]);
     return SV_OK;
 }
 
@@ -569,6 +1128,11 @@ void sv_engine_stats(const sv_engine_t *e, sv_engine_stats_t *st) {
     *st = e->st;
     st->running = e->n_running;
     st->waiting = e->n_waiting;
+    if (e->pf) {
+        sv_prefetch_stats_t ps;
+        sv_prefetch_stats(e->pf, &ps);
+        st->prefetched = ps.computed;
+    }
 }
 
 const sv_kv_pool_t *sv_engine_pool(const sv_engine_t *e) { return e->pool; }

@@ -43,10 +43,48 @@
  * and, for a constrained request, when the constraint cannot complete within
  * max_tokens (sv_matcher_create's check). Bad arguments are SV_ERR_ARG.
  *
- * Outputs. Each step queues, per request that changed, the tokens appended
+ * Outputs. Each step queues, per choice that changed, the tokens appended
  * since its last output and, at the end, a finish reason. A token, once
  * output, is never withdrawn: a jump-forward rollback only ever drops a
- * token accepted in the same step, before it is output.
+ * token accepted in the same step, before it is output. With logprobs, a
+ * forced token is output once its logprob is known (one step after it was
+ * forced: its row must be computed), and a choice whose last tokens were
+ * forced finishes one step later; an ABORT output carries only the tokens
+ * already scored.
+ *
+ * Choices (n > 1). One id, n choices, each with its own sampler (choice i
+ * seeded with choice_seed(seed, i): seed itself for i = 0, so choice 0 is
+ * the n = 1 request; for i > 0 splitmix64's finalizer of seed + i *
+ * 0xd1b54a32d192ed03), matcher, detokenizer and KV sequence. Only choice 0
+ * is scheduled until the prompt (and any tokens forced at the start) is
+ * computed; then the others fork its KV sequence (sv_kv_seq_fork: the full
+ * blocks shared for good, the partial one copied on the first write) into
+ * free running slots (or, when none is free, wait at the front of the queue
+ * without KV and recompute, through the prefix cache when it has the
+ * prompt) and every choice samples from its own copy of the prompt's last
+ * row. After that the choices are scheduled, preempted and finished
+ * independently; each has its own final output and the very last output
+ * of the request has request_done. Cancelling the id ends every unfinished
+ * choice with ABORT. The queue limit counts requests, not choices.
+ *
+ * Text. With a vocabulary, each choice's output tokens run through a
+ * streaming detokenizer (special tokens skipped, lossy UTF-8) and outputs
+ * carry the new whole characters. Stop strings apply to unconstrained
+ * choices only: text that may still be the start of a stop string is held
+ * back; the text ends just before the first occurrence of any stop string
+ * in the full text (earliest start, then lowest index; found as soon as no
+ * other stop string could still complete at or before it), the choice
+ * finishes STOP with stop_index, and the tokens generated so far, the
+ * occurrence's included, are still output. At the end the held text is
+ * flushed (an incomplete character becomes U+FFFD).
+ *
+ * Logprobs (sample.h's distribution: after bias, penalties and the
+ * matcher's mask, before temperature and truncation). A forced
+ * (jump-forward) token gets exactly what sampling it at its position would
+ * have reported with jump-forward off: the row before it, under the mask of
+ * the state it was forced from and the penalties of the tokens before it.
+ * The forward then gives logits for those rows too (and the prefix cache
+ * never supplies them).
  *
  * Finish reasons follow the reference loop with one difference: a
  * constrained request whose budget runs out in an accepting state (the
@@ -55,9 +93,12 @@
  * "length"; the tokens are the same.
  *
  * Memory: the pool, the KV storage, the batch arrays (max_num_batched_tokens
- * rows) and max_num_seqs logits rows are allocated at create; a request's
- * token buffer, sampler and matcher at submit. sv_engine_step allocates
- * nothing except when a request's output queue entry is new (amortised). */
+ * rows) and min(max_num_seqs, max_num_batched_tokens) logits rows are
+ * allocated at create; a choice's token buffer, sampler, matcher and
+ * detokenizer at submit. sv_engine_step allocates only amortised growth:
+ * the output queue, the waiting queue (preempted and overflowing choices),
+ * the logits rows (up to max_num_batched_tokens when extends report
+ * logprobs), a choice's logprobs and text buffers. */
 #ifndef SV_ENGINE_ENGINE_H
 #define SV_ENGINE_ENGINE_H
 
@@ -115,10 +156,11 @@ typedef struct sv_engine_request {
     const char *const *stop;      /* (n_stop) non-empty stop strings, copied: an unconstrained
                                      choice's text ends before the first occurrence of any (finish
                                      STOP, the string not output); ignored for constrained ones */
-    uint32_t n_stop;
-    uint32_t n;                   /* choices (0 or 1: one); each samples with its own RNG seeded
-                                     from sampling.seed and its index, and all share the prompt's KV
-                                     blocks */
+    uint32_t n_stop;              /* <= SV_ENGINE_MAX_STOP, each 1..SV_ENGINE_MAX_STOP_BYTES bytes of
+                                     valid UTF-8; needs the vocab (SV_ERR_ARG otherwise) */
+    uint32_t n;                   /* choices, <= SV_ENGINE_MAX_N (0 or 1: one); each samples with its
+                                     own RNG seeded from sampling.seed and its index (see the header
+                                     essay), and all share the prompt's KV blocks */
     bool logprobs;                /* outputs carry each token's logprob (and sampling.n_logprobs
                                      top alternatives), forced tokens included */
 } sv_engine_request_t;
@@ -145,13 +187,14 @@ typedef struct sv_engine_output {
     sv_finish_reason finish; /* NONE until the last output of the choice */
     bool budget_stop;        /* STOP because the constraint's budget steered it */
     int32_t stop_index;      /* STOP by stop string stop[stop_index]; -1 otherwise */
-    int32_t stop_id;         /* STOP by this stop id; -1 otherwise (EOG ids included) */
+    int32_t stop_id;         /* STOP by this sampled stop id or EOG id; -1 otherwise (and when a
+                                stop string cut the text) */
     bool request_done;       /* the last output of the request's last running choice: its id is
                                 forgotten after it */
     uint32_t n_generated;    /* output tokens of the choice so far */
     uint32_t n_prompt;       /* prompt tokens */
-    uint32_t n_cached;       /* prompt tokens the prefix cache supplied at (last) admission, or
-                                shared from the first choice */
+    uint32_t n_cached;       /* tokens the prefix cache supplied at the choice's (last) admission;
+                                a forked choice reports choice 0's at the fork */
 } sv_engine_output_t;
 
 typedef struct sv_engine_stats {
@@ -166,7 +209,8 @@ typedef struct sv_engine_stats {
     uint32_t max_running;      /* most requests running in one step */
     uint64_t prefix_queries;   /* prompt tokens looked up in the prefix cache */
     uint64_t prefetched;       /* masks the prefetch workers computed */
-    uint64_t mask_waits;       /* masks the engine thread computed itself (first visits) */
+    uint64_t mask_waits;       /* mask calls on the engine thread during which the constraint's
+                                  index walked its trie (first visits, or budget-filtered masks) */
 } sv_engine_stats_t;
 
 /* Sets defaults for every field (prefix cache on). */
@@ -193,12 +237,14 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err);
 /* True while a request is waiting or running. */
 bool sv_engine_has_work(const sv_engine_t *e);
 
-/* Pops the next output (false when none is queued). A request's last
- * output has finish != NONE; its id is then forgotten. */
+/* Pops the next output (false when none is queued). A choice's last
+ * output has finish != NONE; the request's very last one has request_done,
+ * and its id is then forgotten. */
 bool sv_engine_next_output(sv_engine_t *e, sv_engine_output_t *out);
 
 /* Cancels a waiting or running request: its blocks return at once and an
- * ABORT output is queued. SV_ERR_ARG for an unknown or finished id. */
+ * ABORT output is queued for each of its unfinished choices. SV_ERR_ARG
+ * for an unknown or finished id. */
 sv_status sv_engine_cancel(sv_engine_t *e, uint64_t id, sv_error_t *err);
 
 void sv_engine_stats(const sv_engine_t *e, sv_engine_stats_t *st);

@@ -26,7 +26,9 @@
  *
  * If a step fails (a backend error, a broken invariant), every request
  * ends with ABORT, the loop marks itself dead (sv_engine_loop_alive ->
- * false, for /health) and later submits are refused with that error.
+ * false, for /health) and later submits are refused with that error
+ * (SV_ERR_IO); a request still in the inbox then gets its one call as a
+ * refusal carrying the step's error.
  *
  * Drain: sv_engine_loop_drain stops accepting (submits are refused with
  * SV_ERR_BUDGET, "draining") and waits until no request is left or the
@@ -42,9 +44,16 @@
 
 typedef struct sv_engine_loop sv_engine_loop_t;
 
+/* Submits waiting for the engine thread (it takes them all between two
+ * steps) before sv_engine_loop_submit says SV_ERR_BUDGET. */
+#define SV_ENGINE_LOOP_MAX_INBOX 4096
+
 /* out: the output (its pointers borrowed for the call only); refusal: NULL
  * unless the engine refused the request, then out->finish is ABORT,
- * out->request_done is true and refusal holds the engine's error. */
+ * out->request_done is true and refusal holds the engine's error. An output
+ * the loop makes up itself (a refusal, a cancel that caught the request in
+ * the inbox, a dead engine) is a single one for choice 0, with no tokens
+ * (tokens non-NULL, n_tokens 0) and request_done set. */
 typedef void (*sv_engine_loop_cb)(void *ud, const sv_engine_output_t *out, const sv_error_t *refusal);
 
 /* Starts the engine thread over e, which the loop then owns (destroyed by
@@ -80,7 +89,9 @@ bool sv_engine_loop_alive(sv_engine_loop_t *l);
 bool sv_engine_loop_drain(sv_engine_loop_t *l, uint32_t timeout_ms);
 
 /* Cancels what is left, delivers its outputs, joins the thread, destroys
- * the engine. From any thread but the engine thread. NULL is a no-op. */
+ * the engine. From any thread but the engine thread (never from a
+ * callback). Submits racing with it are refused (SV_ERR_BUDGET,
+ * "stopping"); none may follow its return. NULL is a no-op. */
 void sv_engine_loop_stop(sv_engine_loop_t *l);
 
 #endif

@@ -590,6 +590,28 @@ static size_t truncate(sv_sampler_t *s, size_t n, float maxl, bool weights_ready
     return n;
 }
 
+/* log Z over the candidates s->cand[0..n) (in id order), whose weights it
+ * sets to exp(logit - maxl). */
+static double log_partition(sv_sampler_t *s, size_t n, float maxl) {
+    double z = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = det_exp((double)s->cand[i].logit - (double)maxl);
+        s->cand[i].w = e;
+        z += e;
+    }
+    return (double)maxl + log(z);
+}
+
+static void fill_logprobs(const float *logits, uint32_t chosen, const cand_t *top, int top_n, double log_z,
+                          sv_logprobs_t *out_lp) {
+    out_lp->logprob = (float)((double)logits[chosen] - log_z);
+    out_lp->n_top = top_n;
+    for (int i = 0; i < top_n; i++) {
+        out_lp->top[i].id = (int32_t)top[i].id;
+        out_lp->top[i].logprob = (float)((double)top[i].logit - log_z);
+    }
+}
+
 sv_status sv_sampler_sample(sv_sampler_t *s, float *logits, const uint32_t *allow_mask, int32_t *out_id,
                             sv_logprobs_t *out_lp, sv_error_t *err) {
     const bool greedy = s->p.temperature == 0.0f;
@@ -607,15 +629,7 @@ sv_status sv_sampler_sample(sv_sampler_t *s, float *logits, const uint32_t *allo
      * the sampling weights, kept for step 4. */
     double log_z = 0.0;
     const bool t1 = s->p.temperature == 1.0f;
-    if (out_lp) {
-        double z = 0.0;
-        for (size_t i = 0; i < n; i++) {
-            double e = det_exp((double)s->cand[i].logit - (double)maxl);
-            s->cand[i].w = e;
-            z += e;
-        }
-        log_z = (double)maxl + log(z);
-    }
+    if (out_lp) log_z = log_partition(s, n, maxl);
 
     uint32_t chosen = arg;
     if (!greedy) {
@@ -636,14 +650,22 @@ sv_status sv_sampler_sample(sv_sampler_t *s, float *logits, const uint32_t *allo
     }
 
     *out_id = (int32_t)chosen;
-    if (out_lp) {
-        out_lp->logprob = (float)((double)logits[chosen] - log_z);
-        out_lp->n_top = top_n;
-        for (int i = 0; i < top_n; i++) {
-            out_lp->top[i].id = (int32_t)top[i].id;
-            out_lp->top[i].logprob = (float)((double)top[i].logit - log_z);
-        }
-    }
+    if (out_lp) fill_logprobs(logits, chosen, top, top_n, log_z, out_lp);
+    return SV_OK;
+}
+
+sv_status sv_sampler_logprobs(sv_sampler_t *s, float *logits, const uint32_t *allow_mask, int32_t id,
+                              sv_logprobs_t *out_lp, sv_error_t *err) {
+    if (id < 0 || (uint32_t)id >= s->vocab) return bad_id(s, id, "sampler logprobs", err);
+    cand_t top[SV_SAMPLE_MAX_LOGPROBS];
+    int top_n;
+    float maxl;
+    uint32_t arg;
+    size_t n;
+    /* The same scan and the same log Z as sv_sampler_sample with out_lp. */
+    sv_status st = scan(s, logits, allow_mask, true, s->p.n_logprobs, top, &top_n, &maxl, &arg, &n, err);
+    if (st) return st;
+    fill_logprobs(logits, (uint32_t)id, top, top_n, log_partition(s, n, maxl), out_lp);
     return SV_OK;
 }
 

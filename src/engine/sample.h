@@ -163,6 +163,15 @@ sv_status sv_sampler_unaccept(sv_sampler_t *s, int32_t id, sv_error_t *err);
 sv_status sv_sampler_sample(sv_sampler_t *s, float *logits, const uint32_t *allow_mask, int32_t *out_id,
                             sv_logprobs_t *out_lp, sv_error_t *err);
 
+/* The logprobs sv_sampler_sample would report (out_lp) had it chosen id,
+ * without drawing: the same distribution and the same top list, bit for
+ * bit. For a token the caller chose (a jump-forward token, scored where it
+ * would have been sampled). A token the mask forbids gets -inf. logits is
+ * modified as by sv_sampler_sample; the RNG does not advance. Errors as
+ * sv_sampler_sample, and SV_ERR_ARG for id out of range. */
+sv_status sv_sampler_logprobs(sv_sampler_t *s, float *logits, const uint32_t *allow_mask, int32_t id,
+                              sv_logprobs_t *out_lp, sv_error_t *err);
+
 /* The distribution sv_sampler_sample would draw from, without drawing:
  * probs (vocab_size doubles, caller-owned) gets, for each id, the
  * probability that sv_sampler_sample with the same state and logits returns

@@ -9,15 +9,27 @@ and bad lines, checked for:
 - batch invariance: each greedy line's text equals `sieve generate` run alone
   with the same options (the CPU backend is batch-invariant, so a wrong
   scheduler, prompt encoding or detokenization shows up as a text diff);
-- bad lines (invalid JSON, missing prompt, uncompilable schema, n = 2, a
-  budget the schema cannot fit) give error lines at their index while the
-  good lines still run;
-- output order equals input order, one line per input line.
+- bad lines (invalid JSON, missing prompt, uncompilable schema, n out of
+  range, bad stop / logprobs / top_logprobs values, a budget the schema
+  cannot fit) give error lines at their index while the good lines still
+  run;
+- output order equals input order, one line per input line, one output per
+  choice;
+- n: greedy choices are identical and equal the sequential text; sampled
+  choice 0 equals the same line with n = 1;
+- stop strings: the text is the stop-free text cut at the first occurrence,
+  finish "stop" with the string as stop_reason; constrained text is not cut;
+- logprobs: one entry per token whose bytes spell the text, top lists
+  sorted and bounded, greedy picks the top token, forced tokens equal to
+  what --no-jump-forward reports at the same position;
+- --stats FILE: the engine's counters, consistent with the outputs, and
+  jump-forward off forces nothing and takes more steps.
 
 Needs SIEVE_BIN (the sieve binary) and the model that scripts/fetch-model.sh
 installs; both missing is a failure, not a skip.
 """
 import json
+import math
 import os
 import re
 import subprocess
@@ -48,11 +60,24 @@ LINES = [
       "max_tokens": 32}, "ok"),
     ({"prompt": "x", "schema": {"type": "object", "properties": {"a": {"type": "strin"}}}}, "schema"),
     ({"prompt": "The year was", "regex": YEAR, "temperature": 0, "max_tokens": 10}, "ok"),
-    ({"prompt": "x", "n": 2}, "n"),
+    ({"prompt": "x", "n": 17}, "n"),
+    ({"prompt": "x", "n": 0}, "n"),
+    ({"prompt": "x", "stop": ["a", 3]}, "stop"),
+    ({"prompt": "x", "stop": [str(i) for i in range(9)]}, "stop"),
+    ({"prompt": "x", "logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    ({"prompt": "x", "top_logprobs": 2}, "top_logprobs"),
+    ({"prompt": "x", "logprobs": 1}, "logprobs"),
     ({"prompt": "Two names:", "regex": NAMES, "temperature": 1, "seed": 11, "max_tokens": 20}, "ok"),
     ({"prompt": "x", "schema": LONG, "max_tokens": 3}, "budget"),
     ({"prompt": "List three fruits.", "chat": True, "temperature": 0.8, "top_p": 0.9, "max_tokens": 20}, "ok"),
     ({"prompt": "The best thing about Mondays is", "temperature": 0, "max_tokens": 12}, "ok"),
+    ({"prompt": "Once upon a time", "temperature": 0, "max_tokens": 16, "n": 3}, "ok"),
+    ({"prompt": "List three fruits.", "chat": True, "temperature": 0.8, "top_p": 0.9, "max_tokens": 20, "n": 4},
+     "ok"),
+    ({"prompt": "Describe a person as JSON.", "chat": True, "schema": PERSON, "temperature": 1, "seed": 9,
+      "max_tokens": 48, "n": 3, "logprobs": True, "top_logprobs": 3, "stop": ["\"", "name"]}, "ok"),
+    ({"prompt": "The best thing about Mondays is", "temperature": 0, "max_tokens": 12, "logprobs": True,
+      "top_logprobs": 5}, "ok"),
 ]
 
 
@@ -82,14 +107,17 @@ def test_order_and_counts(batch):
         if kind != "ok":
             continue
         assert "error" not in o, o
-        assert len(o["outputs"]) == 1 and o["outputs"][0]["finish_reason"] in ("stop", "length"), o
+        line = LINES[o["index"]][0]
+        assert [c["index"] for c in o["outputs"]] == list(range(line.get("n", 1))), o
+        assert all(c["finish_reason"] in ("stop", "length") for c in o["outputs"]), o
         assert o["prompt_tokens"] > 0 and 0 < o["completion_tokens"] and o["cached_tokens"] >= 0, o
 
 
 def test_bad_lines_are_errors_at_their_index(batch):
     out, _ = batch
     expect = {"syntax": ("syntax", "JSON"), "missing prompt": ("arg", "prompt"), "schema": ("syntax", "strin"),
-              "n": ("unsupported", "n"), "budget": ("budget", "needs at least")}
+              "n": ("arg", "n:"), "stop": ("arg", "stop:"), "top_logprobs": ("arg", "top_logprobs:"),
+              "logprobs": ("arg", "logprobs:"), "budget": ("budget", "needs at least")}
     for i, (o, (_, kind)) in enumerate(zip(out, LINES)):
         if kind == "ok":
             continue
@@ -104,16 +132,18 @@ def test_constrained_outputs_are_valid(batch):
     for o, (line, kind) in zip(out, LINES):
         if kind != "ok" or isinstance(line, str):
             continue
-        text = o["outputs"][0]["text"]
-        if "schema" in line:
-            jsonschema.Draft202012Validator(line["schema"]).validate(json.loads(text))
-            assert o["outputs"][0]["finish_reason"] == "stop", o
-            n += 1
-        elif "regex" in line:
-            assert re.fullmatch(line["regex"], text), (line["regex"], text)
-            assert o["outputs"][0]["finish_reason"] == "stop", o
-            n += 1
-    assert n == 4
+        for c in o["outputs"]:
+            text = c["text"]
+            if "schema" in line:
+                # stop strings ("\"", "name") must not cut constrained text
+                jsonschema.Draft202012Validator(line["schema"]).validate(json.loads(text))
+                assert c["finish_reason"] == "stop" and c.get("stop_reason") in (None, "budget"), o
+                n += 1
+            elif "regex" in line:
+                assert re.fullmatch(line["regex"], text), (line["regex"], text)
+                assert c["finish_reason"] == "stop", o
+                n += 1
+    assert n == 4 + 3
 
 
 def alone(line):
@@ -132,6 +162,8 @@ def test_greedy_lines_equal_the_sequential_path(batch, tmp_path):
     for o, (line, kind) in zip(out, LINES):
         if kind != "ok" or line.get("temperature") != 0:
             continue
+        # greedy choices are all the same text
+        assert all(c["text"] == o["outputs"][0]["text"] for c in o["outputs"]), o
         args = alone(line)
         if "schema" in line:
             f = tmp_path / f"s{n}.json"
@@ -145,7 +177,7 @@ def test_greedy_lines_equal_the_sequential_path(batch, tmp_path):
         fin = re.search(r"finish (stop|length)", r.stderr.decode()).group(1)
         assert o["outputs"][0]["finish_reason"] == fin, (line, o, r.stderr)
         n += 1
-    assert n == 5
+    assert n == 7
 
 
 def test_preemption_does_not_change_the_text(tmp_path):
@@ -167,3 +199,123 @@ def test_preemption_does_not_change_the_text(tmp_path):
     n = int(re.search(r"(\d+) preemptions", err).group(1))
     assert n > 0, err
     assert tight == roomy
+
+
+def run_batch(tmp_path, lines, *extra, name="in.jsonl"):
+    f = tmp_path / name
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    r = subprocess.run([sieve(), "generate", "--batch", str(f), "-m", str(MODEL), "--threads", "2", *extra],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    return [json.loads(s) for s in r.stdout.decode().splitlines()]
+
+
+def test_sampled_choice_zero_is_the_single_run(batch, tmp_path):
+    out, _ = batch
+    i = next(i for i, (x, k) in enumerate(LINES) if k == "ok" and x.get("n") == 4)
+    line = dict(LINES[i][0], n=1, seed=i)  # the batch's default seed is the line's index
+    single = run_batch(tmp_path, [line])[0]["outputs"][0]
+    texts = [c["text"] for c in out[i]["outputs"]]
+    assert texts[0] == single["text"], (texts, single)
+    assert len(set(texts)) > 1, texts
+
+
+def first_stop(text, stops):
+    best = None
+    for p in range(len(text)):
+        for i, s in enumerate(stops):
+            if text.startswith(s, p):
+                return p, i
+    return best
+
+
+def test_stop_strings_cut_at_the_first_occurrence(tmp_path):
+    prompts = ["Once upon a time", "The weather today", "My favourite food is"]
+    base = [{"prompt": p, "temperature": 0, "max_tokens": 40, "n": 2} for p in prompts]
+    full = [o["outputs"][0]["text"] for o in run_batch(tmp_path, base, name="full.jsonl")]
+    lines, stops = [], []
+    for line, text in zip(base, full):
+        words = text.split()
+        assert len(words) > 4, text
+        # a word from the middle, one that never occurs, and a longer
+        # candidate sharing the word's start (held back, then dropped)
+        st = [words[len(words) // 2] + "\u00e9\u00e9", " " + words[len(words) // 2], "zq\u20ac"]
+        stops.append(st)
+        lines.append(dict(line, stop=st))
+    lines.append({"prompt": "Once upon a time", "temperature": 0, "max_tokens": 40, "stop": "never-in-the-text"})
+    out = run_batch(tmp_path, lines, name="stop.jsonl")
+    for o, text, st in zip(out, full, stops):
+        p, i = first_stop(text, st)
+        for c in o["outputs"]:
+            assert c["text"] == text[:p], (c, text, st)
+            assert c["finish_reason"] == "stop" and c["stop_reason"] == st[i], c
+        assert o["completion_tokens"] < 2 * 40, o
+    last = out[-1]["outputs"][0]
+    assert last["text"] == full[0] and "stop_reason" not in last, last
+
+
+def test_logprobs(batch):
+    out, _ = batch
+    n = 0
+    for o, (line, kind) in zip(out, LINES):
+        if kind != "ok" or not line.get("logprobs"):
+            assert kind != "ok" or all("logprobs" not in c for c in o["outputs"]), o
+            continue
+        for c in o["outputs"]:
+            content = c["logprobs"]["content"]
+            assert content, c
+            text = bytes(b for t in content for b in t["bytes"]).decode("utf-8", errors="replace")
+            assert text == c["text"], (text, c["text"])
+            for t in content:
+                top = t["top_logprobs"]
+                assert 1 <= len(top) <= line["top_logprobs"], t
+                assert all(a["logprob"] >= b["logprob"] for a, b in zip(top, top[1:])), t
+                assert t["logprob"] <= 0 and sum(math.exp(x["logprob"]) for x in top) <= 1 + 1e-4, t
+                assert t["logprob"] <= top[0]["logprob"] + 1e-6, t
+                if line.get("temperature") == 0:
+                    assert t["token"] == top[0]["token"] and t["logprob"] == top[0]["logprob"], t
+            n += 1
+    assert n == 3 + 1
+
+
+def test_forced_logprobs_and_stats(tmp_path):
+    # A key-heavy schema: jump-forward forces the keys and punctuation. With
+    # --no-jump-forward and logit steering absent, greedy may split differently,
+    # so the logprob of a forced token is compared where the texts agree up to
+    # it: the same token there has the same logprob, and otherwise the forced
+    # token shows up in the other run's top list with that logprob.
+    schema = {"type": "object", "properties": {k: {"type": "integer"} for k in ("alpha", "beta", "gamma")},
+              "required": ["alpha", "beta", "gamma"], "additionalProperties": False}
+    lines = [{"prompt": p, "chat": True, "schema": schema, "temperature": 0, "max_tokens": 60, "logprobs": True,
+              "top_logprobs": 20} for p in ("Give three numbers as JSON.", "JSON please.")]
+    on_stats, off_stats = tmp_path / "on.json", tmp_path / "off.json"
+    on = run_batch(tmp_path, lines, "--stats", str(on_stats), name="on.jsonl")
+    off = run_batch(tmp_path, lines, "--no-jump-forward", "--stats", str(off_stats), name="off.jsonl")
+    son, soff = json.loads(on_stats.read_text()), json.loads(off_stats.read_text())
+    keys = {"steps", "rows", "cached_tokens", "sampled", "forced", "rollbacks", "preemptions", "running", "waiting",
+            "max_running", "prefix_queries", "prefetched", "mask_waits"}
+    assert set(son) == keys and set(soff) == keys, son
+    assert son["forced"] > 0 and soff["forced"] == 0 and soff["rollbacks"] == 0, (son, soff)
+    assert soff["steps"] > son["steps"], (son, soff)
+    for s, res in ((son, on), (soff, off)):
+        total = sum(o["completion_tokens"] for o in res)
+        assert s["sampled"] + s["forced"] - s["rollbacks"] >= total, (s, total)
+        assert s["rows"] >= sum(o["prompt_tokens"] for o in res) and s["running"] == 0 and s["waiting"] == 0, s
+    compared = diverged = 0
+    for a, b in zip(on, off):
+        ca, cb = a["outputs"][0], b["outputs"][0]
+        for c in (ca, cb):
+            jsonschema.validate(json.loads(c["text"]), schema)
+        ta, tb = ca["logprobs"]["content"], cb["logprobs"]["content"]
+        for x, y in zip(ta, tb):
+            if x["bytes"] == y["bytes"]:
+                assert x["logprob"] == y["logprob"] and x["top_logprobs"] == y["top_logprobs"], (x, y)
+            else:
+                # greedy with the same state picks the same token unless x
+                # was forced: a forced token, checked against the other run
+                alt = [t for t in y["top_logprobs"] if t["bytes"] == x["bytes"]]
+                assert alt and alt[0]["logprob"] == x["logprob"], (x, y)
+                diverged += 1
+                break
+            compared += 1
+    assert diverged >= 1, (compared, diverged)
