@@ -140,7 +140,7 @@ def jump_forward(a):
     lines = [{"prompt": tm.prompt(s), "chat": True, "schema": s, "max_tokens": n + tm.T1_EXTRA, "temperature": 0.0}
              for (_, s, n) in heavy]
     rows = []
-    for c in (1, 16):
+    for c in a.jf_conc:
         pair = {}
         for mode, extra in (("on", ()), ("off", ("--no-jump-forward",))):
             r = best(a.sieve, lines, c, a.threads, a.repeat, extra)
@@ -162,9 +162,11 @@ def main():
     ap.add_argument("--conc", default="1,8,32")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--skip-jf", action="store_true", help="only the throughput part")
+    ap.add_argument("--jf-conc", default="1,16", help="concurrencies of the jump-forward part (default 1,16)")
     ap.add_argument("--json", help="write the raw records here")
     a = ap.parse_args()
-    a.conc = [int(x) for x in a.conc.split(",")]
+    a.conc = [int(x) for x in a.conc.split(",") if x]
+    a.jf_conc = [int(x) for x in a.jf_conc.split(",") if x]
     if not MODEL.is_file():
         sys.exit(f"bench_engine: {MODEL} is missing (scripts/fetch-model.sh)")
     h = subprocess.run([a.sieve, "generate", "--batch", "-", "--help"], capture_output=True).stdout.decode()
@@ -178,8 +180,9 @@ def main():
     load1 = load()
 
     print(f"\nLoad average before {load0}, after {load1}; {a.threads} threads; greedy; max_tokens {MAX_TOKENS}.\n")
-    print("| concurrency | requests | kind | prompt tok | gen tok | steps | s | total tok/s | gen tok/s |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    if tp:
+        print("| concurrency | requests | kind | prompt tok | gen tok | steps | s | total tok/s | gen tok/s |")
+        print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in tp:
         print(f"| {r['conc']} | {r['requests']} | {r['kind']} | {r['prompt']} | {r['completion']} | "
               f"{r['stats']['steps']} | {r['secs']:.2f} | {(r['prompt'] + r['completion']) / r['secs']:.1f} | "
