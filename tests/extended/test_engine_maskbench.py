@@ -176,6 +176,8 @@ def load_cases():
     folder = maskbench_dir()
     names = LIST.read_text().split()
     assert len(names) >= 100, f"{LIST} lists only {len(names)} files"
+    outside = sorted(set(names) - set(SAMPLE.read_text().split()))
+    assert not outside, f"{LIST} names files outside {SAMPLE}: {outside[:3]}"
     missing = [n for n in names if not (folder / n).is_file()]
     assert not missing, f"{len(missing)} listed files are not in {folder} (e.g. {missing[:3]}): another MaskBench copy?"
     loaded = [(n, *load(n, folder)) for n in names]
@@ -221,6 +223,9 @@ def test_shortest_instance_plus_5(cases, tmp_path):
     budget_steered = sum(1 for o in outs if o.get("outputs") and o["outputs"][0].get("stop_reason") == "budget")
     print(f"{budget_steered} of {len(outs)} outputs ended by the budget")
     check(cases, [l["max_tokens"] for l in lines], outs)
+    # The tight budget must bind somewhere, or this run checks nothing the
+    # first one does not (at temperature 1 the model wanders on some).
+    assert budget_steered > 0
 
 
 # ---------------------------------------------------------------- jump-forward
