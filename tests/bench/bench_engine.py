@@ -12,7 +12,9 @@ Two parts, each a set of `sieve generate --batch` runs of the default model
    engine seconds (the summary's, from the first submit to the last output:
    model load and constraint compilation excluded), total tokens/s
    ((prompt + completion) / s) and generated tokens/s (completion / s), and
-   the forward steps.
+   the forward steps, and the CPU seconds of the whole sieve process (all its
+   threads, model load and compilation included: on a shared machine the
+   tokens per CPU second vary less with the load than tokens per second).
 
 2. Jump-forward saving on key-heavy schemas: the MaskBench files of
    tests/extended/maskbench_engine.txt whose shortest valid instance has at
@@ -35,6 +37,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -83,9 +86,12 @@ def run(sieve, lines, seqs, threads, extra=()):
         stats = Path(d) / "stats.json"
         f.write_text("".join(json.dumps(l) + "\n" for l in lines))
         t0 = time.monotonic()
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         r = subprocess.run([sieve, "generate", "-m", str(MODEL), "--batch", str(f), "--max-num-seqs", str(seqs),
                             "--threads", str(threads), "--stats", str(stats), *extra], capture_output=True)
         wall = time.monotonic() - t0
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         err = r.stderr.decode(errors="replace")
         if r.returncode != 0:
             sys.exit(f"bench_engine: sieve failed ({r.returncode}): {err}")
@@ -98,7 +104,7 @@ def run(sieve, lines, seqs, threads, extra=()):
             sys.exit(f"bench_engine: no summary in: {err}")
         st = json.loads(stats.read_text())
     return {"prompt": int(m.group(1)), "completion": int(m.group(2)), "secs": float(m.group(3)), "wall": wall,
-            "stats": st, "texts": [o["outputs"][0]["text"] for o in outs]}
+            "cpu": cpu, "stats": st, "texts": [o["outputs"][0]["text"] for o in outs]}
 
 
 def best(sieve, lines, seqs, threads, repeat, extra=()):
@@ -181,20 +187,21 @@ def main():
 
     print(f"\nLoad average before {load0}, after {load1}; {a.threads} threads; greedy; max_tokens {MAX_TOKENS}.\n")
     if tp:
-        print("| concurrency | requests | kind | prompt tok | gen tok | steps | s | total tok/s | gen tok/s |")
-        print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+        print("| concurrency | requests | kind | prompt tok | gen tok | steps | s | total tok/s | gen tok/s | "
+              "CPU s | total tok/CPU s |")
+        print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in tp:
         print(f"| {r['conc']} | {r['requests']} | {r['kind']} | {r['prompt']} | {r['completion']} | "
               f"{r['stats']['steps']} | {r['secs']:.2f} | {(r['prompt'] + r['completion']) / r['secs']:.1f} | "
-              f"{r['completion'] / r['secs']:.1f} |")
+              f"{r['completion'] / r['secs']:.1f} | {r['cpu']:.1f} | {(r['prompt'] + r['completion']) / r['cpu']:.1f} |")
     if jf:
         print(f"\nJump-forward, {jf[0]['requests']} key-heavy MaskBench schemas, greedy:\n")
-        print("| concurrency | jump-forward | gen tok | steps | sampled | forced | rollbacks | s | texts differ |")
-        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("| concurrency | jump-forward | gen tok | steps | sampled | forced | rollbacks | s | CPU s | texts differ |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in jf:
             s = r["stats"]
             print(f"| {r['conc']} | {r['mode']} | {r['completion']} | {s['steps']} | {s['sampled']} | {s['forced']} | "
-                  f"{s['rollbacks']} | {r['secs']:.2f} | {r.get('differ', '')} |")
+                  f"{s['rollbacks']} | {r['secs']:.2f} | {r['cpu']:.1f} | {r.get('differ', '')} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"load_before": load0, "load_after": load1, "throughput": tp, "jump_forward": jf}, f, indent=1)
