@@ -191,12 +191,14 @@ def main():
               "CPU s | total tok/CPU s |")
         print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in tp:
+        tot = r["prompt"] + r["completion"]
         print(f"| {r['conc']} | {r['requests']} | {r['kind']} | {r['prompt']} | {r['completion']} | "
-              f"{r['stats']['steps']} | {r['secs']:.2f} | {(r['prompt'] + r['completion']) / r['secs']:.1f} | "
-              f"{r['completion'] / r['secs']:.1f} | {r['cpu']:.1f} | {(r['prompt'] + r['completion']) / r['cpu']:.1f} |")
+              f"{r['stats']['steps']} | {r['secs']:.2f} | {tot / r['secs']:.1f} | "
+              f"{r['completion'] / r['secs']:.1f} | {r['cpu']:.1f} | {tot / r['cpu']:.1f} |")
     if jf:
         print(f"\nJump-forward, {jf[0]['requests']} key-heavy MaskBench schemas, greedy:\n")
-        print("| concurrency | jump-forward | gen tok | steps | sampled | forced | rollbacks | s | CPU s | texts differ |")
+        print("| concurrency | jump-forward | gen tok | steps | sampled | forced | rollbacks | s | CPU s "
+              "| texts differ |")
         print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in jf:
             s = r["stats"]
