@@ -46,6 +46,8 @@ test-extended: build
 	scripts/fetch-model.sh >/dev/null
 	TOK_CLI_BIN=$(abspath $(BUILD))/tests/tok_cli SIEVE_SHARED_DATA=$(abspath $(SHARED_DATA)) \
 	  .venv/bin/python -m pytest -q tests/tokenizer/test_parity.py tests/tokenizer/test_gguf_parity.py
+	SIEVE_BIN=$(abspath $(BUILD))/sieve TOK_CLI_BIN=$(abspath $(BUILD))/tests/tok_cli \
+	  SIEVE_SHARED_DATA=$(abspath $(SHARED_DATA)) .venv/bin/python -m pytest -q tests/extended/test_engine_maskbench.py
 
 fuzz-smoke: bootstrap
 	scripts/fuzz-smoke.sh 60
