@@ -599,7 +599,32 @@ sv_status sv_json_number_value(sv_arena_t *a, const char *decimal, sv_ast_t **ou
     return SV_OK;
 }
 
-/* ---- sv_decimal_from_double ---------------------------------------------- */
+/* ---- sv_shortest_digits, sv_decimal_from_double --------------------------- */
+
+bool sv_shortest_digits(double x, char dig[24], int *nd_out, int *exp10_out, bool *neg_out) {
+    if (!isfinite(x) || x == 0) return false;
+    /* Shortest round-trip: the first precision whose %e spelling reads back
+     * as x; 17 significant digits always do. */
+    char e[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec - 1, x);
+        if (strtod(e, NULL) == x) break;
+    }
+    /* e is [-]d[.ddd]e[+-]dd: collect the digits (whatever the locale's
+     * decimal point) and the exponent. */
+    int nd = 0;
+    const char *p = e;
+    bool neg = *p == '-';
+    if (neg) p++;
+    for (; *p && *p != 'e' && *p != 'E'; p++)
+        if (is_digit(*p) && nd < 24) dig[nd++] = *p;
+    if (!*p || nd == 0) return false;
+    while (nd > 1 && dig[nd - 1] == '0') nd--;
+    *nd_out = nd;
+    *exp10_out = atoi(p + 1);
+    *neg_out = neg;
+    return true;
+}
 
 /* -0.0 gives "0": JSON Schema compares numbers by value, and both spellings
  * of zero are in every language built from "0" anyway. */
@@ -610,25 +635,10 @@ bool sv_decimal_from_double(double x, char *buf, size_t cap) {
         memcpy(buf, "0", 2);
         return true;
     }
-    /* Shortest round-trip: the first precision whose %e spelling reads back
-     * as x; 17 significant digits always do. */
-    char e[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(e, sizeof e, "%.*e", prec - 1, x);
-        if (strtod(e, NULL) == x) break;
-    }
-    /* e is [-]d[.ddd]e[+-]dd: collect the digits (whatever the locale's
-     * decimal point) and the exponent. */
     char dig[24];
-    int nd = 0;
-    const char *p = e;
-    bool neg = *p == '-';
-    if (neg) p++;
-    for (; *p && *p != 'e' && *p != 'E'; p++)
-        if (is_digit(*p) && nd < (int)sizeof dig) dig[nd++] = *p;
-    if (!*p || nd == 0) return false;
-    int exp10 = atoi(p + 1);
-    while (nd > 1 && dig[nd - 1] == '0') nd--;
+    int nd, exp10;
+    bool neg;
+    if (!sv_shortest_digits(x, dig, &nd, &exp10, &neg)) return false;
     /* The value is 0.dig * 10^point. */
     int point = exp10 + 1;
     size_t need = (size_t)neg + (point <= 0 ? (size_t)(2 - point + nd) : point >= nd ? (size_t)point : (size_t)nd + 1);

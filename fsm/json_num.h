@@ -68,6 +68,12 @@ bool sv_json_number_exp_spelling(const char *decimal, char *buf, size_t cap);
  * 10(\.0+)?, "0" gives -?0(\.0+)?, "2.50" gives 2\.50*. */
 sv_status sv_json_number_value(sv_arena_t *a, const char *decimal, sv_ast_t **out, sv_error_t *err);
 
+/* The shortest digit string that reads back as x (finite, nonzero), as
+ * Python's repr chooses it: x = (neg ? -1 : 1) * d0.d1d2... * 10^exp10 with
+ * dig[0 .. nd) = d0 d1 ..., no trailing zeros, nd <= 17. False for 0 and
+ * non-finite x. */
+bool sv_shortest_digits(double x, char dig[24], int *nd, int *exp10, bool *neg);
+
 /* Writes the plain decimal (no exponent) of a finite double, using the
  * shortest digit string that round-trips (as Python's repr does), e.g. 0.1 ->
  * "0.1", 1e21 -> "1000000000000000000000", 5e-7 -> "0.0000005". Returns false

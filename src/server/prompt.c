@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsm/json_num.h"
+
 static sv_status app(sv_bytes_t *out, const char *s, size_t n) { return sv_bytes_append(out, s, n); }
 static sv_status apps(sv_bytes_t *out, const char *s) { return sv_bytes_append(out, s, strlen(s)); }
 
@@ -15,22 +17,11 @@ static sv_status apps(sv_bytes_t *out, const char *s) { return sv_bytes_append(o
 static sv_status py_float(double d, sv_bytes_t *out) {
     if (isnan(d)) return apps(out, "NaN");
     if (isinf(d)) return apps(out, d > 0 ? "Infinity" : "-Infinity");
-    char buf[64];
-    int prec;
-    for (prec = 1; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*e", prec - 1, d);
-        if (strtod(buf, NULL) == d) break;
-    }
-    /* buf: [-]D[.DDD]e[+-]XX */
-    char digits[32];
-    int nd = 0;
-    const char *p = buf;
-    bool neg = *p == '-';
-    if (neg) p++;
-    for (; *p && *p != 'e'; p++)
-        if (*p != '.') digits[nd++] = *p;
-    int exp = atoi(p + 1);
-    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    char digits[24];
+    int nd, exp;
+    bool neg;
+    if (d == 0) return apps(out, signbit(d) ? "-0.0" : "0.0");
+    if (!sv_shortest_digits(d, digits, &nd, &exp, &neg)) return SV_ERR_ARG;
     char res[64];
     int k = 0;
     if (neg) res[k++] = '-';
