@@ -490,7 +490,7 @@ void sv_api_request_free(sv_api_request_t *r) {
 static int parse_fields(sv_api_kind kind, json_t *root, const sv_api_limits_t *lim, sv_api_request_t *r,
                         sv_api_error_t *e) {
     json_t *v;
-    double d;
+    double d = 0;
     long long ll;
     bool b = false;
 
