@@ -627,8 +627,22 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
     }
 
     r->marker_stop = -1;
-    if (kind == SV_API_CHAT && r->api.tool_choice == SV_TOOLS_AUTO && !r->api.c.on && r->api.n == 1 &&
-        r->api.n_stop < SV_ENGINE_MAX_STOP) {
+    /* tool_choice "auto" constrains a call once the model starts one, by a
+     * second phase that only one choice with room for one more stop string
+     * can take: refused otherwise rather than read from free text. */
+    if (kind == SV_API_CHAT && r->api.tool_choice == SV_TOOLS_AUTO && !r->api.c.on &&
+        (r->api.n > 1 || r->api.n_stop >= SV_ENGINE_MAX_STOP)) {
+        if (r->api.n > 1)
+            sv_api_fail(&e, 400, "n", "n: tool_choice \"auto\" takes n = 1 (a started call is constrained to the "
+                                      "tools, one choice at a time); use tool_choice \"required\" or a named function "
+                                      "for n > 1");
+        else
+            sv_api_fail(&e, 400, "stop", "stop: with tool_choice \"auto\", at most %d stop strings",
+                        SV_ENGINE_MAX_STOP - 1);
+        fail_req(r, &e);
+        return;
+    }
+    if (kind == SV_API_CHAT && r->api.tool_choice == SV_TOOLS_AUTO && !r->api.c.on) {
         r->marker_stop = (int32_t)r->api.n_stop;
         r->api.stop[r->api.n_stop++] = sv_tools_marker(s->deps.tmpl->kind);
     }

@@ -5,6 +5,7 @@ import json
 import re
 
 import jsonschema
+import openai
 import pytest
 
 from live import NAME
@@ -114,12 +115,24 @@ def test_auto_call_is_constrained(client):
             assert r.usage.completion_tokens >= len(args) // 8  # both phases are counted
         assert name == "get_weather"
         jsonschema.validate(json.loads(args), code)
-    # The check can fail: with n = 2 the calls are read from free text
-    # (tools.h), and this model then writes the full name.
-    r = client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=tools,
+    # auto with n > 1, or with no room for the call marker among the stop
+    # strings, cannot constrain a started call: refused, never read from
+    # free text.
+    with pytest.raises(openai.BadRequestError) as ei:
+        client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=tools,
                                        max_tokens=60, temperature=0, n=2)
-    free = json.loads(r.choices[0].message.tool_calls[0].function.arguments)
-    assert not re.fullmatch("[A-Z]{3}", free["city"]), free
+    assert ei.value.status_code == 400 and ei.value.body["param"] == "n", ei.value.body
+    with pytest.raises(openai.BadRequestError) as ei:
+        client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=tools,
+                                       max_tokens=60, temperature=0, stop=[f"S{i}" for i in range(8)])
+    assert ei.value.body["param"] == "stop", ei.value.body
+    # Named, n = 2 is constrained in every choice.
+    r = client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=tools,
+                                       tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                                       max_tokens=60, temperature=1.0, seed=3, n=2)
+    assert len(r.choices) == 2
+    for c in r.choices:
+        jsonschema.validate(json.loads(c.message.tool_calls[0].function.arguments), code)
 
 
 def test_auto_answers_text(client):
