@@ -32,6 +32,13 @@
  * rows whatever the number of rows, tile position or thread count, which
  * tests/unit/test_backend.c checks.
  *
+ * Quantized weights (gemm_q: Q8_0, Q4_0, Q4_1, F16, BF16 in their GGUF
+ * blocks) go through the same sums: the weights are dequantized to exactly
+ * the floats src/model/quant.c gives, either a block at a time in registers
+ * (few rows) or a column tile's rows at a time into per-thread scratch, and
+ * added in gemm_tile's order, so gemm_q's bits are gemm's on the
+ * dequantized matrix while reading 4-7x fewer weight bytes.
+ *
  * Attention is a streaming ("flash") softmax over tiles of ATTN_TILE keys
  * with a running maximum, one (row, head) at a time: no score buffer, and a
  * row's result depends only on its query and the cache, so prefill and
@@ -297,7 +304,65 @@ SV_CLONES static void gemm_cols(void *p, int tid, int64_t b, int64_t e) {
  * order (one rounding per multiply and per add; this file is compiled
  * without contraction), so the floats equal sv_dequantize's. */
 
-static inline float rd_f16(const uint8_t *p) { return sv_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+/* f16 -> f32 for every f16 bit pattern, filled once by sv_f16_to_f32
+ * (src/model/quant.c), so a scale costs one load and is the same float. */
+static float f16_table[1 << 16];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_fill(void) {
+    for (uint32_t h = 0; h < (1u << 16); h++)
+        f16_table[h] = sv_f16_to_f32((uint16_t)h);
+}
+
+SV_INLINE float rd_f16(const uint8_t *p) { return f16_table[p[0] | p[1] << 8]; }
+
+/* 16 bytes as one value, for the nibble and byte unpacking. */
+typedef uint8_t vu8 __attribute__((vector_size(GEMM_LANES)));
+typedef int8_t vi8 __attribute__((vector_size(GEMM_LANES)));
+/* vi8 at any address, e.g. inside a block (GCC otherwise builds a memcpy
+ * of one from scalar pieces) */
+typedef int8_t vi8_u __attribute__((vector_size(GEMM_LANES), aligned(1), may_alias));
+typedef int32_t vi32 __attribute__((vector_size(GEMM_LANES * 4)));
+
+/* 16 small integers to floats (exact), through int32 so that the compiler
+ * emits vector widenings and conversions rather than one lane at a time. */
+#define TO_F(v) __builtin_convertvector(__builtin_convertvector((v), vi32), vfloat)
+
+/* One 32-element block of format t (Q8_0, Q4_0, Q4_1) at b to floats:
+ * elements 0..15 in *lo, 16..31 in *hi. Element for element the operations
+ * of quant.c's blk_* functions: an exact integer-to-float conversion, then
+ * one multiply (and one add). */
+SV_INLINE void decode_block(sv_qtype t, const uint8_t *b, vfloat *lo, vfloat *hi) {
+    switch (t) {
+    case SV_QT_Q8_0: { /* q * d */
+        float d = rd_f16(b);
+        vi8 q0 = *(const vi8_u *)(b + 2), q1 = *(const vi8_u *)(b + 18);
+        *lo = TO_F(q0) * d;
+        *hi = TO_F(q1) * d;
+        break;
+    }
+    case SV_QT_Q4_0: { /* d * (q - 8) */
+        float d = rd_f16(b);
+        vu8 q;
+        memcpy(&q, b + 2, 16);
+        vi8 l = (vi8)(q & 0x0f) - 8, h = (vi8)(q >> 4) - 8;
+        *lo = d * TO_F(l);
+        *hi = d * TO_F(h);
+        break;
+    }
+    case SV_QT_Q4_1: { /* d * q + m */
+        float d = rd_f16(b), m = rd_f16(b + 2);
+        vu8 q;
+        memcpy(&q, b + 4, 16);
+        *lo = d * TO_F(q & 0x0f) + m;
+        *hi = d * TO_F(q >> 4) + m;
+        break;
+    }
+    default: /* not a 32-block format; never called with one */
+        *lo = *hi = (vfloat){0};
+        break;
+    }
+}
 
 /* n elements (a multiple of the block) of a row in format t to floats. */
 SV_INLINE void decode_row(sv_qtype t, const uint8_t *b, int32_t n, float *y) {
@@ -312,42 +377,107 @@ SV_INLINE void decode_row(sv_qtype t, const uint8_t *b, int32_t n, float *y) {
             memcpy(&y[i], &u, sizeof u);
         }
         break;
-    case SV_QT_Q8_0:
-        for (int32_t k = 0; k < n; k += 32, b += 34, y += 32) {
-            float d = rd_f16(b);
-            const int8_t *qs = (const int8_t *)(b + 2);
-            for (int i = 0; i < 32; i++)
-                y[i] = (float)qs[i] * d;
-        }
-        break;
-    case SV_QT_Q4_0:
-        for (int32_t k = 0; k < n; k += 32, b += 18, y += 32) {
-            float d = rd_f16(b);
-            const uint8_t *qs = b + 2;
-            for (int i = 0; i < 16; i++) {
-                y[i] = d * (float)((qs[i] & 0x0f) - 8);
-                y[i + 16] = d * (float)((qs[i] >> 4) - 8);
-            }
-        }
-        break;
-    case SV_QT_Q4_1:
-        for (int32_t k = 0; k < n; k += 32, b += 20, y += 32) {
-            float d = rd_f16(b), m = rd_f16(b + 2);
-            const uint8_t *qs = b + 4;
-            for (int i = 0; i < 16; i++) {
-                y[i] = d * (float)(qs[i] & 0x0f) + m;
-                y[i + 16] = d * (float)(qs[i] >> 4) + m;
-            }
+    default: {
+        size_t bb = sv_qtype_block_bytes(t);
+        for (int32_t k = 0; k < n; k += 32, b += bb, y += 32) {
+            vfloat lo, hi;
+            decode_block(t, b, &lo, &hi);
+            memcpy(y, &lo, sizeof lo);
+            memcpy(y + 16, &hi, sizeof hi);
         }
         break;
     }
+    }
 }
+
+/* gemm_tile with the weights dequantized in registers, for a 32-block
+ * format t (in a multiple of 32, so gemm_tile has no tail): every
+ * accumulator gets x[k..k+15]·w[k..k+15] for k = 0, 16, 32, ... in that
+ * order, then the same pairwise sum, so the bits are gemm_tile's on the
+ * dequantized rows. w: the tile's first weight row, row_bytes apart. */
+SV_INLINE void gemm_tile_q(int nr, int nc, sv_qtype t, int32_t in, const float *x,
+                           const uint8_t *w, size_t row_bytes, const float *bias, float *y,
+                           int32_t ldy) {
+    vfloat acc[GEMM_RB][GEMM_CB];
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++)
+            acc[r][c] = (vfloat){0};
+    size_t bb = sv_qtype_block_bytes(t);
+    for (int32_t k = 0; k < in; k += 32, w += bb) {
+        vfloat xl[GEMM_RB], xh[GEMM_RB], wl[GEMM_CB], wh[GEMM_CB];
+        for (int c = 0; c < nc; c++)
+            decode_block(t, w + (size_t)c * row_bytes, &wl[c], &wh[c]);
+        for (int r = 0; r < nr; r++) {
+            memcpy(&xl[r], x + (size_t)r * in + k, sizeof xl[r]);
+            memcpy(&xh[r], x + (size_t)r * in + k + 16, sizeof xh[r]);
+        }
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++)
+                acc[r][c] += xl[r] * wl[c];
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++)
+                acc[r][c] += xh[r] * wh[c];
+    }
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) {
+            float a[GEMM_LANES];
+            memcpy(a, &acc[r][c], sizeof a);
+            for (int h = GEMM_LANES / 2; h >= 1; h /= 2)
+                for (int l = 0; l < h; l++)
+                    a[l] += a[l + h];
+            y[(size_t)r * ldy + c] = bias ? a[0] + bias[c] : a[0];
+        }
+}
+
+/* Column tile c0 of a 32-block format, every row, decoding in registers. */
+SV_INLINE void gemm_coltile_q(const gemm_job_t *j, int32_t c0, sv_qtype t) {
+    int32_t rfull = j->rows - j->rows % GEMM_RB;
+    const float *bias = j->bias ? j->bias + c0 : NULL;
+    const uint8_t *w = j->wq + (size_t)c0 * j->row_bytes;
+    size_t rb = j->row_bytes;
+    bool full = c0 + GEMM_CB <= j->out;
+    for (int32_t r = 0; r < j->rows;) {
+        const float *x = j->x + (size_t)r * j->in;
+        float *y = j->y + (size_t)r * j->out + c0;
+        int nr = r < rfull ? GEMM_RB : 1;
+        if (full) {
+            if (nr == GEMM_RB)
+                gemm_tile_q(GEMM_RB, GEMM_CB, t, j->in, x, w, rb, bias, y, j->out);
+            else
+                gemm_tile_q(1, GEMM_CB, t, j->in, x, w, rb, bias, y, j->out);
+        } else {
+            for (int32_t c = 0; c0 + c < j->out; c++) {
+                const float *bc = bias ? bias + c : NULL;
+                if (nr == GEMM_RB)
+                    gemm_tile_q(GEMM_RB, 1, t, j->in, x, w + (size_t)c * rb, rb, bc, y + c,
+                                j->out);
+                else
+                    gemm_tile_q(1, 1, t, j->in, x, w + (size_t)c * rb, rb, bc, y + c, j->out);
+            }
+        }
+        r += nr;
+    }
+}
+
+/* Few rows: the 32-block formats are decoded in registers, once per row
+ * tile. Otherwise (and for F16/BF16) a column tile's rows are decoded once
+ * into the thread's scratch and every row tile reads them from there. */
+#define GEMM_Q_REG_ROWS 8
 
 SV_CLONES static void gemm_q_cols(void *p, int tid, int64_t b, int64_t e) {
     const gemm_job_t *j = p;
+    bool reg = j->rows < GEMM_Q_REG_ROWS && sv_qtype_block(j->qt) == 32;
     float *w = j->scratch + (size_t)tid * GEMM_CB * j->in;
     for (int64_t t = b; t < e; t++) {
         int32_t c0 = (int32_t)t * GEMM_CB;
+        if (reg) {
+            switch (j->qt) { /* constant formats, so that each inlines its own decoder */
+            case SV_QT_Q8_0: gemm_coltile_q(j, c0, SV_QT_Q8_0); break;
+            case SV_QT_Q4_0: gemm_coltile_q(j, c0, SV_QT_Q4_0); break;
+            default: gemm_coltile_q(j, c0, SV_QT_Q4_1); break;
+            }
+            continue;
+        }
         int32_t nc = j->out - c0 < GEMM_CB ? j->out - c0 : GEMM_CB;
         for (int32_t c = 0; c < nc; c++)
             decode_row(j->qt, j->wq + (size_t)(c0 + c) * j->row_bytes, j->in,
@@ -726,6 +856,7 @@ static const sv_backend_ops_t cpu_ops = {
 
 sv_status sv_cpu_backend_create(const sv_cpu_config_t *cfg, sv_backend_t **out, sv_error_t *err) {
     int nt = cfg && cfg->n_threads > 0 ? cfg->n_threads : 1;
+    pthread_once(&f16_once, f16_fill);
     if (nt > SV_CPU_MAX_THREADS)
         return sv_error_set(err, SV_ERR_ARG, -1, "cpu backend: %d threads (at most %d)", nt,
                             SV_CPU_MAX_THREADS);

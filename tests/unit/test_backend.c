@@ -257,6 +257,8 @@ static uint16_t rnd_half(bool bf16) {
     rng ^= rng >> 7;
     rng ^= rng << 17;
     uint16_t sign = (uint16_t)((rng >> 20) & 1) << 15;
+    if (!bf16 && (rng >> 50) % 8 == 0) /* zero or subnormal */
+        return (uint16_t)(sign | ((rng >> 32) & 0x3ff));
     if (bf16) /* exponent 118 .. 133 */
         return (uint16_t)(sign | (118 + (rng >> 24) % 16) << 7 | ((rng >> 32) & 0x7f));
     return (uint16_t)(sign | (8 + (rng >> 24) % 10) << 10 | ((rng >> 32) & 0x3ff)); /* 2^-7 .. 2^2 */
