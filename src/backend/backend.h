@@ -75,6 +75,35 @@ typedef struct sv_attn_shape {
     float scale;
 } sv_attn_shape_t;
 
+/* Weight formats an optional ops->gemm_q reads as they are stored in GGUF
+ * (ggml block layouts, little-endian; src/model/quant.h): a weight row of
+ * `in` elements is in / sv_qtype_block(t) blocks of sv_qtype_block_bytes(t)
+ * bytes, rows packed back to back. */
+typedef enum {
+    SV_QT_F16 = 1,
+    SV_QT_BF16,
+    SV_QT_Q8_0,
+    SV_QT_Q4_0,
+    SV_QT_Q4_1,
+} sv_qtype;
+
+/* Elements per block; 0 for a value that is no sv_qtype. */
+static inline int32_t sv_qtype_block(sv_qtype t) {
+    return t == SV_QT_F16 || t == SV_QT_BF16 ? 1
+           : t == SV_QT_Q8_0 || t == SV_QT_Q4_0 || t == SV_QT_Q4_1 ? 32
+                                                                     : 0;
+}
+/* Bytes per block; 0 for a value that is no sv_qtype. */
+static inline size_t sv_qtype_block_bytes(sv_qtype t) {
+    switch (t) {
+    case SV_QT_F16: case SV_QT_BF16: return 2;
+    case SV_QT_Q8_0: return 34;
+    case SV_QT_Q4_0: return 18;
+    case SV_QT_Q4_1: return 20;
+    }
+    return 0;
+}
+
 typedef struct sv_backend_ops {
     const char *name; /* "cpu", "cuda" */
 
@@ -96,6 +125,13 @@ typedef struct sv_backend_ops {
      * y (rows, out); y must not overlap x or w. */
     sv_status (*gemm)(sv_backend_t *be, int32_t rows, int32_t in, int32_t out, const float *x,
                       const float *w, const float *bias, float *y, sv_error_t *err);
+
+    /* Optional (NULL when the backend has none): ops->gemm with w (out,
+     * in) stored in format t, in a multiple of sv_qtype_block(t). The
+     * result is bit for bit ops->gemm's with w dequantized to fp32 as
+     * src/model/quant.c does; no fp32 copy of w is made. */
+    sv_status (*gemm_q)(sv_backend_t *be, int32_t rows, int32_t in, int32_t out, const float *x,
+                        const void *w, sv_qtype t, const float *bias, float *y, sv_error_t *err);
 
     /* y[r] = x[r] / sqrt(mean(x[r]²) + eps) * w: x, y (rows, dim), w (dim).
      * y may equal x. */
@@ -142,6 +178,12 @@ typedef struct sv_backend_ops {
      * are wanted. Every id must be in [0, n_table). */
     sv_status (*get_rows)(sv_backend_t *be, int32_t rows, int32_t dim, int32_t n_table,
                           const float *table, const int32_t *ids, float *out, sv_error_t *err);
+
+    /* Optional, with gemm_q: get_rows from a table stored in format t,
+     * each looked-up row dequantized to fp32 (the same values as quant.c). */
+    sv_status (*get_rows_q)(sv_backend_t *be, int32_t rows, int32_t dim, int32_t n_table,
+                            const void *table, sv_qtype t, const int32_t *ids, float *out,
+                            sv_error_t *err);
 
     /* The final logits are ops->gemm of the final-normed rows with the
      * output matrix (vocab, dim), then ops->download. */

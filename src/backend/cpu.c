@@ -32,6 +32,13 @@
  * rows whatever the number of rows, tile position or thread count, which
  * tests/unit/test_backend.c checks.
  *
+ * Quantized weights (gemm_q: Q8_0, Q4_0, Q4_1, F16, BF16 in their GGUF
+ * blocks) go through the same sums: the weights are dequantized to exactly
+ * the floats src/model/quant.c gives, either a block at a time in registers
+ * (few rows) or a column tile's rows at a time into per-thread scratch, and
+ * added in gemm_tile's order, so gemm_q's bits are gemm's on the
+ * dequantized matrix while reading 4-7x fewer weight bytes.
+ *
  * Attention is a streaming ("flash") softmax over tiles of ATTN_TILE keys
  * with a running maximum, one (row, head) at a time: no score buffer, and a
  * row's result depends only on its query and the cache, so prefill and
@@ -45,6 +52,8 @@
  * contiguous, equal ranges of independent items (column tiles, (row, head)
  * pairs), so the split changes who computes an element, never how. */
 #include "src/backend/cpu.h"
+
+#include "src/model/quant.h" /* sv_f16_to_f32 */
 
 #include <math.h>
 #include <pthread.h>
@@ -76,8 +85,9 @@
 
 /* ---- thread pool ----------------------------------------------------------- */
 
-/* Runs items [begin, end) of a job. */
-typedef void (*job_fn)(void *ctx, int64_t begin, int64_t end);
+/* Runs items [begin, end) of a job on thread tid (0 .. n_threads-1; the
+ * caller is 0), which lets a job use per-thread scratch. */
+typedef void (*job_fn)(void *ctx, int tid, int64_t begin, int64_t end);
 
 typedef struct pool {
     int n_threads; /* including the caller */
@@ -119,7 +129,7 @@ static void *worker_main(void *p) {
         pthread_mutex_unlock(&pl->mu);
         part(n, a->index, pl->n_threads, &b, &e);
         if (b < e)
-            fn(ctx, b, e);
+            fn(ctx, a->index, b, e);
         pthread_mutex_lock(&pl->mu);
         if (--pl->pending == 0)
             pthread_cond_signal(&pl->done);
@@ -134,7 +144,7 @@ static void pool_run(pool_t *pl, int64_t n, int64_t min_per_thread, job_fn fn, v
     if (n <= 0)
         return;
     if (pl->n_threads == 1 || n < min_per_thread * 2) {
-        fn(ctx, 0, n);
+        fn(ctx, 0, 0, n);
         return;
     }
     pthread_mutex_lock(&pl->mu);
@@ -148,7 +158,7 @@ static void pool_run(pool_t *pl, int64_t n, int64_t min_per_thread, job_fn fn, v
     int64_t b, e;
     part(n, 0, pl->n_threads, &b, &e);
     if (b < e)
-        fn(ctx, b, e);
+        fn(ctx, 0, b, e);
     pthread_mutex_lock(&pl->mu);
     while (pl->pending > 0)
         pthread_cond_wait(&pl->done, &pl->mu);
@@ -162,6 +172,8 @@ typedef struct cpu_backend {
     pool_t pool;
     worker_arg_t *args;
     int n_started;     /* workers actually running */
+    float *scratch;    /* gemm_q: GEMM_CB dequantized weight rows per thread */
+    size_t scratch_n;  /* floats scratch holds */
 } cpu_backend_t;
 
 static pool_t *pool_of(sv_backend_t *be) { return &((cpu_backend_t *)be)->pool; }
@@ -236,39 +248,291 @@ typedef struct gemm_job {
     int32_t rows, in, out;
     const float *x, *w, *bias;
     float *y;
+    /* gemm_q: w is NULL, wq the rows in format qt, row_bytes apart, and
+     * scratch GEMM_CB * in floats per thread */
+    const uint8_t *wq;
+    sv_qtype qt;
+    size_t row_bytes;
+    float *scratch;
 } gemm_job_t;
 
-/* Column tiles [b, e) of the product, every row. */
-SV_CLONES static void gemm_cols(void *p, int64_t b, int64_t e) {
-    const gemm_job_t *j = p;
+/* Column tile c0 .. c0 + GEMM_CB - 1 (fewer at the end), every row; w holds
+ * the tile's weight rows, in floats apart. */
+SV_INLINE void gemm_coltile(const gemm_job_t *j, int32_t c0, const float *w) {
     int32_t rfull = j->rows - j->rows % GEMM_RB;
+    const float *bias = j->bias ? j->bias + c0 : NULL;
+    bool full = c0 + GEMM_CB <= j->out;
+    for (int32_t r = 0; r < j->rows;) {
+        const float *x = j->x + (size_t)r * j->in;
+        float *y = j->y + (size_t)r * j->out + c0;
+        int nr = r < rfull ? GEMM_RB : 1;
+        if (full) {
+            if (nr == GEMM_RB)
+                gemm_tile(GEMM_RB, GEMM_CB, j->in, x, w, bias, y, j->out);
+            else
+                gemm_tile(1, GEMM_CB, j->in, x, w, bias, y, j->out);
+        } else {
+            for (int32_t c = 0; c0 + c < j->out; c++) {
+                if (nr == GEMM_RB)
+                    gemm_tile(GEMM_RB, 1, j->in, x, w + (size_t)c * j->in,
+                              bias ? bias + c : NULL, y + c, j->out);
+                else
+                    gemm_tile(1, 1, j->in, x, w + (size_t)c * j->in, bias ? bias + c : NULL,
+                              y + c, j->out);
+            }
+        }
+        r += nr;
+    }
+}
+
+/* Column tiles [b, e) of the product, every row. */
+SV_CLONES static void gemm_cols(void *p, int tid, int64_t b, int64_t e) {
+    (void)tid;
+    const gemm_job_t *j = p;
     for (int64_t t = b; t < e; t++) {
         int32_t c0 = (int32_t)t * GEMM_CB;
-        const float *w = j->w + (size_t)c0 * j->in;
-        const float *bias = j->bias ? j->bias + c0 : NULL;
-        bool full = c0 + GEMM_CB <= j->out;
-        for (int32_t r = 0; r < j->rows;) {
-            const float *x = j->x + (size_t)r * j->in;
-            float *y = j->y + (size_t)r * j->out + c0;
-            int nr = r < rfull ? GEMM_RB : 1;
-            if (full) {
-                if (nr == GEMM_RB)
-                    gemm_tile(GEMM_RB, GEMM_CB, j->in, x, w, bias, y, j->out);
-                else
-                    gemm_tile(1, GEMM_CB, j->in, x, w, bias, y, j->out);
-            } else {
-                for (int32_t c = 0; c0 + c < j->out; c++) {
-                    if (nr == GEMM_RB)
-                        gemm_tile(GEMM_RB, 1, j->in, x, w + (size_t)c * j->in,
-                                  bias ? bias + c : NULL, y + c, j->out);
-                    else
-                        gemm_tile(1, 1, j->in, x, w + (size_t)c * j->in, bias ? bias + c : NULL,
-                                  y + c, j->out);
-                }
-            }
-            r += nr;
-        }
+        gemm_coltile(j, c0, j->w + (size_t)c0 * j->in);
     }
+}
+
+/* ---- gemm on quantized weights ----------------------------------------------- */
+
+/* The weights stay in their GGUF blocks; a column tile's GEMM_CB rows are
+ * dequantized into the thread's scratch (in L1/L2) and go through the very
+ * gemm_tile code above, so the bits are those of ops->gemm on the fp32
+ * matrix. Each decoder does src/model/quant.c's float operations in its
+ * order (one rounding per multiply and per add; this file is compiled
+ * without contraction), so the floats equal sv_dequantize's. */
+
+/* f16 -> f32 for every f16 bit pattern, filled once by sv_f16_to_f32
+ * (src/model/quant.c), so a scale costs one load and is the same float. */
+static float f16_table[1 << 16];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_fill(void) {
+    for (uint32_t h = 0; h < (1u << 16); h++)
+        f16_table[h] = sv_f16_to_f32((uint16_t)h);
+}
+
+SV_INLINE float rd_f16(const uint8_t *p) { return f16_table[p[0] | p[1] << 8]; }
+
+/* 16 bytes as one value, for the nibble and byte unpacking. */
+typedef uint8_t vu8 __attribute__((vector_size(GEMM_LANES)));
+typedef int8_t vi8 __attribute__((vector_size(GEMM_LANES)));
+/* vi8 at any address, e.g. inside a block (GCC otherwise builds a memcpy
+ * of one from scalar pieces) */
+typedef int8_t vi8_u __attribute__((vector_size(GEMM_LANES), aligned(1), may_alias));
+typedef int32_t vi32 __attribute__((vector_size(GEMM_LANES * 4)));
+
+/* 16 small integers to floats (exact), through int32 so that the compiler
+ * emits vector widenings and conversions rather than one lane at a time. */
+#define TO_F(v) __builtin_convertvector(__builtin_convertvector((v), vi32), vfloat)
+
+/* One 32-element block of format t (Q8_0, Q4_0, Q4_1) at b to floats:
+ * elements 0..15 in *lo, 16..31 in *hi. Element for element the operations
+ * of quant.c's blk_* functions: an exact integer-to-float conversion, then
+ * one multiply (and one add). */
+SV_INLINE void decode_block(sv_qtype t, const uint8_t *b, vfloat *lo, vfloat *hi) {
+    switch (t) {
+    case SV_QT_Q8_0: { /* q * d */
+        float d = rd_f16(b);
+        vi8 q0 = *(const vi8_u *)(b + 2), q1 = *(const vi8_u *)(b + 18);
+        *lo = TO_F(q0) * d;
+        *hi = TO_F(q1) * d;
+        break;
+    }
+    case SV_QT_Q4_0: { /* d * (q - 8) */
+        float d = rd_f16(b);
+        vu8 q;
+        memcpy(&q, b + 2, 16);
+        vi8 l = (vi8)(q & 0x0f) - 8, h = (vi8)(q >> 4) - 8;
+        *lo = d * TO_F(l);
+        *hi = d * TO_F(h);
+        break;
+    }
+    case SV_QT_Q4_1: { /* d * q + m */
+        float d = rd_f16(b), m = rd_f16(b + 2);
+        vu8 q;
+        memcpy(&q, b + 4, 16);
+        *lo = d * TO_F(q & 0x0f) + m;
+        *hi = d * TO_F(q >> 4) + m;
+        break;
+    }
+    default: /* not a 32-block format; never called with one */
+        *lo = *hi = (vfloat){0};
+        break;
+    }
+}
+
+/* n elements (a multiple of the block) of a row in format t to floats. */
+SV_INLINE void decode_row(sv_qtype t, const uint8_t *b, int32_t n, float *y) {
+    switch (t) {
+    case SV_QT_F16:
+        for (int32_t i = 0; i < n; i++)
+            y[i] = rd_f16(b + 2 * (size_t)i);
+        break;
+    case SV_QT_BF16:
+        for (int32_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)(b[2 * i] | b[2 * i + 1] << 8) << 16;
+            memcpy(&y[i], &u, sizeof u);
+        }
+        break;
+    default: {
+        size_t bb = sv_qtype_block_bytes(t);
+        for (int32_t k = 0; k < n; k += 32, b += bb, y += 32) {
+            vfloat lo, hi;
+            decode_block(t, b, &lo, &hi);
+            memcpy(y, &lo, sizeof lo);
+            memcpy(y + 16, &hi, sizeof hi);
+        }
+        break;
+    }
+    }
+}
+
+/* gemm_tile with the weights dequantized in registers, for a 32-block
+ * format t (in a multiple of 32, so gemm_tile has no tail): every
+ * accumulator gets x[k..k+15]·w[k..k+15] for k = 0, 16, 32, ... in that
+ * order, then the same pairwise sum, so the bits are gemm_tile's on the
+ * dequantized rows. w: the tile's first weight row, row_bytes apart. */
+SV_INLINE void gemm_tile_q(int nr, int nc, sv_qtype t, int32_t in, const float *x,
+                           const uint8_t *w, size_t row_bytes, const float *bias, float *y,
+                           int32_t ldy) {
+    vfloat acc[GEMM_RB][GEMM_CB];
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++)
+            acc[r][c] = (vfloat){0};
+    size_t bb = sv_qtype_block_bytes(t);
+    for (int32_t k = 0; k < in; k += 32, w += bb) {
+        vfloat xl[GEMM_RB], xh[GEMM_RB], wl[GEMM_CB], wh[GEMM_CB];
+        for (int c = 0; c < nc; c++)
+            decode_block(t, w + (size_t)c * row_bytes, &wl[c], &wh[c]);
+        for (int r = 0; r < nr; r++) {
+            memcpy(&xl[r], x + (size_t)r * in + k, sizeof xl[r]);
+            memcpy(&xh[r], x + (size_t)r * in + k + 16, sizeof xh[r]);
+        }
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++)
+                acc[r][c] += xl[r] * wl[c];
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++)
+                acc[r][c] += xh[r] * wh[c];
+    }
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) {
+            float a[GEMM_LANES];
+            memcpy(a, &acc[r][c], sizeof a);
+            for (int h = GEMM_LANES / 2; h >= 1; h /= 2)
+                for (int l = 0; l < h; l++)
+                    a[l] += a[l + h];
+            y[(size_t)r * ldy + c] = bias ? a[0] + bias[c] : a[0];
+        }
+}
+
+/* Column tile c0 of a 32-block format, every row, decoding in registers. */
+SV_INLINE void gemm_coltile_q(const gemm_job_t *j, int32_t c0, sv_qtype t) {
+    int32_t rfull = j->rows - j->rows % GEMM_RB;
+    const float *bias = j->bias ? j->bias + c0 : NULL;
+    const uint8_t *w = j->wq + (size_t)c0 * j->row_bytes;
+    size_t rb = j->row_bytes;
+    bool full = c0 + GEMM_CB <= j->out;
+    for (int32_t r = 0; r < j->rows;) {
+        const float *x = j->x + (size_t)r * j->in;
+        float *y = j->y + (size_t)r * j->out + c0;
+        int nr = r < rfull ? GEMM_RB : 1;
+        if (full) {
+            if (nr == GEMM_RB)
+                gemm_tile_q(GEMM_RB, GEMM_CB, t, j->in, x, w, rb, bias, y, j->out);
+            else
+                gemm_tile_q(1, GEMM_CB, t, j->in, x, w, rb, bias, y, j->out);
+        } else {
+            for (int32_t c = 0; c0 + c < j->out; c++) {
+                const float *bc = bias ? bias + c : NULL;
+                if (nr == GEMM_RB)
+                    gemm_tile_q(GEMM_RB, 1, t, j->in, x, w + (size_t)c * rb, rb, bc, y + c,
+                                j->out);
+                else
+                    gemm_tile_q(1, 1, t, j->in, x, w + (size_t)c * rb, rb, bc, y + c, j->out);
+            }
+        }
+        r += nr;
+    }
+}
+
+/* Few rows: the 32-block formats are decoded in registers, once per row
+ * tile. Otherwise (and for F16/BF16) a column tile's rows are decoded once
+ * into the thread's scratch and every row tile reads them from there. */
+#define GEMM_Q_REG_ROWS 8
+
+SV_CLONES static void gemm_q_cols(void *p, int tid, int64_t b, int64_t e) {
+    const gemm_job_t *j = p;
+    bool reg = j->rows < GEMM_Q_REG_ROWS && sv_qtype_block(j->qt) == 32;
+    float *w = j->scratch + (size_t)tid * GEMM_CB * j->in;
+    for (int64_t t = b; t < e; t++) {
+        int32_t c0 = (int32_t)t * GEMM_CB;
+        if (reg) {
+            switch (j->qt) { /* constant formats, so that each inlines its own decoder */
+            case SV_QT_Q8_0: gemm_coltile_q(j, c0, SV_QT_Q8_0); break;
+            case SV_QT_Q4_0: gemm_coltile_q(j, c0, SV_QT_Q4_0); break;
+            default: gemm_coltile_q(j, c0, SV_QT_Q4_1); break;
+            }
+            continue;
+        }
+        int32_t nc = j->out - c0 < GEMM_CB ? j->out - c0 : GEMM_CB;
+        for (int32_t c = 0; c < nc; c++)
+            decode_row(j->qt, j->wq + (size_t)(c0 + c) * j->row_bytes, j->in,
+                       w + (size_t)c * j->in);
+        gemm_coltile(j, c0, w);
+    }
+}
+
+static bool qtype_ok(sv_qtype t, int32_t in) {
+    int32_t blk = sv_qtype_block(t);
+    return blk > 0 && in % blk == 0;
+}
+
+static sv_status cpu_gemm_q(sv_backend_t *be, int32_t rows, int32_t in, int32_t out,
+                            const float *x, const void *w, sv_qtype t, const float *bias, float *y,
+                            sv_error_t *err) {
+    if (rows < 0 || in <= 0 || out <= 0 || !x || !w || !y || !qtype_ok(t, in))
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "gemm_q: bad arguments (rows %d, in %d, out %d, type %d)", (int)rows,
+                            (int)in, (int)out, (int)t);
+    if (rows == 0) return SV_OK;
+    cpu_backend_t *cb = (cpu_backend_t *)be;
+    size_t need = (size_t)cb->pool.n_threads * GEMM_CB * (size_t)in;
+    if (need > cb->scratch_n) {
+        float *s = aligned_alloc(64, (need * sizeof(float) + 63) / 64 * 64);
+        if (!s)
+            return sv_error_set(err, SV_ERR_NOMEM, -1, "gemm_q: cannot allocate %zu floats", need);
+        free(cb->scratch);
+        cb->scratch = s;
+        cb->scratch_n = need;
+    }
+    gemm_job_t j = {rows, in, out, x, NULL, bias, y, w, t,
+                    (size_t)(in / sv_qtype_block(t)) * sv_qtype_block_bytes(t), cb->scratch};
+    int64_t tiles = (out + GEMM_CB - 1) / GEMM_CB;
+    int64_t per_tile = (int64_t)rows * in * GEMM_CB;
+    int64_t min_tiles = per_tile >= 65536 ? 1 : 65536 / per_tile;
+    pool_run(pool_of(be), tiles, min_tiles, gemm_q_cols, &j);
+    return SV_OK;
+}
+
+SV_CLONES static sv_status cpu_get_rows_q(sv_backend_t *be, int32_t rows, int32_t dim,
+                                          int32_t n_table, const void *table, sv_qtype t,
+                                          const int32_t *ids, float *out, sv_error_t *err) {
+    (void)be;
+    if (rows < 0 || dim <= 0 || !qtype_ok(t, dim))
+        return sv_error_set(err, SV_ERR_ARG, -1, "get_rows_q: bad arguments");
+    size_t row_bytes = (size_t)(dim / sv_qtype_block(t)) * sv_qtype_block_bytes(t);
+    for (int32_t r = 0; r < rows; r++) {
+        if (ids[r] < 0 || ids[r] >= n_table)
+            return sv_error_set(err, SV_ERR_ARG, -1, "get_rows_q: id %d outside 0..%d",
+                                (int)ids[r], (int)n_table - 1);
+        decode_row(t, (const uint8_t *)table + (size_t)ids[r] * row_bytes, dim,
+                   out + (size_t)r * dim);
+    }
+    return SV_OK;
 }
 
 static sv_status cpu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t out, const float *x,
@@ -277,7 +541,7 @@ static sv_status cpu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t ou
         return sv_error_set(err, SV_ERR_ARG, -1, "gemm: bad arguments (rows %d, in %d, out %d)",
                             (int)rows, (int)in, (int)out);
     if (rows == 0) return SV_OK;
-    gemm_job_t j = {rows, in, out, x, w, bias, y};
+    gemm_job_t j = {rows, in, out, x, w, bias, y, NULL, 0, 0, NULL};
     int64_t tiles = (out + GEMM_CB - 1) / GEMM_CB;
     /* Under ~64k multiply-adds per thread the hand-off costs more than it saves. */
     int64_t per_tile = (int64_t)rows * in * GEMM_CB;
@@ -483,7 +747,8 @@ SV_INLINE void attn_head(const float *q, const float *k, const float *v, size_t 
 }
 
 /* Items are (row, head) pairs, row-major. */
-SV_CLONES static void attn_items(void *p, int64_t b, int64_t e) {
+SV_CLONES static void attn_items(void *p, int tid, int64_t b, int64_t e) {
+    (void)tid;
     const attn_job_t *j = p;
     const sv_attn_shape_t *sh = j->sh;
     int32_t hd = sh->head_dim, group = sh->n_heads / sh->n_kv_heads;
@@ -565,6 +830,7 @@ static void cpu_destroy(sv_backend_t *be) {
     pthread_mutex_destroy(&pl->mu);
     free(pl->threads);
     free(c->args);
+    free(c->scratch);
     free(c);
 }
 
@@ -583,11 +849,14 @@ static const sv_backend_ops_t cpu_ops = {
     .swiglu = cpu_swiglu,
     .add = cpu_add,
     .get_rows = cpu_get_rows,
+    .gemm_q = cpu_gemm_q,
+    .get_rows_q = cpu_get_rows_q,
     .destroy = cpu_destroy,
 };
 
 sv_status sv_cpu_backend_create(const sv_cpu_config_t *cfg, sv_backend_t **out, sv_error_t *err) {
     int nt = cfg && cfg->n_threads > 0 ? cfg->n_threads : 1;
+    pthread_once(&f16_once, f16_fill);
     if (nt > SV_CPU_MAX_THREADS)
         return sv_error_set(err, SV_ERR_ARG, -1, "cpu backend: %d threads (at most %d)", nt,
                             SV_CPU_MAX_THREADS);

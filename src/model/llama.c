@@ -33,24 +33,33 @@
 
 #define LOGIT_ROWS 8 /* rows of logits computed per gemm when all are wanted */
 
+/* A weight matrix, one per layer or a single one: fp32 (qt == 0), or kept
+ * in its GGUF block format qt when the backend has gemm_q for it (read
+ * through mat_gemm / mat_rows, with the same bits either way). */
+typedef struct wmat {
+    void *p;            /* backend memory */
+    sv_qtype qt;        /* 0: float (layer, out, in) */
+    size_t layer_bytes; /* bytes of one layer's matrix */
+} wmat_t;
+
 struct sv_llama {
     sv_llama_config_t cfg;
     sv_backend_t *be;  /* borrowed */
-    float *token_embd; /* (vocab, dim) */
+    wmat_t token_embd; /* (vocab, dim) */
     float *attn_norm;  /* (layer, dim) */
-    float *wq;         /* (layer, n_heads * head_dim, dim) */
-    float *wk;         /* (layer, n_kv_heads * head_dim, dim) */
-    float *wv;         /* (layer, n_kv_heads * head_dim, dim) */
+    wmat_t wq;         /* (layer, n_heads * head_dim, dim) */
+    wmat_t wk;         /* (layer, n_kv_heads * head_dim, dim) */
+    wmat_t wv;         /* (layer, n_kv_heads * head_dim, dim) */
     float *bq;         /* (layer, n_heads * head_dim), or NULL */
     float *bk;         /* (layer, n_kv_heads * head_dim), or NULL */
     float *bv;         /* (layer, n_kv_heads * head_dim), or NULL */
-    float *wo;         /* (layer, dim, n_heads * head_dim) */
+    wmat_t wo;         /* (layer, dim, n_heads * head_dim) */
     float *ffn_norm;   /* (layer, dim) */
-    float *w_gate;     /* (layer, hidden_dim, dim) */
-    float *w_up;       /* (layer, hidden_dim, dim) */
-    float *w_down;     /* (layer, dim, hidden_dim) */
+    wmat_t w_gate;     /* (layer, hidden_dim, dim) */
+    wmat_t w_up;       /* (layer, hidden_dim, dim) */
+    wmat_t w_down;     /* (layer, dim, hidden_dim) */
     float *out_norm;   /* (dim) */
-    float *output;     /* (vocab, dim); == token_embd when tied */
+    wmat_t output;     /* (vocab, dim); the same memory as token_embd when tied */
     float *inv_freq;   /* (rot_dim / 2): RoPE frequencies, scaling applied */
 };
 
@@ -509,6 +518,89 @@ static sv_status load_layers(loader_t *L, const char *gguf_fmt, const char *hf_f
     return SV_OK;
 }
 
+static sv_qtype qtype_of(sv_ggml_type t) {
+    switch (t) {
+    case SV_GGML_F16: return SV_QT_F16;
+    case SV_GGML_BF16: return SV_QT_BF16;
+    case SV_GGML_Q8_0: return SV_QT_Q8_0;
+    case SV_GGML_Q4_0: return SV_QT_Q4_0;
+    case SV_GGML_Q4_1: return SV_QT_Q4_1;
+    default: return (sv_qtype)0;
+    }
+}
+
+/* A matrix (out, in) for each of n_layers layers (fmt names layer N's
+ * tensor), or a single one (n_layers 0: fmt is the name). GGUF tensors of
+ * one format that the backend's gemm_q reads (all layers alike) are stored
+ * as they are; anything else is dequantized to fp32 as before. */
+static sv_status load_mat(loader_t *L, const char *gguf_fmt, const char *hf_fmt, int64_t in,
+                          int64_t out, int32_t n_layers, wmat_t *dst, sv_error_t *err) {
+    sv_backend_t *be = L->m->be;
+    const char *fmt = L->src.hf ? hf_fmt : gguf_fmt;
+    int32_t n = n_layers ? n_layers : 1;
+    char name[256];
+    sv_status st;
+    *dst = (wmat_t){0};
+    sv_qtype qt = (sv_qtype)0;
+    size_t bytes = 0;
+    if (L->src.g && be->ops->gemm_q && be->ops->get_rows_q) {
+        for (int32_t l = 0; l < n; l++) {
+            snprintf(name, sizeof name, fmt, (int)l);
+            if ((st = check_shape(L, name, in, out, err)))
+                return st;
+            const sv_gguf_tensor_t *t = sv_gguf_find_tensor(L->src.g, name);
+            sv_qtype q = qtype_of(t->type);
+            if (l == 0) {
+                qt = q;
+                bytes = (size_t)t->n_bytes;
+            }
+            int32_t blk = sv_qtype_block(q);
+            if (!q || q != qt || blk == 0 || in % blk != 0 ||
+                (size_t)t->n_bytes != (size_t)(in / blk) * sv_qtype_block_bytes(q) * (size_t)out) {
+                qt = (sv_qtype)0;
+                break;
+            }
+        }
+    }
+    if (qt) {
+        if ((st = be->ops->alloc(be, bytes * (size_t)n, &dst->p, err)))
+            return st;
+        dst->qt = qt;
+        dst->layer_bytes = bytes;
+        for (int32_t l = 0; l < n; l++) {
+            snprintf(name, sizeof name, fmt, (int)l);
+            const sv_gguf_tensor_t *t = sv_gguf_find_tensor(L->src.g, name);
+            if ((st = be->ops->upload(be, (uint8_t *)dst->p + bytes * (size_t)l, t->data, bytes,
+                                      err)))
+                return st;
+        }
+        return SV_OK;
+    }
+    size_t per = (size_t)in * (size_t)out;
+    float *f = NULL;
+    if ((st = balloc(L->m, per * (size_t)n, &f, err)))
+        return st;
+    dst->p = f;
+    dst->layer_bytes = per * sizeof(float);
+    for (int32_t l = 0; l < n; l++) {
+        snprintf(name, sizeof name, fmt, (int)l);
+        if ((st = load_one(L, name, in, out, f + per * (size_t)l, err)))
+            return st;
+    }
+    return SV_OK;
+}
+
+/* y = x · W(layer)ᵀ (+ bias) through gemm or gemm_q. */
+static sv_status mat_gemm(const sv_llama_t *m, int32_t rows, int32_t in, int32_t out,
+                          const float *x, const wmat_t *w, size_t layer, const float *bias,
+                          float *y, sv_error_t *err) {
+    sv_backend_t *be = m->be;
+    const uint8_t *p = (const uint8_t *)w->p + layer * w->layer_bytes;
+    if (w->qt)
+        return be->ops->gemm_q(be, rows, in, out, x, p, w->qt, bias, y, err);
+    return be->ops->gemm(be, rows, in, out, x, (const float *)p, bias, y, err);
+}
+
 /* RoPE frequencies: inv_freq[i] = theta^(-2i / rot_dim), then scaled. */
 static sv_status make_inv_freq(loader_t *L, const rope_scaling_t *rs, sv_error_t *err) {
     sv_llama_t *m = L->m;
@@ -591,12 +683,10 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
         return sv_error_set(err, SV_ERR_NOMEM, -1, "model: out of memory staging %zu floats", need);
 
     sv_status st;
-    if ((st = balloc(m, big, &m->token_embd, err)) ||
-        (st = load_one(L, embd, c->dim, c->vocab_size, m->token_embd, err)))
+    if ((st = load_mat(L, embd, embd, c->dim, c->vocab_size, 0, &m->token_embd, err)))
         return st;
     if (has_out) {
-        if ((st = balloc(m, big, &m->output, err)) ||
-            (st = load_one(L, outw, c->dim, c->vocab_size, m->output, err)))
+        if ((st = load_mat(L, outw, outw, c->dim, c->vocab_size, 0, &m->output, err)))
             return st;
     } else {
         m->output = m->token_embd;
@@ -609,22 +699,22 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
 #define HFL "model.layers.%d."
     if ((st = load_layers(L, "blk.%d.attn_norm.weight", HFL "input_layernorm.weight", c->dim, 0,
                           false, &m->attn_norm, err)) ||
-        (st = load_layers(L, "blk.%d.attn_q.weight", HFL "self_attn.q_proj.weight", c->dim,
-                          (int64_t)q_dim, false, &m->wq, err)) ||
-        (st = load_layers(L, "blk.%d.attn_k.weight", HFL "self_attn.k_proj.weight", c->dim,
-                          (int64_t)kv_dim, false, &m->wk, err)) ||
-        (st = load_layers(L, "blk.%d.attn_v.weight", HFL "self_attn.v_proj.weight", c->dim,
-                          (int64_t)kv_dim, false, &m->wv, err)) ||
-        (st = load_layers(L, "blk.%d.attn_output.weight", HFL "self_attn.o_proj.weight",
-                          (int64_t)q_dim, c->dim, false, &m->wo, err)) ||
+        (st = load_mat(L, "blk.%d.attn_q.weight", HFL "self_attn.q_proj.weight", c->dim,
+                       (int64_t)q_dim, c->n_layers, &m->wq, err)) ||
+        (st = load_mat(L, "blk.%d.attn_k.weight", HFL "self_attn.k_proj.weight", c->dim,
+                       (int64_t)kv_dim, c->n_layers, &m->wk, err)) ||
+        (st = load_mat(L, "blk.%d.attn_v.weight", HFL "self_attn.v_proj.weight", c->dim,
+                       (int64_t)kv_dim, c->n_layers, &m->wv, err)) ||
+        (st = load_mat(L, "blk.%d.attn_output.weight", HFL "self_attn.o_proj.weight",
+                       (int64_t)q_dim, c->dim, c->n_layers, &m->wo, err)) ||
         (st = load_layers(L, "blk.%d.ffn_norm.weight", HFL "post_attention_layernorm.weight",
                           c->dim, 0, false, &m->ffn_norm, err)) ||
-        (st = load_layers(L, "blk.%d.ffn_gate.weight", HFL "mlp.gate_proj.weight", c->dim,
-                          c->hidden_dim, false, &m->w_gate, err)) ||
-        (st = load_layers(L, "blk.%d.ffn_up.weight", HFL "mlp.up_proj.weight", c->dim,
-                          c->hidden_dim, false, &m->w_up, err)) ||
-        (st = load_layers(L, "blk.%d.ffn_down.weight", HFL "mlp.down_proj.weight",
-                          c->hidden_dim, c->dim, false, &m->w_down, err)))
+        (st = load_mat(L, "blk.%d.ffn_gate.weight", HFL "mlp.gate_proj.weight", c->dim,
+                       c->hidden_dim, c->n_layers, &m->w_gate, err)) ||
+        (st = load_mat(L, "blk.%d.ffn_up.weight", HFL "mlp.up_proj.weight", c->dim,
+                       c->hidden_dim, c->n_layers, &m->w_up, err)) ||
+        (st = load_mat(L, "blk.%d.ffn_down.weight", HFL "mlp.down_proj.weight", c->hidden_dim,
+                       c->dim, c->n_layers, &m->w_down, err)))
         return st;
     /* Biases: required for Qwen2, loaded for Llama when present. */
     bool opt = !c->qkv_bias;
@@ -702,9 +792,9 @@ void sv_llama_destroy(sv_llama_t *m) {
     if (!m)
         return;
     sv_backend_t *be = m->be;
-    float *bufs[] = {m->token_embd, m->attn_norm, m->wq, m->wk, m->wv, m->bq, m->bk, m->bv, m->wo,
-                     m->ffn_norm, m->w_gate, m->w_up, m->w_down, m->out_norm, m->inv_freq,
-                     m->output != m->token_embd ? m->output : NULL};
+    void *bufs[] = {m->token_embd.p, m->attn_norm, m->wq.p, m->wk.p, m->wv.p, m->bq, m->bk, m->bv,
+                    m->wo.p, m->ffn_norm, m->w_gate.p, m->w_up.p, m->w_down.p, m->out_norm,
+                    m->inv_freq, m->output.p != m->token_embd.p ? m->output.p : NULL};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             be->ops->free(be, bufs[i]);
@@ -847,7 +937,10 @@ static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t 
                                    1.0f / sqrtf((float)c->head_dim)};
     const size_t rows = (size_t)kv->n_blocks * BS; /* physical rows per layer */
     sv_status st;
-    if ((st = op->get_rows(be, n, dim, c->vocab_size, m->token_embd, kv->tok, kv->x, err)))
+    if ((st = m->token_embd.qt
+                  ? op->get_rows_q(be, n, dim, c->vocab_size, m->token_embd.p, m->token_embd.qt,
+                                   kv->tok, kv->x, err)
+                  : op->get_rows(be, n, dim, c->vocab_size, m->token_embd.p, kv->tok, kv->x, err)))
         return st;
     for (int32_t l = 0; l < c->n_layers; l++) {
         size_t L = (size_t)l;
@@ -868,28 +961,25 @@ static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t 
         /* attention block */
         if ((st = op->rmsnorm(be, n, dim, kv->x, m->attn_norm + L * dim, c->norm_eps, kv->xb,
                               err)) ||
-            (st = op->gemm(be, n, dim, q_dim, kv->xb, m->wq + L * q_dim * dim, bq, kv->q, err)) ||
-            (st = op->gemm(be, n, dim, kv_dim, kv->xb, m->wk + L * kv_dim * dim, bk, kv->k, err)) ||
-            (st = op->gemm(be, n, dim, kv_dim, kv->xb, m->wv + L * kv_dim * dim, bv, kv->v, err)) ||
+            (st = mat_gemm(m, n, dim, q_dim, kv->xb, &m->wq, L, bq, kv->q, err)) ||
+            (st = mat_gemm(m, n, dim, kv_dim, kv->xb, &m->wk, L, bk, kv->k, err)) ||
+            (st = mat_gemm(m, n, dim, kv_dim, kv->xb, &m->wv, L, bv, kv->v, err)) ||
             (st = op->rope(be, n, c->n_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,
                            m->inv_freq, kv->q, err)) ||
             (st = op->rope(be, n, c->n_kv_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,
                            m->inv_freq, kv->k, err)) ||
             (st = op->kv_write(be, &view, n, kv->pos, kv->k, kv->v, err)) ||
             (st = op->attention(be, &view, &shape, n, kv->pos, kv->q, kv->att, err)) ||
-            (st = op->gemm(be, n, q_dim, dim, kv->att, m->wo + L * dim * q_dim, NULL, kv->xb2,
-                           err)) ||
+            (st = mat_gemm(m, n, q_dim, dim, kv->att, &m->wo, L, NULL, kv->xb2, err)) ||
             (st = op->add(be, (size_t)n * dim, kv->x, kv->xb2, err)))
             return st;
         /* feed-forward block */
         if ((st = op->rmsnorm(be, n, dim, kv->x, m->ffn_norm + L * dim, c->norm_eps, kv->xb,
                               err)) ||
-            (st = op->gemm(be, n, dim, hid, kv->xb, m->w_gate + L * hid * dim, NULL, kv->hb,
-                           err)) ||
-            (st = op->gemm(be, n, dim, hid, kv->xb, m->w_up + L * hid * dim, NULL, kv->hb2, err)) ||
+            (st = mat_gemm(m, n, dim, hid, kv->xb, &m->w_gate, L, NULL, kv->hb, err)) ||
+            (st = mat_gemm(m, n, dim, hid, kv->xb, &m->w_up, L, NULL, kv->hb2, err)) ||
             (st = op->swiglu(be, (size_t)n * hid, kv->hb, kv->hb2, kv->hb, err)) ||
-            (st = op->gemm(be, n, hid, dim, kv->hb, m->w_down + L * dim * hid, NULL, kv->xb2,
-                           err)) ||
+            (st = mat_gemm(m, n, hid, dim, kv->hb, &m->w_down, L, NULL, kv->xb2, err)) ||
             (st = op->add(be, (size_t)n * dim, kv->x, kv->xb2, err)))
             return st;
     }
@@ -908,8 +998,8 @@ static sv_status logits_rows(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t n, 
         return st;
     for (int32_t i = 0; i < nl; i += LOGIT_ROWS) {
         int32_t k = nl - i < LOGIT_ROWS ? nl - i : LOGIT_ROWS;
-        if ((st = be->ops->gemm(be, k, c->dim, c->vocab_size, kv->xb + (size_t)i * c->dim,
-                                m->output, NULL, kv->logits, err)) ||
+        if ((st = mat_gemm(m, k, c->dim, c->vocab_size, kv->xb + (size_t)i * c->dim,
+                           &m->output, 0, NULL, kv->logits, err)) ||
             (st = be->ops->download(be, dst + (size_t)i * c->vocab_size, kv->logits,
                                     (size_t)k * c->vocab_size * sizeof(float), err)))
             return st;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "src/backend/cpu.h"
+#include "src/model/quant.h"
 #include "test.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -249,6 +250,118 @@ static void test_small_ops(void) {
     be1->ops->free(be1, p);
 }
 
+/* Random bytes of a weight in format t, with every f16/bf16 scale, offset
+ * or element finite (a random exponent in a moderate range). */
+static uint16_t rnd_half(bool bf16) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    uint16_t sign = (uint16_t)((rng >> 20) & 1) << 15;
+    if (!bf16 && (rng >> 50) % 8 == 0) /* zero or subnormal */
+        return (uint16_t)(sign | ((rng >> 32) & 0x3ff));
+    if (bf16) /* exponent 118 .. 133 */
+        return (uint16_t)(sign | (118 + (rng >> 24) % 16) << 7 | ((rng >> 32) & 0x7f));
+    return (uint16_t)(sign | (8 + (rng >> 24) % 10) << 10 | ((rng >> 32) & 0x3ff)); /* 2^-7 .. 2^2 */
+}
+
+static void rnd_qbytes(sv_qtype t, uint8_t *b, size_t n_blocks) {
+    size_t bb = sv_qtype_block_bytes(t);
+    for (size_t i = 0; i < n_blocks; i++, b += bb) {
+        for (size_t k = 0; k < bb; k++) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            b[k] = (uint8_t)(rng >> 33);
+        }
+        uint16_t h0 = rnd_half(t == SV_QT_BF16), h1 = rnd_half(false);
+        b[0] = (uint8_t)h0, b[1] = (uint8_t)(h0 >> 8);
+        if (t == SV_QT_Q4_1) /* the offset m */
+            b[2] = (uint8_t)h1, b[3] = (uint8_t)(h1 >> 8);
+    }
+}
+
+/* gemm_q against the reference path: sv_dequantize to fp32, then gemm.
+ * Bit for bit, for every row count 1..40, with and without bias, on one
+ * and three threads; get_rows_q against get_rows of the dequantized table. */
+static void test_gemm_q(void) {
+    const struct {
+        sv_qtype t;
+        sv_ggml_type g;
+        const char *name;
+    } types[] = {{SV_QT_F16, SV_GGML_F16, "F16"},    {SV_QT_BF16, SV_GGML_BF16, "BF16"},
+                 {SV_QT_Q8_0, SV_GGML_Q8_0, "Q8_0"}, {SV_QT_Q4_0, SV_GGML_Q4_0, "Q4_0"},
+                 {SV_QT_Q4_1, SV_GGML_Q4_1, "Q4_1"}};
+    const int32_t ins[] = {32, 64, 96, 160, 576};
+    const int32_t outs[] = {1, 3, 4, 5, 17, 64};
+    const int32_t max_rows = 40;
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        sv_qtype t = types[ti].t;
+        int bad = 0, checked = 0;
+        for (size_t a = 0; a < sizeof ins / sizeof *ins; a++)
+            for (size_t o = 0; o < sizeof outs / sizeof *outs; o++) {
+                int32_t in = ins[a], out = outs[o];
+                size_t nb = (size_t)out * in / sv_qtype_block(t);
+                size_t bytes = nb * sv_qtype_block_bytes(t);
+                uint8_t *wq = malloc(bytes);
+                rnd_qbytes(t, wq, nb);
+                float *wf = malloc(sizeof(float) * out * in);
+                CHECK(sv_dequantize(types[ti].g, wq, bytes, wf, (uint64_t)out * in, &err) == SV_OK,
+                      "%s", err.message);
+                float *x = rnd((size_t)max_rows * in), *bias = rnd(out);
+                float *yr = malloc(sizeof(float) * max_rows * out);
+                float *y1 = malloc(sizeof(float) * max_rows * out);
+                float *y3 = malloc(sizeof(float) * max_rows * out);
+                for (int use_bias = 0; use_bias < 2; use_bias++) {
+                    const float *bb = use_bias ? bias : NULL;
+                    for (int32_t rows = 1; rows <= max_rows; rows += (rows < 9 ? 1 : 7)) {
+                        size_t ny = sizeof(float) * rows * out;
+                        CHECK(be1->ops->gemm(be1, rows, in, out, x, wf, bb, yr, &err) == SV_OK,
+                              "%s", err.message);
+                        CHECK(be1->ops->gemm_q(be1, rows, in, out, x, wq, t, bb, y1, &err) ==
+                                  SV_OK,
+                              "%s", err.message);
+                        CHECK(be3->ops->gemm_q(be3, rows, in, out, x, wq, t, bb, y3, &err) ==
+                                  SV_OK,
+                              "%s", err.message);
+                        bad += memcmp(yr, y1, ny) != 0;
+                        bad += memcmp(yr, y3, ny) != 0;
+                        checked += 2;
+                    }
+                    /* 40 rows: the last tile shapes too. */
+                    be3->ops->gemm(be3, max_rows, in, out, x, wf, bb, yr, &err);
+                    be3->ops->gemm_q(be3, max_rows, in, out, x, wq, t, bb, y3, &err);
+                    bad += memcmp(yr, y3, sizeof(float) * max_rows * out) != 0;
+                    checked++;
+                }
+                /* get_rows_q */
+                int32_t ids[5] = {out - 1, 0, out / 2, 0, out - 1};
+                float *gr = malloc(sizeof(float) * 5 * in), *gq = malloc(sizeof(float) * 5 * in);
+                CHECK(be1->ops->get_rows(be1, 5, in, out, wf, ids, gr, &err) == SV_OK, "%s",
+                      err.message);
+                CHECK(be1->ops->get_rows_q(be1, 5, in, out, wq, t, ids, gq, &err) == SV_OK, "%s",
+                      err.message);
+                CHECK(memcmp(gr, gq, sizeof(float) * 5 * in) == 0,
+                      "get_rows_q %s in %d: rows differ from the dequantized table",
+                      types[ti].name, in);
+                int32_t badid = out;
+                CHECK(be1->ops->get_rows_q(be1, 1, in, out, wq, t, &badid, gq, &err) ==
+                          SV_ERR_ARG,
+                      "get_rows_q accepts id %d of %d", out, out);
+                free(gr), free(gq);
+                free(wq), free(wf), free(x), free(bias), free(yr), free(y1), free(y3);
+            }
+        CHECK(bad == 0, "gemm_q %s: %d of %d products differ from dequantize + gemm",
+              types[ti].name, bad, checked);
+    }
+    /* A row length that is no whole number of blocks, and no format. */
+    float x[40] = {0}, y[4];
+    uint8_t w[200] = {0};
+    CHECK(be1->ops->gemm_q(be1, 1, 40, 1, x, w, SV_QT_Q8_0, NULL, y, &err) == SV_ERR_ARG,
+          "gemm_q accepts in = 40 for Q8_0");
+    CHECK(be1->ops->gemm_q(be1, 1, 32, 1, x, w, (sv_qtype)99, NULL, y, &err) == SV_ERR_ARG,
+          "gemm_q accepts type 99");
+}
+
 int main(void) {
     sv_cpu_config_t one = {1}, three = {3};
     if (sv_cpu_backend_create(&one, &be1, &err) || sv_cpu_backend_create(&three, &be3, &err)) {
@@ -256,6 +369,7 @@ int main(void) {
         return 1;
     }
     test_gemm();
+    test_gemm_q();
     test_rmsnorm();
     test_rope();
     test_attention();
@@ -263,5 +377,6 @@ int main(void) {
     sv_backend_destroy(be1);
     sv_backend_destroy(be3);
     return test_summary("backend: gemm (reference, batch and thread invariance), rmsnorm, rope, "
-                        "kv_write + attention, swiglu, add, get_rows");
+                        "kv_write + attention, swiglu, add, get_rows, gemm_q and get_rows_q "
+                        "(bit for bit as dequantize + gemm)");
 }
