@@ -35,6 +35,7 @@ typedef enum {
 
 #define SV_SCHEMA_ANY_DEPTH_AUTO UINT32_MAX
 #define SV_SCHEMA_ANY_DEPTH_MIN 3  /* auto: the depth of values at level 3 and below */
+#define SV_SCHEMA_ANY_DEEP_ARRAYS_MAX 4
 
 typedef struct sv_schema_opts {
     sv_ws_mode ws;
@@ -49,6 +50,13 @@ typedef struct sv_schema_opts {
                                   depth d needs about 2^d copies of a level, so depth
                                   goes where the values are few: near the root */
     uint32_t any_depth_total;  /* auto: the nesting reached from the root (default 6) */
+    uint32_t any_deep_levels;  /* beyond max_any_depth, this many more levels of
+                                  nesting (default 3) in stacks of containers that
+                                  hold at most any_deep_arrays arrays (default 1): a
+                                  stack of objects costs one copy of a level where
+                                  every stack costs 2^d, and deep data is mostly
+                                  objects in objects */
+    uint32_t any_deep_arrays;
     uint32_t max_string_length;/* a maxLength above this is narrowed to it (default 512
                                   code points): each counted character costs DFA states */
     sv_fsm_limits_t lim;

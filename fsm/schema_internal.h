@@ -55,11 +55,12 @@ typedef struct sctx {
                                   format sieve narrows): no complement over it */
     uint32_t canon_depth;      /* container levels left in the canonical universe */
     bool more_orders;          /* some object accepts more than one key order */
-    bool deep_any;             /* some free-form value nests deeper than SV_SCHEMA_ANY_DEPTH_MIN */
+    bool deep_any;             /* some free-form value nests deeper than SV_SCHEMA_ANY_DEPTH_MIN,
+                                  or takes the deep levels beyond it */
     uint64_t deadline_ns;      /* the whole compilation's time budget (0 = none) */
     sv_fsm_limits_t lim_now;   /* o->lim with the time that is left */
     /* Caches (DFAs live in the arena's cleanup list). */
-    sv_dfa_t *any_value[SV_SCHEMA_MAX_ANY + 1]; /* [depth] */
+    sv_dfa_t **any_value;      /* free-form values by shape (schema_text.c), from the arena */
     sv_dfa_t *any_string;      /* content [^]* */
     struct sv_memo *memo;      /* compiled (schema, location) pairs (schema.c) */
     struct sv_patcache *pats;  /* compiled patternProperties regexes (schema.c) */

@@ -163,12 +163,40 @@ sv_status sv_sc_integer_spellings(sctx_t *c, sv_ast_t *lang, sv_ast_t **out) {
     return *out ? SV_OK : sv_sc_nomem(c);
 }
 
-sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, sv_ast_t **out) {
-    if (depth > SV_SCHEMA_MAX_ANY) depth = SV_SCHEMA_MAX_ANY;
-    if (c->any_value[depth]) {
-        *out = sv_ast_dfa(c->arena, c->any_value[depth], false);
-        return *out ? SV_OK : sv_sc_nomem(c);
+/* Free-form values. A DFA cannot count: it tells an array from an object at
+ * every open level by being in a different copy of the levels below, so a
+ * value that may nest d levels costs about 2^d copies of a level (42 states
+ * each). Two limits keep that finite. Every stack of containers up to
+ * `general` levels deep is accepted (max_any_depth). Deeper stacks, up to
+ * `extra` more levels (any_deep_levels), only with at most `arrays` arrays in
+ * them (any_deep_arrays). A stack of objects alone adds one copy per level:
+ * at the defaults (3, 3, 1) a free-form value is 1,494 states where depth 6
+ * for every stack would be 5,387, and it accepts what MaskBench's deep values
+ * mostly are, objects in objects with a list somewhere. */
+typedef struct {
+    uint32_t general, extra, arrays;
+} any_shape_t;
+
+static bool any_room(const any_shape_t *sh, uint32_t stack, uint32_t arrays) {
+    return stack <= sh->general || (stack <= sh->general + sh->extra && arrays <= sh->arrays);
+}
+
+#define ANY_ARRAYS_KEY (SV_SCHEMA_ANY_DEEP_ARRAYS_MAX + 2)
+
+/* The value at `stack` open levels (counted from the free-form value) of
+ * which `arrays` are arrays. */
+static sv_status any_value_at(sctx_t *c, const any_shape_t *sh, uint32_t stack, uint32_t arrays, sv_dfa_t **out) {
+    if (!c->any_value) {
+        /* extra is an option (and a function of general where clamped), so not in the key */
+        size_t n = (size_t)(SV_SCHEMA_MAX_ANY + 1) * (SV_SCHEMA_MAX_ANY + 1) * ANY_ARRAYS_KEY;
+        c->any_value = sv_arena_alloc(c->arena, n * sizeof *c->any_value);
+        if (!c->any_value) return sv_sc_nomem(c);
+        memset(c->any_value, 0, n * sizeof *c->any_value);
     }
+    /* Past `arrays` + 1 the count no longer matters: only general levels are left. */
+    uint32_t akey = arrays > sh->arrays ? sh->arrays + 1 : arrays;
+    sv_dfa_t **slot = &c->any_value[(sh->general * (SV_SCHEMA_MAX_ANY + 1) + stack) * ANY_ARRAYS_KEY + akey];
+    if (*slot) { *out = *slot; return SV_OK; }
     sv_status st;
     sv_ast_t *num, *str;
     sv_dfa_t *content;
@@ -176,30 +204,49 @@ sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, sv_ast_t **out) {
     str = sv_sc_quoted(c, content);
     sv_ast_t *alts[7] = {sv_sc_lit(c, "null", 4), sv_sc_lit(c, "true", 4), sv_sc_lit(c, "false", 5), num, str};
     uint32_t n = 5;
-    if (depth > 0) {
-        sv_ast_t *inner;
-        if ((st = sv_sc_any_value(c, depth - 1, &inner))) return st;
-        /* [ (v (, v)*)? ]  and  { (k: v (, k: v)*)? } */
+    sv_ast_t *ws = sv_sc_ws(c);
+    if (any_room(sh, stack + 1, arrays + 1)) {
+        sv_dfa_t *d;
+        if ((st = any_value_at(c, sh, stack + 1, arrays + 1, &d))) return st;
+        sv_ast_t *inner = sv_ast_dfa(c->arena, d, false);
+        /* [ (v (, v)*)? ] */
         sv_ast_t *items = sv_sc_cat2(c, inner, sv_ast_repeat(c->arena, sv_sc_cat2(c, sv_sc_sep(c), inner), 0, SV_AST_INF));
+        sv_ast_t *body = sv_ast_repeat(c->arena, sv_sc_cat3(c, ws, items, ws), 0, 1);
+        if (c->o->ws == SV_WS_FLEXIBLE) /* "[ ]" is JSON too: whitespace alone inside empty brackets. */
+            body = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_cat3(c, ws, items, ws), ws}, 2);
+        alts[n++] = sv_sc_cat3(c, sv_sc_lit(c, "[", 1), body, sv_sc_lit(c, "]", 1));
+    }
+    if (any_room(sh, stack + 1, arrays)) {
+        sv_dfa_t *d;
+        if ((st = any_value_at(c, sh, stack + 1, arrays, &d))) return st;
+        sv_ast_t *inner = sv_ast_dfa(c->arena, d, false);
+        /* { (k: v (, k: v)*)? } */
         sv_ast_t *member = sv_sc_cat3(c, str, sv_sc_colon(c), inner);
         sv_ast_t *members = sv_sc_cat2(c, member, sv_ast_repeat(c->arena, sv_sc_cat2(c, sv_sc_sep(c), member), 0, SV_AST_INF));
-        sv_ast_t *ws = sv_sc_ws(c);
-        sv_ast_t *arr_body = sv_ast_repeat(c->arena, sv_sc_cat3(c, ws, items, ws), 0, 1);
-        sv_ast_t *obj_body = sv_ast_repeat(c->arena, sv_sc_cat3(c, ws, members, ws), 0, 1);
-        if (c->o->ws == SV_WS_FLEXIBLE) {
-            /* "[ ]" is JSON too: whitespace alone inside empty brackets. */
-            arr_body = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_cat3(c, ws, items, ws), ws}, 2);
-            obj_body = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_cat3(c, ws, members, ws), ws}, 2);
-        }
-        alts[n++] = sv_sc_cat3(c, sv_sc_lit(c, "[", 1), arr_body, sv_sc_lit(c, "]", 1));
-        alts[n++] = sv_sc_cat3(c, sv_sc_lit(c, "{", 1), obj_body, sv_sc_lit(c, "}", 1));
+        sv_ast_t *body = sv_ast_repeat(c->arena, sv_sc_cat3(c, ws, members, ws), 0, 1);
+        if (c->o->ws == SV_WS_FLEXIBLE)
+            body = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_cat3(c, ws, members, ws), ws}, 2);
+        alts[n++] = sv_sc_cat3(c, sv_sc_lit(c, "{", 1), body, sv_sc_lit(c, "}", 1));
     }
     for (uint32_t i = 0; i < n; i++)
         if (!alts[i]) return sv_sc_nomem(c);
     sv_ast_t *alt = sv_ast_alt(c->arena, alts, n);
     if (!alt) return sv_sc_nomem(c);
-    if ((st = sv_sc_dfa(c, alt, &c->any_value[depth]))) return st;
-    *out = sv_ast_dfa(c->arena, c->any_value[depth], false);
+    if ((st = sv_sc_dfa(c, alt, slot))) return st;
+    *out = *slot;
+    return SV_OK;
+}
+
+sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, sv_ast_t **out) {
+    any_shape_t sh = {depth > SV_SCHEMA_MAX_ANY ? SV_SCHEMA_MAX_ANY : depth, c->o->any_deep_levels, c->o->any_deep_arrays};
+    if (sh.extra > SV_SCHEMA_MAX_ANY - sh.general) sh.extra = SV_SCHEMA_MAX_ANY - sh.general;
+    if (sh.arrays > SV_SCHEMA_ANY_DEEP_ARRAYS_MAX) sh.arrays = SV_SCHEMA_ANY_DEEP_ARRAYS_MAX;
+    if (sh.arrays >= sh.general + sh.extra) sh.arrays = sh.general + sh.extra; /* no limit at all */
+    if (sh.extra) c->deep_any = true;
+    sv_dfa_t *d;
+    sv_status st = any_value_at(c, &sh, 0, 0, &d);
+    if (st) return st;
+    *out = sv_ast_dfa(c->arena, d, false);
     return *out ? SV_OK : sv_sc_nomem(c);
 }
 

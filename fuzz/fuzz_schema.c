@@ -100,6 +100,8 @@ static void options(sv_schema_opts_t *o, uint8_t mode) {
     o->ws = (sv_ws_mode)((mode & 3) % 3); /* 3: canonical again */
     o->strict_properties = (mode >> 2) & 1;
     o->unknown_formats_ok = (mode >> 3) & 1;
+    o->any_deep_levels = 1 + ((mode >> 4) & 1); /* deep stacks: objects only, or one array */
+    o->any_deep_arrays = (mode >> 5) & 1;
 }
 
 /* FNV-1a: a stable function of the input, so a saved input replays in the

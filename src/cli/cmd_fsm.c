@@ -26,7 +26,7 @@ typedef struct {
 
 enum {
     OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN,
-    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_STRING_LEN,
+    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN,
 };
 
 static const char constraint_help[] =
@@ -46,6 +46,9 @@ static const char constraint_help[] =
     "                         down, 3 from level 3 on (--any-depth-total); auto\n"
     "                         accepts deeper data but compiles several times slower\n"
     "  --any-depth-total N    auto: the nesting reached from the root (default 6)\n"
+    "  --any-deep-levels N    beyond --max-any-depth, N more levels (default 3) for\n"
+    "                         containers nested with at most --any-deep-arrays\n"
+    "                         arrays among them (default 1); 0 turns them off\n"
     "  --max-string-length N  narrow larger maxLength values to N (default 512)\n"
     "Budgets:\n"
     "  --max-nfa-states N     default 2000000\n"
@@ -93,6 +96,8 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         {"max-ref-depth", required_argument, 0, OPT_REF_DEPTH},
         {"max-any-depth", required_argument, 0, OPT_ANY_DEPTH},
         {"any-depth-total", required_argument, 0, OPT_ANY_DEPTH_TOTAL},
+        {"any-deep-levels", required_argument, 0, OPT_ANY_DEEP_LEVELS},
+        {"any-deep-arrays", required_argument, 0, OPT_ANY_DEEP_ARRAYS},
         {"max-string-length", required_argument, 0, OPT_STRING_LEN},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -137,6 +142,15 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         case OPT_ANY_DEPTH_TOTAL:
             if (sv_cli_parse_u64(arg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-depth-total (0 to 16)", arg);
             o->sopts.any_depth_total = (uint32_t)v;
+            break;
+        case OPT_ANY_DEEP_LEVELS:
+            if (sv_cli_parse_u64(arg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-levels (0 to 16)", arg);
+            o->sopts.any_deep_levels = (uint32_t)v;
+            break;
+        case OPT_ANY_DEEP_ARRAYS:
+            if (sv_cli_parse_u64(arg, SV_SCHEMA_ANY_DEEP_ARRAYS_MAX, &v))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-arrays (0 to %d)", arg, SV_SCHEMA_ANY_DEEP_ARRAYS_MAX);
+            o->sopts.any_deep_arrays = (uint32_t)v;
             break;
         case OPT_REF_DEPTH:
         case OPT_ANY_DEPTH:

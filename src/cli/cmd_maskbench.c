@@ -28,7 +28,7 @@
 #include "cli.h"
 #include "verbs.h"
 
-enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE, OPT_MEMORY, OPT_SLOW };
+enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE, OPT_MEMORY, OPT_SLOW, OPT_ANY_TOTAL, OPT_DEEP_LEVELS, OPT_DEEP_ARRAYS };
 
 typedef struct {
     uint64_t *v;
@@ -278,6 +278,9 @@ int sv_cmd_maskbench(int argc, char **argv) {
         {"timeout-s", required_argument, 0, OPT_TIMEOUT_S},
         {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
         {"max-any-depth", required_argument, 0, OPT_ANY_DEPTH},
+        {"any-depth-total", required_argument, 0, OPT_ANY_TOTAL},
+        {"any-deep-levels", required_argument, 0, OPT_DEEP_LEVELS},
+        {"any-deep-arrays", required_argument, 0, OPT_DEEP_ARRAYS},
         {"ws", required_argument, 0, OPT_WS},
         {"dfa-cache-mb", required_argument, 0, OPT_DFA_CACHE},
         {"memory-limit-mb", required_argument, 0, OPT_MEMORY},
@@ -300,7 +303,8 @@ int sv_cmd_maskbench(int argc, char **argv) {
         case 'h':
             printf("Usage: sieve maskbench --tokenizer tokenizer.json [--tokenizer-config FILE]\n"
                    "                       [--per-schema] [--timeout-s 60] [--allow-unknown-formats]\n"
-                   "                       [--max-any-depth N] [--ws MODE] [--dfa-cache-mb 64] PATH...\n\n"
+                   "                       [--max-any-depth N|auto] [--any-depth-total N]\n"
+                   "                       [--any-deep-levels N] [--any-deep-arrays N] [--ws MODE] [--dfa-cache-mb 64] PATH...\n\n"
                    "Runs the MaskBench method on MaskBench files (or folders of them), one\n"
                    "thread, and prints one JSON object: schemas, passing, compile_error,\n"
                    "validation_error, invalidation_error, timeout, error, and ttfm_us and tbm_us\n"
@@ -322,8 +326,22 @@ int sv_cmd_maskbench(int argc, char **argv) {
             b.timeout_ns = v * 1000000000ull;
             break;
         case OPT_ANY_DEPTH:
+            if (strcmp(optarg, "auto") == 0) { b.sopts.max_any_depth = SV_SCHEMA_ANY_DEPTH_AUTO; break; }
             if (sv_cli_parse_u64(optarg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --max-any-depth", optarg);
             b.sopts.max_any_depth = (uint32_t)v;
+            break;
+        case OPT_ANY_TOTAL:
+            if (sv_cli_parse_u64(optarg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-depth-total", optarg);
+            b.sopts.any_depth_total = (uint32_t)v;
+            break;
+        case OPT_DEEP_LEVELS:
+            if (sv_cli_parse_u64(optarg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-levels", optarg);
+            b.sopts.any_deep_levels = (uint32_t)v;
+            break;
+        case OPT_DEEP_ARRAYS:
+            if (sv_cli_parse_u64(optarg, SV_SCHEMA_ANY_DEEP_ARRAYS_MAX, &v))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-arrays", optarg);
+            b.sopts.any_deep_arrays = (uint32_t)v;
             break;
         case OPT_WS:
             if (strcmp(optarg, "canonical") == 0) b.sopts.ws = SV_WS_CANONICAL;

@@ -89,7 +89,7 @@ DEFAULT_OUT = os.path.join(ROOT, "build", "maskbench", "results.jsonl")
 OUTCOMES = ["passing", "compile_error", "validation_error", "ignored_format", "invalidation_error",
             "sample_error", "timeout", "crash"]
 PERM_LIMIT = 720          # enumerate every key order up to this many spellings
-DEFAULT_ANY_DEPTH = "auto"  # sieve's defaults, mirrored for the cause experiments:
+DEFAULT_ANY_DEPTH = 3       # sieve's defaults, mirrored for the cause experiments:
 DEFAULT_ANY_DEPTH_TOTAL = 6  # auto gives a free-form value at instance level L
 ANY_DEPTH_MIN = 3            # max(3, total - L) levels
 DEFAULT_STRING_LENGTH = 512
