@@ -1099,12 +1099,12 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
     uint32_t orders = SV_SCHEMA_MAX_ORDERS;
     bool more_orders = false, deep = false;
     sv_status st = compile_attempt(text, len, o, root, orders, first, out, info, err, &more_orders, &deep);
-    bool narrowed = false;
+    uint32_t narrowed = 0;
     if ((st == SV_ERR_BUDGET || st == SV_ERR_TIMEOUT) && deep) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
         o = &shallow;
-        narrowed = true;
+        narrowed |= SV_SCHEMA_NARROWED_DEPTH;
         st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep);
     } else if (st == SV_ERR_TIMEOUT && first != deadline) {
         if (info) memset(info, 0, sizeof *info);
@@ -1114,7 +1114,7 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
     if (st == SV_ERR_BUDGET && more_orders) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
-        narrowed = true;
+        narrowed |= SV_SCHEMA_NARROWED_ORDERS;
         st = compile_attempt(text, len, o, root, 1, deadline, out, info, err, &more_orders, &deep);
     }
     if (info && !st) info->narrowed_by_budget = narrowed;

@@ -37,6 +37,9 @@ typedef enum {
 #define SV_SCHEMA_ANY_DEPTH_MIN 3  /* auto: the depth of values at level 3 and below */
 #define SV_SCHEMA_ANY_DEEP_ARRAYS_MAX 4
 
+#define SV_SCHEMA_NARROWED_DEPTH 1u  /* the deep levels (and auto's depth) */
+#define SV_SCHEMA_NARROWED_ORDERS 2u /* the extra key orders */
+
 typedef struct sv_schema_opts {
     sv_ws_mode ws;
     bool strict_properties;    /* absent additionalProperties means false (vLLM's
@@ -71,10 +74,10 @@ typedef struct sv_schema_info {
     char ignored[SV_SCHEMA_MAX_IGNORED][48]; /* the first SV_SCHEMA_MAX_IGNORED of them */
     bool ref_truncated;                      /* a recursive $ref was cut at max_ref_depth */
     uint32_t nnarrowed;                      /* maxLength values narrowed to max_string_length */
-    bool narrowed_by_budget;                 /* the extra key orders or the deeper free-form values
-                                                exceeded a budget and were dropped: the language is
-                                                the narrower one (so it may differ between
-                                                whitespace modes, whose automata differ in size) */
+    uint32_t narrowed_by_budget;             /* SV_SCHEMA_NARROWED_*: what exceeded a budget and
+                                                was dropped; the language is the narrower one (so
+                                                it may differ between whitespace modes, whose
+                                                automata differ in size) */
 } sv_schema_info_t;
 
 /* Compiles the schema text (JSON). On success *out is a new DFA the caller

@@ -768,7 +768,7 @@ typedef struct {
     sv_dfa_t *d;
     uint32_t maxdist;
     sv_ws_mode ws;
-    bool narrowed; /* extra key orders or depth dropped for a budget (info.narrowed_by_budget) */
+    uint32_t narrowed; /* what was dropped for a budget (info.narrowed_by_budget) */
 } result_t;
 
 static result_t compile(const uint8_t *data, size_t size, uint8_t mode, bool json_ok) {
