@@ -1084,31 +1084,32 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
     /* What goes beyond one canonical spelling per value and a free-form depth
      * of max_any_depth (the deep levels of any_deep_levels, the deeper values
      * of auto near the root, extra key orders) is dropped again when it
-     * exceeds a budget: first the depth, then the orders. The first attempt
-     * gets an eighth of the time budget when it may go deep, so a schema that
-     * is slow only because of the deep values still compiles without them;
-     * one that is slow for other reasons runs again with the time left. (On
-     * MaskBench every schema the deep levels help compiles in under 0.8 s.) */
-    uint64_t now = sv_now_ns(), budget_ns = o->lim.max_time_us * 1000;
-    uint64_t deadline = budget_ns ? now + budget_ns : 0;
+     * exceeds a budget: first the depth, then the orders. When the schema
+     * may go deep, the first attempt gets three quarters of the DFA state
+     * budget, so that a schema large only because of the deep values still
+     * compiles without them (on MaskBench the largest schema the deep levels
+     * help has 125,101 states); one that fails for other reasons runs again
+     * with the whole budget. The fallback is on state budgets only, never on
+     * time, so the language is the same on every machine and load. The
+     * attempts share the time budget. */
+    uint64_t deadline = o->lim.max_time_us ? sv_now_ns() + o->lim.max_time_us * 1000 : 0;
     bool may_go_deep = o->max_any_depth == SV_SCHEMA_ANY_DEPTH_AUTO || o->any_deep_levels > 0;
-    uint64_t first = deadline && may_go_deep ? now + budget_ns / 8 : deadline;
+    sv_schema_opts_t first = *o;
+    if (may_go_deep && o->lim.max_dfa_states > 4) first.lim.max_dfa_states = o->lim.max_dfa_states - o->lim.max_dfa_states / 4;
     sv_schema_opts_t shallow = *o;
     if (shallow.max_any_depth == SV_SCHEMA_ANY_DEPTH_AUTO) shallow.max_any_depth = SV_SCHEMA_ANY_DEPTH_MIN;
     shallow.any_deep_levels = 0;
     uint32_t orders = SV_SCHEMA_MAX_ORDERS;
     bool more_orders = false, deep = false;
-    sv_status st = compile_attempt(text, len, o, root, orders, first, out, info, err, &more_orders, &deep);
+    sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep);
     uint32_t narrowed = 0;
-    if ((st == SV_ERR_BUDGET || st == SV_ERR_TIMEOUT) && deep) {
+    if (st == SV_ERR_BUDGET && (deep || may_go_deep)) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
-        o = &shallow;
-        narrowed |= SV_SCHEMA_NARROWED_DEPTH;
-        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep);
-    } else if (st == SV_ERR_TIMEOUT && first != deadline) {
-        if (info) memset(info, 0, sizeof *info);
-        sv_error_clear(err);
+        if (deep) {
+            o = &shallow;
+            narrowed |= SV_SCHEMA_NARROWED_DEPTH;
+        }
         st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep);
     }
     if (st == SV_ERR_BUDGET && more_orders) {
