@@ -25,7 +25,7 @@
 enum {
     OPT_HOST = 256, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
-    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE,
+    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_DEEP_LEVELS,
 };
 
 static const char *const usage_text =
@@ -52,6 +52,8 @@ static const char *const usage_text =
     "  --constraint-cache-mb M   compiled-constraint cache (default 512)\n"
     "  --ws MODE                 JSON whitespace: canonical (default), compact, flexible\n"
     "  --allow-unknown-formats   unknown JSON Schema formats are annotations\n"
+    "  --any-deep-levels N       free-form JSON values nest up to N levels beyond 3\n"
+    "                            (default 3; 0: compile faster, accept less deep data)\n"
     "  --max-body-bytes N        request body limit (default 8388608; larger: 413)\n"
     "  --request-timeout S       cancel a request running longer (default: none)\n"
     "  --drain-timeout S         on SIGTERM, how long running requests may finish (default 30)\n"
@@ -90,6 +92,7 @@ int sv_cmd_serve(int argc, char **argv) {
         {"threads", required_argument, 0, OPT_THREADS},
         {"ws", required_argument, 0, OPT_WS},
         {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
+        {"any-deep-levels", required_argument, 0, OPT_DEEP_LEVELS},
         {"max-body-bytes", required_argument, 0, OPT_MAX_BODY},
         {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
         {"compile-threads", required_argument, 0, OPT_COMPILE_THREADS},
@@ -170,6 +173,10 @@ int sv_cmd_serve(int argc, char **argv) {
             else return sv_cli_usage_error(verb, "invalid value '%s' for --ws", optarg);
             break;
         case OPT_UNKNOWN_FORMATS: sc.unknown_formats = true; break;
+        case OPT_DEEP_LEVELS:
+            if (sv_cli_parse_u64(optarg, 13, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-levels (0 to 13)", optarg);
+            sc.any_deep_levels = (uint32_t)v;
+            break;
         case OPT_MAX_BODY:
             if (sv_cli_parse_u64(optarg, 1ull << 32, &v) || v < 1024) return sv_cli_usage_error(verb, "invalid value '%s' for --max-body-bytes (at least 1024)", optarg);
             sc.max_body_bytes = (size_t)v;

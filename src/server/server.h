@@ -57,6 +57,7 @@ typedef struct sv_server_config {
     size_t ccache_bytes;       /* compiled-constraint cache budget (default 512 MiB) */
     sv_ws_mode ws;             /* whitespace of JSON outputs (default canonical) */
     bool unknown_formats;      /* unknown "format" values are annotations */
+    uint32_t any_deep_levels;  /* free-form nesting beyond depth 3 (schema.h; default 3, 0 = off) */
     uint32_t max_ctx;          /* tokens per request, prompt + output (the engine's) */
     uint32_t max_queue;        /* waiting requests before 429 (the engine's) */
     uint32_t max_n;            /* choices per request (default SV_ENGINE_MAX_N) */

@@ -13,7 +13,7 @@ def test_help():
     r = run("--help")
     assert r.returncode == 0 and b"Usage: sieve serve -m MODEL" in r.stdout
     for opt in [b"--api-key", b"--served-model-name", b"--max-num-seqs", b"--max-body-bytes", b"--chat-template",
-                b"--request-timeout", b"--drain-timeout"]:
+                b"--request-timeout", b"--drain-timeout", b"--any-deep-levels"]:
         assert opt in r.stdout
 
 
@@ -28,7 +28,8 @@ def test_usage_errors():
                       (("-m", str(MODEL), "--chat-template", "alpaca"), b"chatml, llama3, mistral or gemma"),
                       (("-m", str(MODEL), "--max-body-bytes", "10"), b"--max-body-bytes"),
                       (("-m", str(MODEL), "--bogus"), b"unknown option"),
-                      (("-m", str(MODEL), "--request-timeout", "soon"), b"--request-timeout")]:
+                      (("-m", str(MODEL), "--request-timeout", "soon"), b"--request-timeout"),
+                      (("-m", str(MODEL), "--any-deep-levels", "14"), b"--any-deep-levels")]:
         r = run(*args)
         assert r.returncode == 64 and msg in r.stderr, (args, r.stderr)
 
