@@ -211,6 +211,15 @@ static sv_status cpu_copy(sv_backend_t *be, void *dst, const void *src, size_t b
  * memory when it is left to vectorise scalar loops itself. */
 typedef float vfloat __attribute__((vector_size(GEMM_LANES * sizeof(float))));
 
+/* The lanes of one accumulator summed pairwise, halves first: the one order
+ * gemm_tile and gemm_tile_q share (their bits must match). */
+SV_INLINE float lanes_sum(float a[GEMM_LANES]) {
+    for (int h = GEMM_LANES / 2; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++)
+            a[l] += a[l + h];
+    return a[0];
+}
+
 /* y[r][c] = x[r] · w[c] (+ bias[c]) for r < nr, c < nc; x (nr, in), w (nc,
  * in); nr <= GEMM_RB, nc <= GEMM_CB, both compile-time constants at every
  * call site so the loops unroll and the accumulators live in registers. */
@@ -237,10 +246,8 @@ SV_INLINE void gemm_tile(int nr, int nc, int32_t in, const float *x, const float
             memcpy(a, &acc[r][c], sizeof a);
             for (int32_t k = kmain; k < in; k++) /* the tail goes into lanes 0.. */
                 a[k - kmain] += x[(size_t)r * in + k] * w[(size_t)c * in + k];
-            for (int h = GEMM_LANES / 2; h >= 1; h /= 2)
-                for (int l = 0; l < h; l++)
-                    a[l] += a[l + h];
-            y[(size_t)r * ldy + c] = bias ? a[0] + bias[c] : a[0];
+            float sum = lanes_sum(a);
+            y[(size_t)r * ldy + c] = bias ? sum + bias[c] : sum;
         }
 }
 
@@ -422,10 +429,8 @@ SV_INLINE void gemm_tile_q(int nr, int nc, sv_qtype t, int32_t in, const float *
         for (int c = 0; c < nc; c++) {
             float a[GEMM_LANES];
             memcpy(a, &acc[r][c], sizeof a);
-            for (int h = GEMM_LANES / 2; h >= 1; h /= 2)
-                for (int l = 0; l < h; l++)
-                    a[l] += a[l + h];
-            y[(size_t)r * ldy + c] = bias ? a[0] + bias[c] : a[0];
+            float sum = lanes_sum(a);
+            y[(size_t)r * ldy + c] = bias ? sum + bias[c] : sum;
         }
 }
 

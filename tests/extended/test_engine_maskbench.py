@@ -50,7 +50,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "schema"))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
+sys.path.insert(0, str(ROOT / "tests" / "model"))
 from test_sampling import validator as judge  # noqa: E402
+from test_batch_schemas import fits_int64  # noqa: E402  (a batch line's integers are 64-bit)
 from maskbench_sample import subset_of  # noqa: E402
 
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -89,18 +91,6 @@ def maskbench_dir():
     d = Path(env_path("SIEVE_SHARED_DATA", "the shared data folder (../shared/data)")) / "maskbench"
     assert d.is_dir(), f"{d} is missing: this test needs the benchmark data (../shared/data, see its README)"
     return d
-
-
-def fits_int64(v):
-    if isinstance(v, bool):
-        return True
-    if isinstance(v, int):
-        return -2**63 <= v < 2**63
-    if isinstance(v, dict):
-        return all(fits_int64(x) for x in v.values())
-    if isinstance(v, list):
-        return all(fits_int64(x) for x in v)
-    return True
 
 
 def canonical(value):
