@@ -21,6 +21,8 @@ void sv_dfa_destroy(sv_dfa_t *d) {
     free(d->forced_off);
     free(d->forced_len);
     free(d->forced_buf);
+    free(d->call_off);
+    free(d->calls);
     free(d);
 }
 
@@ -28,6 +30,7 @@ size_t sv_dfa_memory(const sv_dfa_t *d) {
     size_t forced = 0;
     for (uint32_t s = 0; s < d->nstates; s++)
         if ((size_t)d->forced_off[s] + d->forced_len[s] > forced) forced = (size_t)d->forced_off[s] + d->forced_len[s];
+    if (d->call_off) forced += ((size_t)d->nstates + 1) * sizeof *d->call_off + (size_t)d->ncalls * sizeof *d->calls;
     return sizeof *d + forced +
            (size_t)d->nstates * (d->nclasses * sizeof *d->trans + sizeof *d->accept + sizeof *d->dist +
                                  sizeof *d->forced_off + sizeof *d->forced_len);
@@ -46,6 +49,7 @@ int32_t sv_dfa_next(const sv_dfa_t *d, int32_t s, uint8_t b) {
 bool sv_dfa_is_accepting(const sv_dfa_t *d, int32_t s) { return d->accept[s] != 0; }
 
 bool sv_dfa_matches(const sv_dfa_t *d, const uint8_t *s, size_t n) {
+    if (d->call_off) return sv_program_matches(d, s, n);
     int32_t q = 0;
     for (size_t i = 0; i < n && q >= 0; i++) q = sv_dfa_next(d, q, s[i]);
     return q >= 0 && d->accept[q];
@@ -58,7 +62,7 @@ const uint8_t *sv_dfa_forced(const sv_dfa_t *d, int32_t s, uint32_t *len) {
 
 /* The single live byte of a non-accepting state, or -1. */
 static int forced_byte(const sv_dfa_t *d, uint32_t s, uint32_t *class_size) {
-    if (d->accept[s]) return -1;
+    if (d->accept[s] || sv_dfa_has_calls(d, (int32_t)s)) return -1; /* a call is a choice the chain cannot see */
     int byte = -1;
     uint32_t count = 0;
     for (uint32_t c = 0; c < d->nclasses; c++) {
@@ -72,7 +76,7 @@ static int forced_byte(const sv_dfa_t *d, uint32_t s, uint32_t *class_size) {
 
 sv_status sv_dfa_analyze(sv_dfa_t *d, sv_error_t *err) {
     uint32_t n = d->nstates, k = d->nclasses;
-    d->dist = malloc(n * sizeof *d->dist);
+    if (!d->dist) d->dist = malloc(n * sizeof *d->dist);
     d->forced_off = calloc(n, sizeof *d->forced_off);
     d->forced_len = calloc(n, sizeof *d->forced_len);
     uint32_t *off = calloc((size_t)n + 1, sizeof *off), *fill = calloc(n, sizeof *fill);
@@ -84,7 +88,9 @@ sv_status sv_dfa_analyze(sv_dfa_t *d, sv_error_t *err) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the DFA");
         goto done;
     }
-    /* Distance to acceptance: BFS from the accepting states over reversed edges. */
+    /* Distance to acceptance: BFS from the accepting states over reversed
+     * edges (a program's distances count calls: program.c sets them). */
+    if (d->call_off) goto forced;
     for (size_t i = 0; i < (size_t)n * k; i++)
         if (d->trans[i] >= 0) off[d->trans[i] + 1]++;
     for (uint32_t i = 0; i < n; i++) off[i + 1] += off[i];
@@ -103,6 +109,7 @@ sv_status sv_dfa_analyze(sv_dfa_t *d, sv_error_t *err) {
         for (uint32_t i = off[t]; i < off[t + 1]; i++)
             if (d->dist[src[i]] == UINT32_MAX) d->dist[src[i]] = d->dist[t] + 1, queue[qt++] = src[i];
     }
+forced:;
     /* Forced chains. A trimmed DFA has no cycle of forced states (it could
      * never reach acceptance), so the chains form a forest and each state's
      * chain length is 1 + its successor's. */
@@ -173,6 +180,7 @@ done:
 }
 
 sv_status sv_dfa_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uint8_t *buf, size_t cap, size_t *len) {
+    if (d->call_off) return sv_program_sample(d, rng, soft_len, buf, cap, len);
     int32_t s = 0;
     size_t n = 0;
     uint32_t live[256];

@@ -19,7 +19,70 @@ struct sv_dfa {
     uint8_t *forced_buf;      /* the forced chains, each state's a suffix of one */
     uint32_t nforced;         /* states with forced_len > 0 */
     _Atomic uint64_t fp;      /* fingerprint of the tables (dfa_cache.c), 0 = not yet */
+    /* A program (program.c): several parts linked into one table, with call
+     * edges. NULL for a plain DFA. State s's calls are calls[call_off[s] ..
+     * call_off[s + 1]); accept[] then means "final in its part" (the whole
+     * string is accepted in a final state of the root part, states
+     * 0..root_states-1, with no frame on the stack), and dist[] counts the
+     * bytes to the part's end, a call costing its callee's shortest string. */
+    uint32_t *call_off;       /* (nstates + 1) */
+    struct sv_dfa_call *calls;
+    uint32_t ncalls, nparts, root_states;
 };
+
+/* A call edge: enter the part that starts at `callee`, and continue at `ret`
+ * when it ends. first[] is the set of bytes the callee can start with (the
+ * linker checks that the choices at a state never share a byte). */
+typedef struct sv_dfa_call {
+    int32_t callee, ret;
+    uint64_t first[4];
+} sv_dfa_call_t;
+
+/* Call markers (program.c). Inside a part's raw DFA a call to part `id` is
+ * the byte string SV_CALL_MARK followed by SV_CALL_DIGITS digit bytes
+ * (SV_CALL_DIGIT0 + a decimal digit, most significant first). None of these
+ * bytes occurs in UTF-8, so no text language ever holds one; the linker
+ * turns each marker path into a call edge. */
+#define SV_CALL_MARK 0xFF
+#define SV_CALL_DIGIT0 0xF5
+#define SV_CALL_DIGITS 4
+#define SV_CALL_MAX_ID 9999u
+
+/* The AST of a call marker for part id (<= SV_CALL_MAX_ID). */
+sv_ast_t *sv_call_marker(sv_arena_t *a, uint32_t id);
+/* True when a raw DFA has a call marker. */
+bool sv_dfa_has_markers(const sv_dfa_t *d);
+/* Resolves a marker id to the raw DFA of its part (borrowed; equal pointers
+ * are one part). NULL with err filled on failure. */
+typedef const sv_dfa_t *(*sv_call_resolve_fn)(void *ctx, uint32_t id, sv_error_t *err);
+/* Links a root DFA with markers and the parts they call (transitively) into
+ * one program. SV_ERR_UNSUPPORTED when the choices of some state overlap
+ * (a byte could both continue and call, two calls could start alike, or a
+ * part could both go on and return on one byte): the caller compiles
+ * without calls then. *out is a new DFA. */
+sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void *ctx, const sv_fsm_limits_t *lim,
+                          sv_dfa_t **out, sv_error_t *err);
+/* Whole-string matching and sampling of a program (sv_dfa_matches and
+ * sv_dfa_sample call them). */
+bool sv_program_matches(const sv_dfa_t *d, const uint8_t *s, size_t n);
+sv_status sv_program_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uint8_t *buf, size_t cap,
+                            size_t *len);
+static inline bool sv_dfa_is_program(const sv_dfa_t *d) { return d->call_off != NULL; }
+/* The call at state x whose callee starts with byte b, or NULL. */
+static inline const sv_dfa_call_t *sv_dfa_call_for(const sv_dfa_t *d, int32_t x, uint8_t b) {
+    for (uint32_t i = d->call_off[x], e = d->call_off[x + 1]; i < e; i++)
+        if ((d->calls[i].first[b >> 6] >> (b & 63)) & 1) return &d->calls[i];
+    return 0;
+}
+static inline bool sv_dfa_has_calls(const sv_dfa_t *d, int32_t x) {
+    return d->call_off && d->call_off[x + 1] > d->call_off[x];
+}
+/* The whole string's shortest completion from state x with the return
+ * states ret[0..n) on the stack (ret[n-1] the top): bytes, calls expanded,
+ * into buf (cap bytes). Returns its length, or UINT32_MAX when it does not
+ * fit. */
+uint32_t sv_program_completion(const sv_dfa_t *d, int32_t x, const int32_t *ret, uint32_t n, uint8_t *buf,
+                               uint32_t cap);
 
 /* Thompson NFA over bytes. */
 /* NFA_DFA: state q of an embedded DFA. Its byte moves are the DFA's own

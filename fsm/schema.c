@@ -41,6 +41,7 @@ void sv_schema_opts_default(sv_schema_opts_t *o) {
     o->any_deep_levels = 3;
     o->any_deep_arrays = 1;
     o->max_string_length = 512;
+    o->any_calls = false; /* until the token index walks programs */
     sv_fsm_limits_default(&o->lim);
 }
 
@@ -610,8 +611,10 @@ static sv_status universe(sctx_t *c, const sv_loc_t *loc, sv_dfa_t **out) {
     alts[3] = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_lit(c, "true", 4), sv_sc_lit(c, "false", 5)}, 2);
     uint32_t keep = c->canon_depth;
     c->canon_depth = sv_sc_any_depth(c, loc->level);
+    c->no_calls++;
     st = sv_sc_array(c, NULL, loc, true, &alts[4]);
     if (!st) st = sv_sc_object(c, NULL, loc, true, &alts[5]);
+    c->no_calls--;
     c->canon_depth = keep;
     if (st) return st;
     return sv_sc_dfa(c, sv_ast_alt(c->arena, alts, 6), out);
@@ -628,6 +631,12 @@ sv_status sv_sc_to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out) {
 sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out) {
     if (!a) { *out = op == SV_DFA_OR || op == SV_DFA_XOR ? b : NULL; return SV_OK; }
     if (!b) { *out = op == SV_DFA_AND ? NULL : a; return SV_OK; }
+    if (c->calls && (sv_dfa_has_markers(a) || sv_dfa_has_markers(b))) {
+        /* A product over bytes would treat a call as a literal: redo the
+         * whole compilation with flat free-form values. */
+        c->calls_conflict = true;
+        return sv_sc_fail(c, SV_ERR_UNSUPPORTED, kw, "a call reached a product (compiled again without calls)");
+    }
     sv_error_t e;
     sv_error_clear(&e);
     sv_status st = sv_dfa_product(a, b, op, sv_sc_lim(c), out, &e);
@@ -645,6 +654,7 @@ static sv_status sub_dfa(sctx_t *c, json_t *s, const sv_loc_t *loc, const char *
     bool keep = c->truncated;
     c->truncated = false;
     sv_ast_t *a;
+    c->no_calls++; /* the result enters a product */
     sv_status st = sv_sc_lang(c, s, loc, &a);
     if (st == SV_OK) {
         st = sv_sc_to_dfa(c, a, out);
@@ -653,6 +663,7 @@ static sv_status sub_dfa(sctx_t *c, json_t *s, const sv_loc_t *loc, const char *
         *out = NULL;
         st = SV_OK;
     }
+    c->no_calls--;
     if (!st && negated && c->truncated)
         st = sv_sc_fail(c, SV_ERR_UNSUPPORTED, kw,
                         "%s over a language sieve narrows (a recursive $ref cut at max_ref_depth %u, or a format "
@@ -978,6 +989,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
  * definitions referenced from many places are compiled once. */
 typedef struct sv_memo {
     json_t *s;
+    bool calls;
     sv_loc_t loc;
     sv_ast_t *ast;
 } memo_t;
@@ -995,7 +1007,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     if (json_is_false(s)) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema false matches no value");
     if (!json_is_object(s)) return sv_sc_fail(c, SV_ERR_SYNTAX, NULL, "a schema must be an object or a boolean");
     for (uint32_t i = 0; i < c->nmemo; i++)
-        if (c->memo[i].s == s && loc_equal(&c->memo[i].loc, loc)) {
+        if (c->memo[i].s == s && c->memo[i].calls == sv_sc_calls(c) && loc_equal(&c->memo[i].loc, loc)) {
             *out = c->memo[i].ast;
             return SV_OK;
         }
@@ -1013,7 +1025,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
         c->memo = m;
         c->capmemo = cap;
     }
-    c->memo[c->nmemo++] = (memo_t){s, *loc, *out};
+    c->memo[c->nmemo++] = (memo_t){s, sv_sc_calls(c), *loc, *out};
     return SV_OK;
 }
 
@@ -1027,14 +1039,23 @@ static int detect_draft(json_t *root) {
     return 2020;
 }
 
+/* The parts that the schema compiler's call markers name. */
+static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
+    sctx_t *c = ctx;
+    if (id == SV_SCHEMA_PART_ANY && c->any_part) return c->any_part;
+    sv_error_set(err, SV_ERR_ARG, -1, "internal: call marker %u names no part", id);
+    return NULL;
+}
+
 /* One compilation of the loaded schema, objects accepting up to `orders` key
  * orders along any path; *more_orders says whether some object took more
  * than one, *deep whether some free-form value nests deeper than
  * SV_SCHEMA_ANY_DEPTH_MIN. */
-static sv_status compile_attempt(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
-                                 uint64_t deadline, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
-                                 bool *more_orders, bool *deep) {
-    sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline};
+static sv_status compile_once(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
+                              uint64_t deadline, bool calls, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
+                              bool *more_orders, bool *deep, bool *conflict) {
+    sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline,
+                .calls = calls};
     c.arena = sv_arena_create(0);
     if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     sv_loc_t loc;
@@ -1052,6 +1073,15 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
         st = sv_dfa_from_ast(top, sv_sc_lim(&c), out, &e);
         if (st == SV_ERR_EMPTY) sv_sc_fail(&c, st, NULL, "the schema matches no value (it is unsatisfiable)");
         else if (st) sv_sc_fail(&c, st, NULL, "%s", e.message);
+        if (!st && sv_dfa_has_markers(*out)) {
+            sv_dfa_t *raw = *out, *prog = NULL;
+            sv_error_clear(&e);
+            st = sv_program_link(raw, resolve_part, &c, sv_sc_lim(&c), &prog, &e);
+            sv_dfa_destroy(raw);
+            *out = prog;
+            if (st == SV_ERR_UNSUPPORTED) c.calls_conflict = true;
+            if (st) sv_sc_fail(&c, st, NULL, "%s", e.message);
+        }
     } else if (st == SV_ERR_EMPTY && err && !strstr(err->message, "unsatisfiable")) {
         static const char prefix[] = "the schema is unsatisfiable: ";
         size_t keep = sizeof err->message - sizeof prefix;
@@ -1061,8 +1091,25 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
     }
     *more_orders = c.more_orders;
     *deep = c.deep_any;
+    *conflict = st && c.calls_conflict;
     sv_arena_destroy(c.arena);
     return st;
+}
+
+/* compile_once with free-form values as calls where the options ask for
+ * them, and flat when a call met a product or a competing choice (the
+ * language is then the bounded one: info->narrowed_by_budget says so). */
+static sv_status compile_attempt(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
+                                 uint64_t deadline, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
+                                 bool *more_orders, bool *deep, uint32_t *narrowed) {
+    bool conflict = false;
+    sv_status st = compile_once(text, len, o, root, orders, deadline, o->any_calls, out, info, err, more_orders, deep,
+                                &conflict);
+    if (!conflict) return st;
+    if (info) memset(info, 0, sizeof *info);
+    sv_error_clear(err);
+    *narrowed |= SV_SCHEMA_NARROWED_CALLS;
+    return compile_once(text, len, o, root, orders, deadline, false, out, info, err, more_orders, deep, &conflict);
 }
 
 sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t *o, sv_dfa_t **out,
@@ -1101,8 +1148,8 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
     shallow.any_deep_levels = 0;
     uint32_t orders = SV_SCHEMA_MAX_ORDERS;
     bool more_orders = false, deep = false;
-    sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep);
     uint32_t narrowed = 0;
+    sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed);
     if (st == SV_ERR_BUDGET && (deep || may_go_deep)) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
@@ -1110,13 +1157,13 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
             o = &shallow;
             narrowed |= SV_SCHEMA_NARROWED_DEPTH;
         }
-        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep);
+        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed);
     }
     if (st == SV_ERR_BUDGET && more_orders) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
         narrowed |= SV_SCHEMA_NARROWED_ORDERS;
-        st = compile_attempt(text, len, o, root, 1, deadline, out, info, err, &more_orders, &deep);
+        st = compile_attempt(text, len, o, root, 1, deadline, out, info, err, &more_orders, &deep, &narrowed);
     }
     if (info && !st) info->narrowed_by_budget = narrowed;
     json_decref(root);

@@ -39,6 +39,8 @@ typedef enum {
 
 #define SV_SCHEMA_NARROWED_DEPTH 1u  /* the deep levels (and auto's depth) */
 #define SV_SCHEMA_NARROWED_ORDERS 2u /* the extra key orders */
+#define SV_SCHEMA_NARROWED_CALLS 4u  /* free-form values as calls (compiled flat instead: a choice
+                                        competed with a call, see program.c) */
 
 typedef struct sv_schema_opts {
     sv_ws_mode ws;
@@ -60,6 +62,9 @@ typedef struct sv_schema_opts {
                                   every stack costs 2^d, and deep data is mostly
                                   objects in objects */
     uint32_t any_deep_arrays;
+    bool any_calls;            /* free-form containers as calls into one shared part
+                                  (program.c): any depth, one copy (default true);
+                                  inside differences they keep the bounded shape above */
     uint32_t max_string_length;/* a maxLength above this is narrowed to it (default 512
                                   code points): each counted character costs DFA states */
     sv_fsm_limits_t lim;

@@ -14,6 +14,8 @@
 #include "schema.h"
 
 #define SV_SCHEMA_MAX_ANY 16
+/* Call marker ids of the schema compiler's parts (program.c). */
+#define SV_SCHEMA_PART_ANY 1
 /* Key orders an object location accepts: the canonical one and up to 3 more
  * (schema_container.c). */
 #define SV_SCHEMA_MAX_ORDERS 4
@@ -68,7 +70,18 @@ typedef struct sctx {
     uint32_t nmemo, capmemo;
     sv_ast_t *any_number[2];   /* [with exponents] */
     sv_dfa_t *py_numbers;      /* the Python number spellings */
+    /* Free-form containers as calls (program.c): on for the compilation,
+     * off (no_calls > 0) while building a language that enters a product,
+     * which needs flat automata; a marker that reaches a product anyway
+     * sets calls_conflict and the compilation is redone without calls. */
+    bool calls;
+    uint32_t no_calls;
+    bool calls_conflict;
+    sv_dfa_t *any_part;        /* the free-form container part (raw, with markers) */
 } sctx_t;
+
+/* Whether free-form values are calls here. */
+static inline bool sv_sc_calls(const sctx_t *c) { return c->calls && !c->no_calls; }
 
 /* ---- errors and pointers (schema.c) ---- */
 sv_status sv_sc_fail(sctx_t *c, sv_status code, const char *keyword, const char *fmt, ...)

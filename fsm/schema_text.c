@@ -237,7 +237,56 @@ static sv_status any_value_at(sctx_t *c, const any_shape_t *sh, uint32_t stack, 
     return SV_OK;
 }
 
+/* Free-form values as calls (program.c): a scalar, or a call into the one
+ * free-form container part, whose values are again scalars or calls. Any
+ * depth, and one copy of the part per constraint (about 85 states) where
+ * the bounded shape above copies 1,494 states into every place that holds
+ * a free-form value. */
+static sv_status any_scalars(sctx_t *c, sv_ast_t **alts) {
+    sv_status st;
+    sv_ast_t *num;
+    sv_dfa_t *content;
+    if ((st = sv_sc_any_number(c, false, &num)) || (st = sv_sc_any_string_content(c, &content))) return st;
+    alts[0] = sv_sc_lit(c, "null", 4);
+    alts[1] = sv_sc_lit(c, "true", 4);
+    alts[2] = sv_sc_lit(c, "false", 5);
+    alts[3] = num;
+    alts[4] = sv_sc_quoted(c, content);
+    for (int i = 0; i < 5; i++)
+        if (!alts[i]) return sv_sc_nomem(c);
+    return SV_OK;
+}
+
+static sv_status any_call(sctx_t *c, sv_ast_t **out) {
+    sv_status st;
+    sv_ast_t *alts[6];
+    if ((st = any_scalars(c, alts))) return st;
+    alts[5] = sv_call_marker(c->arena, SV_SCHEMA_PART_ANY);
+    if (!alts[5]) return sv_sc_nomem(c);
+    sv_ast_t *value = sv_ast_alt(c->arena, alts, 6);
+    if (!value) return sv_sc_nomem(c);
+    if (!c->any_part) {
+        sv_ast_t *ws = sv_sc_ws(c), *str = alts[4];
+        sv_ast_t *items = sv_sc_cat2(c, value, sv_ast_repeat(c->arena, sv_sc_cat2(c, sv_sc_sep(c), value), 0, SV_AST_INF));
+        sv_ast_t *member = sv_sc_cat3(c, str, sv_sc_colon(c), value);
+        sv_ast_t *members = sv_sc_cat2(c, member, sv_ast_repeat(c->arena, sv_sc_cat2(c, sv_sc_sep(c), member), 0, SV_AST_INF));
+        sv_ast_t *abody = sv_ast_repeat(c->arena, sv_sc_cat3(c, ws, items, ws), 0, 1);
+        sv_ast_t *obody = sv_ast_repeat(c->arena, sv_sc_cat3(c, ws, members, ws), 0, 1);
+        if (c->o->ws == SV_WS_FLEXIBLE) { /* "[ ]" is JSON too */
+            abody = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_cat3(c, ws, items, ws), ws}, 2);
+            obody = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_cat3(c, ws, members, ws), ws}, 2);
+        }
+        sv_ast_t *arr = sv_sc_cat3(c, sv_sc_lit(c, "[", 1), abody, sv_sc_lit(c, "]", 1));
+        sv_ast_t *obj = sv_sc_cat3(c, sv_sc_lit(c, "{", 1), obody, sv_sc_lit(c, "}", 1));
+        if (!arr || !obj) return sv_sc_nomem(c);
+        if ((st = sv_sc_dfa(c, sv_ast_alt(c->arena, (sv_ast_t *[]){arr, obj}, 2), &c->any_part))) return st;
+    }
+    *out = value;
+    return SV_OK;
+}
+
 sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, sv_ast_t **out) {
+    if (sv_sc_calls(c)) return any_call(c, out);
     any_shape_t sh = {depth > SV_SCHEMA_MAX_ANY ? SV_SCHEMA_MAX_ANY : depth, c->o->any_deep_levels, c->o->any_deep_arrays};
     if (sh.extra > SV_SCHEMA_MAX_ANY - sh.general) sh.extra = SV_SCHEMA_MAX_ANY - sh.general;
     if (sh.arrays > SV_SCHEMA_ANY_DEEP_ARRAYS_MAX) sh.arrays = SV_SCHEMA_ANY_DEEP_ARRAYS_MAX;
