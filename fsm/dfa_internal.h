@@ -65,6 +65,9 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
 /* Whole-string matching and sampling of a program (sv_dfa_matches and
  * sv_dfa_sample call them). */
 bool sv_program_matches(const sv_dfa_t *d, const uint8_t *s, size_t n);
+/* Whether s is a prefix of an accepted string (every configuration a walk
+ * reaches can be completed); for plain DFAs too. */
+bool sv_program_viable(const sv_dfa_t *d, const uint8_t *s, size_t n);
 sv_status sv_program_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uint8_t *buf, size_t cap,
                             size_t *len);
 static inline bool sv_dfa_is_program(const sv_dfa_t *d) { return d->call_off != NULL; }

@@ -11,6 +11,7 @@
 #define U_UNKNOWN UINT32_MAX
 #define U_INF (UINT32_MAX - 1)
 #define MAX_COMPLETION (1u << 16)   /* longest shortest-completion encoded for U */
+#define FORCED_MAX 4096u            /* forced bytes taken at once */
 
 typedef struct {
     int32_t state;   /* before the token */
@@ -30,7 +31,8 @@ struct sv_matcher {
     step_t *hist;
     uint32_t nhist, caphist;
     uint32_t *buf;            /* a budget-filtered mask */
-    uint32_t *u;              /* (nstates) U memo, allocated on first use */
+    uint32_t *u;              /* U memo by state (sv_token_index_num_states grows for programs) */
+    uint32_t ucap;
     /* scratch for encoding completions */
     uint8_t *text;
     int32_t *ids;
@@ -94,6 +96,7 @@ sv_status sv_matcher_clone(const sv_matcher_t *m, sv_matcher_t **out, sv_error_t
     c->hist = NULL;
     c->caphist = 0;
     c->u = NULL;
+    c->ucap = 0;
     c->text = NULL;
     c->ids = NULL;
     c->textcap = c->idscap = 0;
@@ -124,41 +127,38 @@ static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
     return true;
 }
 
-/* The shortest completion from x (greedy: the smallest live class that
- * brings acceptance one byte nearer), into m->text. */
+/* The shortest completion from x, into m->text. */
 static bool shortest_completion(sv_matcher_t *m, int32_t x, uint32_t *len) {
-    const sv_dfa_t *d = m->dfa;
-    uint32_t n = d->dist[x];
+    uint32_t n = sv_token_index_distance(m->ix, x);
     if (n > MAX_COMPLETION || !grow((void **)&m->text, &m->textcap, n + 1, 1)) return false;
-    for (uint32_t i = 0; i < n; i++) {
-        const int32_t *row = d->trans + (size_t)x * d->nclasses;
-        int32_t best = -1;
-        uint32_t bc = 0;
-        for (uint32_t c = 0; c < d->nclasses; c++)
-            if (row[c] >= 0 && d->dist[row[c]] + 1 == d->dist[x]) {
-                best = row[c];
-                bc = c;
-                break;
-            }
-        if (best < 0) return false;
-        m->text[i] = d->class_rep[bc];
-        x = best;
-    }
+    uint32_t got = sv_token_index_completion(m->ix, x, m->text, n + 1);
+    if (got != n) return false;
     *len = n;
     return true;
 }
 
-static uint32_t u_of(sv_matcher_t *m, int32_t x) {
-    const sv_dfa_t *d = m->dfa;
-    if (d->accept[x]) return 0;
-    uint32_t bytes = bytes_bound(m) ? d->dist[x] : U_INF;
-    if (!m->tok) return bytes;
-    if (!m->u) {
-        m->u = malloc((size_t)d->nstates * sizeof *m->u);
-        if (!m->u) return bytes;
-        memset(m->u, 0xff, (size_t)d->nstates * sizeof *m->u);
+/* The U memo entry of state x, growing the memo as states appear. */
+static uint32_t *u_slot(sv_matcher_t *m, int32_t x) {
+    if ((uint32_t)x >= m->ucap) {
+        uint32_t n = m->ucap ? m->ucap : 64;
+        while (n <= (uint32_t)x) n *= 2;
+        uint32_t *q = realloc(m->u, (size_t)n * sizeof *q);
+        if (!q) return NULL;
+        memset(q + m->ucap, 0xff, (size_t)(n - m->ucap) * sizeof *q);
+        m->u = q;
+        m->ucap = n;
     }
-    if (m->u[x] != U_UNKNOWN) return m->u[x];
+    return &m->u[x];
+}
+
+static uint32_t u_of(sv_matcher_t *m, int32_t x) {
+    const sv_token_index_t *ix = m->ix;
+    if (sv_token_index_accepting(ix, x)) return 0;
+    uint32_t bytes = bytes_bound(m) ? sv_token_index_distance(ix, x) : U_INF;
+    if (!m->tok) return bytes;
+    uint32_t *ux = u_slot(m, x);
+    if (!ux) return bytes;
+    if (*ux != U_UNKNOWN) return *ux;
     uint32_t len;
     int n = -1;
     if (shortest_completion(m, x, &len)) {
@@ -167,7 +167,7 @@ static uint32_t u_of(sv_matcher_t *m, int32_t x) {
             n = m->tok->encode(m->tok->ctx, m->text, len, m->ids, (int)m->idscap);
     }
     if (n <= 0) {
-        m->u[x] = bytes;
+        if ((ux = u_slot(m, x))) *ux = bytes;
         return bytes;
     }
     /* Follow the plan: x_0 = x, x_{i+1} = δ(x_i, e_i), stopping at an
@@ -178,26 +178,33 @@ static uint32_t u_of(sv_matcher_t *m, int32_t x) {
     int k = 0;
     int32_t y = x;
     chain[k++] = y;
+    bool y_acc = false;
+    uint32_t y_u = U_UNKNOWN;
     for (int i = 0; i < n; i++) {
         y = sv_token_index_next(m->ix, y, m->ids[i]);
         if (y < 0) break;
-        if (d->accept[y] || m->u[y] != U_UNKNOWN) break;
+        y_acc = sv_token_index_accepting(ix, y);
+        uint32_t *uy = u_slot(m, y);
+        y_u = uy ? *uy : U_UNKNOWN;
+        if (y_acc || y_u != U_UNKNOWN) break;
         chain[k++] = y;
     }
     uint32_t tail;
     if (y < 0) tail = U_INF;
-    else tail = d->accept[y] ? 0 : m->u[y];
-    if (y >= 0 && !d->accept[y] && m->u[y] == U_UNKNOWN) tail = U_INF; /* the plan ran out (cannot happen) */
+    else tail = y_acc ? 0 : y_u;
+    if (y >= 0 && !y_acc && y_u == U_UNKNOWN) tail = U_INF; /* the plan ran out (cannot happen) */
     for (int i = k - 1; i >= 0; i--) {
         int32_t s = chain[i];
-        uint32_t b = bytes_bound(m) ? d->dist[s] : U_INF;
+        uint32_t b = bytes_bound(m) ? sv_token_index_distance(ix, s) : U_INF;
         uint32_t via = tail >= U_INF ? U_INF : tail + 1;
         uint32_t v = b < via ? b : via;
-        m->u[s] = v;
+        uint32_t *us = u_slot(m, s);
+        if (us) *us = v;
         tail = v;
     }
     free(chain);
-    return m->u[x];
+    uint32_t *uz = u_slot(m, x);
+    return uz ? *uz : bytes;
 }
 
 uint32_t sv_matcher_min_tokens(sv_matcher_t *m) { return u_of(m, 0); }
@@ -259,7 +266,7 @@ bool sv_matcher_accept(sv_matcher_t *m, int32_t id) {
     if (left <= 0) return false;
     uint8_t kind = sv_token_set_kind(m->ts, id);
     if (kind == SV_TOKKIND_EOG) {
-        if (!m->dfa->accept[m->state] || !push(m, id)) return false;
+        if (!sv_token_index_accepting(m->ix, m->state) || !push(m, id)) return false;
         m->finished = true;
         return true;
     }
@@ -286,15 +293,10 @@ sv_status sv_matcher_rollback(sv_matcher_t *m, uint32_t n, sv_error_t *err) {
     return SV_OK;
 }
 
-bool sv_matcher_is_accepting(const sv_matcher_t *m) { return m->dfa->accept[m->state]; }
+bool sv_matcher_is_accepting(const sv_matcher_t *m) { return sv_token_index_accepting(m->ix, m->state); }
 
 bool sv_matcher_is_finished(const sv_matcher_t *m) {
-    if (m->finished) return true;
-    if (!m->dfa->accept[m->state]) return false;
-    const int32_t *row = m->dfa->trans + (size_t)m->state * m->dfa->nclasses;
-    for (uint32_t c = 0; c < m->dfa->nclasses; c++)
-        if (row[c] >= 0) return false;
-    return true;
+    return m->finished || sv_token_index_final(m->ix, m->state);
 }
 
 int32_t sv_matcher_state(const sv_matcher_t *m) { return m->state; }
@@ -302,13 +304,6 @@ uint32_t sv_matcher_ws_run(const sv_matcher_t *m) { return m->ws; }
 uint32_t sv_matcher_num_tokens(const sv_matcher_t *m) { return m->nhist; }
 
 /* ---- jump-forward ---------------------------------------------------------------- */
-
-static bool has_moves(const sv_dfa_t *d, int32_t s) {
-    const int32_t *row = d->trans + (size_t)s * d->nclasses;
-    for (uint32_t c = 0; c < d->nclasses; c++)
-        if (row[c] >= 0) return true;
-    return false;
-}
 
 /* Encodes text[0..len) and keeps the tokens that end at or before cut;
  * returns how many, or -1. The token bytes must spell text exactly. */
@@ -334,14 +329,12 @@ sv_status sv_matcher_forced(sv_matcher_t *m, int32_t *ids, uint32_t cap, uint32_
     *n = 0;
     *rollback = 0;
     if (!m->tok || m->finished) return SV_OK;
-    const sv_dfa_t *d = m->dfa;
-    uint32_t flen;
-    const uint8_t *f = sv_dfa_forced(d, m->state, &flen);
+    bool ends;
+    uint8_t f[FORCED_MAX];
+    uint32_t flen = sv_token_index_forced(m->ix, m->state, f, FORCED_MAX, &ends);
     if (!flen) return SV_OK;
-    int32_t z = m->state;
-    for (uint32_t i = 0; i < flen; i++) z = sv_dfa_next(d, z, f[i]);
     /* free text follows unless the forced path ends the string */
-    bool free_after = !(d->accept[z] && !has_moves(d, z));
+    bool free_after = !ends;
     /* two attempts: merged with the previous token, then alone */
     for (int attempt = 0; attempt < 2; attempt++) {
         uint32_t plen = 0;

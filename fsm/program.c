@@ -478,6 +478,19 @@ static bool ends(const sv_dfa_t *d, int32_t x, istack_t *stk) {
     return d->accept[x] && !stk->n && (uint32_t)x < d->root_states;
 }
 
+bool sv_program_viable(const sv_dfa_t *d, const uint8_t *s, size_t n) {
+    if (!d->call_off) {
+        int32_t q = 0;
+        for (size_t i = 0; i < n && q >= 0; i++) q = sv_dfa_next(d, q, s[i]);
+        return q >= 0;
+    }
+    istack_t stk = {0};
+    int32_t x = 0;
+    for (size_t i = 0; i < n && x >= 0; i++) x = step(d, x, s[i], &stk);
+    free(stk.v);
+    return x >= 0;
+}
+
 bool sv_program_matches(const sv_dfa_t *d, const uint8_t *s, size_t n) {
     istack_t stk = {0};
     int32_t x = 0;

@@ -588,7 +588,14 @@ struct sv_token_index {
     _Atomic uint64_t (*st_live)[2];   /* ASCII bytes with a live transition */
     _Atomic uint16_t *st_run;
     _Atomic uint32_t *st_runmaxd;
+    struct cfgtab *cfg;               /* a program's configurations (below), else NULL */
 };
+
+static sv_status cfg_create(sv_token_index_t *ix);
+static void cfg_destroy(struct cfgtab *t);
+static sv_status cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, const uint32_t **mask, uint32_t *max_dist);
+static int32_t cfg_next(const sv_token_index_t *ix, int32_t v, int32_t id);
+static bool state_utf8(const sv_token_index_t *ix, int32_t s);
 
 enum { ST_LOOP = 1, ST_UTF8_KNOWN = 2, ST_UTF8 = 4, ST_UNI = 8, ST_UNI8_KNOWN = 16, ST_UNI8 = 32, ST_RUN = 64, ST_LIVE = 128 };
 
@@ -642,6 +649,11 @@ sv_status sv_token_index_create(sv_dfa_t *dfa, const sv_token_set_t *ts, const s
     }
     pthread_mutex_init(&ix->lock, NULL);
     ix->dfa = dfa;
+    if (dfa->call_off && cfg_create(ix)) {
+        ix->dfa = NULL;
+        sv_token_index_destroy(ix);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
     *out = ix;
     return SV_OK;
 }
@@ -661,6 +673,7 @@ void sv_token_index_destroy(sv_token_index_t *ix) {
     free(ix->st_runmaxd);
     free(ix->st_live);
     pthread_mutex_destroy(&ix->lock);
+    cfg_destroy(ix->cfg);
     sv_dfa_destroy(ix->dfa);
     free(ix);
 }
@@ -1610,7 +1623,7 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
         }
         i++;
     }
-    if (d->accept[s0])
+    if (d->accept[s0] && !d->call_off) /* a program's end depends on the stack (cfg_mask) */
         for (uint32_t j = 0; j < ts->neog; j++) {
             int32_t id = ts->eog[j];
             dst[id >> 5] |= 1u << (id & 31);
@@ -1619,19 +1632,39 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
     return 0;
 }
 
-uint32_t sv_token_index_fill(const sv_token_index_t *ix, int32_t state, uint32_t ws_run, sv_token_filter_fn filter,
-                             void *ctx, uint32_t *dst) {
-    memset(dst, 0, (size_t)ix->ts->words * sizeof *dst);
-    if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
-    atomic_fetch_add_explicit(&((sv_token_index_t *)ix)->walks, 1, memory_order_relaxed);
-    walk(ix, state, ws_run, filter, ctx, dst, NULL);
+static uint32_t popcount_words(const uint32_t *dst, uint32_t words) {
     uint32_t count = 0;
-    for (uint32_t w = 0; w < ix->ts->words; w++) { /* portable popcount (no -mpopcnt in the baseline ABI) */
+    for (uint32_t w = 0; w < words; w++) { /* portable popcount (no -mpopcnt in the baseline ABI) */
         uint32_t x = dst[w] - ((dst[w] >> 1) & 0x55555555u);
         x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
         count += (((x + (x >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24;
     }
     return count;
+}
+
+uint32_t sv_token_index_fill(const sv_token_index_t *ix, int32_t state, uint32_t ws_run, sv_token_filter_fn filter,
+                             void *ctx, uint32_t *dst) {
+    memset(dst, 0, (size_t)ix->ts->words * sizeof *dst);
+    if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
+    if (ix->cfg) {
+        /* The memoized mask, then the filter on each allowed token's
+         * configuration (a binding budget only). */
+        const uint32_t *m;
+        if (cfg_mask((sv_token_index_t *)ix, state, ws_run, &m, NULL)) return 0;
+        memcpy(dst, m, (size_t)ix->ts->words * sizeof *dst);
+        if (filter)
+            for (uint32_t w = 0; w < ix->ts->words; w++)
+                for (uint32_t bits = dst[w]; bits; bits &= bits - 1) {
+                    int32_t id = (int32_t)(w * 32 + (uint32_t)__builtin_ctz(bits));
+                    if (ix->ts->kind[id] != SV_TOKKIND_NORMAL) continue;
+                    int32_t nx = cfg_next(ix, state, id);
+                    if (nx < 0 || !filter(ctx, nx)) dst[w] &= ~(1u << (id & 31));
+                }
+        return popcount_words(dst, ix->ts->words);
+    }
+    atomic_fetch_add_explicit(&((sv_token_index_t *)ix)->walks, 1, memory_order_relaxed);
+    walk(ix, state, ws_run, filter, ctx, dst, NULL);
+    return popcount_words(dst, ix->ts->words);
 }
 
 static uint64_t hash_words(const uint32_t *w, uint32_t n) {
@@ -1686,9 +1719,20 @@ static sv_status cons_insert(sv_token_index_t *ix, const uint32_t *m, const uint
     return SV_OK;
 }
 
+static sv_status pure_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run, const uint32_t **mask,
+                           uint32_t *max_dist);
+
 sv_status sv_token_index_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run, const uint32_t **mask,
                               uint32_t *max_dist) {
     if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
+    if (ix->cfg) return cfg_mask(ix, state, ws_run, mask, max_dist);
+    return pure_mask(ix, state, ws_run, mask, max_dist);
+}
+
+/* The memoized walk of DFA state `state` alone (for a program: the tokens
+ * that stay inside the state's part, without the end-of-generation ones). */
+static sv_status pure_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run, const uint32_t **mask,
+                           uint32_t *max_dist) {
     size_t key = (size_t)state * ix->nbuckets + ws_run;
     uintptr_t p = atomic_load_explicit(&ix->memo[key], memory_order_acquire);
     if (p) {
@@ -1720,7 +1764,10 @@ sv_status sv_token_index_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_r
     return SV_OK;
 }
 
+static bool cfg_known(const sv_token_index_t *ix, int32_t v, uint32_t ws_run);
+
 bool sv_token_index_mask_known(const sv_token_index_t *ix, int32_t state, uint32_t ws_run) {
+    if (ix->cfg) return cfg_known(ix, state, ws_run);
     if (state < 0 || (uint32_t)state >= ix->dfa->nstates) return false;
     if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
     return atomic_load_explicit(&ix->memo[(size_t)state * ix->nbuckets + ws_run], memory_order_acquire) != 0;
@@ -1729,6 +1776,7 @@ bool sv_token_index_mask_known(const sv_token_index_t *ix, int32_t state, uint32
 int32_t sv_token_index_next(const sv_token_index_t *ix, int32_t s, int32_t id) {
     const sv_token_set_t *ts = ix->ts;
     if (s < 0 || id < 0 || (uint32_t)id >= ts->n || ts->kind[id] != SV_TOKKIND_NORMAL) return SV_DFA_DEAD;
+    if (ix->cfg) return cfg_next(ix, s, id);
     const sv_dfa_t *d = ix->dfa;
     const uint8_t *b = ts->buf + ts->off[id];
     for (uint32_t i = 0, L = ts->len[id]; i < L && s >= 0; i++) s = d->trans[(size_t)s * d->nclasses + d->classes[b[i]]];
@@ -1743,3 +1791,5 @@ void sv_token_index_stats(sv_token_index_t *ix, sv_token_index_stats_t *st) {
     st->walks = atomic_load(&ix->walks);
     pthread_mutex_unlock(&ix->lock);
 }
+
+#include "token_config.inc"

@@ -115,6 +115,26 @@ int32_t sv_token_index_next(const sv_token_index_t *ix, int32_t s, int32_t id);
  * whether the token respects the cap. */
 bool sv_token_index_ws_after(const sv_token_index_t *ix, uint32_t ws_run, int32_t id, uint32_t *ws_after);
 
+/* States. For a plain DFA they are its states. For a program (a DFA with
+ * call edges, fsm/program.c) they are configurations: a DFA state and a
+ * stack of return states, numbered as sv_token_index_next meets them
+ * (state 0 is the start), so the count grows; every function here and
+ * above takes them. */
+uint32_t sv_token_index_num_states(const sv_token_index_t *ix);
+/* The whole output may end in state v (EOG tokens are allowed). */
+bool sv_token_index_accepting(const sv_token_index_t *ix, int32_t v);
+/* Accepting, and nothing may follow. */
+bool sv_token_index_final(const sv_token_index_t *ix, int32_t v);
+/* Fewest bytes from v to the end. */
+uint32_t sv_token_index_distance(const sv_token_index_t *ix, int32_t v);
+/* A shortest completion of v (sv_token_index_distance bytes) into buf;
+ * returns its length, or UINT32_MAX when it does not fit in cap. */
+uint32_t sv_token_index_completion(const sv_token_index_t *ix, int32_t v, uint8_t *buf, uint32_t cap);
+/* The bytes forced after v (across part boundaries for a program), at most
+ * cap, into buf; returns how many. *ends: they lead to the end of the
+ * output (accepting, nothing may follow). */
+uint32_t sv_token_index_forced(const sv_token_index_t *ix, int32_t v, uint8_t *buf, uint32_t cap, bool *ends);
+
 /* Statistics: distinct masks stored, (state, bucket) masks known, bytes held. */
 typedef struct sv_token_index_stats {
     uint32_t distinct_masks;

@@ -301,7 +301,7 @@ void sv_prefetch_destroy(sv_prefetch_t *pf) {
 }
 
 void sv_prefetch_post(sv_prefetch_t *pf, sv_token_index_t *ix, int32_t state, uint32_t ws_run) {
-    if (!pf || !ix || state < 0 || (uint32_t)state >= sv_dfa_num_states(sv_token_index_dfa(ix))) return;
+    if (!pf || !ix || state < 0 || (uint32_t)state >= sv_token_index_num_states(ix)) return;
     uint32_t cap = sv_token_index_ws_cap(ix);
     if (ws_run > cap) ws_run = cap;
     uint64_t k = key_of(state, ws_run);

@@ -1,5 +1,8 @@
-"""Free-form values and their nesting (schema.h: max_any_depth,
-any_deep_levels, any_deep_arrays). Every stack of containers up to
+"""Free-form values and their nesting (schema.h: any_calls, max_any_depth,
+any_deep_levels, any_deep_arrays). With calls (the default) a free-form value
+nests to any depth: every stack up to 8 levels (and 60, in the call test) is
+accepted. The bounded shape is what free-form values take with
+--any-calls false and inside not/oneOf/if/allOf/contains: every stack of containers up to
 --max-any-depth levels is accepted; deeper ones, up to --any-deep-levels more,
 only while they hold at most --any-deep-arrays arrays. The test enumerates
 every stack of objects and arrays up to 8 levels, builds a value with that
@@ -48,13 +51,31 @@ def match(schema, texts, *args):
 
 
 # (flags, general depth, deep levels, arrays in a deep stack)
+FLAT = ["--any-calls", "false"]
 SHAPES = [
-    ([], 3, 3, 1),                                             # the defaults
-    (["--any-deep-levels", "0"], 3, 0, 0),                     # the old fixed depth
-    (["--any-deep-arrays", "0"], 3, 3, 0),                     # deep objects only
-    (["--max-any-depth", "2", "--any-deep-arrays", "2"], 2, 3, 2),
-    (["--max-any-depth", "1", "--any-deep-levels", "5"], 1, 5, 1),
+    (FLAT, 3, 3, 1),                                           # the defaults
+    (FLAT + ["--any-deep-levels", "0"], 3, 0, 0),              # the old fixed depth
+    (FLAT + ["--any-deep-arrays", "0"], 3, 3, 0),              # deep objects only
+    (FLAT + ["--max-any-depth", "2", "--any-deep-arrays", "2"], 2, 3, 2),
+    (FLAT + ["--max-any-depth", "1", "--any-deep-levels", "5"], 1, 5, 1),
+    ([], 99, 0, 0),                                            # calls: any depth
 ]
+
+
+def test_calls_any_depth():
+    """With calls, 60 levels of any mix of containers, at the root and under a
+    property, and broken at every depth."""
+    import random
+    rnd = random.Random(5)
+    for _ in range(20):
+        stack = "".join(rnd.choice("oa") for _ in range(60))
+        text = json.dumps(nest(stack))
+        assert match({}, [text]) == [True], stack
+        assert match({"type": "object", "properties": {"p": {}}}, [json.dumps({"p": nest(stack)})]) == [True]
+        closers = [i for i, ch in enumerate(text) if ch in "]}"]
+        bad = [text[:i] + ("]" if text[i] == "}" else "}") + text[i + 1:] for i in closers]
+        bad += [text[:i] + text[i + 1:] for i in closers]
+        assert not any(match({}, bad)), stack
 
 
 @pytest.mark.parametrize("shape", range(len(SHAPES)))
@@ -82,7 +103,7 @@ def test_broken_brackets_rejected():
         for i in closes:  # each close swapped for the other kind
             bad.append(text[:i] + ("}" if text[i] == "]" else "]") + text[i + 1:])
         bad.append(text[:closes[-1]])  # the outermost close missing
-    for flags in ([], ["--any-deep-arrays", "4"], ["--max-any-depth", "auto"]):
+    for flags in ([], FLAT, FLAT + ["--any-deep-arrays", "4"], FLAT + ["--max-any-depth", "auto"]):
         got = match({}, bad, *flags)
         accepted = [t for t, g in zip(bad, got) if g]
         assert not accepted, f"broken JSON accepted with {flags}: {accepted[:3]}"

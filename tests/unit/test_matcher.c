@@ -251,8 +251,9 @@ static bool walk(walker_t *w, sv_token_index_t *ix, const char *name, int64_t bu
             }
             if (n) {
                 /* the expected text: forced bytes, after the rolled-back token */
-                uint32_t flen;
-                const uint8_t *f = sv_dfa_forced(d, sv_matcher_state(m), &flen);
+                static uint8_t f[8192];
+                bool ends;
+                uint32_t flen = sv_token_index_forced(ix, sv_matcher_state(m), f, sizeof f, &ends);
                 uint8_t expect[8192];
                 size_t el = 0;
                 if (rb) {

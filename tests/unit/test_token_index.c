@@ -147,6 +147,7 @@ static void schema(set_t *s, const char *text, const char *name) {
         sv_schema_opts_t o;
         sv_schema_opts_default(&o);
         o.ws = ws ? SV_WS_FLEXIBLE : SV_WS_CANONICAL;
+        o.any_calls = false; /* DFA states here; programs' configurations: test_program */
         o.lim.max_dfa_states = 20000;
         o.lim.max_time_us = 2000000;
         sv_dfa_t *d;

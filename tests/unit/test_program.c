@@ -1,0 +1,324 @@
+/* test_program.c — programs (fsm/program.c): free-form values as calls.
+ *
+ * For schemas whose free-form values compile to calls, random walks go
+ * deep into nested containers (tokens that open brackets are favoured),
+ * and at every step:
+ *   - the mask of the configuration is checked bit by bit against brute
+ *     force: a normal token is allowed iff the text so far plus the token
+ *     is a prefix of an accepted string (sv_program_viable walks the
+ *     program with its own stack), EOG iff the text is accepted
+ *     (sv_dfa_matches), NEVER tokens and padding rows never;
+ *   - sv_token_index_next agrees with the walk, sv_token_index_accepting with
+ *     sv_dfa_matches, and the completion has sv_token_index_distance bytes
+ *     and completes the text.
+ * Then: values nested 50 deep are accepted and broken at any depth
+ * rejected; the flat compilation (any_calls off) accepts exactly the same
+ * strings up to its depth; and budget walks through the matcher end
+ * accepting within every budget. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsm/dfa_internal.h"
+#include "fsm/matcher.h"
+#include "fsm/schema.h"
+#include "fsm/token_index.h"
+#include "src/util/rng.h"
+
+static int failures;
+#define CHECK(c, ...)                                                      \
+    do {                                                                   \
+        if (!(c)) {                                                        \
+            if (failures++ < 20) {                                         \
+                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);       \
+                fprintf(stderr, __VA_ARGS__);                              \
+                fputc('\n', stderr);                                       \
+            }                                                              \
+        }                                                                  \
+    } while (0)
+
+typedef struct {
+    uint32_t n;
+    uint8_t **bytes;
+    uint32_t *lens;
+    uint8_t *kinds;
+} vocab_t;
+
+static void add(vocab_t *v, const void *b, uint32_t len, uint8_t kind) {
+    v->bytes = realloc(v->bytes, (v->n + 1) * sizeof *v->bytes);
+    v->lens = realloc(v->lens, (v->n + 1) * sizeof *v->lens);
+    v->kinds = realloc(v->kinds, v->n + 1);
+    v->bytes[v->n] = malloc(len ? len : 1);
+    if (len) memcpy(v->bytes[v->n], b, len);
+    v->lens[v->n] = len;
+    v->kinds[v->n] = kind;
+    v->n++;
+}
+
+static void adds(vocab_t *v, const char *s) { add(v, s, (uint32_t)strlen(s), SV_TOKKIND_NORMAL); }
+
+/* Every byte, JSON punctuation runs that cross container ends (the tokens
+ * that pop several frames), words, digits, UTF-8. */
+static void vocab(vocab_t *v, sv_rng_t *rng) {
+    for (int b = 0; b < 256; b++) {
+        uint8_t c = (uint8_t)b;
+        add(v, &c, 1, SV_TOKKIND_NORMAL);
+    }
+    static const char *const fixed[] = {
+        "{\"", "\"}", "\": ", "\": \"", "\", \"", ", ", ": ", "[{", "}]", "}, {", "null", "true", "false", "[[",
+        "]]", "]]]", "}}", "}}}", "}]}", "]}", "\"}]", "\"]}", "\"}}", "1}", "1]", "0]]", "e]", "\": {", "\": [",
+        "\": {\"", "[[[", "{\"a\": ", "\"a\"", "\": null}", "], [", "}, [", "], {", "\\\"", "\\n", "\\u00", "é",
+        "日本", "\xf0\x9f\x98\x80", "\xe2\x82", "name", "1.5", "-0", "10", "  ", "\n", " ", "\n  ", "\t",
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) adds(v, fixed[i]);
+    add(v, "<|eot|>", 7, SV_TOKKIND_EOG);
+    add(v, "<|special|>", 11, SV_TOKKIND_NEVER);
+    static const char alpha[] = "abcxyz019 \"\\:,{}[]-.e";
+    for (int i = 0; i < 1500; i++) {
+        char buf[16];
+        uint32_t L = 1 + (uint32_t)sv_rng_below(rng, 8);
+        for (uint32_t k = 0; k < L; k++) buf[k] = alpha[sv_rng_below(rng, sizeof alpha - 1)];
+        add(v, buf, L, SV_TOKKIND_NORMAL);
+    }
+}
+
+static sv_dfa_t *compile(const char *text, bool calls, sv_ws_mode ws) {
+    sv_schema_opts_t o;
+    sv_schema_opts_default(&o);
+    o.any_calls = calls;
+    o.ws = ws;
+    sv_dfa_t *d = NULL;
+    sv_error_t e;
+    sv_status st = sv_schema_compile(text, strlen(text), &o, &d, NULL, &e);
+    CHECK(st == SV_OK, "%s: %s", text, e.message);
+    return d;
+}
+
+static bool opens(const vocab_t *v, int32_t id) {
+    for (uint32_t i = 0; i < v->lens[id]; i++)
+        if (v->bytes[id][i] == '[' || v->bytes[id][i] == '{') return true;
+    return false;
+}
+
+/* Random walks with brute-force masks. Returns the deepest stack seen. */
+static uint32_t walks(const char *schema, const vocab_t *v, const sv_token_set_t *ts, uint32_t seeds, uint32_t steps) {
+    sv_dfa_t *d = compile(schema, true, SV_WS_CANONICAL);
+    if (!d) return 0;
+    CHECK(sv_dfa_is_program(d), "%s: not compiled to a program", schema);
+    sv_token_index_t *ix;
+    sv_error_t e;
+    if (sv_token_index_create(d, ts, NULL, &ix, &e)) { CHECK(0, "index: %s", e.message); return 0; }
+    const sv_dfa_t *pd = sv_token_index_dfa(ix);
+    uint32_t words = sv_token_set_mask_words(ts), deepest = 0;
+    uint8_t *text = malloc(1 << 16), *buf = malloc(1 << 16);
+    int32_t *allowed = malloc(v->n * sizeof *allowed);
+    for (uint32_t seed = 0; seed < seeds; seed++) {
+        sv_rng_t rng;
+        sv_rng_seed(&rng, 1000 + seed);
+        int32_t st = 0;
+        uint32_t len = 0, depth = 0;
+        for (uint32_t step = 0; step < steps; step++) {
+            const uint32_t *mask;
+            if (sv_token_index_mask(ix, st, 0, &mask, NULL)) { CHECK(0, "mask failed"); break; }
+            uint32_t na = 0, nopen = 0;
+            for (uint32_t id = 0; id < words * 32; id++) {
+                bool bit = (mask[id >> 5] >> (id & 31)) & 1;
+                bool want = false;
+                if (id < v->n && v->kinds[id] == SV_TOKKIND_NORMAL && v->lens[id] && len + v->lens[id] < (1 << 16)) {
+                    memcpy(text + len, v->bytes[id], v->lens[id]);
+                    want = sv_program_viable(pd, text, len + v->lens[id]);
+                } else if (id < v->n && v->kinds[id] == SV_TOKKIND_EOG) {
+                    want = sv_dfa_matches(pd, text, len);
+                }
+                CHECK(bit == want, "%s seed %u step %u: token %u (%.*s) mask %d, brute force %d after '%.*s'", schema,
+                      seed, step, id, id < v->n ? (int)v->lens[id] : 0, id < v->n ? (const char *)v->bytes[id] : "", bit,
+                      want, (int)(len > 60 ? 60 : len), (const char *)text + (len > 60 ? len - 60 : 0));
+                if (want && v->kinds[id] == SV_TOKKIND_NORMAL) {
+                    allowed[na++] = (int32_t)id;
+                    nopen += opens(v, (int32_t)id);
+                }
+            }
+            CHECK(sv_token_index_accepting(ix, st) == sv_dfa_matches(pd, text, len), "accepting differs");
+            uint32_t dist = sv_token_index_distance(ix, st);
+            uint32_t cl = sv_token_index_completion(ix, st, buf, 1 << 15);
+            CHECK(cl == dist, "completion %u bytes, distance %u", cl, dist);
+            if (cl == dist && len + cl < (1 << 16)) {
+                memcpy(text + len, buf, cl);
+                CHECK(sv_dfa_matches(pd, text, len + cl), "the completion does not complete the text");
+            }
+            if (!na) break;
+            /* favour opening tokens for the first half, closing later */
+            int32_t id = allowed[sv_rng_below(&rng, na)];
+            if (step < steps * 3 / 4 && nopen && sv_rng_below(&rng, 8)) {
+                int best = -1000;
+                for (uint32_t k = 0; k < na; k++) {
+                    int32_t c = allowed[(k + (uint32_t)sv_rng_below(&rng, na)) % na];
+                    int net = 0;
+                    for (uint32_t i = 0; i < v->lens[c]; i++) {
+                        uint8_t ch = v->bytes[c][i];
+                        net += (ch == '[' || ch == '{') - (ch == ']' || ch == '}');
+                    }
+                    if (net > best) best = net, id = c;
+                }
+            }
+            int32_t nx = sv_token_index_next(ix, st, id);
+            CHECK(nx >= 0, "next died on an allowed token");
+            if (nx < 0) break;
+            memcpy(text + len, v->bytes[id], v->lens[id]);
+            len += v->lens[id];
+            st = nx;
+            /* the stack depth: count open brackets outside strings */
+            depth = 0;
+            bool in_str = false, esc = false;
+            for (uint32_t i = 0; i < len; i++) {
+                uint8_t c = text[i];
+                if (in_str) { if (esc) esc = false; else if (c == '\\') esc = true; else if (c == '"') in_str = false; }
+                else if (c == '"') in_str = true;
+                else if (c == '[' || c == '{') depth++;
+                else if (c == ']' || c == '}') depth--;
+            }
+            if (depth > deepest) deepest = depth;
+        }
+    }
+    free(text);
+    free(buf);
+    free(allowed);
+    sv_token_index_destroy(ix);
+    return deepest;
+}
+
+static bool match(const sv_dfa_t *d, const char *s) { return sv_dfa_matches(d, (const uint8_t *)s, strlen(s)); }
+
+/* Free-form values 50 deep, and broken at every depth. */
+static void deep(void) {
+    static const char *const schemas[] = {
+        "{}",
+        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}}}",
+        "{\"type\": \"array\"}",
+        "{\"type\": \"object\", \"additionalProperties\": true, \"properties\": {\"x\": {}}}",
+    };
+    for (size_t k = 0; k < sizeof schemas / sizeof *schemas; k++) {
+        sv_dfa_t *d = compile(schemas[k], true, SV_WS_CANONICAL);
+        if (!d) continue;
+        char good[4096], bad[4096];
+        for (int kind = 0; kind < 3; kind++) {
+            /* kind 0: objects, 1: arrays, 2: alternating; the root is
+             * an object or array as the schema allows */
+            size_t n = 0;
+            const bool root_obj = k == 1 || k == 3 || (k == 0 && kind != 1);
+            const char *pre = root_obj ? "{\"x\": " : "[";
+            n += (size_t)sprintf(good + n, "%s", pre);
+            for (int i = 0; i < 50; i++) {
+                bool obj = kind == 0 || (kind == 2 && i % 2 == 0);
+                n += (size_t)sprintf(good + n, "%s", obj ? "{\"k\": " : "[1, ");
+            }
+            n += (size_t)sprintf(good + n, "\"v\"");
+            /* close in reverse */
+            char closers[64];
+            int m = 0;
+            for (int i = 49; i >= 0; i--) closers[m++] = (kind == 0 || (kind == 2 && i % 2 == 0)) ? '}' : ']';
+            for (int i = 0; i < m; i++) good[n++] = closers[i];
+            good[n++] = root_obj ? '}' : ']';
+            good[n] = 0;
+            CHECK(match(d, good), "%s: 50 deep (kind %d) rejected", schemas[k], kind);
+            /* broken at every depth: a wrong closer, a missing one, an extra one */
+            size_t first_close = n - 51;
+            for (int i = 0; i <= 50; i++) {
+                memcpy(bad, good, n + 1);
+                char *c = bad + first_close + i;
+                *c = *c == '}' ? ']' : '}';
+                CHECK(!match(d, bad), "%s: wrong closer at %d accepted", schemas[k], i);
+                memcpy(bad, good, n + 1);
+                memmove(bad + first_close + i, bad + first_close + i + 1, n - first_close - i);
+                CHECK(!match(d, bad), "%s: missing closer at %d accepted", schemas[k], i);
+            }
+            memcpy(bad, good, n + 1);
+            bad[n] = '}';
+            bad[n + 1] = 0;
+            CHECK(!match(d, bad), "%s: an extra closer accepted", schemas[k]);
+        }
+        /* the flat compilation agrees where it reaches */
+        sv_dfa_t *flat = compile(schemas[k], false, SV_WS_CANONICAL);
+        static const char *const probe[] = {
+            "{}", "[]", "{\"x\": 1}", "[1, [2, {\"a\": null}]]", "{\"a\": 1, \"b\": [true, false]}", "{\"a\": \"s\"}",
+            "{\"x\": {\"y\": {}}}", "[[[]]]", "{\"a\": 1.5}", "{\"a\": 1, }", "[1,2]", "{\"a\":1}", "\"s\"", "7", "null",
+        };
+        for (size_t i = 0; flat && i < sizeof probe / sizeof *probe; i++)
+            CHECK(match(d, probe[i]) == match(flat, probe[i]), "%s: calls and flat differ on %s", schemas[k], probe[i]);
+        sv_dfa_destroy(flat);
+        sv_dfa_destroy(d);
+    }
+}
+
+/* The matcher under budgets: random walks end accepting within it. */
+static void budgets(const vocab_t *v, const sv_token_set_t *ts) {
+    const char *schema = "{\"type\": \"object\", \"properties\": {\"a\": {}, \"b\": {\"type\": \"array\"}}, \"required\": [\"a\", \"b\"]}";
+    sv_dfa_t *d = compile(schema, true, SV_WS_CANONICAL);
+    if (!d) return;
+    sv_token_index_t *ix;
+    sv_error_t e;
+    if (sv_token_index_create(d, ts, NULL, &ix, &e)) return;
+    for (int64_t budget = 20; budget < 60; budget += 3) {
+        for (uint32_t seed = 0; seed < 8; seed++) {
+            sv_matcher_t *m;
+            if (sv_matcher_create(ix, NULL, budget, &m, &e)) { CHECK(0, "matcher: %s", e.message); continue; }
+            sv_rng_t rng;
+            sv_rng_seed(&rng, seed * 31 + (uint64_t)budget);
+            while (!sv_matcher_is_finished(m) && sv_matcher_tokens_left(m) > 0) {
+                const uint32_t *mask;
+                if (sv_matcher_mask(m, &mask, &e)) break;
+                int32_t ids[4096];
+                uint32_t n = 0;
+                for (uint32_t id = 0; id < v->n && n < 4096; id++)
+                    if ((mask[id >> 5] >> (id & 31)) & 1) ids[n++] = (int32_t)id;
+                CHECK(n > 0, "budget %lld: an empty mask before the end", (long long)budget);
+                if (!n) break;
+                int32_t id = ids[sv_rng_below(&rng, n)];
+                /* favour opening tokens early */
+                if (sv_rng_below(&rng, 2) == 0)
+                    for (uint32_t t = 0; t < 8; t++) {
+                        int32_t c = ids[sv_rng_below(&rng, n)];
+                        if (v->kinds[c] == SV_TOKKIND_NORMAL && opens(v, c)) { id = c; break; }
+                    }
+                CHECK(sv_matcher_accept(m, id), "an allowed token was refused");
+            }
+            CHECK(sv_matcher_is_accepting(m), "budget %lld seed %u: ended unaccepted", (long long)budget, seed);
+            sv_matcher_destroy(m);
+        }
+    }
+    sv_token_index_destroy(ix);
+}
+
+int main(void) {
+    sv_rng_t rng;
+    sv_rng_seed(&rng, 7);
+    vocab_t v = {0};
+    vocab(&v, &rng);
+    sv_token_set_t *ts;
+    sv_error_t e;
+    if (sv_token_set_create(v.n, v.n + 40, (const uint8_t *const *)v.bytes, v.lens, v.kinds, &ts, &e)) {
+        fprintf(stderr, "token set: %s\n", e.message);
+        return 1;
+    }
+    static const char *const schemas[] = {
+        "{}",
+        "{\"type\": \"array\"}",
+        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {}}, \"required\": [\"a\"]}",
+        "{\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"string\"}, \"v\": {}}}}",
+    };
+    uint32_t deepest = 0;
+    for (size_t i = 0; i < sizeof schemas / sizeof *schemas; i++) {
+        uint32_t dd = walks(schemas[i], &v, ts, 4, 160);
+        if (dd > deepest) deepest = dd;
+    }
+    CHECK(deepest >= 8, "the walks reached a depth of only %u", deepest);
+    deep();
+    budgets(&v, ts);
+    sv_token_set_destroy(ts);
+    for (uint32_t i = 0; i < v.n; i++) free(v.bytes[i]);
+    free(v.bytes);
+    free(v.lens);
+    free(v.kinds);
+    printf("test_program: deepest stack %u; %s\n", deepest, failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}
