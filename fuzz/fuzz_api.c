@@ -27,14 +27,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
      * inside the text, and a call's arguments end where the text does or
      * before. */
     for (int array = 0; array < 2; array++) {
-        sv_tools_scan_t sc[SV_TOOLS_MAX_PARALLEL];
-        size_t k = sv_tools_scan_calls((const char *)data, size, array, sc, SV_TOOLS_MAX_PARALLEL);
-        CHECK(k <= SV_TOOLS_MAX_PARALLEL);
+        /* Any number of calls: a scan into a small buffer counts them, a
+         * second one into a buffer that size reads them all, the same. */
+        sv_tools_scan_t few[2];
+        size_t k = sv_tools_scan_calls((const char *)data, size, array, few, 2);
+        sv_tools_scan_t *sc = malloc((k ? k : 1) * sizeof *sc);
+        CHECK(sc);
+        CHECK(sv_tools_scan_calls((const char *)data, size, array, sc, k) == k);
         for (size_t i = 0; i < k; i++) {
+            CHECK(i >= 2 || (few[i].name_off == sc[i].name_off && few[i].name_len == sc[i].name_len &&
+                             few[i].args_off == sc[i].args_off && few[i].args_len == sc[i].args_len &&
+                             few[i].args_done == sc[i].args_done));
             CHECK(sc[i].name_off + sc[i].name_len <= size && sc[i].args_off + sc[i].args_len <= size);
             CHECK(sc[i].args_off >= sc[i].name_off + sc[i].name_len);
             CHECK(i + 1 == k || sc[i].args_done);
         }
+        free(sc);
     }
     sv_api_kind kind = (data[0] & 1) ? SV_API_COMPLETION : SV_API_CHAT;
     const char *body = (const char *)data + 1;

@@ -98,6 +98,7 @@ static void options(sv_schema_opts_t *o, uint8_t mode) {
     o->max_any_depth = 2;
     o->max_string_length = 64;
     o->ws = (sv_ws_mode)((mode & 3) % 3); /* 3: canonical again */
+    o->any_calls = false; /* the structure checks are a flat DFA's; programs: calls_check */
     o->strict_properties = (mode >> 2) & 1;
     o->unknown_formats_ok = (mode >> 3) & 1;
     o->any_deep_levels = 1 + ((mode >> 4) & 1); /* deep stacks: objects only, or one array */
@@ -797,6 +798,43 @@ static result_t compile(const uint8_t *data, size_t size, uint8_t mode, bool jso
     return r;
 }
 
+/* The same schema with free-form values as calls (fsm/program.c): it
+ * compiles whenever the flat one does (or hits a budget), holds every string
+ * the flat one holds (calls only lift the nesting bound), and its own
+ * samples are accepted and are JSON. */
+static void calls_check(const uint8_t *data, size_t size, uint8_t mode, uint32_t narrowed, uint8_t *const *smp,
+                        const size_t *len, uint32_t nsmp) {
+    sv_schema_opts_t o;
+    options(&o, mode);
+    o.any_calls = true;
+    sv_dfa_t *d = NULL;
+    sv_schema_info_t info;
+    sv_error_t err;
+    sv_status st = sv_schema_compile((const char *)data, size, &o, &d, &info, &err);
+    if (st != SV_OK) {
+        CHECK(is_limit(st)); /* only a budget can fail where the flat one compiled */
+        return;
+    }
+    if ((info.narrowed_by_budget & ~SV_SCHEMA_NARROWED_CALLS) == narrowed)
+        for (uint32_t i = 0; i < nsmp; i++)
+            if (smp[i]) CHECK(sv_dfa_matches(d, smp[i], len[i]));
+    sv_rng_t rng;
+    sv_rng_seed(&rng, size);
+    static uint8_t buf[1 << 14];
+    for (int i = 0; i < 4; i++) {
+        size_t n;
+        if (sv_dfa_sample(d, &rng, 64, buf, sizeof buf, &n) != SV_OK) continue;
+        CHECK(sv_dfa_matches(d, buf, n));
+        /* jansson refuses U+0000 in object keys, which JSON allows */
+        bool nul_key = false;
+        for (size_t k = 0; k + 6 <= n && !nul_key; k++) nul_key = memcmp(buf + k, "\\u0000", 6) == 0;
+        json_t *v = json_loadb((const char *)buf, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        CHECK(v != NULL || nul_key);
+        json_decref(v);
+    }
+    sv_dfa_destroy(d);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t h = hash(data, size);
     uint8_t mode = (uint8_t)(h >> 56);
@@ -817,6 +855,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (r.st == SV_OK) {
         CHECK(sv_dfa_matches(r.d, (const uint8_t *)"", 0) == false); /* no JSON text is empty */
         for (uint32_t i = 0; i < NSAMPLES; i++) smp[i] = check_sample(r.d, r.ws, 1 + i, soft[i], r.maxdist, &len[i]);
+        calls_check(data, size, mode, r.narrowed, smp, len, NSAMPLES);
     }
 
     /* The same schema in the other two whitespace modes. */

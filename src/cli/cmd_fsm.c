@@ -1,7 +1,10 @@
 /* cmd_fsm.c — the constraint verbs: compile, match, sample.
  *
  * All three take the same constraint options and compile it the same way;
- * they differ in what they do with the DFA. */
+ * they differ in what they do with the DFA. A --tools list becomes the
+ * tool-call schema the server would constrain to, built by the server's own
+ * sv_tools_parse and sv_tools_call_schema (src/server/tools.h), so that tests
+ * and benchmarks measure exactly what a request with those tools compiles. */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -10,6 +13,7 @@
 
 #include "../../fsm/regex.h"
 #include "../../fsm/schema.h"
+#include "../server/tools.h"
 #include "../util/clock.h"
 #include "cli.h"
 #include "verbs.h"
@@ -22,11 +26,17 @@ typedef struct {
     sv_schema_opts_t sopts;  /* sopts.lim holds the budgets for both kinds */
     sv_schema_info_t info;
     unsigned long long n, seed, max_len;
+    /* --tools: the tools list, and what the call schema is built for. */
+    const char *tools_file;
+    const char *tool_choice;  /* "required", "auto" or a tool's name; NULL: not given */
+    int parallel;             /* --parallel-tool-calls: -1 not given, else 0 or 1 */
+    int tool_object;          /* --tool-format: -1 not given, 1 object, 0 array */
 } opts_t;
 
 enum {
     OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN,
-    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN,
+    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN, OPT_ANY_CALLS,
+    OPT_TOOLS, OPT_TOOL_CHOICE, OPT_PARALLEL, OPT_TOOL_FORMAT,
 };
 
 static const char constraint_help[] =
@@ -36,11 +46,30 @@ static const char constraint_help[] =
     "  --regex-file FILE      the pattern is the contents of FILE (- for stdin)\n"
     "  --schema FILE          a JSON Schema (drafts 4 to 2020-12; - for stdin): the\n"
     "                         JSON texts of the values it accepts\n"
-    "Schema options:\n"
+    "  --tools FILE           OpenAI tools (- for stdin), a JSON list of\n"
+    "                         {\"type\": \"function\", \"function\": {\"name\",\n"
+    "                         \"description\", \"parameters\"}}, checked as the server\n"
+    "                         checks them: the tool calls a request with these tools\n"
+    "                         is constrained to, built by the server's own code\n"
+    "Tool options (with --tools):\n"
+    "  --tool-choice C        required (default), auto, or NAME (one tool's name);\n"
+    "                         auto is the call the server constrains once the model\n"
+    "                         opens one\n"
+    "  --parallel-tool-calls true|false\n"
+    "                         true (default): one or more calls, any number; false,\n"
+    "                         or a named tool: exactly one\n"
+    "  --tool-format array|object\n"
+    "                         array (default): the call list [{\"name\": ...,\n"
+    "                         \"arguments\": {...}}, ...]; object: one call object,\n"
+    "                         what auto constrains after ChatML's <tool_call>\n"
+    "Schema options (also for --tools):\n"
     "  --ws MODE              canonical (default: json.dumps spacing), compact, flexible\n"
     "  --strict-properties    absent additionalProperties means false\n"
     "  --allow-unknown-formats  treat unknown formats as annotations (default: error)\n"
     "  --max-ref-depth N      expansions of one recursive $ref (default 5)\n"
+    "  --any-calls true|false free-form values as calls into one shared part (default\n"
+    "                         true): any depth, small automata; false, or inside\n"
+    "                         not/oneOf/if/allOf/contains: the bounded shape below\n"
     "  --max-any-depth N|auto nesting of unconstrained values: N levels (default 3),\n"
     "                         or auto: 6 levels at the root, one less per level\n"
     "                         down, 3 from level 3 on (--any-depth-total); auto\n"
@@ -58,24 +87,81 @@ static const char constraint_help[] =
 
 static void help(const char *verb) {
     if (strcmp(verb, "compile") == 0)
-        printf("Usage: sieve compile --regex PATTERN [budgets]\n\n"
+        printf("Usage: sieve compile --regex PATTERN | --schema FILE | --tools FILE [options]\n\n"
                "Compiles the constraint to a minimized byte-level DFA and prints one JSON\n"
                "object: states, byte_classes, forced_states, min_len, compile_us.\n"
                "On a constraint that does not compile, prints\n"
                "{\"error\": {\"message\", \"type\", \"offset\"}} and exits 2.\n\n%s",
                constraint_help);
     else if (strcmp(verb, "match") == 0)
-        printf("Usage: sieve match --regex PATTERN [budgets] < candidates\n\n"
+        printf("Usage: sieve match --regex PATTERN | --schema FILE | --tools FILE [options] < candidates\n\n"
                "Reads standard input, one JSON string literal per line (its decoded value is\n"
                "the candidate), and prints 1 or 0 per line: whether the whole candidate\n"
                "matches. A line that is not a JSON string literal is a usage error (exit 64).\n\n%s",
                constraint_help);
     else
-        printf("Usage: sieve sample --regex PATTERN [-n N] [--seed S] [--max-len L] [budgets]\n\n"
+        printf("Usage: sieve sample --regex PATTERN | --schema FILE | --tools FILE [-n N] [--seed S]\n"
+               "                    [--max-len L] [options]\n\n"
                "Prints N (default 10) random strings the constraint accepts, each as a JSON\n"
                "string literal on its own line. Choices are uniform over the live byte classes\n"
                "of each state; past L bytes (default 64) the walk heads for acceptance.\n\n%s",
                constraint_help);
+}
+
+/* The tool-call schema for the tools in text[0..len) into o (as --schema
+ * would have given it), built as the server builds it: sv_tools_parse
+ * checks the list and the choice, sv_tools_call_schema writes the schema.
+ * Returns -1 to continue, or an exit code: a tools list that is not JSON or
+ * breaks the server's rules is a constraint error (2, the error object on
+ * stdout), a --tool-choice naming no tool a usage error (64). */
+static int tools_schema(opts_t *o, const char *verb, const char *text, size_t len) {
+    sv_error_t err;
+    sv_error_clear(&err);
+    json_error_t jerr;
+    json_t *tools = json_loadb(text, len, 0, &jerr);
+    if (!tools) {
+        sv_error_set(&err, SV_ERR_SYNTAX, (long)jerr.position, "--tools: not JSON: %s (line %d, column %d)", jerr.text,
+                     jerr.line, jerr.column);
+        return sv_cli_constraint_error(&err);
+    }
+    if (json_is_array(tools) && json_array_size(tools) == 0) {
+        json_decref(tools);
+        sv_error_set(&err, SV_ERR_ARG, -1, "--tools: the list is empty; a call needs at least one tool");
+        return sv_cli_constraint_error(&err);
+    }
+    const char *choice = o->tool_choice ? o->tool_choice : "required";
+    json_t *tc = strcmp(choice, "required") == 0 || strcmp(choice, "auto") == 0
+                     ? json_string(choice)
+                     : json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", choice);
+    sv_api_request_t r;
+    memset(&r, 0, sizeof r);
+    r.kind = SV_API_CHAT;
+    r.parallel_tool_calls = o->parallel != 0;
+    sv_api_error_t e;
+    char *schema = NULL;
+    int rc = -1;
+    if (!tc) {
+        sv_error_set(&err, SV_ERR_NOMEM, -1, "out of memory");
+        rc = sv_cli_constraint_error(&err);
+    } else if (sv_tools_parse(&r, tools, tc, &e)) {
+        if (strcmp(e.param, "tool_choice") == 0) {
+            rc = sv_cli_usage_error(verb, "%s", e.message); /* "tool_choice: function ... is not one of the tools" */
+        } else {
+            sv_error_set(&err, e.status >= 500 ? SV_ERR_NOMEM : SV_ERR_ARG, -1, "--tools: %s", e.message);
+            rc = sv_cli_constraint_error(&err);
+        }
+    } else if (sv_tools_call_schema(&r, o->tool_object != 1, &schema, &e)) {
+        sv_error_set(&err, SV_ERR_NOMEM, -1, "%s", e.message); /* its only failure */
+        rc = sv_cli_constraint_error(&err);
+    } else {
+        o->owned = schema;
+        o->regex = schema;
+        o->regex_len = strlen(schema);
+        o->is_schema = true;
+    }
+    json_decref(tc); /* after the schema: r.tool_name points into it */
+    json_decref(tools);
+    return rc;
 }
 
 /* Parses the options; returns -1 to continue, or an exit code. */
@@ -97,8 +183,13 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         {"max-any-depth", required_argument, 0, OPT_ANY_DEPTH},
         {"any-depth-total", required_argument, 0, OPT_ANY_DEPTH_TOTAL},
         {"any-deep-levels", required_argument, 0, OPT_ANY_DEEP_LEVELS},
+        {"any-calls", required_argument, 0, OPT_ANY_CALLS},
         {"any-deep-arrays", required_argument, 0, OPT_ANY_DEEP_ARRAYS},
         {"max-string-length", required_argument, 0, OPT_STRING_LEN},
+        {"tools", required_argument, 0, OPT_TOOLS},
+        {"tool-choice", required_argument, 0, OPT_TOOL_CHOICE},
+        {"parallel-tool-calls", required_argument, 0, OPT_PARALLEL},
+        {"tool-format", required_argument, 0, OPT_TOOL_FORMAT},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -107,6 +198,8 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
     sv_schema_opts_default(&o->sopts);
     o->n = 10;
     o->max_len = 64;
+    o->parallel = -1;
+    o->tool_object = -1;
     opterr = 0;
     optind = 1;
     int c;
@@ -117,15 +210,34 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         switch (c) {
         case 'h': help(verb); return SV_EXIT_OK;
         case OPT_REGEX:
-            if (o->regex || file) return sv_cli_usage_error(verb, "give exactly one constraint");
+            if (o->regex || file || o->tools_file) return sv_cli_usage_error(verb, "give exactly one constraint");
             o->regex = arg;
             o->regex_len = strlen(arg);
             break;
         case OPT_REGEX_FILE:
         case OPT_SCHEMA:
-            if (o->regex || file) return sv_cli_usage_error(verb, "give exactly one constraint");
+            if (o->regex || file || o->tools_file) return sv_cli_usage_error(verb, "give exactly one constraint");
             file = arg;
             o->is_schema = c == OPT_SCHEMA;
+            break;
+        case OPT_TOOLS:
+            if (o->regex || file || o->tools_file) return sv_cli_usage_error(verb, "give exactly one constraint");
+            o->tools_file = arg;
+            break;
+        case OPT_TOOL_CHOICE:
+            if (!arg[0] || strcmp(arg, "none") == 0)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --tool-choice (required, auto or a tool's name)", arg);
+            o->tool_choice = arg;
+            break;
+        case OPT_PARALLEL:
+            if (strcmp(arg, "true") == 0) o->parallel = 1;
+            else if (strcmp(arg, "false") == 0) o->parallel = 0;
+            else return sv_cli_usage_error(verb, "invalid value '%s' for --parallel-tool-calls (true, false)", arg);
+            break;
+        case OPT_TOOL_FORMAT:
+            if (strcmp(arg, "array") == 0) o->tool_object = 0;
+            else if (strcmp(arg, "object") == 0) o->tool_object = 1;
+            else return sv_cli_usage_error(verb, "invalid value '%s' for --tool-format (array, object)", arg);
             break;
         case OPT_WS:
             if (strcmp(arg, "canonical") == 0) o->sopts.ws = SV_WS_CANONICAL;
@@ -142,6 +254,11 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         case OPT_ANY_DEPTH_TOTAL:
             if (sv_cli_parse_u64(arg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-depth-total (0 to 16)", arg);
             o->sopts.any_depth_total = (uint32_t)v;
+            break;
+        case OPT_ANY_CALLS:
+            if (strcmp(arg, "true") && strcmp(arg, "false"))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --any-calls (true or false)", arg);
+            o->sopts.any_calls = !strcmp(arg, "true");
             break;
         case OPT_ANY_DEEP_LEVELS:
             if (sv_cli_parse_u64(arg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-levels (0 to 16)", arg);
@@ -185,6 +302,20 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         }
     }
     if (optind < argc) return sv_cli_usage_error(verb, "unexpected argument '%s'", argv[optind]);
+    if (!o->tools_file && (o->tool_choice || o->parallel >= 0 || o->tool_object >= 0))
+        return sv_cli_usage_error(verb, "--tool-choice, --parallel-tool-calls and --tool-format need --tools FILE");
+    if (o->tools_file) {
+        sv_error_t err;
+        size_t len;
+        char *text = sv_cli_read_file(o->tools_file, &len, &err);
+        if (!text) {
+            fprintf(stderr, "sieve %s: %s\n", verb, err.message);
+            return SV_EXIT_RUNTIME;
+        }
+        int rc = tools_schema(o, verb, text, len);
+        free(text);
+        return rc;
+    }
     if (file) {
         sv_error_t err;
         o->owned = sv_cli_read_file(file, &o->regex_len, &err);
@@ -194,7 +325,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         }
         o->regex = o->owned;
     }
-    if (!o->regex) return sv_cli_usage_error(verb, "a constraint is required (--regex PATTERN or --schema FILE)");
+    if (!o->regex) return sv_cli_usage_error(verb, "a constraint is required (--regex PATTERN, --schema FILE or --tools FILE)");
     return -1;
 }
 

@@ -4,6 +4,7 @@
  * endpoints (/v1/models, /health, /metrics). HTTP thread only. */
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -233,30 +234,60 @@ static bool call_region(const req_t *r, const choice_t *c, size_t *from, bool *a
     return false;
 }
 
+/* Room for n calls in choice c's streaming arrays (doubling); false when
+ * out of memory, c keeping what it had. */
+static bool reserve_calls(choice_t *c, size_t n) {
+    if (n <= c->cap_calls) return true;
+    size_t cap = c->cap_calls ? c->cap_calls : 8;
+    while (cap < n) cap *= 2;
+    if (cap > UINT32_MAX) return false;
+    streamed_call_t *calls = realloc(c->calls, cap * sizeof *calls);
+    if (!calls) return false;
+    c->calls = calls; /* larger than cap_calls says until both have grown */
+    sv_tools_scan_t *scan = realloc(c->scan, cap * sizeof *scan);
+    if (!scan) return false;
+    c->scan = scan;
+    c->cap_calls = (uint32_t)cap;
+    return true;
+}
+
 void sv_server_stream_calls(req_t *r, uint32_t i) {
     choice_t *c = &r->ch[i];
     size_t from;
     bool array;
-    if (!call_region(r, c, &from, &array)) return;
-    sv_tools_scan_t sc[SV_TOOLS_MAX_PARALLEL];
+    if (c->calls_failed || !call_region(r, c, &from, &array) || c->text.n == from) return;
     const char *t = (const char *)c->text.p + from;
-    size_t n = sv_tools_scan_calls(t, c->text.n - from, array, sc, SV_TOOLS_MAX_PARALLEL);
+    size_t len = c->text.n - from;
+    size_t n = sv_tools_scan_calls(t, len, array, c->scan, c->cap_calls);
+    if (n > c->cap_calls) {
+        if (!reserve_calls(c, n)) {
+            /* The calls cannot all be sent: stop the request rather than
+             * send a partial list; the choice ends "abort"
+             * (stream_finish_choice). */
+            c->calls_failed = true;
+            sv_server_cancel(r);
+            return;
+        }
+        n = sv_tools_scan_calls(t, len, array, c->scan, c->cap_calls);
+    }
+    const sv_tools_scan_t *sc = c->scan;
     json_t *deltas = json_array();
     for (size_t k = 0; k < n && deltas; k++) {
+        streamed_call_t *call = &c->calls[k];
         json_t *d = NULL;
         if (k >= c->n_calls) {
             /* The call's header: index, id, type, name, and no arguments yet. */
-            sv_tools_new_id(c->call_id[k]);
-            d = json_pack("{s:i, s:s, s:s, s:{s:s%, s:s}}", "index", (int)k, "id", c->call_id[k], "type", "function",
+            sv_tools_new_id(call->id);
+            d = json_pack("{s:i, s:s, s:s, s:{s:s%, s:s}}", "index", (int)k, "id", call->id, "type", "function",
                           "function", "name", t + sc[k].name_off, sc[k].name_len, "arguments", "");
             c->n_calls = (uint32_t)k + 1;
-            c->args_sent[k] = 0;
+            call->args_sent = 0;
             if (d) json_array_append_new(deltas, d);
         }
-        if (sc[k].args_len > c->args_sent[k]) {
+        if (sc[k].args_len > call->args_sent) {
             d = json_pack("{s:i, s:{s:s%}}", "index", (int)k, "function", "arguments",
-                          t + sc[k].args_off + c->args_sent[k], sc[k].args_len - c->args_sent[k]);
-            c->args_sent[k] = sc[k].args_len;
+                          t + sc[k].args_off + call->args_sent, sc[k].args_len - call->args_sent);
+            call->args_sent = sc[k].args_len;
             if (d) json_array_append_new(deltas, d);
         }
     }
@@ -267,12 +298,14 @@ void sv_server_stream_calls(req_t *r, uint32_t i) {
 static void stream_finish_choice(req_t *r, uint32_t i) {
     choice_t *c = &r->ch[i];
     size_t content_len;
-    if (c->n_calls) {
+    if (c->n_calls || c->calls_failed) {
         /* The calls went out as they were generated: the rest of their
-         * arguments, then the finish reason (tool_calls when they parse). */
+         * arguments, then the finish reason (tool_calls when they parse;
+         * abort when they could not all be sent). */
         sv_server_stream_calls(r, i);
-        json_t *calls = choice_calls(r, c, &content_len);
-        const char *fin = finish_name(r, c->finish, calls != NULL);
+        json_t *calls = c->calls_failed ? NULL : choice_calls(r, c, &content_len);
+        const char *fin =
+            c->calls_failed ? sv_render_finish(SV_FINISH_ABORT, false) : finish_name(r, c->finish, calls != NULL);
         json_decref(calls);
         count_finish(r, fin);
         sv_server_stream_delta(r, i, c->sent, c->sent, NULL, fin);

@@ -68,10 +68,7 @@ static void on_close(struct evhttp_connection *conn, void *arg) {
     r->gone = true;
     r->conn = NULL;
     r->closecb_set = false;
-    if (r->submitted && !r->engine_done && !r->cancelled) {
-        r->cancelled = true;
-        sv_engine_loop_cancel(r->s->deps.loop, r->eid);
-    }
+    sv_server_cancel(r);
 }
 
 static req_t *req_new(srv_t *s, struct evhttp_request *http) {
@@ -107,6 +104,13 @@ void sv_server_detach_conn(req_t *r) {
     r->closecb_set = false;
 }
 
+void sv_server_cancel(req_t *r) {
+    if (r->submitted && !r->engine_done && !r->cancelled) {
+        r->cancelled = true;
+        sv_engine_loop_cancel(r->s->deps.loop, r->eid);
+    }
+}
+
 static void req_free(req_t *r) {
     srv_t *s = r->s;
     if (r->prev) r->prev->next = r->next;
@@ -122,6 +126,8 @@ static void req_free(req_t *r) {
     for (uint32_t i = 0; i < SV_ENGINE_MAX_N; i++) {
         sv_bytes_free(&r->ch[i].text);
         json_decref(r->ch[i].lp);
+        free(r->ch[i].calls);
+        free(r->ch[i].scan);
     }
     if (r->wake) event_free(r->wake);
     if (r->deadline) event_free(r->deadline);
@@ -301,10 +307,7 @@ static void submit(req_t *r) {
 static void on_deadline(evutil_socket_t fd, short what, void *arg) {
     req_t *r = arg;
     r->deadline_hit = true; /* a second phase not yet submitted will not start (submit) */
-    if (r->submitted && !r->engine_done && !r->cancelled) {
-        r->cancelled = true;
-        sv_engine_loop_cancel(r->s->deps.loop, r->eid);
-    }
+    sv_server_cancel(r);
 }
 
 /* The second phase cannot run (its schema does not compile, or the engine
@@ -752,10 +755,7 @@ static void on_probe(evutil_socket_t fd_, short what, void *arg) {
         ssize_t k = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
         if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
             r->gone = true;
-            if (r->submitted && !r->engine_done && !r->cancelled) {
-                r->cancelled = true;
-                sv_engine_loop_cancel(s->deps.loop, r->eid);
-            }
+            sv_server_cancel(r);
         }
     }
 }
@@ -775,11 +775,7 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg) {
     if (now >= s->drain_deadline_ns && !s->drain_cancelled) {
         fprintf(stderr, "sieve serve: drain timeout; cancelling %u requests\n", s->n_live);
         s->drain_cancelled = true;
-        for (req_t *r = s->live; r; r = r->next)
-            if (r->submitted && !r->engine_done && !r->cancelled) {
-                r->cancelled = true;
-                sv_engine_loop_cancel(s->deps.loop, r->eid);
-            }
+        for (req_t *r = s->live; r; r = r->next) sv_server_cancel(r);
     }
     /* Requests still compiling, or a client that never reads: give up 5 s
      * after the deadline. */

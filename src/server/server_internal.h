@@ -39,6 +39,12 @@ typedef struct out_ev {
     sv_error_t refusal;
 } out_ev_t;
 
+/* One constrained call a stream has started sending (respond.c). */
+typedef struct streamed_call {
+    char id[30];        /* "call_" and 24 hex digits */
+    size_t args_sent;   /* argument bytes sent */
+} streamed_call_t;
+
 typedef struct choice {
     sv_bytes_t text;    /* every byte of text so far */
     size_t sent;        /* bytes of text streamed as content */
@@ -47,10 +53,15 @@ typedef struct choice {
     uint32_t n_generated;
     sv_finish_reason finish;
     bool done, role_sent;
-    /* Constrained calls streamed as they are generated (respond.c). */
-    uint32_t n_calls;                         /* calls whose header was sent */
-    char call_id[SV_TOOLS_MAX_PARALLEL][30];
-    size_t args_sent[SV_TOOLS_MAX_PARALLEL];  /* argument bytes sent, per call */
+    /* Constrained calls streamed as they are generated (respond.c), any
+     * number of them: both arrays grow as calls appear, and go with the
+     * request (server.c req_free). */
+    uint32_t n_calls;          /* calls whose header was sent */
+    uint32_t cap_calls;        /* entries in calls and scan */
+    streamed_call_t *calls;    /* (cap_calls) the first n_calls in use */
+    sv_tools_scan_t *scan;     /* (cap_calls) the last scan of the text */
+    bool calls_failed;         /* out of memory growing them: the request
+                                  was cancelled, the choice ends "abort" */
 } choice_t;
 
 struct req {
@@ -147,5 +158,8 @@ void sv_server_metrics(srv_t *s, struct evhttp_request *http);
 
 /* The reply is about to be sent: forget the connection's close callback. */
 void sv_server_detach_conn(req_t *r);
+/* Stops the request's engine run, if it is running and not cancelled yet;
+ * its last output (finish "abort") still arrives. */
+void sv_server_cancel(req_t *r);
 
 #endif

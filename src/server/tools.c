@@ -130,10 +130,12 @@ int sv_tools_call_schema(const sv_api_request_t *r, bool array, char **out, sv_a
         json_array_append_new(alts, call_schema(t));
     }
     json_t *items = json_array_size(alts) == 1 ? json_incref(json_array_get(alts, 0)) : json_pack("{s:O}", "anyOf", alts);
-    unsigned max = r->parallel_tool_calls && r->tool_choice != SV_TOOLS_NAMED ? SV_TOOLS_MAX_PARALLEL : 1;
+    /* Parallel calls: no maxItems, so that the DFA is a loop over one copy
+     * of the calls' union rather than k copies of it (tools.h). */
+    bool one = !r->parallel_tool_calls || r->tool_choice == SV_TOOLS_NAMED;
     json_t *s = !array ? items
-                       : json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", items, "minItems", 1, "maxItems",
-                                   (int)max);
+                : one  ? json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", items, "minItems", 1, "maxItems", 1)
+                       : json_pack("{s:s, s:o, s:i}", "type", "array", "items", items, "minItems", 1);
     json_decref(alts);
     *out = s ? json_dumps(s, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
     json_decref(s);
@@ -287,7 +289,7 @@ size_t sv_tools_scan_calls(const char *t, size_t n, bool array, sv_tools_scan_t 
     size_t i = 0, k = 0;
     skip_ws(t, n, &i);
     if (array && !eat(t, n, &i, "[")) return 0;
-    while (k < max) {
+    for (;;) {
         skip_ws(t, n, &i);
         if (k > 0) {
             if (!eat(t, n, &i, ",")) break;
@@ -334,7 +336,7 @@ size_t sv_tools_scan_calls(const char *t, size_t n, bool array, sv_tools_scan_t 
                 }
             }
         }
-        out[k] = (sv_tools_scan_t){name_off, name_len, start, i - start, done};
+        if (k < max) out[k] = (sv_tools_scan_t){name_off, name_len, start, i - start, done};
         k++;
         if (!done) break;
         skip_ws(t, n, &i);

@@ -8,11 +8,18 @@
  * - tool_choice "required" or a named function: the output is constrained
  *   to a JSON array of calls,
  *       [{"name": "get_weather", "arguments": {...}}, ...]
- *   with one item (parallel_tool_calls false, or a named function) or 1 to
- *   SV_TOOLS_MAX_PARALLEL items, each "name" one of the tools (the named
- *   one) and "arguments" valid under that tool's "parameters" schema. The
- *   schema is built here as text and compiled like any other (so the
- *   compiled-constraint cache serves an agent's repeated tool lists).
+ *   with exactly one item (parallel_tool_calls false, or a named function)
+ *   or any number of items, at least one (parallel_tool_calls true), each
+ *   "name" one of the tools (the named one) and "arguments" valid under
+ *   that tool's "parameters" schema. The schema is built here as text and
+ *   compiled like any other (so the compiled-constraint cache serves an
+ *   agent's repeated tool lists). The parallel list has no maxItems on
+ *   purpose: a bound of k makes the DFA hold k copies of the union of all
+ *   the tools' schemas, while an open list is a loop over one copy (the
+ *   subset construction still meets two, the first call and the loop's,
+ *   before minimizing merges them); its length is bounded by max_tokens,
+ *   and the engine's budget rule closes the list in time. The `sieve compile|match|sample --tools` verbs build
+ *   their constraint with this same function (src/cli/cmd_fsm.c).
  * - "auto": the model writes text, or starts a call in its family's syntax
  *   (<tool_call>{"name": ..., "arguments": ...}</tool_call> for ChatML, a
  *   JSON list of calls for the others). The server runs the request with
@@ -38,8 +45,6 @@
 
 #include "api.h"
 
-#define SV_TOOLS_MAX_PARALLEL 8
-
 /* Validates an assistant message's tool_calls (message index i). */
 int sv_tools_check_calls(json_t *calls, size_t i, sv_api_error_t *e);
 
@@ -47,9 +52,14 @@ int sv_tools_check_calls(json_t *calls, size_t i, sv_api_error_t *e);
  * r->tool_choice, r->tool_name. */
 int sv_tools_parse(sv_api_request_t *r, json_t *tools, json_t *tool_choice, sv_api_error_t *e);
 
-/* The JSON Schema (compact text) of the call array for r (required or
- * named), or with array false of one call object {"name", "arguments"}
- * (any of the tools). *out: caller frees. */
+/* The JSON Schema (compact text) of the calls r allows: with array true the
+ * call array, {"type": "array", "items": CALL, "minItems": 1} plus
+ * "maxItems": 1 when r->parallel_tool_calls is false or r->tool_choice is
+ * SV_TOOLS_NAMED; with array false one call object CALL. CALL is
+ * {"name": const, "arguments": parameters} of the named tool, or an anyOf
+ * of those of every tool (required, auto). r needs only the fields
+ * sv_tools_parse fills (a validated tools list, tool_choice other than
+ * none, tool_name) and parallel_tool_calls. *out: caller frees. */
 int sv_tools_call_schema(const sv_api_request_t *r, bool array, char **out, sv_api_error_t *e);
 
 /* "auto": the text that starts a call in the family's format, used as a
@@ -76,7 +86,10 @@ void sv_tools_new_id(char id[30]);
  * the call array (array true) or one call object. Each call found has its
  * name complete; its arguments run from args_off for args_len bytes, and
  * args_done says whether the arguments value is closed. A scan of a longer
- * prefix of the same text finds the same calls with the same offsets. */
+ * prefix of the same text finds the same calls with the same offsets.
+ * Returns the number of calls found, any number; the first min(that, max)
+ * go to out (NULL when max is 0), so a caller whose out was too small grows
+ * it to the count and scans again. */
 typedef struct sv_tools_scan {
     size_t name_off, name_len;
     size_t args_off, args_len;

@@ -132,12 +132,31 @@ int main(int argc, char **argv) {
         json_decref(j);
         sv_bytes_free(&out);
     } else if (!strcmp(argv[1], "scan") && argc == 3) {
-        sv_tools_scan_t sc[SV_TOOLS_MAX_PARALLEL];
-        size_t k = sv_tools_scan_calls(body, n, !strcmp(argv[2], "array"), sc, SV_TOOLS_MAX_PARALLEL);
+        /* As the server does: a scan into a small buffer counts the
+         * calls, a second one into a buffer of that size reads them. */
+        bool array = !strcmp(argv[2], "array");
+        sv_tools_scan_t first[2];
+        size_t k = sv_tools_scan_calls(body, n, array, first, 2);
+        sv_tools_scan_t *sc = malloc((k ? k : 1) * sizeof *sc);
+        if (!sc || sv_tools_scan_calls(body, n, array, sc, k) != k) {
+            free(sc);
+            free(body);
+            return 1;
+        }
+        for (size_t i = 0; i < k && i < 2; i++)
+            if (first[i].name_off != sc[i].name_off || first[i].name_len != sc[i].name_len ||
+                first[i].args_off != sc[i].args_off || first[i].args_len != sc[i].args_len ||
+                first[i].args_done != sc[i].args_done) {
+                fprintf(stderr, "scan: call %zu differs between the two scans\n", i);
+                free(sc);
+                free(body);
+                return 1;
+            }
         json_t *a = json_array();
         for (size_t i = 0; i < k; i++)
             json_array_append_new(a, json_pack("{s:s%, s:s%, s:b}", "name", body + sc[i].name_off, sc[i].name_len,
                                                "args", body + sc[i].args_off, sc[i].args_len, "done", sc[i].args_done));
+        free(sc);
         rc = print(a);
     } else if (!strcmp(argv[1], "calls") && argc == 3) {
         json_t *j = json_loadb(body, n, 0, NULL);

@@ -192,13 +192,23 @@ def test_tool_schema():
     assert not v.is_valid([{"name": "get_weather", "arguments": {}}])
     assert not v.is_valid([{"name": "other", "arguments": {}}])
     assert not v.is_valid([{"name": "now", "arguments": {"x": 1}}])
-    # parallel_tool_calls false: one call
+    # parallel_tool_calls true (the default): one or more calls, no cap
+    assert schema["type"] == "array" and schema["minItems"] == 1 and "maxItems" not in schema
+    assert r["parallel_tool_calls"]
+    many = [{"name": "now", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "X"}}] * 10
+    assert v.is_valid(many)
+    assert json.loads(chat(tools=TOOLS, tool_choice="required", parallel_tool_calls=True)["constraint"]["text"]) == schema
+    # parallel_tool_calls false: exactly one call
     one = json.loads(chat(tools=TOOLS, tool_choice="required", parallel_tool_calls=False)["constraint"]["text"])
-    assert one["maxItems"] == 1
+    assert one["minItems"] == 1 and one["maxItems"] == 1 and one["items"] == schema["items"]
+    v1 = jsonschema.Draft202012Validator(one)
+    assert v1.is_valid(many[:1]) and not v1.is_valid(many[:2]) and not v1.is_valid([])
     # a named function: only that one
     named = chat(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "now"}})
     assert named["tool_choice"] == "named" and named["tool_name"] == "now"
-    v = jsonschema.Draft202012Validator(json.loads(named["constraint"]["text"]))
+    named_schema = json.loads(named["constraint"]["text"])
+    assert named_schema["minItems"] == 1 and named_schema["maxItems"] == 1  # also with parallel_tool_calls true
+    v = jsonschema.Draft202012Validator(named_schema)
     assert v.is_valid([{"name": "now", "arguments": {}}])
     assert not v.is_valid([{"name": "get_weather", "arguments": {"city": "Paris"}}])
     assert not v.is_valid([{"name": "now", "arguments": {}}, {"name": "now", "arguments": {}}])
@@ -289,6 +299,30 @@ def test_scan_calls_on_every_prefix(array, value, sep):
         last = got
     assert [(g["name"], json.loads(g["args"])) for g in last] == [(w["name"], w["arguments"]) for w in want]
     assert all(g["done"] for g in last)
+
+
+def test_scan_many_calls():
+    """Any number of calls streams: 20 (the old cap was 8), at cuts through
+    every call, each prefix giving the calls so far (api_cli scans into a
+    2-entry buffer first, then into one of the count it returned, as the
+    server grows its per-choice arrays, and checks the two agree)."""
+    want = [{"name": f"tool_{i}", "arguments": {"i": i, "s": "x" * (i % 5), "l": [i, {"k": "]}"}]}}
+            for i in range(20)]
+    text = json.dumps(want)
+    data = text.encode()
+    seen = []
+    for cut in list(range(0, len(data), 23)) + [len(data)]:
+        r = run(["scan", "array"], data[:cut])
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        for g, w in zip(got, want):
+            full = json.dumps(w["arguments"])
+            assert g["name"] == w["name"] and full.startswith(g["args"]) and g["done"] == (g["args"] == full)
+        seen.append(len(got))
+    assert seen == sorted(seen) and seen[-1] == 20 and len(set(seen)) > 10
+    r = run(["scan", "array"], data)
+    assert [(g["name"], json.loads(g["args"]), g["done"]) for g in json.loads(r.stdout)] == \
+        [(w["name"], w["arguments"], True) for w in want]
 
 
 def test_auto_tools_with_response_format_is_a_union():

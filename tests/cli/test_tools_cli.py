@@ -1,0 +1,273 @@
+"""`sieve compile | match | sample --tools`: the tool-call constraint the server
+builds (src/server/tools.c sv_tools_call_schema), compiled without a server.
+
+A generated list of 64 tools with realistic parameter schemas (enums,
+bounded integers, nested objects, arrays, optional fields, an open object)
+compiles under every mode a request can ask for; what `sample` draws parses,
+names real tools and has arguments Python's jsonschema accepts under that
+tool's parameters; `match` accepts a hand-written list of 12 calls (more than
+the old cap of 8) and rejects unknown tools, bad arguments, an empty list and
+a second call where only one is allowed."""
+import json
+import random
+
+import jsonschema
+import pytest
+
+N_TOOLS = 64
+
+
+def _param(rng, i):
+    """One property schema, cycling through the shapes agents' tools use."""
+    k = i % 9
+    if k == 0:
+        return {"type": "string", "enum": rng.sample(["low", "medium", "high", "urgent", "none", "auto"], 3),
+                "description": "How much"}
+    if k == 1:
+        lo = rng.randint(-10, 5)
+        return {"type": "integer", "minimum": lo, "maximum": lo + rng.choice([9, 100, 1000])}
+    if k == 2:
+        # most strings are free text; a few are bounded
+        if rng.random() < 0.25:
+            return {"type": "string", "maxLength": rng.choice([8, 16]), "description": "A short name"}
+        return {"type": "string", "description": "Free text"}
+    if k == 3:
+        return {"type": "array", "items": {"type": "string"}, "maxItems": rng.choice([3, 5])}
+    if k == 4:
+        return {"type": "object", "properties": {"lat": {"type": "number", "minimum": -90, "maximum": 90},
+                                                 "lon": {"type": "number", "minimum": -180, "maximum": 180}},
+                "required": ["lat", "lon"], "additionalProperties": False}
+    if k == 5:
+        return {"type": "boolean"}
+    if k == 6:
+        return {"type": "string", "pattern": "^[A-Z]{2,3}-[0-9]{1,4}$"}
+    if k == 7:
+        return {"type": "array", "minItems": 1, "maxItems": 3,
+                "items": {"type": "object", "properties": {"id": {"type": "integer", "minimum": 0},
+                                                           "tag": {"enum": ["a", "b", "c"]}},
+                          "required": ["id"], "additionalProperties": False}}
+    return {"type": ["string", "null"]}
+
+
+def make_tools(n=N_TOOLS, seed=14):
+    rng = random.Random(seed)
+    verbs = ["get", "set", "list", "create", "delete", "search", "update", "send"]
+    nouns = ["weather", "ticket", "user", "file", "event", "order", "message", "invoice"]
+    tools = []
+    for t in range(n):
+        name = f"{verbs[t % 8]}_{nouns[(t // 8) % 8]}_{t}"
+        props, required = {}, []
+        for j in range(rng.randint(1, 5)):
+            pname = f"p{j}_{rng.choice(['id', 'name', 'level', 'count', 'when', 'where', 'tags'])}"
+            props[pname] = _param(rng, t + j)
+            if rng.random() < 0.6:
+                required.append(pname)
+        params = {"type": "object", "properties": props, "required": required}
+        if t % 16 != 3:  # every sixteenth tool is an open object: extra keys allowed
+            params["additionalProperties"] = False
+        if t % 16 == 5:
+            params = {"type": "object", "properties": {}, "additionalProperties": False}  # no arguments
+        tools.append({"type": "function",
+                      "function": {"name": name, "description": f"Tool {t}: {name.replace('_', ' ')}",
+                                   "parameters": params}})
+    return tools
+
+
+TOOLS = make_tools()
+PARAMS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+OPEN = TOOLS[3]["function"]["name"]
+
+
+@pytest.fixture(scope="module")
+def tools_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("tools") / "tools.json"
+    p.write_text(json.dumps(TOOLS))
+    assert "additionalProperties" not in PARAMS[OPEN]
+    return str(p)
+
+
+def valid_args(name, args):
+    jsonschema.Draft202012Validator(PARAMS[name]).validate(args)
+
+
+def check_calls(calls, names=None):
+    assert isinstance(calls, list) and calls
+    for c in calls:
+        assert set(c) == {"name", "arguments"}, c
+        assert c["name"] in (names or PARAMS), c["name"]
+        valid_args(c["name"], c["arguments"])
+
+
+def stats(sieve, *args):
+    r = sieve("compile", *args)
+    assert r.returncode == 0, (args, r.stdout, r.stderr)
+    st = json.loads(r.stdout)
+    assert st["states"] > 0 and st["compile_us"] >= 0
+    return st
+
+
+def test_compiles_in_every_mode(sieve, tools_file):
+    par = stats(sieve, "--tools", tools_file)
+    one = stats(sieve, "--tools", tools_file, "--parallel-tool-calls", "false")
+    named = stats(sieve, "--tools", tools_file, "--tool-choice", TOOLS[45]["function"]["name"])
+    obj = stats(sieve, "--tools", tools_file, "--tool-format", "object")
+    auto = stats(sieve, "--tools", tools_file, "--tool-choice", "auto")
+    # An open call list is one copy of the calls' union and a loop: about
+    # the size of exactly one call, not eight (or k) of them.
+    assert par["states"] <= one["states"] + 8, (par, one)
+    assert obj["states"] < one["states"] and named["states"] < one["states"] // 8
+    # the shortest output is one call; a named call is longer than the
+    # shortest call of any tool
+    assert par["min_len"] == one["min_len"] == obj["min_len"] + 2
+    assert named["min_len"] > one["min_len"]
+    # auto constrains the same call as required once the model opens one
+    assert auto["states"] == par["states"] and auto["min_len"] == par["min_len"]
+
+
+def sample(sieve, *args, n=50, seed=1, max_len=64):
+    r = sieve("sample", *args, "-n", str(n), "--seed", str(seed), "--max-len", str(max_len), timeout=300)
+    assert r.returncode == 0, (args, r.stdout, r.stderr)
+    lines = r.stdout.split("\n")[:-1]  # not splitlines: U+2028 and friends occur inside the literals
+    assert len(lines) == n
+    return [json.loads(json.loads(line)) for line in lines]
+
+
+def test_samples_are_valid_calls(sieve, tools_file):
+    # After each call the sampler continues or closes the list with even
+    # odds, so about 1 draw in 256 has more than 8 calls: 2000 draws give
+    # some whatever the seed (none in 2000 has odds near e**-8).
+    many = sample(sieve, "--tools", tools_file, n=2000, seed=7, max_len=2000)
+    for calls in many:
+        check_calls(calls)
+    counts = [len(c) for c in many]
+    assert max(counts) > 8, max(counts)  # no cap on parallel calls
+    assert any(c["name"] == OPEN for calls in many for c in calls)
+    assert len({c["name"] for calls in many for c in calls}) > N_TOOLS // 2
+
+    for calls in sample(sieve, "--tools", tools_file, "--parallel-tool-calls", "false", n=40, seed=2):
+        assert len(calls) == 1
+        check_calls(calls)
+    name = TOOLS[39]["function"]["name"]
+    for calls in sample(sieve, "--tools", tools_file, "--tool-choice", name, n=40, seed=3, max_len=500):
+        assert len(calls) == 1
+        check_calls(calls, names=[name])
+    for call in sample(sieve, "--tools", tools_file, "--tool-format", "object", n=40, seed=4):
+        assert isinstance(call, dict)
+        check_calls([call])
+
+
+def twelve_calls(sieve, tools_file):
+    """Twelve calls to different tools, each as the constraint spells it: one
+    call object drawn by `sample --tool-format object` (the items of the call
+    list are the same language)."""
+    texts, names = [], set()
+    r = sieve("sample", "--tools", tools_file, "--tool-format", "object", "-n", "300", "--seed", "11")
+    assert r.returncode == 0, r.stderr
+    for line in r.stdout.split("\n")[:-1]:
+        text = json.loads(line)
+        call = json.loads(text)
+        if call["name"] not in names and len(texts) < 12:
+            names.add(call["name"])
+            texts.append(text)
+    assert len(texts) == 12
+    return texts
+
+
+def match(sieve, tools_file, texts, *args):
+    r = sieve("match", "--tools", tools_file, *args, stdin="".join(json.dumps(t) + "\n" for t in texts))
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+def listed(texts):
+    return "[" + ", ".join(texts) + "]"
+
+
+def test_match_twelve_calls(sieve, tools_file):
+    texts = twelve_calls(sieve, tools_file)
+    calls = [json.loads(t) for t in texts]
+    check_calls(calls)
+    good = listed(texts)
+    unknown = listed(texts[:10] + [json.dumps({"name": "no_such_tool", "arguments": {}})] + texts[10:])
+    # bad arguments in the tenth call or later: an unknown key where
+    # additionalProperties is false, a required key missing
+    closed = next(i for i, c in enumerate(calls) if i >= 9 and PARAMS[c["name"]].get("additionalProperties") is False)
+    extra = dict(calls[closed], arguments=dict(calls[closed]["arguments"], zzz_unknown=1))
+    bad_args = listed(texts[:closed] + [json.dumps(extra, ensure_ascii=False)] + texts[closed + 1:])
+    needy = next(i for i, c in enumerate(calls) if i >= 9 and PARAMS[c["name"]].get("required"))
+    empty = json.dumps({"name": calls[needy]["name"], "arguments": {}})
+    missing = listed(texts[:needy] + [empty] + texts[needy + 1:])
+    assert match(sieve, tools_file, [good, listed(texts[:9]), unknown, bad_args, missing, "[]"]) == \
+        ["1", "1", "0", "0", "0", "0"]
+    # one call only: parallel false, or a named tool (a call with at most one
+    # argument: see test_arguments_in_each_tools_own_order for why)
+    one = listed(texts[:1])
+    assert match(sieve, tools_file, [one, good], "--parallel-tool-calls", "false") == ["1", "0"]
+    k = next(i for i, c in enumerate(calls) if len(c["arguments"]) <= 1)
+    other = listed(texts[k + 1:k + 2] or texts[:1])
+    assert match(sieve, tools_file, [listed(texts[k:k + 1]), other, listed(texts[k:k + 1] * 2)],
+                 "--tool-choice", calls[k]["name"]) == ["1", "0", "0"]
+    # object format: one call object, no list
+    assert match(sieve, tools_file, [texts[0], one], "--tool-format", "object") == ["1", "0"]
+
+
+@pytest.mark.xfail(strict=True, reason="fsm: the anyOf branches of the call union share one key order at their "
+                   "common \"arguments\" location (the first tool's), so g's arguments must follow f's order")
+def test_arguments_in_each_tools_own_order(sieve, tmp_path):
+    """A tool's arguments in the order its own parameters list them, whatever
+    order another tool lists the same names in."""
+    def tool(name, keys):
+        return {"type": "function", "function": {"name": name, "parameters": {
+            "type": "object", "properties": {k: {"type": "integer"} for k in keys}, "additionalProperties": False}}}
+    p = tmp_path / "tools.json"
+    p.write_text(json.dumps([tool("f", ["x", "y"]), tool("g", ["y", "x"])]))
+    calls = [[{"name": "f", "arguments": {"x": 1, "y": 2}}], [{"name": "g", "arguments": {"y": 1, "x": 2}}]]
+    assert match(sieve, str(p), [json.dumps(calls[1])], "--tool-choice", "g") == ["1"]  # g alone: its order
+    assert match(sieve, str(p), [json.dumps(c) for c in calls]) == ["1", "1"]  # g among the tools: f's order
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--tool-choice", "auto"], "need --tools"),
+    (["--tools", "TOOLS", "--regex", "a"], "exactly one constraint"),
+    (["--tools", "TOOLS", "--tool-choice", "no_such_tool"], "'no_such_tool' is not one of the tools"),
+    (["--tools", "TOOLS", "--tool-choice", "none"], "invalid value 'none' for --tool-choice"),
+    (["--tools", "TOOLS", "--parallel-tool-calls", "yes"], "invalid value 'yes' for --parallel-tool-calls"),
+    (["--tools", "TOOLS", "--tool-format", "list"], "invalid value 'list' for --tool-format"),
+])
+@pytest.mark.parametrize("verb", ["compile", "match", "sample"])
+def test_usage_errors(sieve, tools_file, verb, args, needle):
+    r = sieve(verb, *[tools_file if a == "TOOLS" else a for a in args], stdin="")
+    assert r.returncode == 64, (r.stdout, r.stderr)
+    assert needle in r.stderr
+
+
+@pytest.mark.parametrize("tools, kind, needle", [
+    ("[{bad", "syntax", "not JSON"),
+    ("[]", "arg", "empty"),
+    ('{"type": "function"}', "arg", "must be a list"),
+    ('[{"type": "function", "function": {"name": "a b"}}]', "arg", "function.name"),
+    ('[{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]',
+     "arg", "defined twice"),
+    ('[{"type": "function", "function": {"name": "f", "parameters": []}}]', "arg", "parameters"),
+    ('[{"type": "function", "function": {"name": "f", "parameters": {"type": "array", "uniqueItems": true}}}]',
+     "unsupported", "uniqueItems"),
+])
+def test_bad_tools(sieve, tools, kind, needle):
+    """Tools the server refuses are constraint errors: exit 2, the error object on stdout."""
+    r = sieve("compile", "--tools", "-", stdin=tools)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    err = json.loads(r.stdout)["error"]
+    assert err["type"] == kind and needle in err["message"], err
+
+
+def test_unreadable_file(sieve, tmp_path):
+    r = sieve("compile", "--tools", str(tmp_path / "missing.json"))
+    assert r.returncode == 1 and "cannot open" in r.stderr
+
+
+@pytest.mark.parametrize("verb", ["compile", "match", "sample"])
+def test_help_lists_the_tool_flags(sieve, verb):
+    r = sieve(verb, "--help")
+    assert r.returncode == 0
+    for flag in ("--tools FILE", "--tool-choice", "--parallel-tool-calls true|false", "--tool-format array|object"):
+        assert flag in r.stdout, (verb, flag)
