@@ -41,7 +41,7 @@ void sv_schema_opts_default(sv_schema_opts_t *o) {
     o->any_deep_levels = 3;
     o->any_deep_arrays = 1;
     o->max_string_length = 512;
-    o->any_calls = true;
+    o->any_calls = false; /* programs stay opt-in until their MaskBench run is clean (BENCHMARKS.md) */
     sv_fsm_limits_default(&o->lim);
 }
 

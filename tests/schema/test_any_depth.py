@@ -1,5 +1,5 @@
 """Free-form values and their nesting (schema.h: any_calls, max_any_depth,
-any_deep_levels, any_deep_arrays). With calls (the default) a free-form value
+any_deep_levels, any_deep_arrays). With --any-calls true a free-form value
 nests to any depth: every stack up to 8 levels (and 60, in the call test) is
 accepted. The bounded shape is what free-form values take with
 --any-calls false and inside not/oneOf/if/allOf/contains: every stack of containers up to
@@ -52,13 +52,14 @@ def match(schema, texts, *args):
 
 # (flags, general depth, deep levels, arrays in a deep stack)
 FLAT = ["--any-calls", "false"]
+CALLS = ["--any-calls", "true"]
 SHAPES = [
     (FLAT, 3, 3, 1),                                           # the defaults
     (FLAT + ["--any-deep-levels", "0"], 3, 0, 0),              # the old fixed depth
     (FLAT + ["--any-deep-arrays", "0"], 3, 3, 0),              # deep objects only
     (FLAT + ["--max-any-depth", "2", "--any-deep-arrays", "2"], 2, 3, 2),
     (FLAT + ["--max-any-depth", "1", "--any-deep-levels", "5"], 1, 5, 1),
-    ([], 99, 0, 0),                                            # calls: any depth
+    (["--any-calls", "true"], 99, 0, 0),                       # calls: any depth
 ]
 
 
@@ -70,12 +71,12 @@ def test_calls_any_depth():
     for _ in range(20):
         stack = "".join(rnd.choice("oa") for _ in range(60))
         text = json.dumps(nest(stack))
-        assert match({}, [text]) == [True], stack
-        assert match({"type": "object", "properties": {"p": {}}}, [json.dumps({"p": nest(stack)})]) == [True]
+        assert match({}, [text], *CALLS) == [True], stack
+        assert match({"type": "object", "properties": {"p": {}}}, [json.dumps({"p": nest(stack)})], *CALLS) == [True]
         closers = [i for i, ch in enumerate(text) if ch in "]}"]
         bad = [text[:i] + ("]" if text[i] == "}" else "}") + text[i + 1:] for i in closers]
         bad += [text[:i] + text[i + 1:] for i in closers]
-        assert not any(match({}, bad)), stack
+        assert not any(match({}, bad, *CALLS)), stack
 
 
 @pytest.mark.parametrize("shape", range(len(SHAPES)))
@@ -103,7 +104,7 @@ def test_broken_brackets_rejected():
         for i in closes:  # each close swapped for the other kind
             bad.append(text[:i] + ("}" if text[i] == "]" else "]") + text[i + 1:])
         bad.append(text[:closes[-1]])  # the outermost close missing
-    for flags in ([], FLAT, FLAT + ["--any-deep-arrays", "4"], FLAT + ["--max-any-depth", "auto"]):
+    for flags in ([], CALLS, FLAT + ["--any-deep-arrays", "4"], FLAT + ["--max-any-depth", "auto"]):
         got = match({}, bad, *flags)
         accepted = [t for t, g in zip(bad, got) if g]
         assert not accepted, f"broken JSON accepted with {flags}: {accepted[:3]}"
