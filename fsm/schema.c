@@ -41,7 +41,7 @@ void sv_schema_opts_default(sv_schema_opts_t *o) {
     o->any_deep_levels = 3;
     o->any_deep_arrays = 1;
     o->max_string_length = 512;
-    o->any_calls = false; /* programs stay opt-in until their MaskBench run is clean (BENCHMARKS.md) */
+    o->any_calls = true;
     sv_fsm_limits_default(&o->lim);
 }
 
@@ -684,6 +684,21 @@ static sv_status meet(sctx_t *c, sv_dfa_t **acc, bool *unset, sv_dfa_t *d, const
     return st;
 }
 
+static sv_status ref_part(sctx_t *c, sv_ast_t *ta, sv_ast_t **out);
+
+static const char *const type_kw[] = {
+    "properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
+    "maxProperties", "dependentRequired", "dependencies", "items", "prefixItems", "additionalItems", "minItems",
+    "maxItems", "contains", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+};
+
+static bool has_type_keywords(json_t *s) {
+    for (size_t i = 0; i < sizeof type_kw / sizeof type_kw[0]; i++)
+        if (json_object_get(s, type_kw[i])) return true;
+    return false;
+}
+
 static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) {
     sv_status st = check_keywords(c, s);
     if (st) return st;
@@ -715,22 +730,21 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
             if (st == SV_ERR_EMPTY) { ta = sv_ast_none(c->arena); st = SV_OK; }
             if (st) return st;
         }
-        if (c->draft <= 7 || json_object_size(s) == 1) { *out = ta; return SV_OK; }
+        if (c->draft <= 7 || json_object_size(s) == 1) {
+            *out = ta;
+            /* A big target is a part of its own, compiled once and called
+             * from each place that refers to it (each tool's arguments are
+             * one, tools.c): the caller's automaton holds a call, not a copy. */
+            if (c->ref_parts && sv_sc_calls(c) && ta->kind != SV_AST_NONE) st = ref_part(c, ta, out);
+            return st;
+        }
         sv_dfa_t *td = NULL;
         if (ta->kind != SV_AST_NONE && (st = sv_sc_to_dfa(c, ta, &td)) && st != SV_ERR_EMPTY) return st;
         if ((st = meet(c, &acc, &unset, ta->kind == SV_AST_NONE ? NULL : td, "$ref"))) return st;
     }
 
     /* The type-shaped base language. */
-    bool any_type_keywords = false;
-    static const char *const type_kw[] = {
-        "properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
-        "maxProperties", "dependentRequired", "dependencies", "items", "prefixItems", "additionalItems", "minItems",
-        "maxItems", "contains", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
-        "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    };
-    for (size_t i = 0; i < sizeof type_kw / sizeof type_kw[0]; i++)
-        if (json_object_get(s, type_kw[i])) any_type_keywords = true;
+    bool any_type_keywords = has_type_keywords(s);
     json_t *cnst = json_object_get(s, "const"), *en = json_object_get(s, "enum");
     sv_ast_t *base = NULL;
     if (cnst || en) {
@@ -806,10 +820,30 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
         sv_ast_t **alts = sv_arena_alloc(c->arena, n * sizeof *alts);
         if (!alts) return sv_sc_nomem(c);
         uint32_t k = 0;
+        /* A union that is the whole schema, in a language no product will
+         * see (sv_sc_calls: positive, and memoized apart), gives each branch
+         * its own location and so its own key order: a tool's arguments in
+         * the order its parameters list them, whatever the other tools'
+         * order. The shared order matters only where a difference must see
+         * one spelling per value. */
+        bool split = sv_sc_calls(c) && base == NULL && unset && !json_object_get(s, "allOf") &&
+                     !json_object_get(s, "oneOf") && !json_object_get(s, "not") && !json_object_get(s, "if") &&
+                     !json_object_get(s, "dependentSchemas") && !json_object_get(s, "dependencies");
         for (size_t i = 0; i < n; i++) {
             size_t m = sv_sc_push(c, "anyOf");
             push_index(c, i);
-            st = sv_sc_lang(c, json_array_get(any, i), loc, &alts[k]);
+            sv_loc_t bl;
+            const sv_loc_t *use = loc;
+            json_t *br = json_array_get(any, i);
+            if (split && json_is_object(br)) {
+                st = sv_sc_loc_closure(c, &br, 1, loc->lits, loc->nlits, &bl);
+                if (!st) st = sv_sc_loc_context(c, &br, 1, &bl);
+                if (st) { sv_sc_pop(c, m); return st; }
+                bl.orders = loc->orders;
+                bl.level = loc->level;
+                use = &bl;
+            }
+            st = sv_sc_lang(c, br, use, &alts[k]);
             sv_sc_pop(c, m);
             if (st == SV_ERR_EMPTY) continue;
             if (st) return st;
@@ -1013,7 +1047,18 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
         }
     bool keep = c->truncated;
     c->truncated = false;
+    /* A schema whose keywords are combined by products builds its pieces
+     * flat (calls reach no product); a superset of lang_object's cases. */
+    bool ty = json_object_get(s, "type") != NULL, lit = json_object_get(s, "const") || json_object_get(s, "enum");
+    bool products = json_object_get(s, "allOf") || json_object_get(s, "oneOf") || json_object_get(s, "not") ||
+                    json_object_get(s, "if") || json_object_get(s, "dependentSchemas") ||
+                    json_object_get(s, "dependencies") ||
+                    (json_object_get(s, "$ref") && json_object_size(s) > 1 && c->draft > 7) ||
+                    (json_object_get(s, "anyOf") && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s))) ||
+                    (lit && (ty || has_type_keywords(s)));
+    if (products) c->no_calls++;
     sv_status st = lang_object(c, s, loc, out);
+    if (products) c->no_calls--;
     bool cut = c->truncated;
     c->truncated = keep || cut;
     if (st || cut) return st;
@@ -1039,10 +1084,57 @@ static int detect_draft(json_t *root) {
     return 2020;
 }
 
+/* The call to the part of a $ref target's language ta (REF_PART_MIN states
+ * or more; smaller ones stay inline, where a copy costs little and the walk
+ * needs no frame). The same AST (memoized per schema and location) is the
+ * same part. */
+#define REF_PART_MIN 256u
+static sv_status ref_part(sctx_t *c, sv_ast_t *ta, sv_ast_t **out) {
+    for (uint32_t i = 0; i < c->nrefparts; i++)
+        if (c->refparts[i].ast == ta) { *out = c->refparts[i].call; return SV_OK; }
+    sv_dfa_t *d;
+    sv_status st = sv_sc_to_dfa(c, ta, &d);
+    if (st || !d) return st;
+    if (sv_dfa_num_states(d) < REF_PART_MIN) return SV_OK;
+    sv_ast_t *call;
+    if ((st = sv_sc_part(c, d, &call))) return st;
+    if (c->nrefparts == c->caprefparts) {
+        uint32_t cap = c->caprefparts ? 2 * c->caprefparts : 16;
+        void *p = sv_arena_alloc(c->arena, cap * sizeof *c->refparts);
+        if (!p) return sv_sc_nomem(c);
+        if (c->nrefparts) memcpy(p, c->refparts, c->nrefparts * sizeof *c->refparts);
+        c->refparts = p;
+        c->caprefparts = cap;
+    }
+    c->refparts[c->nrefparts].ast = ta;
+    c->refparts[c->nrefparts++].call = call;
+    *out = call;
+    return SV_OK;
+}
+
+sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out) {
+    for (uint32_t i = 0; i < c->nparts; i++)
+        if (c->parts[i] == d) { *out = sv_call_marker(c->arena, SV_SCHEMA_PART_FIRST + i); return *out ? SV_OK : sv_sc_nomem(c); }
+    if (SV_SCHEMA_PART_FIRST + c->nparts > SV_CALL_MAX_ID)
+        return sv_sc_fail(c, SV_ERR_BUDGET, NULL, "the schema needs more than %u parts", SV_CALL_MAX_ID);
+    if (c->nparts == c->capparts) {
+        uint32_t cap = c->capparts ? 2 * c->capparts : 16;
+        sv_dfa_t **p = sv_arena_alloc(c->arena, cap * sizeof *p);
+        if (!p) return sv_sc_nomem(c);
+        if (c->nparts) memcpy(p, c->parts, c->nparts * sizeof *p);
+        c->parts = p;
+        c->capparts = cap;
+    }
+    c->parts[c->nparts] = d;
+    *out = sv_call_marker(c->arena, SV_SCHEMA_PART_FIRST + c->nparts++);
+    return *out ? SV_OK : sv_sc_nomem(c);
+}
+
 /* The parts that the schema compiler's call markers name. */
 static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
     sctx_t *c = ctx;
     if (id == SV_SCHEMA_PART_ANY && c->any_part) return c->any_part;
+    if (id >= SV_SCHEMA_PART_FIRST && id - SV_SCHEMA_PART_FIRST < c->nparts) return c->parts[id - SV_SCHEMA_PART_FIRST];
     sv_error_set(err, SV_ERR_ARG, -1, "internal: call marker %u names no part", id);
     return NULL;
 }
@@ -1052,10 +1144,10 @@ static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
  * than one, *deep whether some free-form value nests deeper than
  * SV_SCHEMA_ANY_DEPTH_MIN. */
 static sv_status compile_once(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
-                              uint64_t deadline, bool calls, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
+                              uint64_t deadline, int level, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
                               bool *more_orders, bool *deep, bool *conflict) {
     sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline,
-                .calls = calls};
+                .calls = level > 0, .ref_parts = level > 1};
     c.arena = sv_arena_create(0);
     if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     sv_loc_t loc;
@@ -1102,14 +1194,18 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
 static sv_status compile_attempt(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
                                  uint64_t deadline, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
                                  bool *more_orders, bool *deep, uint32_t *narrowed) {
+    /* With calls: first with $ref targets as parts too, then without (a
+     * conflict there is mostly two refs that start alike), then flat. */
     bool conflict = false;
-    sv_status st = compile_once(text, len, o, root, orders, deadline, o->any_calls, out, info, err, more_orders, deep,
-                                &conflict);
-    if (!conflict) return st;
-    if (info) memset(info, 0, sizeof *info);
-    sv_error_clear(err);
-    *narrowed |= SV_SCHEMA_NARROWED_CALLS;
-    return compile_once(text, len, o, root, orders, deadline, false, out, info, err, more_orders, deep, &conflict);
+    int level = o->any_calls ? 2 : 0;
+    sv_status st = compile_once(text, len, o, root, orders, deadline, level, out, info, err, more_orders, deep, &conflict);
+    while (conflict && level > 0) {
+        if (info) memset(info, 0, sizeof *info);
+        sv_error_clear(err);
+        if (--level == 0) *narrowed |= SV_SCHEMA_NARROWED_CALLS;
+        st = compile_once(text, len, o, root, orders, deadline, level, out, info, err, more_orders, deep, &conflict);
+    }
+    return st;
 }
 
 sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t *o, sv_dfa_t **out,

@@ -218,6 +218,7 @@ static sv_status get_uint(sctx_t *c, json_t *s, const char *kw, bool *set, uint6
 }
 
 #define MAX_GRAPH_NODES 200000u
+#define ITEM_PART_MIN 4096u /* item states times counted copies above which an item is a part */
 
 /* ---- objects -------------------------------------------------------------------- */
 
@@ -750,6 +751,20 @@ sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_
             sv_sc_pop(c, mark);
         }
         if (st) return st;
+    }
+    /* Items counted by maxItems: a DFA holds a copy of the item per count.
+     * With calls, a big item becomes a part of its own (sv_sc_part), and
+     * each count costs a call instead of a copy. */
+    if (!cont && has_max && N >= 2 && sv_sc_calls(c)) {
+        for (uint32_t i = 0; i <= P; i++) {
+            if (!lang[i]) continue;
+            uint64_t uses = i < P ? 1 : (N > P ? N - P : 0);
+            if (uses < 2) continue;
+            sv_dfa_t *d;
+            if ((st = sv_sc_to_dfa(c, lang[i], &d))) return st;
+            if (!d || (uint64_t)sv_dfa_num_states(d) * uses < ITEM_PART_MIN) continue;
+            if ((st = sv_sc_part(c, d, &lang[i]))) return st;
+        }
     }
     if (cont) {
         /* Split each item language by contains: matching / not matching. The

@@ -16,6 +16,7 @@
 #define SV_SCHEMA_MAX_ANY 16
 /* Call marker ids of the schema compiler's parts (program.c). */
 #define SV_SCHEMA_PART_ANY 1
+#define SV_SCHEMA_PART_FIRST 2  /* parts registered by sv_sc_part */
 /* Key orders an object location accepts: the canonical one and up to 3 more
  * (schema_container.c). */
 #define SV_SCHEMA_MAX_ORDERS 4
@@ -78,6 +79,11 @@ typedef struct sctx {
     uint32_t no_calls;
     bool calls_conflict;
     sv_dfa_t *any_part;        /* the free-form container part (raw, with markers) */
+    sv_dfa_t **parts;          /* other parts by id - SV_SCHEMA_PART_FIRST (sv_sc_part) */
+    uint32_t nparts, capparts;
+    bool ref_parts;            /* big $ref targets as parts (schema.c ref_part) */
+    struct { sv_ast_t *ast, *call; } *refparts;
+    uint32_t nrefparts, caprefparts;
 } sctx_t;
 
 /* Whether free-form values are calls here. */
@@ -174,6 +180,10 @@ sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **ou
 /* The content language of a string schema (pattern, lengths, format); *out
  * NULL when the schema constrains nothing about string content. */
 sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out);
+
+/* A call to a new part whose language is d (raw, owned by the arena): the
+ * marker AST in *out. Only where sv_sc_calls(c). */
+sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out);
 
 /* ---- containers (schema_container.c) ---- */
 /* canonical_any: build the universe at this location (every key optional,

@@ -299,6 +299,26 @@ static int union_with_calls(sv_api_request_t *r, const sv_api_limits_t *lim, sv_
             }
         }
         json_object_del(answer, "$schema");
+        /* The calls' own $defs (each tool's parameters, tools.c) join the
+         * root's, where their "#/$defs/sv_args_NAME" refs point. */
+        json_t *cd = json_object_get(calls, "$defs"), *rd = json_object_get(u, "$defs");
+        if (cd) {
+            if (!rd) {
+                json_object_set(u, "$defs", cd);
+            } else {
+                const char *k;
+                json_t *x;
+                bool clash = false;
+                json_object_foreach(cd, k, x) clash |= json_object_get(rd, k) != NULL;
+                if (clash || !json_is_object(rd)) { /* the answer names a def like ours: no union */
+                    json_decref(u);
+                    json_decref(answer);
+                    return 0;
+                }
+                json_object_update(rd, cd);
+            }
+            json_object_del(calls, "$defs");
+        }
     }
     json_decref(answer);
     if (!u) return sv_api_fail(e, 500, NULL, "out of memory");

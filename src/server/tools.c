@@ -103,15 +103,54 @@ int sv_tools_parse(sv_api_request_t *r, json_t *tools, json_t *tool_choice, sv_a
     return sv_api_fail(e, 400, "tool_choice", "tool_choice: function '%s' is not one of the tools", json_string_value(name));
 }
 
-/* The schema of one call to tool t: {"name": const, "arguments": params}. */
-static json_t *call_schema(json_t *t) {
+/* Rewrites the local JSON-pointer $refs of a tool's parameters ("#" and
+ * "#/...", which point into the parameters document) to point at where the
+ * parameters now live, base ("#/$defs/NAME"). false when out of memory. */
+static bool rebase_refs(json_t *v, const char *base) {
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) if (!rebase_refs(x, base)) return false;
+        return true;
+    }
+    if (!json_is_object(v)) return true;
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) {
+        if (!strcmp(k, "$ref") && json_is_string(x)) {
+            const char *r = json_string_value(x);
+            if (r[0] != '#' || (r[1] != '\0' && r[1] != '/')) continue; /* an anchor or a remote ref: as written */
+            size_t n = strlen(base) + strlen(r);
+            char *nr = malloc(n + 1);
+            if (!nr) return false;
+            snprintf(nr, n + 1, "%s%s", base, r + 1);
+            int rc = json_string_set(x, nr);
+            free(nr);
+            if (rc) return false;
+        } else if (!rebase_refs(x, base)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The schema of one call to tool t: {"name": const, "arguments": params}.
+ * The parameters go to defs under "sv_args_NAME" and "arguments" refers to
+ * them, with their own $refs rebased, so that a $ref into the parameters'
+ * $defs (as Pydantic writes them) resolves inside the call schema. */
+static json_t *call_schema(json_t *t, json_t *defs) {
     json_t *f = json_object_get(t, "function");
     json_t *p = json_object_get(f, "parameters");
-    json_t *params = p && json_is_object(p) ? json_incref(p)
+    const char *name = json_string_value(json_object_get(f, "name"));
+    json_t *params = p && json_is_object(p) ? json_deep_copy(p)
                                              : json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
                                                          "additionalProperties", 0);
-    return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s,s], s:b}", "type", "object", "properties", "name", "const",
-                     json_object_get(f, "name"), "arguments", params, "required", "name", "arguments",
+    char key[96], base[128];
+    snprintf(key, sizeof key, "sv_args_%s", name); /* names are [A-Za-z0-9_.-]{1,64} (name_ok): pointer-safe */
+    snprintf(base, sizeof base, "#/$defs/%s", key);
+    if (!params || !rebase_refs(params, base) || json_object_set_new(defs, key, params)) return NULL;
+    return json_pack("{s:s, s:{s:{s:O}, s:{s:s}}, s:[s,s], s:b}", "type", "object", "properties", "name", "const",
+                     json_object_get(f, "name"), "arguments", "$ref", base, "required", "name", "arguments",
                      "additionalProperties", 0);
 }
 
@@ -120,14 +159,19 @@ const char *sv_tools_marker(int chat_kind) {
 }
 
 int sv_tools_call_schema(const sv_api_request_t *r, bool array, char **out, sv_api_error_t *e) {
-    json_t *alts = json_array();
+    json_t *alts = json_array(), *defs = json_object();
     size_t i;
     json_t *t;
     json_array_foreach(r->tools, i, t) {
         if (r->tool_choice == SV_TOOLS_NAMED &&
             strcmp(json_string_value(json_object_get(json_object_get(t, "function"), "name")), r->tool_name) != 0)
             continue;
-        json_array_append_new(alts, call_schema(t));
+        json_t *c = call_schema(t, defs);
+        if (!c || json_array_append_new(alts, c)) {
+            json_decref(alts);
+            json_decref(defs);
+            return sv_api_fail(e, 500, NULL, "out of memory");
+        }
     }
     json_t *items = json_array_size(alts) == 1 ? json_incref(json_array_get(alts, 0)) : json_pack("{s:O}", "anyOf", alts);
     /* Parallel calls: no maxItems, so that the DFA is a loop over one copy
@@ -137,6 +181,8 @@ int sv_tools_call_schema(const sv_api_request_t *r, bool array, char **out, sv_a
                 : one  ? json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", items, "minItems", 1, "maxItems", 1)
                        : json_pack("{s:s, s:o, s:i}", "type", "array", "items", items, "minItems", 1);
     json_decref(alts);
+    if (s && json_object_set(s, "$defs", defs)) json_decref(s), s = NULL;
+    json_decref(defs);
     *out = s ? json_dumps(s, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
     json_decref(s);
     if (!*out) return sv_api_fail(e, 500, NULL, "out of memory");

@@ -5,9 +5,9 @@ A generated list of 64 tools with realistic parameter schemas (enums,
 bounded integers, nested objects, arrays, optional fields, an open object)
 compiles under every mode a request can ask for; what `sample` draws parses,
 names real tools and has arguments Python's jsonschema accepts under that
-tool's parameters; `match` accepts a hand-written list of 12 calls (more than
-the old cap of 8) and rejects unknown tools, bad arguments, an empty list and
-a second call where only one is allowed."""
+tool's parameters, some draws holding more than 8 calls (the old cap); `match`
+accepts a list of 12 calls to different tools and rejects an unknown tool,
+bad arguments, an empty list and a second call where only one is allowed."""
 import json
 import random
 
@@ -211,8 +211,37 @@ def test_match_twelve_calls(sieve, tools_file):
     assert match(sieve, tools_file, [texts[0], one], "--tool-format", "object") == ["1", "0"]
 
 
-@pytest.mark.xfail(strict=True, reason="fsm: the anyOf branches of the call union share one key order at their "
-                   "common \"arguments\" location (the first tool's), so g's arguments must follow f's order")
+def test_parameters_with_defs_and_refs(sieve, tmp_path):
+    """Parameters written as Pydantic writes them: $defs with $refs into
+    them, and a recursive $ref to the parameters' root. The refs resolve
+    inside each tool's own parameters, whatever the call schema wraps them
+    in."""
+    tree = {"type": "object", "properties": {"label": {"type": "string"},
+                                             "kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
+            "required": ["label"], "additionalProperties": False}
+    pyd = {"type": "object", "properties": {"where": {"$ref": "#/$defs/Place"},
+                                            "when": {"anyOf": [{"$ref": "#/$defs/Span"}, {"type": "null"}]}},
+           "required": ["where"], "additionalProperties": False,
+           "$defs": {"Place": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+                               "additionalProperties": False},
+                     "Span": {"type": "object", "properties": {"days": {"type": "integer", "minimum": 1}},
+                              "required": ["days"], "additionalProperties": False}}}
+    tools = [{"type": "function", "function": {"name": "plan", "parameters": pyd}},
+             {"type": "function", "function": {"name": "tree", "parameters": tree}}]
+    p = tmp_path / "tools.json"
+    p.write_text(json.dumps(tools))
+    good = [{"name": "plan", "arguments": {"where": {"city": "Oslo"}, "when": {"days": 3}}},
+            {"name": "tree", "arguments": {"label": "a", "kids": [{"label": "b", "kids": [{"label": "c"}]}]}}]
+    bad = [[{"name": "plan", "arguments": {"where": {"town": "Oslo"}}}],
+           [{"name": "plan", "arguments": {"where": {"city": "Oslo"}, "when": {"days": 0}}}],
+           [{"name": "tree", "arguments": {"label": "a", "kids": [{"kids": []}]}}]]
+    assert match(sieve, str(p), [json.dumps(good)] + [json.dumps(b) for b in bad]) == ["1", "0", "0", "0"]
+    for draw in sample(sieve, "--tools", str(p), n=40, seed=5, max_len=300):
+        for call in draw:
+            schema = pyd if call["name"] == "plan" else tree
+            assert not list(jsonschema.Draft202012Validator(schema).iter_errors(call["arguments"])), call
+
+
 def test_arguments_in_each_tools_own_order(sieve, tmp_path):
     """A tool's arguments in the order its own parameters list them, whatever
     order another tool lists the same names in."""
@@ -223,7 +252,9 @@ def test_arguments_in_each_tools_own_order(sieve, tmp_path):
     p.write_text(json.dumps([tool("f", ["x", "y"]), tool("g", ["y", "x"])]))
     calls = [[{"name": "f", "arguments": {"x": 1, "y": 2}}], [{"name": "g", "arguments": {"y": 1, "x": 2}}]]
     assert match(sieve, str(p), [json.dumps(calls[1])], "--tool-choice", "g") == ["1"]  # g alone: its order
-    assert match(sieve, str(p), [json.dumps(c) for c in calls]) == ["1", "1"]  # g among the tools: f's order
+    assert match(sieve, str(p), [json.dumps(c) for c in calls]) == ["1", "1"]  # g among the tools: still its order
+    swapped = [[{"name": "f", "arguments": {"y": 2, "x": 1}}], [{"name": "g", "arguments": {"x": 2, "y": 1}}]]
+    assert match(sieve, str(p), [json.dumps(c) for c in swapped]) == ["0", "0"]  # the other tool's order is not taken
 
 
 @pytest.mark.parametrize("args, needle", [
