@@ -301,30 +301,42 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
         }
     }
     if (st) goto out;
-    /* A final state that can go on (bytes or calls) competes with its
-     * callers' continuations: FIRSTX(ret), all bytes when ret is final. */
-    for (uint32_t i = 0; i < d->ncalls && !st; i++) {
-        int32_t q = d->calls[i].callee, r = d->calls[i].ret;
-        uint32_t p = 0;
-        while (p + 1 < d->nparts && base[p + 1] <= (uint32_t)q) p++;
-        uint64_t fx[4];
-        if (d->accept[r]) {
-            memset(fx, 0xff, sizeof fx);
-        } else {
+    /* A final state that can go on (bytes or calls) competes with what its
+     * callers do after it returns: FOLLOW(part), the bytes that may come
+     * after the part ends, is the union over its call sites of FIRSTX(ret)
+     * (ret's own bytes and calls, and FOLLOW of ret's part when ret is
+     * final); nothing follows the root part. A fixed point over parts. */
+    uint32_t np = d->nparts;
+    uint64_t (*follow)[4] = calloc(np, sizeof *follow);
+    if (!follow) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint"); goto out; }
+#define PART_OF(x, p) do { p = 0; while (p + 1 < np && base[p + 1] <= (uint32_t)(x)) p++; } while (0)
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t i = 0; i < d->ncalls; i++) {
+            int32_t q = d->calls[i].callee, r = d->calls[i].ret;
+            uint32_t pq, pr;
+            PART_OF(q, pq);
+            PART_OF(r, pr);
+            uint64_t fx[4];
             direct_set(d, r, fx);
             for (uint32_t j = d->call_off[r]; j < d->call_off[r + 1]; j++) bor(fx, d->calls[j].first);
-        }
-        for (uint32_t f = base[p]; f < base[p + 1]; f++) {
-            if (!d->accept[f]) continue;
-            uint64_t go[4];
-            direct_set(d, (int32_t)f, go);
-            for (uint32_t j = d->call_off[f]; j < d->call_off[f + 1]; j++) bor(go, d->calls[j].first);
-            if (bmeet(go, fx)) {
-                st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a called part may go on where its caller continues");
-                break;
-            }
+            if (d->accept[r]) bor(fx, follow[pr]);
+            for (int w = 0; w < 4; w++)
+                if (fx[w] & ~follow[pq][w]) follow[pq][w] |= fx[w], changed = true;
         }
     }
+    for (uint32_t f = 0; f < n && !st; f++) {
+        if (!d->accept[f]) continue;
+        uint32_t pf;
+        PART_OF(f, pf);
+        uint64_t go[4];
+        direct_set(d, (int32_t)f, go);
+        for (uint32_t j = d->call_off[f]; j < d->call_off[f + 1]; j++) bor(go, d->calls[j].first);
+        if (bmeet(go, follow[pf]))
+            st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a called part may go on where its caller continues");
+    }
+#undef PART_OF
+    free(follow);
 out:
     free(mark);
     free(first);

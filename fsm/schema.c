@@ -686,12 +686,69 @@ static sv_status meet(sctx_t *c, sv_dfa_t **acc, bool *unset, sv_dfa_t *d, const
 
 static sv_status ref_part(sctx_t *c, sv_ast_t *ta, sv_ast_t **out);
 
+/* Recursive $refs as calls. rec_open reserves a part id for target t (an
+ * open entry); a recursive reference to t while it is open becomes a call
+ * to that part (recursive_call); rec_close compiles the target's language
+ * into the part when a call was made, and the reference itself becomes a
+ * call too. The part is t's language at the location of its first
+ * expansion; inner references reuse it, which is sound in the languages
+ * calls live in (no product sees them, so only validity matters, and a
+ * value valid for t is valid wherever t is referenced alone). */
+static sv_status rec_open(sctx_t *c, json_t *t, uint32_t *idx) {
+    if (c->nrecs == sizeof c->recs / sizeof c->recs[0]) return SV_OK; /* deeper: expand as before */
+    sv_status st = sv_sc_part(c, NULL, NULL);
+    if (st) return st;
+    c->recs[c->nrecs] = (struct sv_rec){t, SV_SCHEMA_PART_FIRST + c->nparts - 1, false};
+    *idx = c->nrecs++;
+    return SV_OK;
+}
+
+static sv_ast_t *recursive_call(sctx_t *c, json_t *t) {
+    if (!c->ref_parts || !sv_sc_calls(c)) return NULL;
+    for (uint32_t i = c->nrecs; i-- > 0;)
+        if (c->recs[i].t == t) {
+            c->recs[i].used = true;
+            return sv_call_marker(c->arena, c->recs[i].id);
+        }
+    return NULL;
+}
+
+static sv_status rec_close(sctx_t *c, uint32_t idx, sv_status st, sv_ast_t **ta) {
+    struct sv_rec r = c->recs[idx];
+    c->nrecs = idx;
+    if (st || !r.used) return st;
+    sv_dfa_t *d;
+    if ((*ta)->kind == SV_AST_NONE)
+        return sv_sc_fail(c, SV_ERR_EMPTY, "$ref", "the recursive schema matches no value");
+    if ((st = sv_sc_to_dfa(c, *ta, &d))) return st;
+    if (!d) return sv_sc_fail(c, SV_ERR_EMPTY, "$ref", "the recursive schema matches no value");
+    c->parts[r.id - SV_SCHEMA_PART_FIRST] = d;
+    *ta = sv_call_marker(c->arena, r.id);
+    return *ta ? SV_OK : sv_sc_nomem(c);
+}
+
 static const char *const type_kw[] = {
     "properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
     "maxProperties", "dependentRequired", "dependencies", "items", "prefixItems", "additionalItems", "minItems",
     "maxItems", "contains", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
     "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
 };
+
+/* A $ref whose siblings constrain nothing ($defs, annotations): the ref
+ * alone decides the language, in every draft. */
+static bool ref_alone(json_t *s) {
+    static const char *const inert[] = {"$ref", "$defs", "definitions", "$schema", "$id", "id", "$comment", "title",
+                                        "description", "examples", "default", "$anchor", "deprecated", "readOnly",
+                                        "writeOnly"};
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) {
+        bool ok = false;
+        for (size_t i = 0; i < sizeof inert / sizeof *inert && !ok; i++) ok = !strcmp(k, inert[i]);
+        if (!ok) return false;
+    }
+    return true;
+}
 
 static bool has_type_keywords(json_t *s) {
     for (size_t i = 0; i < sizeof type_kw / sizeof type_kw[0]; i++)
@@ -721,16 +778,25 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
             c->truncated = true;
             if (c->info) c->info->ref_truncated = true;
             ta = sv_ast_none(c->arena);
+        } else if (seen > 0 && (ta = recursive_call(c, t))) {
+            /* recursion with calls: the part of t calls itself, to any depth */
         } else {
+            /* With calls, the first expansion of a target reserves a part,
+             * so that a recursive reference inside it can call it. */
+            uint32_t rec = UINT32_MAX;
+            if (seen == 0 && c->ref_parts && sv_sc_calls(c) && (st = rec_open(c, t, &rec))) return st;
             c->ref_stack[c->ref_depth++] = t;
             size_t m = sv_sc_push(c, "$ref");
             st = sv_sc_lang(c, t, loc, &ta);
             sv_sc_pop(c, m);
             c->ref_depth--;
             if (st == SV_ERR_EMPTY) { ta = sv_ast_none(c->arena); st = SV_OK; }
+            if (rec != UINT32_MAX && (st = rec_close(c, rec, st, &ta))) return st;
             if (st) return st;
         }
-        if (c->draft <= 7 || json_object_size(s) == 1) {
+        if (c->draft <= 7 || ref_alone(s)) {
+            if (c->draft > 7 && json_object_size(s) > 1 && ta->kind == SV_AST_NONE) /* as meet() reports it */
+                return sv_sc_fail(c, SV_ERR_EMPTY, "$ref", "no value satisfies $ref together with the rest of this schema");
             *out = ta;
             /* A big target is a part of its own, compiled once and called
              * from each place that refers to it (each tool's arguments are
@@ -1053,7 +1119,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     bool products = json_object_get(s, "allOf") || json_object_get(s, "oneOf") || json_object_get(s, "not") ||
                     json_object_get(s, "if") || json_object_get(s, "dependentSchemas") ||
                     json_object_get(s, "dependencies") ||
-                    (json_object_get(s, "$ref") && json_object_size(s) > 1 && c->draft > 7) ||
+                    (json_object_get(s, "$ref") && c->draft > 7 && !ref_alone(s)) ||
                     (json_object_get(s, "anyOf") && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s))) ||
                     (lit && (ty || has_type_keywords(s)));
     if (products) c->no_calls++;
@@ -1113,7 +1179,7 @@ static sv_status ref_part(sctx_t *c, sv_ast_t *ta, sv_ast_t **out) {
 }
 
 sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out) {
-    for (uint32_t i = 0; i < c->nparts; i++)
+    for (uint32_t i = 0; d && i < c->nparts; i++)
         if (c->parts[i] == d) { *out = sv_call_marker(c->arena, SV_SCHEMA_PART_FIRST + i); return *out ? SV_OK : sv_sc_nomem(c); }
     if (SV_SCHEMA_PART_FIRST + c->nparts > SV_CALL_MAX_ID)
         return sv_sc_fail(c, SV_ERR_BUDGET, NULL, "the schema needs more than %u parts", SV_CALL_MAX_ID);
@@ -1126,6 +1192,7 @@ sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out) {
         c->capparts = cap;
     }
     c->parts[c->nparts] = d;
+    if (!out) { c->nparts++; return SV_OK; } /* reserved (rec_open) */
     *out = sv_call_marker(c->arena, SV_SCHEMA_PART_FIRST + c->nparts++);
     return *out ? SV_OK : sv_sc_nomem(c);
 }
@@ -1134,7 +1201,8 @@ sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out) {
 static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
     sctx_t *c = ctx;
     if (id == SV_SCHEMA_PART_ANY && c->any_part) return c->any_part;
-    if (id >= SV_SCHEMA_PART_FIRST && id - SV_SCHEMA_PART_FIRST < c->nparts) return c->parts[id - SV_SCHEMA_PART_FIRST];
+    if (id >= SV_SCHEMA_PART_FIRST && id - SV_SCHEMA_PART_FIRST < c->nparts && c->parts[id - SV_SCHEMA_PART_FIRST])
+        return c->parts[id - SV_SCHEMA_PART_FIRST];
     sv_error_set(err, SV_ERR_ARG, -1, "internal: call marker %u names no part", id);
     return NULL;
 }

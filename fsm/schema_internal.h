@@ -84,6 +84,8 @@ typedef struct sctx {
     bool ref_parts;            /* big $ref targets as parts (schema.c ref_part) */
     struct { sv_ast_t *ast, *call; } *refparts;
     uint32_t nrefparts, caprefparts;
+    struct sv_rec { json_t *t; uint32_t id; bool used; } recs[64]; /* $ref targets open as parts */
+    uint32_t nrecs;
 } sctx_t;
 
 /* Whether free-form values are calls here. */
@@ -182,7 +184,8 @@ sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **ou
 sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out);
 
 /* A call to a new part whose language is d (raw, owned by the arena): the
- * marker AST in *out. Only where sv_sc_calls(c). */
+ * marker AST in *out. Only where sv_sc_calls(c). With d and out NULL it
+ * reserves the next id (filled in later). */
 sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out);
 
 /* ---- containers (schema_container.c) ---- */

@@ -63,3 +63,72 @@ def test_counted_item_samples_are_valid():
     assert len(samples) == 30
     for s in samples:
         assert not list(v.iter_errors(s)), s
+
+
+# Recursive schemas: a $ref target becomes a part that calls itself.
+TREE = {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                           "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                           "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/node"}
+LIST = {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "string", "maxLength": 3},
+                                                           "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+                           "required": ["v", "next"], "additionalProperties": False}}, "$ref": "#/$defs/node"}
+JSON = {"$defs": {"j": {"anyOf": [{"type": "null"}, {"type": "boolean"}, {"type": "number"}, {"type": "string"},
+                                  {"type": "array", "items": {"$ref": "#/$defs/j"}},
+                                  {"type": "object", "additionalProperties": {"$ref": "#/$defs/j"}}]}},
+        "$ref": "#/$defs/j"}
+
+
+def tree(d):
+    return {"v": d} if d == 0 else {"v": d, "kids": [{"v": -1}, tree(d - 1)]}
+
+
+def linked(d):
+    return {"v": "a", "next": None} if d == 0 else {"v": "b", "next": linked(d - 1)}
+
+
+def nested_json(d):
+    return 1 if d == 0 else ([nested_json(d - 1), "s"] if d % 2 else {"k": nested_json(d - 1), "n": None})
+
+
+def breakages(text, schema):
+    """Texts broken at every depth: each closing bracket swapped or dropped,
+    and for typed schemas a wrong-typed leaf at each depth."""
+    closers = [i for i, ch in enumerate(text) if ch in "]}"]
+    out = [text[:i] + ("]" if text[i] == "}" else "}") + text[i + 1:] for i in closers]
+    out += [text[:i] + text[i + 1:] for i in closers]
+    return out
+
+
+def test_recursive_schemas_any_depth():
+    v = jsonschema.Draft202012Validator
+    for schema, make, bad_leaf in ((TREE, tree, ('"v": -1', '"v": "x"')), (LIST, linked, ('"v": "b"', '"v": "long"')),
+                                   (JSON, nested_json, None)):
+        c = run("compile", schema)
+        assert c.returncode == 0, c.stdout
+        assert json.loads(c.stdout)["recursion_truncated"] is False
+        text = json.dumps(make(50))
+        assert v(schema).is_valid(json.loads(text))
+        bad = breakages(text, schema)
+        if bad_leaf:  # an invalid leaf at each depth
+            parts = text.split(bad_leaf[0])
+            for i in range(1, len(parts)):
+                t = bad_leaf[0].join(parts[:i]) + bad_leaf[1] + bad_leaf[0].join(parts[i:])
+                assert not v(schema).is_valid(json.loads(t))
+                bad.append(t)
+        got = match(schema, [text] + bad)
+        assert got[0], "depth 50 rejected"
+        assert not any(got[1:]), [b for b, g in zip(bad, got[1:]) if g][:2]
+        # flat: the old bounded expansion rejects depth 50
+        assert match(schema, [text], "--any-calls", "false") == [False]
+
+
+def test_recursive_samples_are_valid():
+    for schema in (TREE, LIST, JSON):
+        r = run("sample", schema, "-n", "40", "--seed", "9", "--max-len", "300")
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.split("\n")[:-1]
+        assert len(lines) == 40
+        v = jsonschema.Draft202012Validator(schema)
+        for s in lines:
+            x = json.loads(json.loads(s))
+            assert v.is_valid(x), x
