@@ -179,6 +179,15 @@ done:
     return st;
 }
 
+uint8_t sv_dfa_class_byte(const sv_dfa_t *d, uint32_t c, sv_rng_t *rng) {
+    uint32_t members = 0, pick;
+    for (int b = 0; b < 256; b++) members += d->classes[b] == c;
+    pick = (uint32_t)sv_rng_below(rng, members);
+    for (int b = 0; b < 256; b++)
+        if (d->classes[b] == c && pick-- == 0) return (uint8_t)b;
+    return 0;
+}
+
 sv_status sv_dfa_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uint8_t *buf, size_t cap, size_t *len) {
     if (d->call_off) return sv_program_sample(d, rng, soft_len, buf, cap, len);
     int32_t s = 0;
@@ -194,14 +203,7 @@ sv_status sv_dfa_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uin
             live[nl++] = c;
         }
         if (nl == 0) break; /* accepting with no way on (or no nearer way) */
-        uint32_t c = live[sv_rng_below(rng, nl)];
-        /* A uniform byte of class c. */
-        uint32_t members = 0, pick;
-        for (int b = 0; b < 256; b++) members += d->classes[b] == c;
-        pick = sv_rng_below(rng, members);
-        int byte = 0;
-        for (int b = 0; b < 256; b++)
-            if (d->classes[b] == c && pick-- == 0) { byte = b; break; }
+        uint8_t byte = sv_dfa_class_byte(d, live[sv_rng_below(rng, nl)], rng);
         if (n == cap) return SV_ERR_BUDGET;
         buf[n++] = (uint8_t)byte;
         s = sv_dfa_next(d, s, (uint8_t)byte);

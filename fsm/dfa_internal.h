@@ -62,6 +62,8 @@ typedef const sv_dfa_t *(*sv_call_resolve_fn)(void *ctx, uint32_t id, sv_error_t
  * without calls then. *out is a new DFA. */
 sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void *ctx, const sv_fsm_limits_t *lim,
                           sv_dfa_t **out, sv_error_t *err);
+/* A uniform byte of class c (sampling). */
+uint8_t sv_dfa_class_byte(const sv_dfa_t *d, uint32_t c, sv_rng_t *rng);
 /* Whole-string matching and sampling of a program (sv_dfa_matches and
  * sv_dfa_sample call them). */
 bool sv_program_matches(const sv_dfa_t *d, const uint8_t *s, size_t n);

@@ -555,12 +555,7 @@ sv_status sv_program_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len,
             x = c->callee;
             continue;
         }
-        uint32_t members = 0, pick;
-        for (int b = 0; b < 256; b++) members += d->classes[b] == o;
-        pick = sv_rng_below(rng, members);
-        int byte = 0;
-        for (int b = 0; b < 256; b++)
-            if (d->classes[b] == o && pick-- == 0) { byte = b; break; }
+        uint8_t byte = sv_dfa_class_byte(d, o, rng);
         if (n == cap) { st = SV_ERR_BUDGET; break; }
         buf[n++] = (uint8_t)byte;
         x = sv_dfa_next(d, x, (uint8_t)byte);
