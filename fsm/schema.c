@@ -1179,8 +1179,11 @@ static sv_status ref_part(sctx_t *c, sv_ast_t *ta, sv_ast_t **out) {
 }
 
 sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out) {
+    /* equal languages are one part (minimal BFS-numbered DFAs are equal
+     * field by field) */
     for (uint32_t i = 0; d && i < c->nparts; i++)
-        if (c->parts[i] == d) { *out = sv_call_marker(c->arena, SV_SCHEMA_PART_FIRST + i); return *out ? SV_OK : sv_sc_nomem(c); }
+        if (c->parts[i] == d || (c->parts[i] && sv_dfa_num_states(c->parts[i]) == sv_dfa_num_states(d) &&
+                                 sv_dfa_equal(c->parts[i], d))) { *out = sv_call_marker(c->arena, SV_SCHEMA_PART_FIRST + i); return *out ? SV_OK : sv_sc_nomem(c); }
     if (SV_SCHEMA_PART_FIRST + c->nparts > SV_CALL_MAX_ID)
         return sv_sc_fail(c, SV_ERR_BUDGET, NULL, "the schema needs more than %u parts", SV_CALL_MAX_ID);
     if (c->nparts == c->capparts) {

@@ -218,7 +218,9 @@ static sv_status get_uint(sctx_t *c, json_t *s, const char *kw, bool *set, uint6
 }
 
 #define MAX_GRAPH_NODES 200000u
-#define ITEM_PART_MIN 4096u /* item states times counted copies above which an item is a part */
+#define ITEM_PART_MIN 4096u
+#define WIDE_OBJECT_MIN 32u  /* members from which values become parts */
+#define VALUE_PART_MIN 8u    /* smaller values stay inline */ /* item states times counted copies above which an item is a part */
 
 /* ---- objects -------------------------------------------------------------------- */
 
@@ -593,6 +595,17 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
             return sv_sc_fail(c, SV_ERR_EMPTY, "required", "required property \"%s\" can have no valid value", m->key);
         nreq += m->required;
     }
+    /* A wide object holds every member's value once or twice (before and
+     * after the first member written); with calls, the values of a wide
+     * object are parts, equal ones shared, so the object's automaton holds
+     * its keys and calls. */
+    if (sv_sc_calls(c) && !canonical_any && n >= WIDE_OBJECT_MIN)
+        for (uint32_t i = 0; i < n; i++) {
+            if (!mem[i].value) continue;
+            sv_dfa_t *d;
+            if ((st = sv_sc_to_dfa(c, mem[i].value, &d))) return st;
+            if (d && sv_dfa_num_states(d) >= VALUE_PART_MIN && (st = sv_sc_part(c, d, &mem[i].value))) return st;
+        }
     /* dependentRequired (and the array form of dependencies). */
     dep_t deps[64];
     uint32_t ndeps = 0, nbits = 0;
