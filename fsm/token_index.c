@@ -595,6 +595,7 @@ static sv_status cfg_create(sv_token_index_t *ix);
 static void cfg_destroy(struct cfgtab *t);
 static sv_status cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, const uint32_t **mask, uint32_t *max_dist);
 static int32_t cfg_next(const sv_token_index_t *ix, int32_t v, int32_t id);
+static size_t cfg_bytes(const sv_token_index_t *ix);
 static bool state_utf8(const sv_token_index_t *ix, int32_t s);
 
 enum { ST_LOOP = 1, ST_UTF8_KNOWN = 2, ST_UTF8 = 4, ST_UNI = 8, ST_UNI8_KNOWN = 16, ST_UNI8 = 32, ST_RUN = 64, ST_LIVE = 128 };
@@ -1787,7 +1788,7 @@ void sv_token_index_stats(sv_token_index_t *ix, sv_token_index_stats_t *st) {
     pthread_mutex_lock(&ix->lock);
     st->distinct_masks = ix->ncons;
     st->known_entries = ix->known;
-    st->mask_bytes = ix->mask_bytes;
+    st->mask_bytes = ix->mask_bytes + cfg_bytes(ix); /* a program's configurations count too */
     st->walks = atomic_load(&ix->walks);
     pthread_mutex_unlock(&ix->lock);
 }

@@ -48,6 +48,7 @@ void sv_server_config_default(sv_server_config_t *c) {
     sv_schema_opts_t so;
     sv_schema_opts_default(&so);
     c->any_deep_levels = so.any_deep_levels;
+    c->any_calls = so.any_calls;
 }
 
 static uint64_t next_rand(srv_t *s) {
@@ -392,6 +393,7 @@ static bool start_phase2(req_t *r, uint32_t generated) {
     so.ws = s->cfg.ws;
     so.unknown_formats_ok = s->cfg.unknown_formats;
     so.any_deep_levels = s->cfg.any_deep_levels;
+    so.any_calls = s->cfg.any_calls;
     r->compiling = true;
     if (!sv_cpool_submit(s->cpool, SV_CONSTRAINT_SCHEMA, r->api.c.text, r->api.c.len, &so, s->deps.set,
                          s->cfg.ws == SV_WS_FLEXIBLE ? 16 : 0, compile_cb, r)) {
@@ -661,6 +663,8 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
         so.ws = s->cfg.ws;
         so.unknown_formats_ok = s->cfg.unknown_formats;
         so.any_deep_levels = s->cfg.any_deep_levels;
+        so.any_calls = s->cfg.any_calls;
+    so.any_calls = s->cfg.any_calls;
         uint32_t ws_cap = r->api.c.kind == SV_CONSTRAINT_SCHEMA && s->cfg.ws == SV_WS_FLEXIBLE ? 16 : 0;
         r->compiling = true;
         if (!sv_cpool_submit(s->cpool, r->api.c.kind, r->api.c.text, r->api.c.len, &so, s->deps.set, ws_cap,

@@ -13,7 +13,7 @@ def test_help():
     r = run("--help")
     assert r.returncode == 0 and b"Usage: sieve serve -m MODEL" in r.stdout
     for opt in [b"--api-key", b"--served-model-name", b"--max-num-seqs", b"--max-body-bytes", b"--chat-template",
-                b"--request-timeout", b"--drain-timeout", b"--any-deep-levels"]:
+                b"--request-timeout", b"--drain-timeout", b"--any-deep-levels", b"--any-calls"]:
         assert opt in r.stdout
 
 
@@ -29,7 +29,8 @@ def test_usage_errors():
                       (("-m", str(MODEL), "--max-body-bytes", "10"), b"--max-body-bytes"),
                       (("-m", str(MODEL), "--bogus"), b"unknown option"),
                       (("-m", str(MODEL), "--request-timeout", "soon"), b"--request-timeout"),
-                      (("-m", str(MODEL), "--any-deep-levels", "14"), b"--any-deep-levels")]:
+                      (("-m", str(MODEL), "--any-deep-levels", "14"), b"--any-deep-levels"),
+                      (("-m", str(MODEL), "--any-calls", "maybe"), b"--any-calls")]:
         r = run(*args)
         assert r.returncode == 64 and msg in r.stderr, (args, r.stderr)
 
