@@ -139,7 +139,6 @@ static sv_status scan_part(linker_t *L, uint32_t p, sv_call_resolve_fn resolve, 
 }
 
 static inline void bset(uint64_t *s, uint32_t b) { s[b >> 6] |= 1ull << (b & 63); }
-static inline bool bhas(const uint64_t *s, uint32_t b) { return (s[b >> 6] >> (b & 63)) & 1; }
 static inline bool bmeet(const uint64_t *a, const uint64_t *b) {
     return (a[0] & b[0]) | (a[1] & b[1]) | (a[2] & b[2]) | (a[3] & b[3]);
 }
