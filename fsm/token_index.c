@@ -19,58 +19,10 @@
 #include <string.h>
 
 #include "dfa_internal.h"
+#include "token_index_internal.h"
 
 /* ---- token sets ------------------------------------------------------------ */
 
-struct sv_token_set {
-    uint32_t n, mask_bits, words;
-    uint8_t *kind;         /* (n) */
-    uint32_t *off, *len;   /* (n): bytes in buf */
-    uint8_t *buf;
-    /* whitespace shape of each token: leading and trailing run, longest run,
-     * and whether it is whitespace only */
-    uint16_t *ws_lead, *ws_trail, *ws_max;
-    uint8_t *ws_all;
-    int32_t *eog;          /* EOG ids */
-    uint32_t neog;
-    bool all_bytes;
-    /* the trie */
-    uint32_t nnodes;
-    uint8_t *nbyte;
-    uint16_t *ndepth;
-    uint32_t *nskip;
-    uint32_t *ntok_lo;     /* into sorted */
-    uint16_t *ntok_n;
-    int32_t *sorted;       /* NORMAL ids sorted by bytes */
-    uint32_t nsorted;
-    uint32_t max_len;
-    /* Subtree summaries, for nodes with at least SUMMARY_MIN tokens below:
-     * nsum[i] indexes sums, or is UINT32_MAX. */
-    uint32_t *nsum;
-    struct summary *sums;
-    uint16_t *sorted_len;  /* token lengths in `sorted` order */
-    uint32_t nsums;
-    /* the same nodes packed for the walk: one 8-byte record each */
-    struct node *nodes;
-    /* Root masks: for a state whose self-loop bytes are many (string
-     * content), the tokens made only of those bytes (and of whole UTF-8
-     * characters, when they loop too) are allowed whatever the DFA; they are
-     * cached by that signature and shared by every index on this set. */
-    uint64_t (*tok_ascii)[2];  /* (n) ASCII bytes of each token after its first character */
-    uint8_t *tok_first;        /* (n) first byte */
-    uint8_t *tok_root_ok;      /* (n) UTF-8 from byte 0 (last character may be cut) */
-    uint8_t *tok_high;         /* (n) has a byte >= 0x80 */
-    pthread_mutex_t root_lock;
-    void **roots;              /* root_entry_t, most recently used first */
-    uint32_t nroots;
-    void **loops;              /* loop_entry_t, most recently used first */
-    uint32_t nloops;
-    /* tokens whose first byte is >= 0x80 but not a whole character, walked
-     * whole when whole characters take the tails (have_partial: built) */
-    struct tail_trie *partial;
-    bool have_partial;
-    uint32_t first_lo[257];    /* sorted[first_lo[x] .. first_lo[x + 1]): the tokens starting with byte x */
-};
 
 #define ROOT_CACHE 64
 #define LOOP_CACHE 16
@@ -155,23 +107,6 @@ typedef struct loop_entry {
 #define CHAIN_MIN_RUN 16u  /* a chain shorter than this (near its end) takes the main trie */
 #define TAIL_MAX_NODES 32768u
 
-/* One record per summarized node, so a check touches one cache line. */
-typedef struct summary {
-    uint64_t bytes[4];     /* every byte on an edge of the subtree, the node's own included */
-    uint32_t lo, hi;       /* the subtree's tokens: sorted[lo..hi) */
-    uint16_t maxlen;       /* the longest token in the subtree */
-    uint8_t utf8;          /* every token's bytes from this node on are UTF-8 from a
-                              character boundary (possibly cut short at the end) */
-} summary_t;
-
-typedef struct node {
-    uint32_t skip;
-    uint16_t depth;
-    uint8_t byte;
-    uint8_t flags;   /* NODE_TOKENS, NODE_SUMMARY */
-} node_t;
-
-enum { NODE_TOKENS = 1, NODE_SUMMARY = 2 };
 
 #define SUMMARY_MIN 2
 
@@ -556,46 +491,8 @@ uint8_t sv_token_set_kind(const sv_token_set_t *ts, int32_t id) {
 
 /* ---- token indexes ----------------------------------------------------------- */
 
-typedef struct {
-    uint64_t hash;
-    uint32_t *mask;
-} cons_slot_t;
 
-struct sv_token_index {
-    sv_dfa_t *dfa;
-    const sv_token_set_t *ts;
-    sv_token_index_opts_t o;
-    uint32_t nbuckets;                 /* ws_cap + 1 */
-    size_t nentries;                   /* nstates * nbuckets */
-    _Atomic(uintptr_t) *memo;          /* (nentries): const uint32_t * or 0 */
-    uint32_t *maxd;                    /* (nentries) */
-    pthread_mutex_t lock;
-    cons_slot_t *cons;                 /* hash set of distinct masks (under lock) */
-    uint32_t ncons, capcons;
-    uint32_t *scratch;                 /* words (under lock) */
-    size_t mask_bytes;
-    uint32_t known;
-    _Atomic uint64_t walks;
-    /* per state, computed on first need by any walk: its ASCII self-loop
-     * bytes and whether every multi-byte character loops on it */
-    _Atomic uint8_t *st_flags;        /* ST_LOOP, ST_UTF8_KNOWN, ST_UTF8 */
-    _Atomic uint64_t (*st_loop)[2];
-    /* the state most ASCII bytes lead to, and those bytes */
-    _Atomic int32_t *st_uni;
-    _Atomic uint64_t (*st_uniset)[2];
-    /* runs: from s, how many uniform steps keep the same byte set and
-     * UTF-8 flag, and the largest distance on the way */
-    _Atomic uint64_t (*st_live)[2];   /* ASCII bytes with a live transition */
-    _Atomic uint16_t *st_run;
-    _Atomic uint32_t *st_runmaxd;
-    struct cfgtab *cfg;               /* a program's configurations (below), else NULL */
-};
 
-static sv_status cfg_create(sv_token_index_t *ix);
-static void cfg_destroy(struct cfgtab *t);
-static sv_status cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, const uint32_t **mask, uint32_t *max_dist);
-static int32_t cfg_next(const sv_token_index_t *ix, int32_t v, int32_t id);
-static size_t cfg_bytes(const sv_token_index_t *ix);
 static bool state_utf8(const sv_token_index_t *ix, int32_t s);
 
 enum { ST_LOOP = 1, ST_UTF8_KNOWN = 2, ST_UTF8 = 4, ST_UNI = 8, ST_UNI8_KNOWN = 16, ST_UNI8 = 32, ST_RUN = 64, ST_LIVE = 128 };
@@ -650,7 +547,7 @@ sv_status sv_token_index_create(sv_dfa_t *dfa, const sv_token_set_t *ts, const s
     }
     pthread_mutex_init(&ix->lock, NULL);
     ix->dfa = dfa;
-    if (dfa->call_off && cfg_create(ix)) {
+    if (dfa->call_off && sv_ti_cfg_create(ix)) {
         ix->dfa = NULL;
         sv_token_index_destroy(ix);
         return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
@@ -674,7 +571,7 @@ void sv_token_index_destroy(sv_token_index_t *ix) {
     free(ix->st_runmaxd);
     free(ix->st_live);
     pthread_mutex_destroy(&ix->lock);
-    cfg_destroy(ix->cfg);
+    sv_ti_cfg_destroy(ix->cfg);
     sv_dfa_destroy(ix->dfa);
     free(ix);
 }
@@ -683,10 +580,6 @@ const sv_dfa_t *sv_token_index_dfa(const sv_token_index_t *ix) { return ix->dfa;
 const sv_token_set_t *sv_token_index_tokens(const sv_token_index_t *ix) { return ix->ts; }
 uint32_t sv_token_index_ws_cap(const sv_token_index_t *ix) { return ix->o.ws_cap; }
 
-static inline bool ws_ok(const sv_token_set_t *ts, uint32_t cap, uint32_t run, int32_t id) {
-    if (ts->ws_max[id] > cap) return false;
-    return run + (ts->ws_all[id] ? ts->len[id] : ts->ws_lead[id]) <= cap;
-}
 
 bool sv_token_index_ws_after(const sv_token_index_t *ix, uint32_t ws_run, int32_t id, uint32_t *ws_after) {
     const sv_token_set_t *ts = ix->ts;
@@ -695,7 +588,7 @@ bool sv_token_index_ws_after(const sv_token_index_t *ix, uint32_t ws_run, int32_
         return ts->kind[id] == SV_TOKKIND_EOG;
     }
     *ws_after = ts->ws_all[id] ? ws_run + ts->len[id] : ts->ws_trail[id];
-    return !ix->o.ws_cap || ws_ok(ts, ix->o.ws_cap, ws_run, id);
+    return !ix->o.ws_cap || sv_ti_ws_ok(ts, ix->o.ws_cap, ws_run, id);
 }
 
 /* The bytes that lead from state s back to s. */
@@ -1573,7 +1466,7 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
 #endif
                             for (uint32_t j = sm->lo, e = sm->hi; j < e; j++) {
                                 int32_t id = ts->sorted[j];
-                                if (cap && !ws_ok(ts, cap, run, id)) continue;
+                                if (cap && !sv_ti_ws_ok(ts, cap, run, id)) continue;
                                 dst[id >> 5] |= 1u << (id & 31);
                             }
                             uint32_t dd = d->dist[ps] + (high ? 3 : 0);
@@ -1594,7 +1487,7 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
                     uint32_t maxlen = lim + (nd.depth - 1u);
                     for (uint32_t j = sm->lo, e = sm->hi; j < e; j++) {
                         int32_t id = ts->sorted[j];
-                        if (ts->sorted_len[j] > maxlen || (cap && !ws_ok(ts, cap, run, id))) continue;
+                        if (ts->sorted_len[j] > maxlen || (cap && !sv_ti_ws_ok(ts, cap, run, id))) continue;
                         dst[id >> 5] |= 1u << (id & 31);
                     }
                     if (cm > maxd) maxd = cm;
@@ -1606,7 +1499,7 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
                 uint32_t lo = ts->ntok_lo[i], k = ts->ntok_n[i];
                 for (uint32_t j = 0; j < k; j++) {
                     int32_t id = ts->sorted[lo + j];
-                    if (cap && !ws_ok(ts, cap, run, id)) continue;
+                    if (cap && !sv_ti_ws_ok(ts, cap, run, id)) continue;
                     dst[id >> 5] |= 1u << (id & 31);
                 }
                 if (d->dist[ns] > maxd) maxd = d->dist[ns];
@@ -1651,14 +1544,14 @@ uint32_t sv_token_index_fill(const sv_token_index_t *ix, int32_t state, uint32_t
         /* The memoized mask, then the filter on each allowed token's
          * configuration (a binding budget only). */
         const uint32_t *m;
-        if (cfg_mask((sv_token_index_t *)ix, state, ws_run, &m, NULL)) return 0;
+        if (sv_ti_cfg_mask((sv_token_index_t *)ix, state, ws_run, &m, NULL)) return 0;
         memcpy(dst, m, (size_t)ix->ts->words * sizeof *dst);
         if (filter)
             for (uint32_t w = 0; w < ix->ts->words; w++)
                 for (uint32_t bits = dst[w]; bits; bits &= bits - 1) {
                     int32_t id = (int32_t)(w * 32 + (uint32_t)__builtin_ctz(bits));
                     if (ix->ts->kind[id] != SV_TOKKIND_NORMAL) continue;
-                    int32_t nx = cfg_next(ix, state, id);
+                    int32_t nx = sv_ti_cfg_next(ix, state, id);
                     if (nx < 0 || !filter(ctx, nx)) dst[w] &= ~(1u << (id & 31));
                 }
         return popcount_words(dst, ix->ts->words);
@@ -1726,7 +1619,7 @@ static sv_status pure_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run,
 sv_status sv_token_index_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run, const uint32_t **mask,
                               uint32_t *max_dist) {
     if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
-    if (ix->cfg) return cfg_mask(ix, state, ws_run, mask, max_dist);
+    if (ix->cfg) return sv_ti_cfg_mask(ix, state, ws_run, mask, max_dist);
     return pure_mask(ix, state, ws_run, mask, max_dist);
 }
 
@@ -1765,10 +1658,9 @@ static sv_status pure_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run,
     return SV_OK;
 }
 
-static bool cfg_known(const sv_token_index_t *ix, int32_t v, uint32_t ws_run);
 
 bool sv_token_index_mask_known(const sv_token_index_t *ix, int32_t state, uint32_t ws_run) {
-    if (ix->cfg) return cfg_known(ix, state, ws_run);
+    if (ix->cfg) return sv_ti_cfg_known(ix, state, ws_run);
     if (state < 0 || (uint32_t)state >= ix->dfa->nstates) return false;
     if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
     return atomic_load_explicit(&ix->memo[(size_t)state * ix->nbuckets + ws_run], memory_order_acquire) != 0;
@@ -1777,7 +1669,7 @@ bool sv_token_index_mask_known(const sv_token_index_t *ix, int32_t state, uint32
 int32_t sv_token_index_next(const sv_token_index_t *ix, int32_t s, int32_t id) {
     const sv_token_set_t *ts = ix->ts;
     if (s < 0 || id < 0 || (uint32_t)id >= ts->n || ts->kind[id] != SV_TOKKIND_NORMAL) return SV_DFA_DEAD;
-    if (ix->cfg) return cfg_next(ix, s, id);
+    if (ix->cfg) return sv_ti_cfg_next(ix, s, id);
     const sv_dfa_t *d = ix->dfa;
     const uint8_t *b = ts->buf + ts->off[id];
     for (uint32_t i = 0, L = ts->len[id]; i < L && s >= 0; i++) s = d->trans[(size_t)s * d->nclasses + d->classes[b[i]]];
@@ -1788,9 +1680,17 @@ void sv_token_index_stats(sv_token_index_t *ix, sv_token_index_stats_t *st) {
     pthread_mutex_lock(&ix->lock);
     st->distinct_masks = ix->ncons;
     st->known_entries = ix->known;
-    st->mask_bytes = ix->mask_bytes + cfg_bytes(ix); /* a program's configurations count too */
+    st->mask_bytes = ix->mask_bytes + sv_ti_cfg_bytes(ix); /* a program's configurations count too */
     st->walks = atomic_load(&ix->walks);
     pthread_mutex_unlock(&ix->lock);
 }
 
-#include "token_config.inc"
+
+/* ---- for token_config.c (token_index_internal.h) ---------------------------- */
+
+void sv_ti_state_loops(const sv_token_index_t *ix, int32_t s, uint64_t out[2]) { state_loops(ix, s, out); }
+bool sv_ti_state_utf8(const sv_token_index_t *ix, int32_t s) { return state_utf8(ix, s); }
+sv_status sv_ti_cons_insert(sv_token_index_t *ix, const uint32_t *m, const uint32_t **out) { return cons_insert(ix, m, out); }
+sv_status sv_ti_pure_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run, const uint32_t **mask, uint32_t *max_dist) {
+    return pure_mask(ix, state, ws_run, mask, max_dist);
+}

@@ -1,5 +1,5 @@
-/* token_config.inc — masks of a program's configurations (included by
- * token_index.c, whose walks and mask set it shares).
+/* token_config.c — masks of a program's configurations (the walks and the
+ * mask set of token_index.c, through token_index_internal.h).
  *
  * A program (program.c) is walked with a stack of return states, so the
  * state a matcher is in is a configuration: a DFA state and a stack. The
@@ -24,6 +24,12 @@
  * Everything about configurations runs under the index's lock: they are
  * created by sv_token_index_next, which the engine thread and the
  * prefetcher both call. */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfa_internal.h"
+#include "token_index_internal.h"
 
 #define CFG_MAX (1u << 22)      /* configurations per index */
 #define FRAME_MAX (1u << 22)    /* stack frames per index */
@@ -165,7 +171,7 @@ static int32_t cfg_get(const sv_token_index_t *ix, int32_t state, int32_t frame)
     return i;
 }
 
-static sv_status cfg_create(sv_token_index_t *ix) {
+sv_status sv_ti_cfg_create(sv_token_index_t *ix) {
     cfgtab_t *t = calloc(1, sizeof *t);
     if (!t) return SV_ERR_NOMEM;
     ix->cfg = t;
@@ -177,7 +183,7 @@ static sv_status cfg_create(sv_token_index_t *ix) {
     return cfg_get(ix, 0, -1) == 0 ? SV_OK : SV_ERR_NOMEM;
 }
 
-static void cfg_destroy(cfgtab_t *t) {
+void sv_ti_cfg_destroy(struct cfgtab *t) {
     if (!t) return;
     free(t->frames);
     free(t->fhash);
@@ -287,8 +293,8 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
                 const uint64_t *sb = sm->bytes;
                 bool high = sb[2] | sb[3];
                 uint64_t lp[2] = {0, 0};
-                state_loops(ix, ps, lp);
-                if (!(sb[0] & ~lp[0]) && !(sb[1] & ~lp[1]) && (!high || (sm->utf8 && state_utf8(ix, ps)))) {
+                sv_ti_state_loops(ix, ps, lp);
+                if (!(sb[0] & ~lp[0]) && !(sb[1] & ~lp[1]) && (!high || (sm->utf8 && sv_ti_state_utf8(ix, ps)))) {
                     i = nd.skip;
                     continue;
                 }
@@ -303,7 +309,7 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
             bool some = false;
             for (uint32_t j = 0; j < k; j++) {
                 int32_t id = ts->sorted[lo + j];
-                if (cap && !ws_ok(ts, cap, run, id)) continue;
+                if (cap && !sv_ti_ws_ok(ts, cap, run, id)) continue;
                 dst[id >> 5] |= 1u << (id & 31);
                 some = true;
             }
@@ -360,7 +366,7 @@ static sv_status ctx_lookup(sv_token_index_t *ix, int32_t s, uint32_t ws, uint32
         if (!e->rets) { free(e); return SV_ERR_NOMEM; }
         memcpy(e->rets, t->rets, e->depth_read * sizeof *e->rets);
     }
-    sv_status st = cons_insert(ix, t->bits, &e->mask);
+    sv_status st = sv_ti_cons_insert(ix, t->bits, &e->mask);
     if (st) { free(e->rets); free(e); return st; }
     e->next = *head;
     *head = e;
@@ -368,7 +374,7 @@ static sv_status ctx_lookup(sv_token_index_t *ix, int32_t s, uint32_t ws, uint32
     return SV_OK;
 }
 
-static sv_status cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, const uint32_t **mask, uint32_t *max_dist) {
+sv_status sv_ti_cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, const uint32_t **mask, uint32_t *max_dist) {
     cfgtab_t *t = ix->cfg;
     const sv_token_set_t *ts = ix->ts;
     pthread_mutex_lock(&ix->lock);
@@ -388,7 +394,7 @@ static sv_status cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, cons
     /* the part's own tokens (takes the lock itself) */
     const uint32_t *pure;
     uint32_t pmaxd;
-    sv_status st = pure_mask(ix, s, ws_run, &pure, &pmaxd);
+    sv_status st = sv_ti_pure_mask(ix, s, ws_run, &pure, &pmaxd);
     if (st) return st;
     pthread_mutex_lock(&ix->lock);
     uint32_t depth = cfg_stack(ix, v);
@@ -404,7 +410,7 @@ static sv_status cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, cons
     if (cfg_ends(ix, v))
         for (uint32_t j = 0; j < ts->neog; j++) ix->scratch[ts->eog[j] >> 5] |= 1u << (ts->eog[j] & 31);
     const uint32_t *m;
-    st = cons_insert(ix, ix->scratch, &m);
+    st = sv_ti_cons_insert(ix, ix->scratch, &m);
     if (st) {
         pthread_mutex_unlock(&ix->lock);
         return st;
@@ -424,7 +430,7 @@ static sv_status cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, cons
     return SV_OK;
 }
 
-static bool cfg_known(const sv_token_index_t *ix, int32_t v, uint32_t ws_run) {
+bool sv_ti_cfg_known(const sv_token_index_t *ix, int32_t v, uint32_t ws_run) {
     if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
     pthread_mutex_lock((pthread_mutex_t *)&ix->lock);
     bool k = v >= 0 && (uint32_t)v < ix->cfg->ncfg && ix->cfg->masks[(size_t)v * ix->nbuckets + ws_run];
@@ -434,7 +440,7 @@ static bool cfg_known(const sv_token_index_t *ix, int32_t v, uint32_t ws_run) {
 
 /* The configuration after token id (SV_DFA_DEAD when it does not walk, or
  * past the configuration budget). */
-static int32_t cfg_next(const sv_token_index_t *cix, int32_t v, int32_t id) {
+int32_t sv_ti_cfg_next(const sv_token_index_t *cix, int32_t v, int32_t id) {
     sv_token_index_t *ix = (sv_token_index_t *)cix;
     const sv_token_set_t *ts = ix->ts;
     cfgtab_t *t = ix->cfg;
@@ -470,7 +476,7 @@ out:
 }
 
 /* Bytes held by the configuration tables (under the index's lock). */
-static size_t cfg_bytes(const sv_token_index_t *ix) {
+size_t sv_ti_cfg_bytes(const sv_token_index_t *ix) {
     const cfgtab_t *t = ix->cfg;
     if (!t) return 0;
     return (size_t)t->capcfg * (sizeof *t->cfg + ix->nbuckets * (sizeof *t->masks + sizeof *t->maxd)) +
