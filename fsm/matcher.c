@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/grow.h"
 #include "dfa_internal.h"
 
 #define U_UNKNOWN UINT32_MAX
@@ -22,7 +23,6 @@ typedef struct {
 struct sv_matcher {
     sv_token_index_t *ix;
     const sv_tokenizer_iface_t *tok;
-    const sv_dfa_t *dfa;
     const sv_token_set_t *ts;
     int64_t max_tokens;       /* <= 0: none */
     int32_t state;
@@ -48,7 +48,6 @@ sv_status sv_matcher_create(sv_token_index_t *ix, const sv_tokenizer_iface_t *to
     if (!m) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     m->ix = ix;
     m->tok = tok && tok->encode ? tok : NULL;
-    m->dfa = sv_token_index_dfa(ix);
     m->ts = sv_token_index_tokens(ix);
     m->max_tokens = max_tokens > 0 ? max_tokens : 0;
     m->state = 0;
@@ -116,21 +115,11 @@ sv_status sv_matcher_clone(const sv_matcher_t *m, sv_matcher_t **out, sv_error_t
 
 /* ---- U: the budget distance ------------------------------------------------ */
 
-static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
-    if (need <= *cap) return true;
-    uint32_t n = *cap ? *cap : 64;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, (size_t)n * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
 
 /* The shortest completion from x, into m->text. */
 static bool shortest_completion(sv_matcher_t *m, int32_t x, uint32_t *len) {
     uint32_t n = sv_token_index_distance(m->ix, x);
-    if (n > MAX_COMPLETION || !grow((void **)&m->text, &m->textcap, n + 1, 1)) return false;
+    if (n > MAX_COMPLETION || !sv_grow((void **)&m->text, &m->textcap, n + 1, 1)) return false;
     uint32_t got = sv_token_index_completion(m->ix, x, m->text, n + 1);
     if (got != n) return false;
     *len = n;
@@ -163,7 +152,7 @@ static uint32_t u_of(sv_matcher_t *m, int32_t x) {
     int n = -1;
     if (shortest_completion(m, x, &len)) {
         uint32_t need = len + 8;
-        if (grow((void **)&m->ids, &m->idscap, need, sizeof *m->ids))
+        if (sv_grow((void **)&m->ids, &m->idscap, need, sizeof *m->ids))
             n = m->tok->encode(m->tok->ctx, m->text, len, m->ids, (int)m->idscap);
     }
     if (n <= 0) {
@@ -255,7 +244,7 @@ sv_status sv_matcher_mask(sv_matcher_t *m, const uint32_t **mask, sv_error_t *er
 }
 
 static bool push(sv_matcher_t *m, int32_t id) {
-    if (!grow((void **)&m->hist, &m->caphist, m->nhist + 1, sizeof *m->hist)) return false;
+    if (!sv_grow((void **)&m->hist, &m->caphist, m->nhist + 1, sizeof *m->hist)) return false;
     m->hist[m->nhist++] = (step_t){m->state, m->ws, id};
     return true;
 }
@@ -308,7 +297,7 @@ uint32_t sv_matcher_num_tokens(const sv_matcher_t *m) { return m->nhist; }
 /* Encodes text[0..len) and keeps the tokens that end at or before cut;
  * returns how many, or -1. The token bytes must spell text exactly. */
 static int encode_cut(sv_matcher_t *m, uint32_t len, uint32_t cut, uint32_t *end) {
-    if (!grow((void **)&m->ids, &m->idscap, len + 8, sizeof *m->ids)) return -1;
+    if (!sv_grow((void **)&m->ids, &m->idscap, len + 8, sizeof *m->ids)) return -1;
     int n = m->tok->encode(m->tok->ctx, m->text, len, m->ids, (int)m->idscap);
     if (n <= 0) return -1;
     uint32_t off = 0;
@@ -347,7 +336,7 @@ sv_status sv_matcher_forced(sv_matcher_t *m, int32_t *ids, uint32_t cap, uint32_
             if (!pb) continue;
         }
         uint32_t len = plen + flen;
-        if (!grow((void **)&m->text, &m->textcap, len + 1, 1))
+        if (!sv_grow((void **)&m->text, &m->textcap, len + 1, 1))
             return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
         if (plen) memcpy(m->text, pb, plen);
         memcpy(m->text + plen, f, flen);

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/grow.h"
 #include "dfa_internal.h"
 
 sv_ast_t *sv_call_marker(sv_arena_t *a, uint32_t id) {
@@ -77,23 +78,13 @@ typedef struct {
     uint32_t nsites, capsites;
 } linker_t;
 
-static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
-    if (need <= *cap) return true;
-    uint32_t n = *cap ? *cap : 8;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, (size_t)n * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
 
 static sv_status add_part(linker_t *L, const sv_dfa_t *d, uint32_t *idx, sv_error_t *err) {
     for (uint32_t i = 0; i < L->nparts; i++)
         if (L->parts[i] == d) { *idx = i; return SV_OK; }
     if (L->nparts >= SV_CALL_MAX_ID)
         return sv_error_set(err, SV_ERR_BUDGET, -1, "the constraint has more than %u parts", SV_CALL_MAX_ID);
-    if (!grow((void **)&L->parts, &L->capparts, L->nparts + 1, sizeof *L->parts))
+    if (!sv_grow((void **)&L->parts, &L->capparts, L->nparts + 1, sizeof *L->parts))
         return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
     *idx = L->nparts;
     L->parts[L->nparts++] = d;
@@ -129,7 +120,7 @@ static sv_status scan_part(linker_t *L, uint32_t p, sv_call_resolve_fn resolve, 
             uint32_t ci;
             sv_status r = add_part(L, cd, &ci, err);
             if (r) return r;
-            if (!grow((void **)&L->sites, &L->capsites, L->nsites + 1, sizeof *L->sites))
+            if (!sv_grow((void **)&L->sites, &L->capsites, L->nsites + 1, sizeof *L->sites))
                 return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
             L->sites[L->nsites++] = (site_t){p, s, ci, (uint32_t)t};
             dig[k]++;
@@ -459,7 +450,7 @@ typedef struct {
 } istack_t;
 
 static bool ipush(istack_t *s, int32_t x) {
-    if (s->n >= STACK_MAX || !grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v)) return false;
+    if (s->n >= STACK_MAX || !sv_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v)) return false;
     s->v[s->n++] = x;
     return true;
 }

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/grow.h"
 #include "dfa_internal.h"
 #include "token_index_internal.h"
 
@@ -42,14 +43,12 @@ typedef struct {
 } frame_t;
 
 typedef struct {
-    int32_t state, frame;
-    const uint32_t *mask;  /* memoized (bucket 0 .. ws_cap: masks[v * nbuckets + run]) */
+    int32_t state, frame;  /* its masks: cfgtab_t.masks[v * nbuckets + run] */
 } config_t;
 
 /* A boundary walk's result, shared by stacks that agree on what it read. */
-typedef struct ctx_entry {
-    int32_t state;
-    uint32_t ws, depth_read;  /* return states read from the top */
+typedef struct ctx_entry {     /* listed under its (state, ws) in cfgtab_t.ctx */
+    uint32_t depth_read;      /* return states read from the top */
     bool bottom;              /* it reached the stack's bottom (so the depth must be equal) */
     int32_t *rets;            /* (depth_read) top first */
     const uint32_t *mask;     /* boundary tokens only */
@@ -79,16 +78,6 @@ typedef struct cfgtab {
     uint32_t *bits;           /* words */
 } cfgtab_t;
 
-static bool cgrow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
-    if (need <= *cap) return true;
-    uint32_t n = *cap ? *cap : 64;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, (size_t)n * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
 
 static inline uint64_t mix2(uint64_t a, uint64_t b) {
     uint64_t h = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull);
@@ -127,7 +116,7 @@ static int32_t frame_get(const sv_token_index_t *ix, int32_t parent, int32_t ret
             if (i < 0) break;
             if (t->frames[i].parent == parent && t->frames[i].ret == ret) return i;
         }
-    if (t->nframes >= FRAME_MAX || !cgrow((void **)&t->frames, &t->capframes, t->nframes + 1, sizeof *t->frames) ||
+    if (t->nframes >= FRAME_MAX || !sv_grow((void **)&t->frames, &t->capframes, t->nframes + 1, sizeof *t->frames) ||
         !rehash(&t->fhash, &t->fhcap, t->nframes, fkey, t))
         return -1;
     int32_t i = (int32_t)t->nframes++;
@@ -150,7 +139,7 @@ static int32_t cfg_get(const sv_token_index_t *ix, int32_t state, int32_t frame)
             if (t->cfg[i].state == state && t->cfg[i].frame == frame) return i;
         }
     uint32_t oldcap = t->capcfg;
-    if (t->ncfg >= CFG_MAX || !cgrow((void **)&t->cfg, &t->capcfg, t->ncfg + 1, sizeof *t->cfg) ||
+    if (t->ncfg >= CFG_MAX || !sv_grow((void **)&t->cfg, &t->capcfg, t->ncfg + 1, sizeof *t->cfg) ||
         !rehash(&t->chash, &t->chcap, t->ncfg, ckey, t))
         return -1;
     if (t->capcfg != oldcap) {
@@ -164,7 +153,7 @@ static int32_t cfg_get(const sv_token_index_t *ix, int32_t state, int32_t frame)
         memset(t->masks + (size_t)oldcap * nb, 0, (size_t)(t->capcfg - oldcap) * nb * sizeof *m);
     }
     int32_t i = (int32_t)t->ncfg++;
-    t->cfg[i] = (config_t){state, frame, NULL};
+    t->cfg[i] = (config_t){state, frame};
     uint32_t p = (uint32_t)h & (t->chcap - 1);
     while (t->chash[p] >= 0) p = (p + 1) & (t->chcap - 1);
     t->chash[p] = i;
@@ -210,7 +199,7 @@ static uint32_t cfg_stack(const sv_token_index_t *ix, int32_t v) {
     cfgtab_t *t = ix->cfg;
     int32_t f = t->cfg[v].frame;
     uint32_t n = f >= 0 ? t->frames[f].depth : 0;
-    if (!cgrow((void **)&t->rets, &t->caprets, n + 1, sizeof *t->rets)) return UINT32_MAX;
+    if (!sv_grow((void **)&t->rets, &t->caprets, n + 1, sizeof *t->rets)) return UINT32_MAX;
     for (uint32_t i = 0; f >= 0; f = t->frames[f].parent) t->rets[i++] = t->frames[f].ret;
     return n;
 }
@@ -235,8 +224,8 @@ static bool cstep(const sv_token_index_t *ix, cur_t *c, uint8_t b, uint32_t dept
         if (nx >= 0) { c->x = nx; return true; }
         const sv_dfa_call_t *call = sv_dfa_call_for(d, c->x, b);
         if (call) {
-            if (!cgrow((void **)&t->lret, &t->capl, t->nl + 1, sizeof *t->lret) ||
-                !cgrow((void **)&t->lpar, &t->caplp, t->nl + 1, sizeof *t->lpar))
+            if (!sv_grow((void **)&t->lret, &t->capl, t->nl + 1, sizeof *t->lret) ||
+                !sv_grow((void **)&t->lpar, &t->caplp, t->nl + 1, sizeof *t->lpar))
                 return false;
             t->lret[t->nl] = call->ret;
             t->lpar[t->nl] = c->lt;
@@ -359,8 +348,6 @@ static sv_status ctx_lookup(sv_token_index_t *ix, int32_t s, uint32_t ws, uint32
     memset(t->bits, 0, (size_t)ix->ts->words * sizeof *t->bits);
     atomic_fetch_add_explicit(&ix->walks, 1, memory_order_relaxed);
     boundary_walk(ix, s, ws, depth, t->bits, &e->depth_read, &e->bottom, &e->maxd_rel, &e->any);
-    e->state = s;
-    e->ws = ws;
     if (e->depth_read) {
         e->rets = malloc(e->depth_read * sizeof *e->rets);
         if (!e->rets) { free(e); return SV_ERR_NOMEM; }

@@ -30,17 +30,7 @@
 #define SV_SOURCE_DIR "."
 #endif
 
-static int failures;
-#define CHECK(c, ...)                                                \
-    do {                                                             \
-        if (!(c)) {                                                  \
-            if (failures++ < 25) {                                   \
-                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-                fprintf(stderr, __VA_ARGS__);                        \
-                fputc('\n', stderr);                                 \
-            }                                                        \
-        }                                                            \
-    } while (0)
+#include "unit_vocab.h"
 
 /* ---- a small vocabulary with a greedy encoder ------------------------------- */
 

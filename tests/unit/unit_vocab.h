@@ -31,7 +31,7 @@ typedef struct {
     uint8_t *kinds;
 } vocab_t;
 
-static void add(vocab_t *v, const void *b, uint32_t len, uint8_t kind) {
+static inline void add(vocab_t *v, const void *b, uint32_t len, uint8_t kind) {
     v->bytes = realloc(v->bytes, (v->n + 1) * sizeof *v->bytes);
     v->lens = realloc(v->lens, (v->n + 1) * sizeof *v->lens);
     v->kinds = realloc(v->kinds, v->n + 1);
@@ -42,6 +42,6 @@ static void add(vocab_t *v, const void *b, uint32_t len, uint8_t kind) {
     v->n++;
 }
 
-static void adds(vocab_t *v, const char *s) { add(v, s, (uint32_t)strlen(s), SV_TOKKIND_NORMAL); }
+static inline void adds(vocab_t *v, const char *s) { add(v, s, (uint32_t)strlen(s), SV_TOKKIND_NORMAL); }
 
 #endif
