@@ -1111,6 +1111,12 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
             *out = c->memo[i].ast;
             return SV_OK;
         }
+    /* Nesting is bounded here, where every path of the compiler recurses:
+     * $ref counts its own expansions, but a member context (schema_container.c)
+     * can reach a schema again without a $ref, which would recurse until the
+     * stack runs out. */
+    if (c->lang_depth >= SV_SCHEMA_MAX_NESTING)
+        return sv_sc_fail(c, SV_ERR_BUDGET, NULL, "the schema nests deeper than %u levels", SV_SCHEMA_MAX_NESTING);
     bool keep = c->truncated;
     c->truncated = false;
     /* A schema whose keywords are combined by products builds its pieces
@@ -1123,7 +1129,9 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
                     (json_object_get(s, "anyOf") && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s))) ||
                     (lit && (ty || has_type_keywords(s)));
     if (products) c->no_calls++;
+    c->lang_depth++;
     sv_status st = lang_object(c, s, loc, out);
+    c->lang_depth--;
     if (products) c->no_calls--;
     bool cut = c->truncated;
     c->truncated = keep || cut;
@@ -1218,7 +1226,8 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
                               uint64_t deadline, int level, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
                               bool *more_orders, bool *deep, bool *conflict) {
     sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline,
-                .calls = level > 0, .ref_parts = level > 1};
+                .calls = level > 0, .ref_parts = level > 1,
+                .keyset = o->key_order == SV_KEY_ORDER_ANY && orders > 1};
     c.arena = sv_arena_create(0);
     if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     sv_loc_t loc;

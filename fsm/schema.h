@@ -33,6 +33,11 @@ typedef enum {
     SV_WS_FLEXIBLE,   /* JSON whitespace wherever JSON allows it (runs capped by the matcher) */
 } sv_ws_mode;
 
+typedef enum {
+    SV_KEY_ORDER_SCHEMA,  /* definition order (and a few orders real data follows) */
+    SV_KEY_ORDER_ANY,     /* any order, each key at most once */
+} sv_key_order;
+
 #define SV_SCHEMA_ANY_DEPTH_AUTO UINT32_MAX
 #define SV_SCHEMA_ANY_DEPTH_MIN 3  /* auto: the depth of values at level 3 and below */
 #define SV_SCHEMA_ANY_DEEP_ARRAYS_MAX 4
@@ -65,6 +70,9 @@ typedef struct sv_schema_opts {
     bool any_calls;            /* free-form containers as calls into one shared part
                                   (program.c): any depth, one copy (default true);
                                   inside differences they keep the bounded shape above */
+    sv_key_order key_order;    /* object keys in the schema's order (default), or in any
+                                  order, each at most once (objects with few keys: see
+                                  docs/fsm.md "Key order") */
     uint32_t max_string_length;/* a maxLength above this is narrowed to it (default 512
                                   code points): each counted character costs DFA states */
     sv_fsm_limits_t lim;
@@ -79,6 +87,8 @@ typedef struct sv_schema_info {
     char ignored[SV_SCHEMA_MAX_IGNORED][48]; /* the first SV_SCHEMA_MAX_IGNORED of them */
     bool ref_truncated;                      /* a recursive $ref was cut at max_ref_depth */
     uint32_t nnarrowed;                      /* maxLength values narrowed to max_string_length */
+    uint32_t nkey_order_narrowed;            /* --key-order any: objects kept in their key
+                                                orders (too many keys for their key sets) */
     uint32_t narrowed_by_budget;             /* SV_SCHEMA_NARROWED_*: what exceeded a budget and
                                                 was dropped; the language is the narrower one (so
                                                 it may differ between whitespace modes, whose

@@ -220,7 +220,9 @@ static sv_status get_uint(sctx_t *c, json_t *s, const char *kw, bool *set, uint6
 #define MAX_GRAPH_NODES 200000u
 #define ITEM_PART_MIN 4096u
 #define WIDE_OBJECT_MIN 32u  /* members from which values become parts */
-#define VALUE_PART_MIN 8u    /* smaller values stay inline */ /* item states times counted copies above which an item is a part */
+#define VALUE_PART_MIN 8u    /* smaller values stay inline */
+#define CTX_MAX_NESTING 16u  /* member contexts inside member contexts */
+#define KEYSET_MAX_KEYS 16u  /* --key-order any: objects with more keys keep their orders */
 
 /* ---- objects -------------------------------------------------------------------- */
 
@@ -372,6 +374,8 @@ typedef struct {
     bool has_min, has_max;
     uint64_t minp, C;   /* C: the member count saturates (or stops, with a max) at C */
     sv_ast_t *extra;    /* the extra members, or NULL */
+    bool extra_anywhere; /* --key-order any, an object kept in order: extra members may
+                            come before and between the known ones too */
     sv_ast_t **kv;      /* kv[key index]: "key": value, or NULL when the key is not allowed */
 } object_shape_t;
 
@@ -386,7 +390,8 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
     sv_ast_t *extra = o->extra;
     uint64_t B = (uint64_t)1 << o->nbits;
     uint64_t per_pos = (C + 1) * B;
-    uint64_t nnodes = (uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + per_pos;
+    uint64_t nbase = (uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + per_pos;
+    uint64_t nnodes = nbase + (o->extra_anywhere && extra ? (uint64_t)n * per_pos : 0);
     uint32_t *pos = malloc((n + 1) * sizeof *pos); /* pos[key index] = position */
     if (!pos) return sv_sc_nomem(c);
     for (uint32_t p = 0; p < n; p++) pos[perm[p]] = p;
@@ -394,6 +399,7 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
 #define NODE(i, m, cnt, bits) ((uint32_t)((((uint64_t)(i) * 2 + (m)) * (C + 1) + (cnt)) * B + (bits)))
 #define KMID(i, cnt, bits) ((uint32_t)((uint64_t)(n + 1) * 2 * per_pos + ((uint64_t)(i) * (C + 1) + (cnt)) * B + (bits)))
 #define EMID(cnt, bits) ((uint32_t)((uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + (cnt) * B + (bits)))
+#define XMID(i, cnt, bits) ((uint32_t)(nbase + ((uint64_t)(i) * (C + 1) + (cnt)) * B + (bits)))
     edgevec_t ev = {0};
     uint8_t *final = calloc(nnodes, 1), *kmid_done = calloc(nnodes, 1);
     if (!final || !kmid_done) { free(final); free(kmid_done); free(pos); return sv_sc_nomem(c); }
@@ -422,6 +428,13 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
                     if (can_take && !st)
                         st = edge(c, &ev, NODE(i, md, cnt, bits), KMID(i, cnt2, bits2), md ? sep : NULL);
                 }
+                if (o->extra_anywhere && extra && !st && (cnt + 1 <= C || !has_max)) {
+                    /* an extra member before the key at position i */
+                    uint64_t ce = cnt + 1 > C ? C : cnt + 1;
+                    st = edge(c, &ev, NODE(i, 0, cnt, bits), XMID(i, cnt, bits), NULL);
+                    if (!st) st = edge(c, &ev, NODE(i, 1, cnt, bits), XMID(i, cnt, bits), sep);
+                    if (!st) st = edge(c, &ev, XMID(i, cnt, bits), NODE(i, 1, ce, bits), extra);
+                }
                 if (can_take && !st && !kmid_done[KMID(i, cnt2, bits2)]) {
                     /* kmid(i, cnt2, bits2) -> (i+1, 1, cnt2, bits2): one value copy per target. */
                     kmid_done[KMID(i, cnt2, bits2)] = 1;
@@ -447,11 +460,149 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
 #undef NODE
 #undef KMID
 #undef EMID
+#undef XMID
     sv_ast_t *g = st ? NULL : sv_ast_graph(c->arena, (uint32_t)nnodes, ev.v, ev.n, final);
     free(ev.v);
     free(final);
     free(kmid_done);
     free(pos);
+    if (st) return st;
+    *out = g;
+    return g ? SV_OK : sv_sc_nomem(c);
+}
+
+/* The members automaton of an object whose keys may come in any order
+ * (--key-order any): its nodes are the sets of keys written so far, so each
+ * key is written at most once, and the object may close where every
+ * required key is in the set and every dependency is met. The states are
+ * 2^n times the keys left, so sv_sc_object takes this shape only for
+ * objects with few keys (keyset_fits) and keeps the others in their key
+ * orders (info->nkey_order_narrowed counts them). A count of members is
+ * kept beside the set only when min/maxProperties binds and extra members
+ * may come; otherwise the set's size is the count. */
+/* Whether object_anyorder's automaton stays within a share of the DFA
+ * state budget: about 2^(n-1) copies of each member ("key": value, a call
+ * when the value is a part) and 2^n of the extra members. */
+static sv_status keyset_fits(sctx_t *c, object_shape_t *o, bool *fits) {
+    *fits = false;
+    uint32_t na = 0;
+    uint64_t member_states = 0, extra_states = 0;
+    sv_status st;
+    for (uint32_t i = 0; i < o->n; i++)
+        na += o->mem[i].allowed;
+    if (na < 2) return SV_OK;
+    /* The labels become minimized DFAs first: the graph copies each label
+     * once per edge, and a DFA copies as its states, where an AST (a
+     * free-form value's alternatives) may copy as many more NFA states. */
+    for (uint32_t i = 0; i < o->n; i++) {
+        if (!o->mem[i].allowed) continue;
+        sv_dfa_t *d;
+        if ((st = sv_sc_to_dfa(c, o->kv[i], &d))) return st;
+        if (!d) return SV_OK; /* a member with no valid value: the ordered graph skips its edges */
+        member_states += sv_dfa_num_states(d);
+        if (!(o->kv[i] = sv_ast_dfa(c->arena, d, false))) return sv_sc_nomem(c);
+    }
+    if (o->extra) {
+        sv_dfa_t *d;
+        if ((st = sv_sc_to_dfa(c, o->extra, &d))) return st;
+        extra_states = d ? sv_dfa_num_states(d) : 0;
+        if (d && !(o->extra = sv_ast_dfa(c->arena, d, false))) return sv_sc_nomem(c);
+    }
+    const sv_fsm_limits_t *lim = sv_sc_lim(c);
+    uint64_t cap = lim->max_dfa_states ? lim->max_dfa_states / 2 : 100000;
+    if (lim->max_nfa_states && lim->max_nfa_states / 4 < cap) cap = lim->max_nfa_states / 4;
+    uint64_t est = (member_states << (na - 1)) + (extra_states << na);
+    *fits = est <= cap;
+    return SV_OK;
+}
+
+static sv_status object_anyorder(sctx_t *c, const object_shape_t *o, sv_ast_t **out) {
+    const member_t *mem = o->mem;
+    uint32_t idx[KEYSET_MAX_KEYS], na = 0;
+    for (uint32_t i = 0; i < o->n; i++)
+        if (mem[i].allowed) idx[na++] = i;
+    uint64_t nsets = (uint64_t)1 << na;
+    bool counted = (o->has_min || o->has_max) && o->extra;
+    uint64_t C = counted ? o->C : 0;
+    /* Bits of the required keys, and the dependencies between allowed keys
+     * (a key whose dependency is not allowed cannot be written at all). */
+    uint64_t req = 0, never = 0;
+    struct { uint64_t a, b; } dep[64];
+    uint32_t ndep = 0;
+    for (uint32_t k = 0; k < na; k++)
+        if (mem[idx[k]].required) req |= 1ull << k;
+    for (uint32_t d = 0; d < o->ndeps; d++) {
+        int ka = -1, kb = -1;
+        for (uint32_t k = 0; k < na; k++) {
+            if (idx[k] == o->deps[d].a) ka = (int)k;
+            if (idx[k] == o->deps[d].b) kb = (int)k;
+        }
+        if (ka < 0) continue;
+        if (kb < 0) never |= 1ull << ka;
+        else dep[ndep].a = 1ull << ka, dep[ndep++].b = 1ull << kb;
+    }
+    /* Nodes: (set, md, cnt) with md = some member written (a separator
+     * comes first); mids (set, key, cnt) hold one copy of each member's
+     * "key": value per set it leads to; emids (set, cnt) one copy of the
+     * extra members. */
+    uint64_t per = C + 1;
+    uint64_t nmain = nsets * 2 * per, nmid = nsets * na * per, nemid = nsets * per;
+    uint64_t nnodes = nmain + nmid + nemid;
+    if (nnodes > MAX_GRAPH_NODES * 4ull)
+        return sv_sc_fail(c, SV_ERR_BUDGET, "properties", "the object needs %llu automaton nodes for its key sets",
+                          (unsigned long long)nnodes);
+#define ANODE(set, md, cnt) ((uint32_t)(((set) * 2 + (md)) * per + (cnt)))
+#define AMID(set, k, cnt) ((uint32_t)(nmain + ((set) * na + (k)) * per + (cnt)))
+#define AEMID(set, cnt) ((uint32_t)(nmain + nmid + (set) * per + (cnt)))
+    edgevec_t ev = {0};
+    uint8_t *final = calloc(nnodes, 1), *mid_done = calloc(nmid ? nmid : 1, 1);
+    sv_ast_t *sep = sv_sc_sep(c);
+    sv_status st = final && mid_done && sep ? SV_OK : sv_sc_nomem(c);
+    for (uint64_t set = 0; set < nsets && !st; set++) {
+        uint32_t written = (uint32_t)__builtin_popcountll(set);
+        bool ok = (set & req) == req;
+        for (uint32_t d = 0; d < ndep && ok; d++)
+            if ((set & dep[d].a) && !(set & dep[d].b)) ok = false;
+        for (uint64_t cnt = 0; cnt <= C && !st; cnt++) {
+            uint64_t total = counted ? cnt : written;
+            bool fin = ok && (!o->has_min || total >= o->minp) && (!o->has_max || total <= o->C);
+            final[ANODE(set, 0, cnt)] = fin;
+            final[ANODE(set, 1, cnt)] = fin;
+            /* The next count after one more member, or none past the max. */
+            uint64_t next = total + 1;
+            bool room = true;
+            if (counted && next > C) {
+                if (o->has_max) room = false;
+                else next = C;
+            } else if (!counted && o->has_max && next > o->C) {
+                room = false;
+            }
+            uint64_t cnt2 = counted ? next : 0;
+            for (uint32_t k = 0; k < na && room && !st; k++) {
+                uint64_t bit = 1ull << k;
+                if ((set & bit) || (never & bit)) continue;
+                uint64_t set2 = set | bit;
+                for (int md = 0; md < 2 && !st; md++)
+                    st = edge(c, &ev, ANODE(set, md, cnt), AMID(set2, k, cnt2), md ? sep : NULL);
+                if (!st && !mid_done[AMID(set2, k, cnt2) - nmain]) {
+                    mid_done[AMID(set2, k, cnt2) - nmain] = 1;
+                    st = edge(c, &ev, AMID(set2, k, cnt2), ANODE(set2, 1, cnt2), o->kv[idx[k]]);
+                }
+            }
+            if (o->extra && room && !st) {
+                st = edge(c, &ev, ANODE(set, 0, cnt), AEMID(set, cnt), NULL);
+                if (!st) st = edge(c, &ev, ANODE(set, 1, cnt), AEMID(set, cnt), sep);
+                if (!st) st = edge(c, &ev, AEMID(set, cnt), ANODE(set, 1, cnt2), o->extra);
+            }
+        }
+    }
+#undef ANODE
+#undef AMID
+#undef AEMID
+    sv_ast_t *g = st ? NULL : sv_ast_graph(c->arena, (uint32_t)nnodes, ev.v, ev.n, final);
+    free(ev.v);
+    free(final);
+    free(mid_done);
     if (st) return st;
     *out = g;
     return g ? SV_OK : sv_sc_nomem(c);
@@ -514,9 +665,13 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     /* Key orders (the universe, canonical_any, keeps to the canonical one);
      * the objects below share what is left of the location's allowance, so
      * orders multiply to at most SV_SCHEMA_MAX_ORDERS along any path. */
+    /* --key-order any: an object with few keys takes every order of them
+     * (object_anyorder), and leaves the orders allowance to its members. */
+    bool try_any = c->keyset && !canonical_any && n >= 2 && n <= KEYSET_MAX_KEYS;
+    if (c->keyset && !canonical_any && n > KEYSET_MAX_KEYS && c->info) c->info->nkey_order_narrowed++;
     orders_t ord;
-    if ((st = loc_orders(c, loc, keys, n, canonical_any, &ord))) return st;
-    uint32_t child_orders = loc->orders / ord.n ? loc->orders / ord.n : 1;
+    if ((st = loc_orders(c, loc, keys, n, canonical_any || try_any, &ord))) return st;
+    uint32_t child_orders = try_any ? loc->orders : loc->orders / ord.n ? loc->orders / ord.n : 1;
     if (ord.n > 1) c->more_orders = true;
     /* Members of K. */
     uint32_t nreq = 0;
@@ -566,12 +721,16 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
                 if ((!ap || json_is_true(ap) || (json_is_object(ap) && json_object_size(ap) == 0)) &&
                     (st = sv_sc_ctx_sources(c, loc, m->key, &cs, &ncs)))
                     return st;
-                if (ncs > 0) {
+                /* Contexts nest like $refs (a context can hold the schema
+                 * that led to it), so past CTX_MAX_NESTING the member stays free. */
+                if (ncs > 0 && c->ctx_depth < CTX_MAX_NESTING) {
                     bool keep = c->truncated;
                     c->truncated = false;
                     size_t mark = sv_sc_push(c, "properties");
                     sv_sc_push(c, m->key);
+                    c->ctx_depth++;
                     st = member_value(c, cs, ncs < 8 ? ncs : 8, &child, &m->value);
+                    c->ctx_depth--;
                     sv_sc_pop(c, mark);
                     bool cut = c->truncated;
                     c->truncated = keep;
@@ -599,7 +758,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
      * after the first member written); with calls, the values of a wide
      * object are parts, equal ones shared, so the object's automaton holds
      * its keys and calls. */
-    if (sv_sc_calls(c) && !canonical_any && n >= WIDE_OBJECT_MIN)
+    if (sv_sc_calls(c) && !canonical_any && (n >= WIDE_OBJECT_MIN || try_any))
         for (uint32_t i = 0; i < n; i++) {
             if (!mem[i].value) continue;
             sv_dfa_t *d;
@@ -654,11 +813,13 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     uint64_t B = (uint64_t)1 << nbits;
     uint64_t per_pos = (C + 1) * B;
     uint64_t nnodes = (uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + per_pos;
+    if (c->keyset && extra) nnodes += (uint64_t)n * per_pos; /* extra members anywhere (object_graph) */
     if (nnodes > MAX_GRAPH_NODES)
         return sv_sc_fail(c, SV_ERR_BUDGET, has_max ? "maxProperties" : "minProperties",
                           "the object needs %llu automaton nodes to count its properties (limit %u)",
                           (unsigned long long)nnodes, MAX_GRAPH_NODES);
-    object_shape_t shape = {mem, n, deps, ndeps, nbits, has_min, has_max, minp, C, extra, NULL};
+    object_shape_t shape = {.mem = mem, .n = n, .deps = deps, .ndeps = ndeps, .nbits = nbits, .has_min = has_min,
+                            .has_max = has_max, .minp = minp, .C = C, .extra = extra};
     shape.kv = sv_arena_alloc(c->arena, (n + 1) * sizeof *shape.kv);
     if (!shape.kv) return sv_sc_nomem(c);
     sv_ast_t *colon = sv_sc_colon(c);
@@ -668,10 +829,23 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         if (mem[i].allowed && !shape.kv[i]) return sv_sc_nomem(c); /* a NULL label would be an epsilon edge */
     }
     sv_ast_t *g[SV_SCHEMA_MAX_ORDERS];
+    bool any_order = false;
+    if (try_any && (st = keyset_fits(c, &shape, &any_order))) return st;
+    if (any_order) {
+        if ((st = object_anyorder(c, &shape, &g[0]))) return st;
+        c->more_orders = true;
+        ord.n = 0;
+    } else if (try_any && c->info) {
+        c->info->nkey_order_narrowed++;
+    }
+    if (!any_order && c->keyset && !canonical_any && extra) {
+        shape.extra_anywhere = true;
+        c->more_orders = true;
+    }
     for (uint32_t o = 0; o < ord.n; o++)
         if ((st = object_graph(c, &shape, ord.v[o], &g[o]))) return st;
     sv_ast_t *ws = sv_sc_ws(c);
-    sv_ast_t *body = ord.n == 1 ? g[0] : sv_ast_alt(c->arena, g, ord.n);
+    sv_ast_t *body = ord.n <= 1 ? g[0] : sv_ast_alt(c->arena, g, ord.n);
     *out = sv_sc_cat3(c, sv_sc_cat2(c, sv_sc_lit(c, "{", 1), ws), body, sv_sc_cat2(c, ws, sv_sc_lit(c, "}", 1)));
     return *out ? SV_OK : sv_sc_nomem(c);
 }

@@ -20,6 +20,8 @@
 /* Key orders an object location accepts: the canonical one and up to 3 more
  * (schema_container.c). */
 #define SV_SCHEMA_MAX_ORDERS 4
+/* Subschemas compiled inside one another (sv_sc_lang's recursion). */
+#define SV_SCHEMA_MAX_NESTING 256
 
 /* The set of schema objects that apply at one instance location, closed
  * under the in-place applicators (allOf, anyOf, oneOf, not, if/then/else,
@@ -58,6 +60,9 @@ typedef struct sctx {
                                   format sieve narrows): no complement over it */
     uint32_t canon_depth;      /* container levels left in the canonical universe */
     bool more_orders;          /* some object accepts more than one key order */
+    bool keyset;               /* --key-order any (schema_container.c object_anyorder) */
+    uint32_t lang_depth;       /* sv_sc_lang calls open (SV_SCHEMA_MAX_NESTING) */
+    uint32_t ctx_depth;        /* member contexts open (schema_container.c) */
     bool deep_any;             /* some free-form value nests deeper than SV_SCHEMA_ANY_DEPTH_MIN,
                                   or takes the deep levels beyond it */
     uint64_t deadline_ns;      /* the whole compilation's time budget (0 = none) */

@@ -569,6 +569,7 @@ typedef struct {
     int types;          /* allowed kinds; 0: no type constraint */
     json_t *required;   /* an array of strings, or NULL */
     json_t *cnst, *enm; /* borrowed from the document, or NULL */
+    json_t *props;      /* the root's properties object, or NULL */
 } root_t;
 
 static root_t g_root; /* the current input's (one input at a time) */
@@ -602,6 +603,7 @@ static void root_open(root_t *rt, json_t *doc) {
     bool strings = json_is_array(req);
     for (size_t i = 0; strings && i < json_array_size(req); i++) strings = json_is_string(json_array_get(req, i));
     rt->required = strings ? req : NULL;
+    rt->props = json_is_object(json_object_get(doc, "properties")) ? json_object_get(doc, "properties") : NULL;
     rt->cnst = json_object_get(doc, "const");
     rt->enm = json_is_array(json_object_get(doc, "enum")) ? json_object_get(doc, "enum") : NULL;
 }
@@ -678,6 +680,31 @@ static UNTRACED void check_root(const root_t *rt, const uint8_t *s, size_t n, sv
     }
     }
     if (rt->types) CHECK_SAMPLE((rt->types & kind) != 0, s, n);
+    if (rt->props && kind == K_OBJ) {
+        /* A key the root declares is written at most once, in either key
+         * order mode (extra keys no automaton can tell apart are not). */
+        size_t cap = n / 4 + 1;
+        rd_t r = {.s = s, .n = n, .ws = ws, .keys = malloc(cap * sizeof(size_t)), .klens = malloc(cap * sizeof(size_t)),
+                  .maxkeys = (uint32_t)cap};
+        CHECK(r.keys && r.klens);
+        rd_ws(&r);
+        CHECK(rd_value(&r));
+        const char *name;
+        json_t *x;
+        json_object_foreach(rt->props, name, x) {
+            size_t len = strlen(name);
+            char *want = malloc(6 * len + 2);
+            CHECK(want);
+            size_t wl = spell_string(name, len, want);
+            uint32_t seen = 0;
+            for (uint32_t k = 0; k < r.nkeys; k++) seen += r.klens[k] == wl && memcmp(s + r.keys[k], want, wl) == 0;
+            if (seen > 1) fprintf(stderr, "fuzz_schema: the declared key %.*s is written %u times\n", (int)wl, want, seen);
+            free(want);
+            CHECK_SAMPLE(seen <= 1, s, n);
+        }
+        free(r.keys);
+        free(r.klens);
+    }
     if (rt->required && kind == K_OBJ) {
         size_t cap = n / 4 + 1;
         rd_t r = {.s = s, .n = n, .ws = ws, .keys = malloc(cap * sizeof(size_t)), .klens = malloc(cap * sizeof(size_t)),
@@ -802,13 +829,16 @@ static result_t compile(const uint8_t *data, size_t size, uint8_t mode, bool jso
  * recursive and big $refs, counted items and wide objects' values as
  * parts): it compiles whenever the flat one does (or hits a budget), and
  * its samples pass the checks flat samples pass (accepted, canonical JSON
- * in the mode's spelling, valid at the root as check_root checks). Its
+ * in the mode's spelling, valid at the root as check_root checks), with
+ * keys in schema order or, for half the modes, in any order. Its
  * language is not a superset of the flat one: a union's branches keep
  * their own key orders there. */
 static void calls_check(const uint8_t *data, size_t size, uint8_t mode) {
     sv_schema_opts_t o;
     options(&o, mode);
     o.any_calls = true;
+    /* half the time with keys in any order (schema_container.c key sets) */
+    o.key_order = (mode >> 6) & 1 ? SV_KEY_ORDER_ANY : SV_KEY_ORDER_SCHEMA;
     sv_dfa_t *d = NULL;
     sv_schema_info_t info;
     sv_error_t err;

@@ -35,7 +35,7 @@ typedef struct {
 
 enum {
     OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN,
-    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN, OPT_ANY_CALLS,
+    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN, OPT_ANY_CALLS, OPT_KEY_ORDER,
     OPT_TOOLS, OPT_TOOL_CHOICE, OPT_PARALLEL, OPT_TOOL_FORMAT,
 };
 
@@ -70,6 +70,11 @@ static const char constraint_help[] =
     "  --any-calls true|false free-form values as calls into one shared part (default\n"
     "                         true): any depth, small automata; false, or inside\n"
     "                         not/oneOf/if/allOf/contains: the bounded shape below\n"
+    "  --key-order schema|any object keys in the schema's order (default, as OpenAI\n"
+    "                         writes them; keys are forced for jump-forward), or in\n"
+    "                         any order, each key at most once (objects of up to 16\n"
+    "                         keys whose key sets fit the budget; wider ones keep\n"
+    "                         the schema's order, counted in key_order_narrowed)\n"
     "  --max-any-depth N|auto nesting of unconstrained values: N levels (default 3),\n"
     "                         or auto: 6 levels at the root, one less per level\n"
     "                         down, 3 from level 3 on (--any-depth-total); auto\n"
@@ -184,6 +189,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         {"any-depth-total", required_argument, 0, OPT_ANY_DEPTH_TOTAL},
         {"any-deep-levels", required_argument, 0, OPT_ANY_DEEP_LEVELS},
         {"any-calls", required_argument, 0, OPT_ANY_CALLS},
+        {"key-order", required_argument, 0, OPT_KEY_ORDER},
         {"any-deep-arrays", required_argument, 0, OPT_ANY_DEEP_ARRAYS},
         {"max-string-length", required_argument, 0, OPT_STRING_LEN},
         {"tools", required_argument, 0, OPT_TOOLS},
@@ -259,6 +265,11 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
             if (strcmp(arg, "true") && strcmp(arg, "false"))
                 return sv_cli_usage_error(verb, "invalid value '%s' for --any-calls (true or false)", arg);
             o->sopts.any_calls = !strcmp(arg, "true");
+            break;
+        case OPT_KEY_ORDER:
+            if (strcmp(arg, "schema") && strcmp(arg, "any"))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --key-order (schema or any)", arg);
+            o->sopts.key_order = strcmp(arg, "any") ? SV_KEY_ORDER_SCHEMA : SV_KEY_ORDER_ANY;
             break;
         case OPT_ANY_DEEP_LEVELS:
             if (sv_cli_parse_u64(arg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-levels (0 to 16)", arg);
@@ -360,6 +371,13 @@ int sv_cmd_compile(int argc, char **argv) {
             json_object_set_new(stats, "ignored_keywords", ign);
             json_object_set_new(stats, "recursion_truncated", json_boolean(o.info.ref_truncated));
             json_object_set_new(stats, "max_length_narrowed", json_integer(o.info.nnarrowed));
+            json_object_set_new(stats, "key_order_narrowed", json_integer(o.info.nkey_order_narrowed));
+            /* What a budget made the compiler drop (schema.h SV_SCHEMA_NARROWED_*). */
+            json_t *nb = json_array();
+            if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_DEPTH) json_array_append_new(nb, json_string("depth"));
+            if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_ORDERS) json_array_append_new(nb, json_string("key_orders"));
+            if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_CALLS) json_array_append_new(nb, json_string("calls"));
+            json_object_set_new(stats, "narrowed_by_budget", nb);
         }
         char *txt = stats ? json_dumps(stats, JSON_PRESERVE_ORDER) : NULL;
         if (txt) printf("%s\n", txt);

@@ -28,7 +28,7 @@
 #include "cli.h"
 #include "verbs.h"
 
-enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE, OPT_MEMORY, OPT_SLOW, OPT_ANY_TOTAL, OPT_DEEP_LEVELS, OPT_DEEP_ARRAYS, OPT_ANY_CALLS };
+enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE, OPT_MEMORY, OPT_SLOW, OPT_ANY_TOTAL, OPT_DEEP_LEVELS, OPT_DEEP_ARRAYS, OPT_ANY_CALLS, OPT_KEY_ORDER };
 
 typedef struct {
     uint64_t *v;
@@ -281,6 +281,7 @@ int sv_cmd_maskbench(int argc, char **argv) {
         {"any-depth-total", required_argument, 0, OPT_ANY_TOTAL},
         {"any-deep-levels", required_argument, 0, OPT_DEEP_LEVELS},
         {"any-calls", required_argument, 0, OPT_ANY_CALLS},
+        {"key-order", required_argument, 0, OPT_KEY_ORDER},
         {"any-deep-arrays", required_argument, 0, OPT_DEEP_ARRAYS},
         {"ws", required_argument, 0, OPT_WS},
         {"dfa-cache-mb", required_argument, 0, OPT_DFA_CACHE},
@@ -305,7 +306,7 @@ int sv_cmd_maskbench(int argc, char **argv) {
             printf("Usage: sieve maskbench --tokenizer tokenizer.json [--tokenizer-config FILE]\n"
                    "                       [--per-schema] [--timeout-s 60] [--allow-unknown-formats]\n"
                    "                       [--max-any-depth N|auto] [--any-depth-total N]\n"
-                   "                       [--any-deep-levels N] [--any-deep-arrays N] [--any-calls true|false] [--ws MODE] [--dfa-cache-mb 64] PATH...\n\n"
+                   "                       [--any-deep-levels N] [--any-deep-arrays N] [--any-calls true|false] [--key-order schema|any] [--ws MODE] [--dfa-cache-mb 64] PATH...\n\n"
                    "Runs the MaskBench method on MaskBench files (or folders of them), one\n"
                    "thread, and prints one JSON object: schemas, passing, compile_error,\n"
                    "validation_error, invalidation_error, timeout, error, and ttfm_us and tbm_us\n"
@@ -339,6 +340,11 @@ int sv_cmd_maskbench(int argc, char **argv) {
             if (strcmp(optarg, "true") && strcmp(optarg, "false"))
                 return sv_cli_usage_error(verb, "invalid value '%s' for --any-calls (true or false)", optarg);
             b.sopts.any_calls = !strcmp(optarg, "true");
+            break;
+        case OPT_KEY_ORDER:
+            if (strcmp(optarg, "schema") && strcmp(optarg, "any"))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --key-order (schema or any)", optarg);
+            b.sopts.key_order = strcmp(optarg, "any") ? SV_KEY_ORDER_SCHEMA : SV_KEY_ORDER_ANY;
             break;
         case OPT_DEEP_LEVELS:
             if (sv_cli_parse_u64(optarg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-levels", optarg);

@@ -25,7 +25,7 @@
 enum {
     OPT_HOST = 256, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
-    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_DEEP_LEVELS, OPT_ANY_CALLS,
+    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
 };
 
 static const char *const usage_text =
@@ -55,6 +55,9 @@ static const char *const usage_text =
     "  --any-calls true|false    constraints composed from parts (default true): free-form\n"
     "                            values and recursive $refs nest to any depth, each tool's\n"
     "                            arguments compile once; false: one flat automaton\n"
+    "  --key-order schema|any    object keys in the schema's order (default, forced for\n"
+    "                            jump-forward), or any order, each key at most once\n"
+    "                            (objects of up to 16 keys: docs/fsm.md \"Key order\")\n"
     "  --any-deep-levels N       flat form: free-form values nest up to N levels beyond 3\n"
     "                            (default 3; 0: compile faster, accept less deep data)\n"
     "  --max-body-bytes N        request body limit (default 8388608; larger: 413)\n"
@@ -97,6 +100,7 @@ int sv_cmd_serve(int argc, char **argv) {
         {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
         {"any-deep-levels", required_argument, 0, OPT_DEEP_LEVELS},
         {"any-calls", required_argument, 0, OPT_ANY_CALLS},
+        {"key-order", required_argument, 0, OPT_KEY_ORDER},
         {"max-body-bytes", required_argument, 0, OPT_MAX_BODY},
         {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
         {"compile-threads", required_argument, 0, OPT_COMPILE_THREADS},
@@ -181,6 +185,11 @@ int sv_cmd_serve(int argc, char **argv) {
             if (strcmp(optarg, "true") && strcmp(optarg, "false"))
                 return sv_cli_usage_error(verb, "invalid value '%s' for --any-calls (true or false)", optarg);
             sc.any_calls = !strcmp(optarg, "true");
+            break;
+        case OPT_KEY_ORDER:
+            if (strcmp(optarg, "schema") && strcmp(optarg, "any"))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --key-order (schema or any)", optarg);
+            sc.key_order = strcmp(optarg, "any") ? SV_KEY_ORDER_SCHEMA : SV_KEY_ORDER_ANY;
             break;
         case OPT_DEEP_LEVELS:
             if (sv_cli_parse_u64(optarg, 13, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-levels (0 to 13)", optarg);

@@ -394,6 +394,7 @@ static bool start_phase2(req_t *r, uint32_t generated) {
     so.unknown_formats_ok = s->cfg.unknown_formats;
     so.any_deep_levels = s->cfg.any_deep_levels;
     so.any_calls = s->cfg.any_calls;
+    so.key_order = s->cfg.key_order;
     r->compiling = true;
     if (!sv_cpool_submit(s->cpool, SV_CONSTRAINT_SCHEMA, r->api.c.text, r->api.c.len, &so, s->deps.set,
                          s->cfg.ws == SV_WS_FLEXIBLE ? 16 : 0, compile_cb, r)) {
@@ -664,7 +665,7 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
         so.unknown_formats_ok = s->cfg.unknown_formats;
         so.any_deep_levels = s->cfg.any_deep_levels;
         so.any_calls = s->cfg.any_calls;
-    so.any_calls = s->cfg.any_calls;
+        so.key_order = s->cfg.key_order;
         uint32_t ws_cap = r->api.c.kind == SV_CONSTRAINT_SCHEMA && s->cfg.ws == SV_WS_FLEXIBLE ? 16 : 0;
         r->compiling = true;
         if (!sv_cpool_submit(s->cpool, r->api.c.kind, r->api.c.text, r->api.c.len, &so, s->deps.set, ws_cap,

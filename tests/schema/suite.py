@@ -93,14 +93,15 @@ def suite_files():
     return files
 
 
-def run_all():
-    """{ "file#group": {"compile": "ok" | "error: <type> <keyword>", "tests": {desc: outcome}} }"""
+def run_all(extra_args=()):
+    """{ "file#group": {"compile": "ok" | "error: <type> <keyword>", "tests": {desc: outcome}} }
+    extra_args go to every sieve call (e.g. --key-order any)."""
     results = {}
     for f in suite_files():
         rel = f.relative_to(SUITE).as_posix()
         for gi, group in enumerate(json.loads(f.read_text())):
             key = f"{rel}#{gi} {group['description']}"
-            comp, outs = run_group(group["schema"], group["tests"])
+            comp, outs = run_group(group["schema"], group["tests"], extra_args)
             if comp == "ok":
                 results[key] = {"compile": "ok",
                                 "tests": {t["description"]: o for t, o in zip(group["tests"], outs)}}

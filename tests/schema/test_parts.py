@@ -155,3 +155,20 @@ def test_five_thousand_properties():
     v = jsonschema.Draft202012Validator(schema)
     assert v.is_valid(json.loads(good)) and not v.is_valid(json.loads(missing)) and not v.is_valid(json.loads(bad_type))
     assert match(schema, [good, missing, bad_type]) == [True, False, False]
+
+
+def test_context_recursion_is_bounded():
+    """A $ref whose target reaches itself through member contexts (no $ref on
+    the way) once recursed until the stack ran out: now a clean result or a
+    budget error, never a crash."""
+    schema = {"type": "object", "properties": {
+        "a": {}, "b": {"type": "object", "additionalProperties": True},
+        "c": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "null"}]}},
+        "$defs": {"n": {"type": "object", "properties": {
+            "x": {"$ref": "#/$defs/n", "dependentRequired": {"type": "object", "additionalProperties": True}},
+            "y": {"allOf": [{}, {"if": {"$schema": "http://json-scXema.org/draft-07/schema#"}}]}}}}}
+    for calls in ("true", "false"):
+        r = run("compile", schema, "--any-calls", calls, "--compile-timeout-ms", "2000")
+        assert r.returncode in (0, 2), (r.returncode, r.stderr[-500:])
+        if r.returncode == 2:
+            assert json.loads(r.stdout)["error"]["type"] in ("timeout", "budget"), r.stdout

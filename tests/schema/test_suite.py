@@ -70,3 +70,15 @@ def test_outcomes_match_checked_in(results):
     diff = [k for k in set(want) | set(got) if want.get(k) != got.get(k)]
     assert not diff, "outcomes changed (refresh with `python tests/schema/suite.py --update` if intended):\n" + \
         "\n".join(f"{k}: was {want.get(k)!r}, now {got.get(k)!r}" for k in sorted(diff)[:20])
+
+
+def test_key_order_any_accepts_no_invalid_instance(results):
+    """--key-order any widens objects to every key order: the suite's invalid
+    instances stay rejected in every order, and nothing valid is lost."""
+    anyo = suite.run_all(("--key-order", "any"))
+    bad = [(k, d) for k, v in anyo.items() if v["compile"] == "ok" for d, o in v["tests"].items()
+           if o == "invalid_accepted"]
+    assert not bad, f"{len(bad)} invalid instances accepted with --key-order any: {bad[:10]}"
+    lost = [(k, d) for k, v in results.items() if v["compile"] == "ok" for d, o in v["tests"].items()
+            if o == "pass" and (anyo[k]["compile"] != "ok" or anyo[k]["tests"][d] != "pass")]
+    assert not lost, f"outcomes --key-order any loses: {lost[:10]}"

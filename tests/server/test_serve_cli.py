@@ -13,7 +13,7 @@ def test_help():
     r = run("--help")
     assert r.returncode == 0 and b"Usage: sieve serve -m MODEL" in r.stdout
     for opt in [b"--api-key", b"--served-model-name", b"--max-num-seqs", b"--max-body-bytes", b"--chat-template",
-                b"--request-timeout", b"--drain-timeout", b"--any-deep-levels", b"--any-calls"]:
+                b"--request-timeout", b"--drain-timeout", b"--any-deep-levels", b"--any-calls", b"--key-order"]:
         assert opt in r.stdout
 
 
@@ -30,7 +30,8 @@ def test_usage_errors():
                       (("-m", str(MODEL), "--bogus"), b"unknown option"),
                       (("-m", str(MODEL), "--request-timeout", "soon"), b"--request-timeout"),
                       (("-m", str(MODEL), "--any-deep-levels", "14"), b"--any-deep-levels"),
-                      (("-m", str(MODEL), "--any-calls", "maybe"), b"--any-calls")]:
+                      (("-m", str(MODEL), "--any-calls", "maybe"), b"--any-calls"),
+                      (("-m", str(MODEL), "--key-order", "sorted"), b"--key-order")]:
         r = run(*args)
         assert r.returncode == 64 and msg in r.stderr, (args, r.stderr)
 
@@ -60,5 +61,34 @@ def test_chat_template_override(server):
         r = g.client().chat.completions.create(model="smol", messages=msgs, max_tokens=2, temperature=0)
         assert r.usage.prompt_tokens != own.usage.prompt_tokens
         assert r.choices[0].message.content is not None
+    finally:
+        g.stop()
+
+
+def test_key_order_any_serves_valid_objects():
+    """--key-order any is server-wide: schema-constrained answers stay valid,
+    with no key twice, whatever order the model writes its keys in."""
+    import json
+
+    import jsonschema
+
+    from live import Server
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                               "country": {"type": "string", "maxLength": 12},
+                                               "population": {"type": "integer", "minimum": 0}},
+              "required": ["population", "city", "country"], "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "place", "schema": schema, "strict": True}}
+    g = Server("--key-order", "any")
+    try:
+        c = g.client()
+        for seed in range(3):
+            r = c.chat.completions.create(model="smol", messages=[{"role": "user", "content": "A big city, as JSON."}],
+                                          response_format=fmt, max_tokens=60, temperature=1.0, seed=seed)
+            text = r.choices[0].message.content
+
+            def once(pairs):
+                assert len({k for k, _ in pairs}) == len(pairs), text
+                return dict(pairs)
+            jsonschema.validate(json.loads(text, object_pairs_hook=once), schema)
     finally:
         g.stop()

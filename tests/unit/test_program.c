@@ -11,6 +11,7 @@
  *   - sv_token_index_next agrees with the walk, sv_token_index_accepting with
  *     sv_dfa_matches, and the completion has sv_token_index_distance bytes
  *     and completes the text.
+ * The same for objects whose keys come in any order (key sets).
  * Then: values nested 50 deep are accepted and broken at any depth
  * rejected; the flat compilation (any_calls off) accepts exactly the same
  * strings up to its depth; and budget walks through the matcher end
@@ -52,10 +53,13 @@ static void vocab(vocab_t *v, sv_rng_t *rng) {
     }
 }
 
+static sv_key_order key_order = SV_KEY_ORDER_SCHEMA; /* of every compile (main sets it) */
+
 static sv_dfa_t *compile(const char *text, bool calls, sv_ws_mode ws) {
     sv_schema_opts_t o;
     sv_schema_opts_default(&o);
     o.any_calls = calls;
+    o.key_order = key_order;
     o.ws = ws;
     sv_dfa_t *d = NULL;
     sv_error_t e;
@@ -282,6 +286,16 @@ int main(void) {
         if (dd > deepest) deepest = dd;
     }
     CHECK(deepest >= 8, "the walks reached a depth of only %u", deepest);
+    /* Keys in any order (schema_container.c key sets), values as parts. */
+    static const char *const any_order[] = {
+        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {}, \"c\": {\"type\": \"array\"}},"
+        " \"required\": [\"a\", \"c\"], \"additionalProperties\": false}",
+        "{\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"string\"}, \"v\": {},"
+        " \"w\": {\"type\": \"object\", \"properties\": {\"p\": {}, \"q\": {\"type\": \"boolean\"}}}}, \"required\": [\"v\"]}}",
+    };
+    key_order = SV_KEY_ORDER_ANY;
+    for (size_t i = 0; i < sizeof any_order / sizeof *any_order; i++) walks(any_order[i], &v, ts, 4, 160);
+    key_order = SV_KEY_ORDER_SCHEMA;
     deep();
     budgets(&v, ts);
     sv_token_set_destroy(ts);

@@ -1,0 +1,248 @@
+"""--key-order any: object keys in any order, each at most once, checked
+against Python's jsonschema.
+
+- Random small object schemas (required keys, dependentRequired,
+  min/maxProperties, additionalProperties false / true / a schema, nested
+  objects): instances with their keys shuffled, values valid or not, extra
+  keys, and a declared key written twice. `sieve match --key-order any` must
+  agree with jsonschema on every one (a duplicate key is invalid; extra
+  keys, which no automaton can tell apart, are generated distinct).
+- Samples validate, have no duplicate key, and come in several orders.
+- The default (`schema`) keeps the schema's order; an object with more keys
+  than its key sets allow keeps the schema's order for its declared keys
+  (extra keys may come anywhere) and says so (key_order_narrowed).
+- Where differences (oneOf, not) meet, accepted instances stay valid.
+"""
+import itertools
+import json
+import random
+import subprocess
+import tempfile
+
+import jsonschema
+
+import suite
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def run(verb, schema, *args, stdin=None):
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(schema, f)
+        f.flush()
+        return subprocess.run([suite.sieve_bin(), verb, "--schema", f.name, *args], input=stdin,
+                              capture_output=True, text=True, timeout=300)
+
+
+def match(schema, texts, *args):
+    r = run("match", schema, *args, stdin="".join(json.dumps(t) + "\n" for t in texts))
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = [g == "1" for g in r.stdout.split()]
+    assert len(got) == len(texts)
+    return got
+
+
+def stats(schema, *args):
+    r = run("compile", schema, *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def spell(v, rng):
+    """v as json.dumps would write it, with every object's keys shuffled."""
+    if isinstance(v, dict):
+        keys = list(v)
+        rng.shuffle(keys)
+        return "{" + ", ".join(json.dumps(k) + ": " + spell(v[k], rng) for k in keys) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(spell(x, rng) for x in v) + "]"
+    return json.dumps(v)
+
+
+def no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError("duplicate key")
+    return dict(pairs)
+
+
+def oracle(schema, text):
+    try:
+        v = json.loads(text, object_pairs_hook=no_duplicates)
+    except ValueError:
+        return False
+    return jsonschema.Draft202012Validator(schema).is_valid(v)
+
+
+VALUE_TYPES = [
+    ({"type": "integer", "minimum": 0}, lambda r: r.randint(0, 9), lambda r: r.choice([-1, "x", None])),
+    ({"type": "string", "maxLength": 3}, lambda r: r.choice(["", "a", "xyz"]), lambda r: r.choice(["long!", 3])),
+    ({"type": "boolean"}, lambda r: r.choice([True, False]), lambda r: r.choice(["true", 0])),
+    ({"enum": ["red", "green"]}, lambda r: r.choice(["red", "green"]), lambda r: "blue"),
+]
+
+
+def random_object(rng, depth=0):
+    """(schema, make(valid) -> an instance): a random object schema."""
+    n = rng.randint(2, 6)
+    names = rng.sample(["id", "name", "kind", "size", "tags", "x", "y", "note", "ok"], n)
+    props, makers = {}, {}
+    for k in names:
+        if depth == 0 and rng.random() < 0.25:
+            sub, mk = random_object(rng, depth + 1)
+            props[k] = sub
+            makers[k] = mk
+        else:
+            s, good, bad = rng.choice(VALUE_TYPES)
+            props[k] = dict(s)
+            makers[k] = (lambda good, bad: lambda r, ok: good(r) if ok else bad(r))(good, bad)
+    schema = {"type": "object", "properties": props}
+    req = [k for k in names if rng.random() < 0.5]
+    if req:
+        schema["required"] = req
+    if rng.random() < 0.3:
+        a, b = rng.sample(names, 2)
+        schema["dependentRequired"] = {a: [b]}
+    ap = rng.choice([False, True, {"type": "integer"}, None])
+    if ap is not None:
+        schema["additionalProperties"] = ap
+    if rng.random() < 0.25:
+        schema["maxProperties"] = rng.randint(len(req), n + 1)
+    if rng.random() < 0.25:
+        schema["minProperties"] = rng.randint(0, min(n, len(req) + 2))
+
+    def make(r, valid):
+        keys = [k for k in names if k in req or r.random() < 0.5]
+        inst = {k: makers[k](r, valid or r.random() < 0.7) for k in keys}
+        if r.random() < 0.3:
+            inst["extra" + str(r.randint(0, 9))] = r.choice([1, "s", [1], {"q": 2}])
+        if not valid and r.random() < 0.3 and keys:
+            del inst[r.choice(keys)]
+        return inst
+    return schema, make
+
+
+def test_random_objects_agree_with_jsonschema():
+    rng = random.Random(20261201)
+    checked = accepted = 0
+    for case in range(40):
+        schema, make = random_object(rng)
+        schema = {"$schema": DRAFT, **schema}
+        st = stats(schema, "--key-order", "any")
+        assert st["key_order_narrowed"] == 0 and st["narrowed_by_budget"] == [], (schema, st)
+        texts = []
+        for _ in range(40):
+            texts.append(spell(make(rng, rng.random() < 0.6), rng))
+        # a declared key written twice
+        inst = make(rng, True)
+        if inst:
+            k = next(iter(inst))
+            body = spell(inst, rng)[1:-1]
+            texts.append("{" + body + ", " + json.dumps(k) + ": " + json.dumps(inst[k]) + "}")
+        got = match(schema, texts, "--key-order", "any")
+        for t, g in zip(texts, got):
+            assert g == oracle(schema, t), (case, json.dumps(schema), t, g)
+        checked += len(texts)
+        accepted += sum(got)
+    assert checked > 1500 and 0.2 * checked < accepted < 0.9 * checked, (checked, accepted)
+
+
+def test_every_order_of_a_required_set():
+    props = {k: {"type": "integer"} for k in "abcde"}
+    schema = {"type": "object", "properties": props, "required": list("abcde"), "additionalProperties": False}
+    perms = ["{" + ", ".join(f'"{k}": 1' for k in p) + "}" for p in itertools.permutations("abcde")]
+    assert all(match(schema, perms, "--key-order", "any"))
+    # the default keeps the schema's order (and the few orders real data follows)
+    got = match(schema, perms)
+    assert got[0] and sum(got) < 5
+    # each key once, all required
+    assert not any(match(schema, ['{"a": 1, "b": 1, "c": 1, "d": 1}', '{"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "a": 1}',
+                                  '{"e": 1, "d": 1, "c": 1, "b": 1, "b": 1, "a": 1}'], "--key-order", "any"))
+
+
+def test_samples_are_valid_and_vary():
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 5}, "age": {"type": "integer"},
+                                               "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+                                               "where": {"type": "object", "properties": {"lat": {"type": "number"},
+                                                                                          "lon": {"type": "number"}},
+                                                         "required": ["lat", "lon"], "additionalProperties": False}},
+              "required": ["name", "age", "where"], "additionalProperties": False}
+    r = run("sample", schema, "--key-order", "any", "-n", "60", "--seed", "5", "--max-len", "400")
+    assert r.returncode == 0, r.stderr
+    v = jsonschema.Draft202012Validator(schema)
+    orders, inner = set(), set()
+    for line in r.stdout.splitlines():
+        text = json.loads(line)
+        doc = json.loads(text, object_pairs_hook=no_duplicates)
+        assert v.is_valid(doc), text
+        orders.add(tuple(doc))
+        inner.add(tuple(doc["where"]))
+    assert len(orders) >= 4 and len(inner) == 2, (orders, inner)
+    d = run("sample", schema, "-n", "20", "--seed", "5", "--max-len", "400")
+    # the default: the schema's order, or the required keys first
+    assert {tuple(json.loads(json.loads(x))) for x in d.stdout.splitlines()} <= {
+        ("name", "age", "tags", "where"), ("name", "age", "where"), ("name", "age", "where", "tags")}
+
+
+def test_wide_object_keeps_schema_order_and_says_so():
+    keys = [f"field_{i:02d}" for i in range(20)]
+    schema = {"type": "object", "properties": {k: {"type": "integer"} for k in keys}, "required": keys[:3],
+              "additionalProperties": False}
+    st = stats(schema, "--key-order", "any")
+    assert st["key_order_narrowed"] >= 1
+    canon = "{" + ", ".join(f'"{k}": 1' for k in keys) + "}"
+    swapped = "{" + ", ".join(f'"{k}": 1' for k in [keys[1], keys[0]] + keys[2:]) + "}"
+    assert match(schema, [canon, swapped], "--key-order", "any") == [True, False]
+    # extra members may still come anywhere, each declared key at most once
+    open_schema = dict(schema, additionalProperties={"type": "string"}, maxProperties=22)
+    rng = random.Random(3)
+    texts = []
+    for _ in range(300):
+        inst = [(k, 1 if rng.random() < 0.97 else "s") for k in keys if k in keys[:3] or rng.random() < 0.4]
+        for x in rng.sample(["zz", "extra", "a b"], rng.randint(0, 3)):
+            inst.insert(rng.randint(0, len(inst)), (x, rng.choice(["s", "t", 2])))
+        if rng.random() < 0.2:
+            rng.shuffle(inst)
+        texts.append("{" + ", ".join(json.dumps(k) + ": " + json.dumps(v) for k, v in inst) + "}")
+    got = match(open_schema, texts, "--key-order", "any")
+    for t, g in zip(texts, got):
+        keys_in = [k for k in json.loads(t, object_pairs_hook=lambda p: [k for k, _ in p]) if k in keys]
+        if g:
+            assert oracle(open_schema, t), t
+        elif oracle(open_schema, t):
+            assert keys_in != sorted(keys_in), t  # only a declared key out of order is refused
+    assert sum(got) > 50
+    # the same object under its limit takes any order
+    small = {"type": "object", "properties": {k: {"type": "integer"} for k in keys[:8]}, "additionalProperties": False}
+    assert stats(small, "--key-order", "any")["key_order_narrowed"] == 0
+    rev = "{" + ", ".join(f'"{k}": 1' for k in reversed(keys[:8])) + "}"
+    assert match(small, [rev], "--key-order", "any") == [True]
+
+
+def test_differences_stay_sound():
+    rng = random.Random(7)
+    base = {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}}
+    schemas = [
+        {"type": "object", "properties": base, "oneOf": [{"required": ["a", "b"]}, {"required": ["b", "c"]}]},
+        {"type": "object", "properties": base, "not": {"required": ["c"]}, "required": ["a", "b"]},
+        {"type": "object", "properties": base, "if": {"required": ["a"]}, "then": {"required": ["c"]},
+         "else": {"required": ["b"]}},
+        {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                   {"properties": {"b": {"type": "string"}}, "required": ["b"]}]},
+    ]
+    for schema in schemas:
+        texts = []
+        for _ in range(200):
+            vals = {"a": [1, 1, "s"], "b": ["s", "s", 1], "c": [True, True, 1], "d": [1]}
+            inst = {k: rng.choice(vals[k]) for k in "abcd" if rng.random() < (0.3 if k == "d" else 0.7)}
+            texts.append(spell(inst, rng))
+        got = match(schema, texts, "--key-order", "any")
+        for t, g in zip(texts, got):
+            if g:
+                assert oracle(schema, t), (schema, t)
+        assert any(got), schema
+
+
+def test_cli_rejects_a_bad_key_order():
+    r = run("compile", {"type": "object"}, "--key-order", "sorted")
+    assert r.returncode == 64 and "--key-order" in r.stderr
