@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/memacct.h"
 #include "../src/util/clock.h"
 #include "dfa_internal.h"
 
@@ -149,7 +150,7 @@ static size_t mem_used(const det_t *d) {
 }
 
 static sv_status budget_memory(det_t *d) {
-    if (mem_used(d) > d->lim->max_memory)
+    if (mem_used(d) > sv_memacct_room(d->lim->max_memory))
         return sv_error_set(d->err, SV_ERR_BUDGET, -1,
                             "determinizing the constraint exceeds the memory budget of %zu bytes", d->lim->max_memory);
     return SV_OK;

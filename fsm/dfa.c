@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/memacct.h"
 #include "dfa_internal.h"
 
 void sv_fsm_limits_default(sv_fsm_limits_t *lim) {
@@ -13,8 +14,25 @@ void sv_fsm_limits_default(sv_fsm_limits_t *lim) {
     lim->time_budget_us = 0;
 }
 
+sv_status sv_dfa_charge(sv_dfa_t *d, sv_error_t *err) {
+    size_t n = sv_dfa_memory(d);
+    if (!sv_memacct_charge(n, &d->acct))
+        return sv_error_set(err, SV_ERR_BUDGET, -1,
+                            "the compile's automata exceed its memory budget (%zu more bytes would not fit)", n);
+    d->charged = d->acct ? n : 0;
+    return SV_OK;
+}
+
+void sv_dfa_uncharge(sv_dfa_t *d) {
+    if (!d) return;
+    sv_memacct_release(d->acct, d->charged);
+    d->acct = 0;
+    d->charged = 0;
+}
+
 void sv_dfa_destroy(sv_dfa_t *d) {
     if (!d) return;
+    sv_memacct_release(d->acct, d->charged);
     free(d->trans);
     free(d->accept);
     free(d->dist);

@@ -51,6 +51,8 @@ static sv_dfa_t *clone(const sv_dfa_t *d) {
     sv_dfa_t *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     *c = *d;
+    c->acct = 0; /* a clone is charged by whoever keeps it (sv_dfa_charge) */
+    c->charged = 0;
     atomic_init(&c->fp, atomic_load(&d->fp));
     size_t n = d->nstates, fb = forced_bytes(d);
     c->trans = malloc(n * d->nclasses * sizeof *c->trans);
@@ -235,6 +237,11 @@ sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_df
                 g.hits++;
                 pthread_mutex_unlock(&g.lock);
                 free(k);
+                sv_status st = sv_dfa_charge(c, err);
+                if (st) {
+                    sv_dfa_destroy(c);
+                    return st;
+                }
                 *out = c;
                 return SV_OK;
             }

@@ -28,7 +28,18 @@ struct sv_dfa {
     uint32_t *call_off;       /* (nstates + 1) */
     struct sv_dfa_call *calls;
     uint32_t ncalls, nparts, root_states;
+    /* What it is charged to the memory account of the compile that built
+     * it (src/util/memacct.h; 0: nothing). */
+    uint64_t acct;
+    size_t charged;
 };
+
+/* Charges d's tables to the thread's memory account; an SV_ERR_BUDGET
+ * error when they do not fit (d is left to the caller to destroy). */
+sv_status sv_dfa_charge(sv_dfa_t *d, sv_error_t *err);
+/* Takes d off its account: for what outlives the compile (its result, a
+ * cache entry). */
+void sv_dfa_uncharge(sv_dfa_t *d);
 
 /* A call edge: enter the part that starts at `callee`, and continue at `ret`
  * when it ends. first[] is the set of bytes the callee can start with (the

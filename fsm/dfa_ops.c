@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/memacct.h"
 #include "../src/util/clock.h"
 #include "dfa_internal.h"
 
@@ -96,7 +97,7 @@ sv_status sv_dfa_product(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, con
                     }
                     if (n == cap) {
                         cap *= 2;
-                        if ((size_t)cap * (k * sizeof *raw.trans + sizeof *states + 1) > lim->max_memory) {
+                        if ((size_t)cap * (k * sizeof *raw.trans + sizeof *states + 1) > sv_memacct_room(lim->max_memory)) {
                             st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints exceeds the memory budget of %zu bytes", lim->max_memory);
                             goto done;
                         }

@@ -43,6 +43,8 @@
  * registered with the arena. */
 #include "json_num.h"
 
+#include "../src/util/memacct.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -288,7 +290,7 @@ static sv_status build_dfa(const comp_t *c, const sv_fsm_limits_t *lim, sv_dfa_t
                     }
                     if (n == cap) {
                         cap *= 2;
-                        if ((size_t)cap * (NCLS * sizeof *raw.trans + sizeof *keys + 1) > lim->max_memory) {
+                        if ((size_t)cap * (NCLS * sizeof *raw.trans + sizeof *keys + 1) > sv_memacct_room(lim->max_memory)) {
                             st = sv_error_set(err, SV_ERR_BUDGET, -1,
                                               "a numeric constraint exceeds the memory budget of %zu bytes", lim->max_memory);
                             goto done;

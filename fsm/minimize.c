@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/memacct.h"
 #include "dfa_internal.h"
 
 static sv_status oom(sv_error_t *err) {
@@ -88,7 +89,7 @@ sv_status sv_dfa_minimize_budget(const sv_rawdfa_t *raw, const sv_fsm_limits_t *
      * (state, class) pair, and about 48 bytes of partition arrays per state. */
     size_t n = (size_t)raw->nstates + 1;
     size_t bytes = n * raw->nclasses * 9 + n * 48;
-    if (bytes > lim->max_memory)
+    if (bytes > sv_memacct_room(lim->max_memory))
         return sv_error_set(err, SV_ERR_BUDGET, -1, "minimizing the DFA needs about %zu bytes, over the memory budget of %zu",
                             bytes, lim->max_memory);
     return SV_OK;
@@ -273,7 +274,7 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
             if (!seen[c]) seen[c] = true, d->class_rep[c] = (uint8_t)b;
         }
     }
-    if ((st = sv_dfa_analyze(d, err))) goto done;
+    if ((st = sv_dfa_analyze(d, err)) || (st = sv_dfa_charge(d, err))) goto done;
     *out = d;
     d = NULL;
 done:

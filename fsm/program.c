@@ -424,7 +424,7 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
         st = sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
         goto fail;
     }
-    if ((st = sv_dfa_analyze(d, err))) goto fail;
+    if ((st = sv_dfa_analyze(d, err)) || (st = sv_dfa_charge(d, err))) goto fail;
     free(base);
     free(L.parts);
     free(L.sites);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "../src/util/clock.h"
+#include "../src/util/memacct.h"
 #include "json_num.h"
 #include "regex.h"
 #include "schema_internal.h"
@@ -93,7 +94,11 @@ const sv_fsm_limits_t *sv_sc_lim(sctx_t *c) {
     return &c->lim_now;
 }
 
-sv_status sv_sc_nomem(sctx_t *c) { return sv_sc_fail(c, SV_ERR_NOMEM, NULL, "out of memory compiling the schema"); }
+sv_status sv_sc_nomem(sctx_t *c) {
+    if (sv_memacct_refused()) /* an allocation the compile's account refused */
+        return sv_sc_fail(c, SV_ERR_BUDGET, NULL, "the compile exceeds its memory budget of %zu bytes", c->o->lim.max_memory);
+    return sv_sc_fail(c, SV_ERR_NOMEM, NULL, "out of memory compiling the schema");
+}
 
 size_t sv_sc_push(sctx_t *c, const char *token) {
     size_t keep = c->ptr_len;
@@ -1214,7 +1219,7 @@ static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
     if (id == SV_SCHEMA_PART_ANY && c->any_part) return c->any_part;
     if (id >= SV_SCHEMA_PART_FIRST && id - SV_SCHEMA_PART_FIRST < c->nparts && c->parts[id - SV_SCHEMA_PART_FIRST])
         return c->parts[id - SV_SCHEMA_PART_FIRST];
-    sv_error_set(err, SV_ERR_ARG, -1, "internal: call marker %u names no part", id);
+    sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: call marker %u names no part", id);
     return NULL;
 }
 
@@ -1254,7 +1259,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
             if (st == SV_ERR_UNSUPPORTED) c.calls_conflict = true;
             if (st) sv_sc_fail(&c, st, NULL, "%s", e.message);
         }
-    } else if (st == SV_ERR_EMPTY && err && !strstr(err->message, "unsatisfiable")) {
+    } else if (st == SV_ERR_EMPTY && err) { /* a keyword found it empty: say what that means */
         static const char prefix[] = "the schema is unsatisfiable: ";
         size_t keep = sizeof err->message - sizeof prefix;
         memmove(err->message + sizeof prefix - 1, err->message, keep);
@@ -1288,16 +1293,13 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
     return st;
 }
 
-sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t *o, sv_dfa_t **out,
-                            sv_schema_info_t *info, sv_error_t *err) {
-    sv_schema_opts_t def;
-    if (!o) sv_schema_opts_default(&def), o = &def;
-    if (info) memset(info, 0, sizeof *info);
+static sv_status compile_schema(const char *text, size_t len, const sv_schema_opts_t *o, sv_dfa_t **out,
+                                sv_schema_info_t *info, sv_error_t *err) {
     sv_error_clear(err);
     json_error_t je;
     size_t flags = JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
     json_t *root = json_loadb(text, len, flags, &je);
-    if (!root && strstr(je.text, "too big")) /* integers beyond 64 bits: read every number as a double */
+    if (!root && json_error_code(&je) == json_error_numeric_overflow) /* integers beyond 64 bits: read them as doubles */
         root = json_loadb(text, len, flags | JSON_DECODE_INT_AS_REAL, &je);
     if (!root) {
         sv_error_set(err, SV_ERR_SYNTAX, je.position, "the schema is not valid JSON: %s (line %d, column %d)", je.text,
@@ -1343,5 +1345,33 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
     }
     if (info && !st) info->narrowed_by_budget = narrowed;
     json_decref(root);
+    return st;
+}
+
+sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t *o, sv_dfa_t **out,
+                            sv_schema_info_t *info, sv_error_t *err) {
+    sv_schema_opts_t def;
+    if (!o) sv_schema_opts_default(&def), o = &def;
+    if (info) memset(info, 0, sizeof *info);
+    /* Everything the compile keeps at once (arenas, automata) is charged to
+     * one account within max_memory (src/util/memacct.h); the attempts
+     * above run one after another, so each starts from what the last freed. */
+    sv_memacct_t acct;
+    bool own = sv_memacct_begin(&acct, o->lim.max_memory);
+    sv_status st = compile_schema(text, len, o, out, info, err);
+    if (st == SV_ERR_NOMEM && own && acct.refused) {
+        /* an allocation failed because the account refused it: the budget */
+        st = SV_ERR_BUDGET;
+        if (err) {
+            err->code = st;
+            snprintf(err->message, sizeof err->message, "the compile exceeds its memory budget of %zu bytes",
+                     o->lim.max_memory);
+        }
+    }
+    if (own) {
+        if (!st) sv_dfa_uncharge(*out); /* the result outlives the account */
+        if (info) info->mem_peak = acct.peak;
+        sv_memacct_end(&acct);
+    }
     return st;
 }

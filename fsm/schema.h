@@ -87,6 +87,8 @@ typedef struct sv_schema_info {
     char ignored[SV_SCHEMA_MAX_IGNORED][48]; /* the first SV_SCHEMA_MAX_IGNORED of them */
     bool ref_truncated;                      /* a recursive $ref was cut at max_ref_depth */
     uint32_t nnarrowed;                      /* maxLength values narrowed to max_string_length */
+    size_t mem_peak;                         /* the most bytes the compile held at once, as its
+                                                memory account counts them (arenas, automata) */
     uint32_t nkey_order_narrowed;            /* --key-order any: objects kept in their key
                                                 orders (too many keys for their key sets) */
     uint32_t narrowed_by_budget;             /* SV_SCHEMA_NARROWED_*: what exceeded a budget and

@@ -364,7 +364,7 @@ sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **ou
             if ((st = sv_sc_literal(c, x, &child, &parts[k++]))) return st;
         }
         if (done != n)
-            return sv_sc_fail(c, SV_ERR_ARG, "const", "internal: an object literal key is missing from the key order");
+            return sv_sc_fail(c, SV_ERR_INTERNAL, "const", "internal: an object literal key is missing from the key order");
         if (n) parts[k++] = sv_sc_ws(c);
         else if (c->o->ws == SV_WS_FLEXIBLE) parts[k++] = sv_sc_ws(c);
         parts[k++] = sv_sc_lit(c, "}", 1);

@@ -372,6 +372,7 @@ int sv_cmd_compile(int argc, char **argv) {
             json_object_set_new(stats, "recursion_truncated", json_boolean(o.info.ref_truncated));
             json_object_set_new(stats, "max_length_narrowed", json_integer(o.info.nnarrowed));
             json_object_set_new(stats, "key_order_narrowed", json_integer(o.info.nkey_order_narrowed));
+            json_object_set_new(stats, "memory_peak_bytes", json_integer((json_int_t)o.info.mem_peak));
             /* What a budget made the compiler drop (schema.h SV_SCHEMA_NARROWED_*). */
             json_t *nb = json_array();
             if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_DEPTH) json_array_append_new(nb, json_string("depth"));

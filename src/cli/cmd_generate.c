@@ -475,7 +475,7 @@ int sv_cmd_generate(int argc, char **argv) {
                 }
                 for (uint32_t i = 0; i < nf; i++) {
                     if (!sv_matcher_accept(g.matcher, forced[i])) {
-                        st = sv_error_set(&err, SV_ERR_ARG, -1, "internal: a forced token was refused");
+                        st = sv_error_set(&err, SV_ERR_INTERNAL, -1, "internal: a forced token was refused");
                         goto fail;
                     }
                     if ((st = sv_sampler_accept(g.sampler, forced[i], &err)) || (st = emit(&g, forced[i], &err))) goto fail;
@@ -496,7 +496,7 @@ int sv_cmd_generate(int argc, char **argv) {
             break;
         }
         if (g.matcher && !sv_matcher_accept(g.matcher, id)) {
-            st = sv_error_set(&err, SV_ERR_ARG, -1, "internal: the sampled token %d is outside the mask", id);
+            st = sv_error_set(&err, SV_ERR_INTERNAL, -1, "internal: the sampled token %d is outside the mask", id);
             goto fail;
         }
         if ((st = sv_sampler_accept(g.sampler, id, &err)) || (st = emit(&g, id, &err))) goto fail;
@@ -506,7 +506,7 @@ int sv_cmd_generate(int argc, char **argv) {
         if ((st = step(&g, &id, 1, &err))) goto fail;
     }
     if (g.matcher && !sv_matcher_is_accepting(g.matcher)) {
-        st = sv_error_set(&err, SV_ERR_BUDGET, -1, "internal: the constrained output is incomplete");
+        st = sv_error_set(&err, SV_ERR_INTERNAL, -1, "internal: the constrained output is incomplete");
         goto fail;
     }
     /* A constrained output that used its whole budget is complete (the

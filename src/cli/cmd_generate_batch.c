@@ -395,7 +395,7 @@ static sv_status drain(sv_engine_t *e, line_t *lines, const size_t *order, size_
     while (sv_engine_next_output(e, &out)) {
         line_t *l = find_line(lines, order, n_order, out.id);
         if (!l || out.index >= l->n)
-            return sv_error_set(err, SV_ERR_ARG, -1, "internal: an output for unknown request %llu choice %u",
+            return sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: an output for unknown request %llu choice %u",
                                 (unsigned long long)out.id, out.index);
         choice_t *c = &l->ch[out.index];
         if (out.n_tokens && sv_ids_reserve(&c->out, out.n_tokens))
@@ -745,7 +745,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
         }
         if ((st = drain(eng, lines, order, n_submitted, &n_done, &err))) goto fail;
         if (n_done != n_submitted) {
-            st = sv_error_set(&err, SV_ERR_ARG, -1, "internal: %zu of %zu requests finished", n_done, n_submitted);
+            st = sv_error_set(&err, SV_ERR_INTERNAL, -1, "internal: %zu of %zu requests finished", n_done, n_submitted);
             goto fail;
         }
         sv_engine_stats(eng, &es);

@@ -50,6 +50,7 @@
  * occurrence, whatever the chunking. */
 #include "src/engine/engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -345,7 +346,7 @@ static sv_status lp_reserve(req_t *r, uint32_t n, sv_error_t *err) {
     uint32_t nc = r->lp_cap ? r->lp_cap : 16;
     while (nc < n) nc *= 2;
     if (nc > r->cap) nc = r->cap;
-    if (nc < n) return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: logprobs past the request's buffer");
+    SV_INVARIANT(nc >= n, err, "engine: internal: logprobs past the request's buffer");
     sv_logprobs_t *lp = realloc(r->lp, (size_t)nc * sizeof *lp);
     if (!lp) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     r->lp = lp;
@@ -548,8 +549,7 @@ static sv_status advance(sv_engine_t *e, req_t *r, int64_t raw_at, sv_error_t *e
         if (rb) {
             /* Only a token accepted in this step can be rolled back: it is
              * pending (no KV) and not yet output. */
-            if (n_out - rb < r->n_reported || r->n_toks - rb < r->n_computed)
-                return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: rollback past output or KV");
+            SV_INVARIANT(n_out - rb >= r->n_reported && r->n_toks - rb >= r->n_computed, err, "engine: internal: rollback past output or KV");
             if ((st = sv_matcher_rollback(r->matcher, rb, err))) return st;
             for (uint32_t i = 0; i < rb; i++)
                 if ((st = sv_sampler_unaccept(r->sampler, r->toks[--r->n_toks], err))) return st;
@@ -557,8 +557,7 @@ static sv_status advance(sv_engine_t *e, req_t *r, int64_t raw_at, sv_error_t *e
             if (r->n_scored > n_out) r->n_scored = n_out;
             e->st.rollbacks++;
         }
-        if (r->n_toks + nf > r->cap)
-            return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: forced tokens past the request's buffer");
+        SV_INVARIANT(r->n_toks + nf <= r->cap, err, "engine: internal: forced tokens past the request's buffer");
         if (r->g->logprobs && raw_at == (int64_t)n_out && r->n_scored == n_out) {
             /* forced[0] takes the place of the rolled-back sampled token:
              * its row is the one that token was sampled from. */
@@ -569,8 +568,7 @@ static sv_status advance(sv_engine_t *e, req_t *r, int64_t raw_at, sv_error_t *e
             r->n_scored++;
         }
         for (uint32_t i = 0; i < nf; i++) {
-            if (!sv_matcher_accept(r->matcher, forced[i]))
-                return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a forced token was refused");
+            SV_INVARIANT(sv_matcher_accept(r->matcher, forced[i]), err, "engine: internal: a forced token was refused");
             if ((st = sv_sampler_accept(r->sampler, forced[i], err))) return st;
             r->toks[r->n_toks++] = forced[i];
         }
@@ -588,8 +586,7 @@ static sv_status sample(sv_engine_t *e, req_t *r, float *logits, sv_error_t *err
     sv_logprobs_t *lp = NULL;
     bool keep_raw = false;
     if (r->g->logprobs) {
-        if (r->n_scored != n_out)
-            return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: sampling past unscored tokens");
+        SV_INVARIANT(r->n_scored == n_out, err, "engine: internal: sampling past unscored tokens");
         if ((st = lp_reserve(r, n_out + 1, err))) return st;
         lp = &r->lp[n_out];
         keep_raw = r->matcher && e->vocab.tok && e->cfg.jump_forward;
@@ -605,8 +602,7 @@ static sv_status sample(sv_engine_t *e, req_t *r, float *logits, sv_error_t *err
     if (!r->matcher)
         for (uint32_t i = 0; i < r->g->n_stop_ids; i++)
             if (r->g->stop_ids[i] == id) return finish(e, r, SV_FINISH_STOP, false, id, err);
-    if (r->matcher && !sv_matcher_accept(r->matcher, id))
-        return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: sampled token %d is outside the mask", id);
+    SV_INVARIANT(!r->matcher || sv_matcher_accept(r->matcher, id), err, "engine: internal: sampled token %d is outside the mask", id);
     if ((st = sv_sampler_accept(r->sampler, id, err))) return st;
     r->toks[r->n_toks++] = id;
     if (lp) r->n_scored++;
@@ -620,7 +616,7 @@ static sv_status sample(sv_engine_t *e, req_t *r, float *logits, sv_error_t *err
  * forward again. */
 static sv_status score_forced(sv_engine_t *e, req_t *r, const float *rows, uint32_t n, sv_error_t *err) {
     uint32_t n_out = r->n_toks - r->n_prompt, k0 = r->n_scored;
-    if (k0 + n > n_out) return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: scoring past the output");
+    SV_INVARIANT(k0 + n <= n_out, err, "engine: internal: scoring past the output");
     sv_status st;
     if ((st = lp_reserve(r, k0 + n, err))) return st;
     if (r->matcher && (st = sv_matcher_rollback(r->matcher, n_out - k0, err))) return st;
@@ -635,8 +631,7 @@ static sv_status score_forced(sv_engine_t *e, req_t *r, const float *rows, uint3
             memcpy(e->row, rows + (i - k0) * V, V * sizeof *e->row);
             if ((st = sv_sampler_logprobs(r->sampler, e->row, mask, id, &r->lp[i], err))) return st;
         }
-        if (r->matcher && !sv_matcher_accept(r->matcher, id))
-            return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a forced token was refused on replay");
+        SV_INVARIANT(!r->matcher || sv_matcher_accept(r->matcher, id), err, "engine: internal: a forced token was refused on replay");
         if ((st = sv_sampler_accept(r->sampler, id, err))) return st;
     }
     r->n_scored = k0 + n;
@@ -702,7 +697,7 @@ static sv_status check_request(const sv_engine_t *e, const sv_engine_request_t *
         }
     }
     if (e->n_waiting >= e->cfg.max_queue)
-        return sv_error_set(err, SV_ERR_BUDGET, -1, "engine: the queue is full (%u waiting)", e->n_waiting);
+        return sv_error_set(err, SV_ERR_CAPACITY, -1, "engine: the queue is full (%u waiting)", e->n_waiting);
     if (q->n_prompt >= e->cfg.max_ctx)
         return sv_error_set(err, SV_ERR_BUDGET, -1, "engine: the prompt has %u tokens; the context is %u", q->n_prompt,
                             e->cfg.max_ctx);
@@ -755,9 +750,12 @@ sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *q, uint64_
     /* One choice alone must fit the pool, or preemption could not make
      * room for it. */
     uint64_t need = ((uint64_t)q->n_prompt + budget + SV_KV_BLOCK - 1) / SV_KV_BLOCK;
-    if (need > sv_kv_pool_n_blocks(e->pool))
-        return sv_error_set(err, SV_ERR_BUDGET, -1, "engine: %u + %u tokens need %llu KV blocks; the pool has %u",
-                            q->n_prompt, budget, (unsigned long long)need, sv_kv_pool_n_blocks(e->pool));
+    if (need > sv_kv_pool_n_blocks(e->pool)) {
+        sv_error_set(err, SV_ERR_BUDGET, -1, "engine: %u + %u tokens need %llu KV blocks; the pool has %u", q->n_prompt,
+                     budget, (unsigned long long)need, sv_kv_pool_n_blocks(e->pool));
+        if (err && q->max_tokens) snprintf(err->keyword, sizeof err->keyword, "max_tokens"); /* the parameter at fault */
+        return SV_ERR_BUDGET;
+    }
 
     group_t *g = calloc(1, sizeof *g);
     if (!g) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
@@ -794,7 +792,7 @@ sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *q, uint64_
         if ((st = advance(e, g->ch[i], -1, err))) goto undo;
         bool ended = g->ch[i]->finish != SV_FINISH_NONE, ended0 = g->ch[0]->finish != SV_FINISH_NONE;
         if (g->ch[i]->n_toks != g->ch[0]->n_toks || ended != ended0) {
-            st = sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: choices differ at the start");
+            st = sv_error_set(err, SV_ERR_INTERNAL, -1, "engine: internal: choices differ at the start");
             goto undo;
         }
     }
@@ -936,8 +934,7 @@ static sv_status fork_group(sv_engine_t *e, req_t *c0, float *row, sv_error_t *e
     for (uint32_t i = 1; i < g->n; i++) {
         req_t *c = g->ch[i];
         if (c->finish != SV_FINISH_NONE) continue;
-        if (c->n_toks != c0->n_toks || memcmp(c->toks, c0->toks, c0->n_toks * sizeof *c->toks))
-            return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: choices differ at the fork");
+        SV_INVARIANT(c->n_toks == c0->n_toks && !memcmp(c->toks, c0->toks, c0->n_toks * sizeof *c->toks), err, "engine: internal: choices differ at the fork");
         if (g->logprobs && c0->n_scored) {
             if ((st = lp_reserve(c, c0->n_scored, err))) return st;
             memcpy(c->lp, c0->lp, c0->n_scored * sizeof *c->lp);
@@ -983,8 +980,7 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
     for (uint32_t i = 0; i < e->n_running && nt < B;) {
         req_t *r = e->running[i];
         uint32_t need = r->n_toks - r->n_computed;
-        if (need == 0)
-            return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a running request has no token to feed");
+        SV_INVARIANT(need > 0, err, "engine: internal: a running request has no token to feed");
         uint32_t chunk = need < B - nt ? need : B - nt;
         for (;;) {
             st = reserve(e, r, chunk, err);
@@ -1042,7 +1038,7 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
         /* Nothing fit: only possible right after preempting everything,
          * and the next step admits the front request into an empty pool
          * (submit made sure that one request alone always fits). */
-        if (!preempted) return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a step made no progress");
+        SV_INVARIANT(preempted, err, "engine: internal: a step made no progress");
         return SV_OK;
     }
 
@@ -1067,8 +1063,7 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
                     pl->n_sample = 1;
                 }
             } else if (r->g->logprobs && p + 1 >= first_unscored) {
-                if (pl->n_score == 0 && p + 1 != first_unscored)
-                    return sv_error_set(err, SV_ERR_ARG, -1, "engine: internal: a forced token's row was skipped");
+                SV_INVARIANT(pl->n_score > 0 || p + 1 == first_unscored, err, "engine: internal: a forced token's row was skipped");
                 e->b_logit_rows[nl++] = (int32_t)row;
                 pl->n_score++;
             }

@@ -424,13 +424,13 @@ sv_status sv_engine_loop_submit(sv_engine_loop_t *l, const sv_engine_request_t *
     r->ud = ud;
     pthread_mutex_lock(&l->mu);
     if (l->stopping)
-        st = sv_error_set(err, SV_ERR_BUDGET, -1, "engine loop: stopping");
+        st = sv_error_set(err, SV_ERR_CAPACITY, -1, "engine loop: stopping");
     else if (l->dead)
         st = sv_error_set(err, SV_ERR_IO, -1, "engine loop: the engine failed: %s", l->dead_err.message);
     else if (l->draining)
-        st = sv_error_set(err, SV_ERR_BUDGET, -1, "engine loop: draining");
+        st = sv_error_set(err, SV_ERR_CAPACITY, -1, "engine loop: draining");
     else if (l->n_inbox >= SV_ENGINE_LOOP_MAX_INBOX)
-        st = sv_error_set(err, SV_ERR_BUDGET, -1, "engine loop: the inbox is full (%u)", l->n_inbox);
+        st = sv_error_set(err, SV_ERR_CAPACITY, -1, "engine loop: the inbox is full (%u)", l->n_inbox);
     else if (!map_put(&l->by_id, l->next_id, r))
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     if (st) {

@@ -38,6 +38,23 @@ static json_t *lossy_string(const char *s) {
     return json_stringn((const char *)buf, k);
 }
 
+int sv_api_http_status(sv_status code) {
+    switch (code) {
+    case SV_OK: return 200;
+    case SV_ERR_SYNTAX:
+    case SV_ERR_UNSUPPORTED:
+    case SV_ERR_EMPTY:
+    case SV_ERR_BUDGET:
+    case SV_ERR_TIMEOUT:
+    case SV_ERR_ARG: return 400;
+    case SV_ERR_CAPACITY: return 429;
+    case SV_ERR_IO: return 503;
+    case SV_ERR_NOMEM:
+    case SV_ERR_INTERNAL: return 500;
+    }
+    return 500;
+}
+
 json_t *sv_api_error_json(const sv_api_error_t *e) {
     return json_pack("{s:{s:o, s:s, s:o, s:o}}", "error", "message", lossy_string(e->message), "type", e->type,
                      "param", e->param[0] ? lossy_string(e->param) : json_null(), "code",
@@ -66,6 +83,13 @@ char *sv_api_choice_regex(const char *const *choices, size_t n) {
 
 void sv_api_constraint_error(const sv_api_constraint_t *c, const sv_error_t *err, sv_api_error_t *e) {
     const char *what = c->kind == SV_CONSTRAINT_SCHEMA ? "the schema" : "the regex";
+    int status = sv_api_http_status(err->code);
+    if (status != 400) {
+        sv_api_fail(e, status, NULL, "compiling %s failed inside sieve: %s", what,
+                    err->message[0] ? err->message : sv_status_name(err->code));
+        snprintf(e->code, sizeof e->code, "%s", "internal_error");
+        return;
+    }
     if (c->tool_calls) what = "a tool's parameters schema";
     const char *pointer = err->pointer;
     const char *param = c->param;
@@ -120,6 +144,36 @@ static int want_bool(json_t *v, const char *name, bool *out, sv_api_error_t *e) 
 
 static bool has_nul(json_t *s) { return strlen(json_string_value(s)) != json_string_length(s); }
 
+/* Whether a string outside the JSON schemas of v holds NUL; where gets its
+ * path. A schema may hold \u0000 (a pattern like "^[^\u0000]+$": the
+ * compiler reads it with its length), while every other string of a request
+ * is text for the model, a name or an option, none of which may. */
+static bool nul_outside_schemas(json_t *v, char *where, size_t cap) {
+    size_t len = strlen(where);
+    if (json_is_string(v)) return has_nul(v);
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) {
+            snprintf(where + len, cap - len, "[%zu]", i);
+            if (nul_outside_schemas(x, where, cap)) return true;
+        }
+    } else if (json_is_object(v)) {
+        static const char *const schema_keys[] = {"schema", "parameters", "json", "guided_json"};
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x) {
+            bool schema = false;
+            for (size_t i = 0; i < sizeof schema_keys / sizeof *schema_keys; i++) schema |= !strcmp(k, schema_keys[i]);
+            if (schema && (json_is_object(x) || json_is_boolean(x))) continue;
+            snprintf(where + len, cap - len, "%s%s", len ? "." : "", k);
+            if (nul_outside_schemas(x, where, cap)) return true;
+        }
+    }
+    where[len] = '\0';
+    return false;
+}
+
 /* A field present and not null. */
 static json_t *field(json_t *o, const char *k) {
     json_t *v = json_object_get(o, k);
@@ -160,7 +214,7 @@ static int schema_value(json_t *v, const char *param, json_t **out, sv_api_error
     }
     if (json_is_string(v)) {
         json_error_t je;
-        json_t *s = json_loadb(json_string_value(v), json_string_length(v), JSON_DECODE_ANY, &je);
+        json_t *s = json_loadb(json_string_value(v), json_string_length(v), JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
         if (!s) return sv_api_fail(e, 400, param, "%s: the schema string is not JSON: %s", param, je.text);
         if (!json_is_object(s) && !json_is_boolean(s)) {
             json_decref(s);
@@ -275,7 +329,7 @@ static bool refs_movable(json_t *v) {
  * answer]} (api.h). Leaves r->c as it is when the answer schema cannot
  * move. */
 static int union_with_calls(sv_api_request_t *r, const sv_api_limits_t *lim, sv_api_error_t *e) {
-    json_t *answer = json_loadb(r->c.text, r->c.len, JSON_DECODE_ANY, NULL);
+    json_t *answer = json_loadb(r->c.text, r->c.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     if (!json_is_object(answer) || json_object_get(answer, "$id") || json_object_get(answer, "id") ||
         !refs_movable(answer)) {
         json_decref(answer);
@@ -286,7 +340,7 @@ static int union_with_calls(sv_api_request_t *r, const sv_api_limits_t *lim, sv_
         json_decref(answer);
         return -1;
     }
-    json_t *calls = json_loads(calls_text, 0, NULL);
+    json_t *calls = json_loads(calls_text, JSON_ALLOW_NUL, NULL);
     free(calls_text);
     json_t *u = calls ? json_pack("{s:[o, O]}", "anyOf", calls, answer) : NULL;
     if (u) {
@@ -612,7 +666,7 @@ static int parse_fields(sv_api_kind kind, json_t *root, const sv_api_limits_t *l
         if (r->tool_choice == SV_TOOLS_REQUIRED || r->tool_choice == SV_TOOLS_NAMED) {
             char *schema = NULL;
             if (sv_tools_call_schema(r, true, &schema, e)) return -1;
-            json_t *s = json_loads(schema, 0, NULL);
+            json_t *s = json_loads(schema, JSON_ALLOW_NUL, NULL);
             free(schema);
             if (!s) return sv_api_fail(e, 500, NULL, "internal: the tool-call schema is not JSON");
             int rc = set_constraint(r, SV_CONSTRAINT_SCHEMA, s, NULL, "tools", lim, e);
@@ -648,13 +702,22 @@ int sv_api_parse(sv_api_kind kind, const char *body, size_t len, const sv_api_li
     r->n = 1;
     r->sp = sv_sample_params_default();
     json_error_t je;
-    json_t *root = json_loadb(body, len, 0, &je);
+    /* \u0000 is data in a schema or a pattern (strings the model reads are
+     * checked for NUL where they are taken: has_nul); a key given twice
+     * keeps its last value, as Python's json does; jansson refuses invalid
+     * UTF-8, NUL in keys, integers past 64 bits and nesting past 2048. */
+    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &je);
     if (!root) return sv_api_fail(e, 400, NULL, "the body is not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
     if (!json_is_object(root)) {
         json_decref(root);
         return sv_api_fail(e, 400, NULL, "the body must be a JSON object");
     }
     r->body = root;
+    char where[160] = "";
+    if (nul_outside_schemas(root, where, sizeof where)) {
+        sv_api_request_free(r);
+        return sv_api_fail(e, 400, NULL, "%s: contains NUL (\\u0000 is allowed only inside JSON schemas)", where);
+    }
     if (parse_fields(kind, root, lim, r, e)) {
         sv_api_request_free(r);
         return -1;

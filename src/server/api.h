@@ -58,6 +58,17 @@ typedef struct sv_api_error {
  * 503: service_unavailable_error, other: server_error). */
 int sv_api_fail(sv_api_error_t *e, int status, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The HTTP status of a failed operation's status code: the one table the
+ * server decides by (no error message is ever read for it).
+ *   400  the request is at fault: it does not parse, asks for something
+ *        unsupported or empty, or exceeds a budget of this server (a
+ *        constraint over the state, memory or time budget, a prompt over
+ *        the context), or has a bad argument;
+ *   429  SV_ERR_CAPACITY: the server is full for now (Retry-After);
+ *   503  SV_ERR_IO: the engine is not running;
+ *   500  sieve's own fault (SV_ERR_INTERNAL) or out of memory. */
+int sv_api_http_status(sv_status code);
+
 /* {"error": {...}}; caller frees with json_decref. NULL when out of memory. */
 json_t *sv_api_error_json(const sv_api_error_t *e);
 
@@ -128,9 +139,10 @@ void sv_api_request_free(sv_api_request_t *r);
  * Caller frees. NULL when out of memory. */
 char *sv_api_choice_regex(const char *const *choices, size_t n);
 
-/* The message of a constraint that does not compile, in e (400, param
- * c->param, code "invalid_constraint"), with the keyword and JSON pointer
- * when the schema is at fault. */
+/* The message of a constraint that does not compile, in e (param c->param,
+ * code "invalid_constraint", with the keyword and JSON pointer when the
+ * schema is at fault); a status other than 400 (sv_api_http_status: an
+ * internal fault, out of memory) gets code "internal_error" and no param. */
 void sv_api_constraint_error(const sv_api_constraint_t *c, const sv_error_t *err, sv_api_error_t *e);
 
 #endif

@@ -4,6 +4,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "src/util/clock.h"
 
@@ -52,9 +55,16 @@ static void *worker(void *arg) {
         bool hit = false;
         sv_status st = sv_ccache_get(p->cache, j->kind, j->text, j->len, &j->opts, j->tokens, j->ws_cap, &c, &hit, &err);
         if (st && err.code == SV_OK) err.code = st;
-        j->cb(j->ud, st ? NULL : c, hit, (sv_now_ns() - t0) / 1000, &err);
+        uint64_t us = (sv_now_ns() - t0) / 1000;
+        j->cb(j->ud, st ? NULL : c, hit, us, &err);
         free(j->text);
         free(j);
+#ifdef __GLIBC__
+        /* A compile that failed, or ran long, has freed what it built (its
+         * arena and automata): hand the pages back to the system, so one
+         * big schema does not leave the server holding gigabytes. */
+        if (!hit && (st || us > 100000)) malloc_trim(0);
+#endif
     }
 }
 

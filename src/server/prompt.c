@@ -174,7 +174,8 @@ int sv_prompt_render_chat(const sv_chat_template_t *t, const sv_api_request_t *r
             json_t *c;
             json_array_foreach(tc, k, c) {
                 json_t *f = json_object_get(c, "function");
-                json_t *args = json_loads(json_string_value(json_object_get(f, "arguments")), JSON_DECODE_ANY, NULL);
+                json_t *args = json_loadb(json_string_value(json_object_get(f, "arguments")),
+                                          json_string_length(json_object_get(f, "arguments")), JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
                 js.n = 0;
                 sv_status st = args ? sv_pyjson_dumps(args, &js) : SV_ERR_ARG;
                 json_decref(args);
@@ -200,7 +201,7 @@ int sv_prompt_render_chat(const sv_chat_template_t *t, const sv_api_request_t *r
     sv_error_t err;
     sv_error_clear(&err);
     if (sv_chat_render_tools(t, msgs, mc, n, tools, n_tools, out, &err)) {
-        sv_api_fail(e, err.code == SV_ERR_NOMEM ? 500 : 400, "messages", "%s", err.message);
+        sv_api_fail(e, sv_api_http_status(err.code), "messages", "%s", err.message);
         goto done;
     }
     rc = 0;

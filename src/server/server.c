@@ -281,15 +281,13 @@ static void submit(req_t *r) {
     sv_error_t err;
     sv_error_clear(&err);
     if (sv_engine_loop_submit(s->deps.loop, &rq, engine_cb, r, &r->eid, &err)) {
-        if (err.code == SV_ERR_BUDGET) {
-            sv_api_fail(&e, s->draining ? 503 : 429, NULL, "the server cannot take the request now: %s", err.message);
+        int status = sv_api_http_status(err.code);
+        if (status == 429 && s->draining) status = 503;
+        if (status == 429 || status == 503) {
+            sv_api_fail(&e, status, NULL, "the server cannot take the request now: %s", err.message);
             e.retry_after = 1;
-        } else if (err.code == SV_ERR_IO) {
-            sv_api_fail(&e, 503, NULL, "the engine is not running: %s", err.message);
-        } else if (err.code == SV_ERR_ARG) {
-            sv_api_fail(&e, 400, NULL, "%s", err.message);
         } else {
-            sv_api_fail(&e, 500, NULL, "%s", err.message);
+            sv_api_fail(&e, status, status == 400 && err.keyword[0] ? err.keyword : NULL, "%s", err.message);
         }
         fail_req(r, &e);
         return;
@@ -332,17 +330,15 @@ static void refused(req_t *r, const sv_error_t *err) {
     if (r->s->draining || !sv_engine_loop_alive(r->s->deps.loop)) {
         sv_api_fail(&e, 503, NULL, "the server cannot take the request: %s", err->message);
         e.retry_after = 1;
-    } else if (err->code == SV_ERR_BUDGET && strstr(err->message, "queue")) {
+    } else if (sv_api_http_status(err->code) == 429) {
         sv_api_fail(&e, 429, NULL, "the server is busy: %s", err->message);
         snprintf(e.code, sizeof e.code, "queue_full");
         e.retry_after = 1;
-    } else if (err->code == SV_ERR_BUDGET || err->code == SV_ERR_ARG || err->code == SV_ERR_EMPTY) {
-        /* The engine's admission checks: prompt + max_tokens, or a
-         * constraint that cannot complete within max_tokens. */
-        sv_api_fail(&e, 400, r->api.c.on && strstr(err->message, "max_tokens") ? "max_tokens" : NULL, "%s",
-                    err->message);
     } else {
-        sv_api_fail(&e, 500, NULL, "%s", err->message);
+        /* The engine's admission checks (prompt + max_tokens over the KV
+         * pool: the keyword names the parameter), or a fault of sieve's. */
+        int status = sv_api_http_status(err->code);
+        sv_api_fail(&e, status, status == 400 && err->keyword[0] ? err->keyword : NULL, "%s", err->message);
     }
     r->engine_done = true;
     reply_error(r, &e); /* on_wake frees r after this last output */
@@ -490,8 +486,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
             maybe_free(r);
         } else if (!r->c_result) {
             sv_api_error_t e;
-            if (r->c_err.code == SV_ERR_NOMEM) sv_api_fail(&e, 500, NULL, "out of memory compiling the constraint");
-            else sv_api_constraint_error(&r->api.c, &r->c_err, &e);
+            sv_api_constraint_error(&r->api.c, &r->c_err, &e);
             fail_req(r, &e);
         } else {
             r->constraint = r->c_result;
@@ -591,7 +586,7 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
         sv_status st = sv_tokens_encode(s->deps.tok, (const char *)text.p, text.n, &r->prompt, &err);
         sv_bytes_free(&text);
         if (st) {
-            sv_api_fail(&e, st == SV_ERR_NOMEM ? 500 : 400, pparam, "the prompt does not encode: %s", err.message);
+            sv_api_fail(&e, sv_api_http_status(st), pparam, "the prompt does not encode: %s", err.message);
             fail_req(r, &e);
             return;
         }
@@ -610,7 +605,7 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
         }
         sv_status st = sv_tokens_encode(s->deps.tok, r->api.prompt, strlen(r->api.prompt), &r->prompt, &err);
         if (st) {
-            sv_api_fail(&e, st == SV_ERR_NOMEM ? 500 : 400, pparam, "the prompt does not encode: %s", err.message);
+            sv_api_fail(&e, sv_api_http_status(st), pparam, "the prompt does not encode: %s", err.message);
             fail_req(r, &e);
             return;
         }

@@ -30,7 +30,7 @@ int sv_tools_check_calls(json_t *calls, size_t i, sv_api_error_t *e) {
             return sv_api_fail(e, 400, "messages", "messages[%zu].tool_calls[%zu]: must have function.name", i, k);
         if (!json_is_string(args))
             return sv_api_fail(e, 400, "messages", "messages[%zu].tool_calls[%zu].function.arguments: must be a JSON string", i, k);
-        json_t *a = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, NULL);
+        json_t *a = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
         bool ok = json_is_object(a);
         json_decref(a);
         if (!ok)
@@ -208,7 +208,7 @@ static json_t *make_call(const char *name, json_t *args) {
 }
 
 json_t *sv_tools_calls_from_array(const char *text, size_t len) {
-    json_t *arr = json_loadb(text, len, 0, NULL);
+    json_t *arr = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
     if (!json_is_array(arr) || json_array_size(arr) == 0) {
         json_decref(arr);
         return NULL;
@@ -265,7 +265,7 @@ json_t *sv_tools_calls_from_text(const char *text, size_t len, json_t *tools, si
             const char *b = p + strlen(open);
             const char *q = find(b, (size_t)(end - b), close);
             size_t n = q ? (size_t)(q - b) : (size_t)(end - b); /* a last call may lack its closing tag */
-            json_t *o = json_loadb(b, n, 0, NULL);
+            json_t *o = json_loadb(b, n, JSON_ALLOW_NUL, NULL);
             json_t *c = o ? call_from_object(o, tools) : NULL;
             json_decref(o);
             if (!c) break;
@@ -281,7 +281,7 @@ json_t *sv_tools_calls_from_text(const char *text, size_t len, json_t *tools, si
         }
     } else {
         /* A bare JSON object (or a list of them) as the whole answer. */
-        json_t *o = json_loadb(text, len, JSON_DECODE_ANY, NULL);
+        json_t *o = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
         if (json_is_object(o)) {
             json_t *c = call_from_object(o, tools);
             if (c) json_array_append_new(calls, c);

@@ -1,5 +1,7 @@
 #include "arena.h"
 
+#include "memacct.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@ struct sv_arena {
     cleanup_t *cleanups;
     size_t chunk_bytes;
     size_t total;
+    uint64_t acct;   /* the memory account its chunks are charged to (memacct.h) */
 };
 
 sv_arena_t *sv_arena_create(size_t chunk_bytes) {
@@ -37,6 +40,7 @@ void sv_arena_destroy(sv_arena_t *a) {
         n = c->next;
         free(c);
     }
+    sv_memacct_release(a->acct, a->total);
     free(a);
 }
 
@@ -47,8 +51,18 @@ void *sv_arena_alloc(sv_arena_t *a, size_t bytes) {
     if (!c || c->size - c->used < bytes) {
         size_t size = bytes > a->chunk_bytes ? bytes : a->chunk_bytes;
         if (size > SIZE_MAX - sizeof(chunk_t)) return NULL;
+        uint64_t id;
+        if (!sv_memacct_charge(sizeof(chunk_t) + size, &id)) return NULL; /* the compile's memory budget */
+        if (a->total && id != a->acct) { /* chunks of one arena go to one account */
+            sv_memacct_release(id, sizeof(chunk_t) + size);
+            id = a->acct;
+        }
+        a->acct = id;
         c = malloc(sizeof(chunk_t) + size);
-        if (!c) return NULL;
+        if (!c) {
+            sv_memacct_release(id, sizeof(chunk_t) + size);
+            return NULL;
+        }
         c->size = size;
         c->used = 0;
         c->next = a->head;

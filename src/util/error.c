@@ -37,6 +37,8 @@ const char *sv_status_name(sv_status code) {
     case SV_ERR_NOMEM: return "nomem";
     case SV_ERR_IO: return "io";
     case SV_ERR_ARG: return "arg";
+    case SV_ERR_CAPACITY: return "capacity";
+    case SV_ERR_INTERNAL: return "internal";
     }
     return "unknown";
 }

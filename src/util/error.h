@@ -20,7 +20,30 @@ typedef enum {
     SV_ERR_NOMEM,       /* an allocation failed */
     SV_ERR_IO,          /* reading or writing a file failed */
     SV_ERR_ARG,         /* a caller passed an invalid argument */
+    SV_ERR_CAPACITY,    /* the service is full for now (a queue, an inbox): retry later */
+    SV_ERR_INTERNAL,    /* sieve's own fault: an invariant does not hold */
 } sv_status;
+
+/* An invariant of sieve's own code. When it does not hold, the operation
+ * fails with SV_ERR_INTERNAL (at the server: a 500 for that request), and
+ * the process goes on; builds with SV_ABORT_ON_INTERNAL (the fuzz and
+ * sanitizer builds) stop at once instead, so the fault is found. */
+#ifdef SV_ABORT_ON_INTERNAL
+#include <stdio.h>
+#include <stdlib.h>
+#define SV_INVARIANT(cond, err, ...)                                              \
+    do {                                                                          \
+        if (!(cond)) {                                                            \
+            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                              \
+        }                                                                         \
+    } while (0)
+#else
+#define SV_INVARIANT(cond, err, ...)                                              \
+    do {                                                                          \
+        if (!(cond)) return sv_error_set((err), SV_ERR_INTERNAL, -1, __VA_ARGS__); \
+    } while (0)
+#endif
 
 typedef struct sv_error {
     sv_status code;

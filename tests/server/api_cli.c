@@ -9,6 +9,8 @@
  *   api_cli pyjson                     JSON on stdin -> Python's json.dumps
  *   api_cli calls array|text           tools body on stdin as {"text", "tools"}
  *                                      -> the tool_calls found, or null
+ *   api_cli errors                     every status code: its HTTP status and
+ *                                      a constraint compile error of that code
  *   api_cli scan array|object          text on stdin -> the calls a stream
  *                                      would have sent so far, as
  *                                      [{"name", "args", "done"}]
@@ -120,7 +122,22 @@ int main(int argc, char **argv) {
     char *body = read_all(&n);
     if (!body) return 1;
     int rc = 64;
-    if (!strcmp(argv[1], "parse") && argc == 3) rc = parse(argv[2], body, n);
+    if (!strcmp(argv[1], "errors")) {
+        /* Every status code: its HTTP status, and a schema compile error of
+         * that code as the client would see it. */
+        json_t *all = json_array();
+        for (int code = SV_OK; code <= SV_ERR_INTERNAL; code++) {
+            sv_api_constraint_t c = {.on = true, .kind = SV_CONSTRAINT_SCHEMA, .param = "response_format"};
+            sv_error_t err;
+            sv_error_set(&err, (sv_status)code, -1, "a %s error", sv_status_name((sv_status)code));
+            sv_api_error_t e;
+            sv_api_constraint_error(&c, &err, &e);
+            json_array_append_new(all, json_pack("{s:s, s:i, s:i, s:o}", "name", sv_status_name((sv_status)code), "http",
+                                                 sv_api_http_status((sv_status)code), "compile_status", e.status,
+                                                 "compile_error", sv_api_error_json(&e)));
+        }
+        rc = print(all);
+    } else if (!strcmp(argv[1], "parse") && argc == 3) rc = parse(argv[2], body, n);
     else if (!strcmp(argv[1], "render") && argc == 3) rc = render(argv[2], body, n);
     else if (!strcmp(argv[1], "pyjson")) {
         json_t *j = json_loadb(body, n, JSON_DECODE_ANY, NULL);

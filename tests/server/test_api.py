@@ -354,3 +354,77 @@ def test_auto_tools_with_response_format_is_a_union():
     # tool_choice none: response_format alone
     c = chat(tools=TOOLS, tool_choice="none", response_format={"type": "json_object"})
     assert c["constraint"]["text"] == '{"type":"object"}'
+
+
+def test_errors_map_to_http_statuses_by_code():
+    """One table decides the HTTP status of a failure, by its typed code:
+    the client's faults and the server's budgets are 400s, a full server is a
+    429, a stopped engine a 503, and sieve's own faults are 500s."""
+    rows = {r["name"]: r for r in json.loads(run(["errors"], "").stdout)}
+    want = {"syntax": 400, "unsupported": 400, "empty": 400, "budget": 400, "timeout": 400, "arg": 400,
+            "capacity": 429, "io": 503, "nomem": 500, "internal": 500}
+    assert {k: rows[k]["http"] for k in want} == want
+    for name, status in want.items():
+        e = rows[name]["compile_error"]["error"]
+        assert rows[name]["compile_status"] == status
+        if status == 400:
+            assert e["code"] == "invalid_constraint" and e["param"] == "response_format", e
+        else:
+            assert e["code"] == "internal_error" and e["param"] is None, e
+
+
+def test_no_error_path_reads_message_text():
+    """Statuses come from codes (sv_api_http_status), never from searching an
+    error's message."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    for f in list((root / "src").rglob("*.c")) + list((root / "fsm").rglob("*.c")):
+        text = f.read_text()
+        assert not re.search(r"str(?:str|ncmp|cmp|casecmp)\([^;\n]*(?:->|\.)message\b", text), f
+
+
+def test_nul_is_data_in_schemas_only():
+    """\\u0000 is accepted where it is data, in a schema (a real pattern:
+    "^/[^\\u0000]+$"), and the constraint keeps it; in text for the model or
+    in a name it is a 400 naming the field, never a silent truncation."""
+    pat = {"type": "string", "pattern": "^/[^\u0000]+$"}
+    r = parse("chat", {"model": "m", "messages": USER,
+                       "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": pat}}})
+    assert json.loads(r["constraint"]["text"]) == pat
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"p": {"type": "string", "pattern": "^[^\u0000]*$"}}}}}]
+    r = parse("chat", {"model": "m", "messages": USER, "tools": tools, "tool_choice": "required"})
+    assert "\\u0000" in r["constraint"]["text"]
+    for body, where in [({"model": "m", "messages": [{"role": "user", "content": "a\u0000b"}]}, "messages[0].content"),
+                        ({"model": "m\u0000x", "messages": USER}, "model"),
+                        ({"model": "m", "messages": USER, "stop": ["x\u0000"]}, "stop[0]"),
+                        ({"model": "m", "messages": USER, "tools": [{"type": "function", "function": {"name": "f\u0000g"}}]},
+                         "tools[0].function.name")]:
+        e = parse("chat", body)
+        assert e["status"] == 400 and e["error"]["message"].startswith(where + ": contains NUL"), e
+
+
+def test_body_edge_cases():
+    # a key given twice keeps its last value, as Python's json does
+    r = parse("chat", '{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "max_tokens": 7}')
+    assert r["max_tokens"] == 7
+    # deep nesting, invalid UTF-8, NUL in a key: 400s
+    deep = '{"model": "m", "messages": [{"role": "user", "content": "hi"}], "user": ' + "[" * 5000 + "]" * 5000 + "}"
+    bad = [deep.encode(), b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}]}',
+           b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "a\\u0000b": 1}']
+    for body in bad:
+        e = parse("chat", body)
+        assert e["status"] == 400 and e["error"]["type"] == "invalid_request_error", e
+    # numbers beyond int64 and doubles, and huge values, in every numeric field
+    for field in ["max_tokens", "n", "seed", "top_logprobs", "temperature", "top_p", "top_k", "min_p",
+                  "presence_penalty", "frequency_penalty", "max_completion_tokens"]:
+        for v in ["1e400", "-1e400", "18446744073709551616", "-9223372036854775809", "1e308", "9223372036854775807"]:
+            e = parse("chat", '{"model": "m", "messages": [{"role": "user", "content": "hi"}], "%s": %s}' % (field, v))
+            if "status" in e:
+                assert e["status"] == 400, (field, v, e)
+            else:  # accepted: then within its documented bound
+                assert field == "seed" and v == "9223372036854775807", (field, v, e)
+    e = parse("chat", {"model": "m", "messages": USER, "logit_bias": {str(i): 1 for i in range(5000)}})
+    assert e["status"] == 400 and e["error"]["param"] == "logit_bias", e
+    e = parse("chat", {"model": "m", "messages": USER, "stop": ["s%d" % i for i in range(1000)]})
+    assert e["status"] == 400 and e["error"]["param"] == "stop", e

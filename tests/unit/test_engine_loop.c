@@ -16,7 +16,7 @@
  *    finished one with all of it; the pool is back to all free.
  * 3. With the engine thread held inside a callback: the inbox counts what
  *    waits, cancels there end with ABORT and no tokens, the inbox fills up
- *    (SV_ERR_BUDGET), the engine's own refusals (its queue full) come
+ *    (SV_ERR_CAPACITY), the engine's own refusals (its queue full) come
  *    through the callback, drain times out and then refuses submits, and
  *    after the release drain finishes.
  * 4. Refusals: bad requests are SV_ERR_ARG at submit with no callback; a
@@ -334,7 +334,7 @@ static void test_concurrent(void) {
     uint64_t id;
     sv_error_t err;
     sv_engine_request_t r = as_request(&q[0]);
-    CHECK(sv_engine_loop_submit(l, &r, on_output, &got[0], &id, &err) == SV_ERR_BUDGET, "after drain: refused");
+    CHECK(sv_engine_loop_submit(l, &r, on_output, &got[0], &id, &err) == SV_ERR_CAPACITY, "after drain: refused");
     sv_engine_loop_stop(l);
 }
 
@@ -479,10 +479,10 @@ static void test_held(void) {
         if (last) break;
         accepted++;
     }
-    CHECK(last == SV_ERR_BUDGET && accepted == SV_ENGINE_LOOP_MAX_INBOX - K,
+    CHECK(last == SV_ERR_CAPACITY && accepted == SV_ENGINE_LOOP_MAX_INBOX - K,
           "the inbox fills up at %d (%d accepted, then %s)", SV_ENGINE_LOOP_MAX_INBOX, accepted, sv_status_name(last));
     CHECK(!sv_engine_loop_drain(l, 20), "drain times out while the thread is held");
-    CHECK(sv_engine_loop_submit(l, &r, on_output, &fill[0], &got[0].id, &err) == SV_ERR_BUDGET, "draining refuses");
+    CHECK(sv_engine_loop_submit(l, &r, on_output, &fill[0], &got[0].id, &err) == SV_ERR_CAPACITY, "draining refuses");
     pthread_mutex_lock(&gate_mu);
     gate_open = true;
     pthread_cond_broadcast(&gate_cv);
@@ -501,7 +501,7 @@ static void test_held(void) {
     int refused = 0, done = 0, good = 0;
     for (int i = 0; i < accepted; i++) {
         good += fill[i].finals == 1 && fill[i].after_final == 0 && !fill[i].bad;
-        if (fill[i].refused) refused += fill[i].refusal.code == SV_ERR_BUDGET && fill[i].n == 0;
+        if (fill[i].refused) refused += fill[i].refusal.code == SV_ERR_CAPACITY && fill[i].n == 0;
         else done += fill[i].finish == SV_FINISH_LENGTH || fill[i].finish == SV_FINISH_STOP;
     }
     printf("held: %d filled the inbox: %d refused by the engine (queue full), %d ran\n", accepted, refused, done);
@@ -721,7 +721,7 @@ static void test_dead(sv_llama_t *bad) {
         once += got[i].finals == 1 && got[i].after_final == 0 && got[i].n == 0 && got[i].finish == SV_FINISH_ABORT;
         if (got[i].refused) {
             in_inbox += strstr(got[i].refusal.message, "NaN") != NULL;
-            refused += strstr(got[i].refusal.message, "NaN") != NULL || got[i].refusal.code == SV_ERR_BUDGET;
+            refused += strstr(got[i].refusal.message, "NaN") != NULL || got[i].refusal.code == SV_ERR_CAPACITY;
         } else {
             aborted++;
         }
