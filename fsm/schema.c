@@ -1337,6 +1337,16 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
         }
         st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed);
     }
+    sv_schema_opts_t ordered = *o;
+    if (st == SV_ERR_BUDGET && more_orders && o->key_order == SV_KEY_ORDER_ANY) {
+        /* --key-order any: first back to the schema's key orders */
+        if (info) memset(info, 0, sizeof *info);
+        sv_error_clear(err);
+        narrowed |= SV_SCHEMA_NARROWED_KEY_SETS;
+        ordered.key_order = SV_KEY_ORDER_SCHEMA;
+        o = &ordered;
+        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed);
+    }
     if (st == SV_ERR_BUDGET && more_orders) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);

@@ -46,6 +46,7 @@ typedef enum {
 #define SV_SCHEMA_NARROWED_ORDERS 2u /* the extra key orders */
 #define SV_SCHEMA_NARROWED_CALLS 4u  /* free-form values as calls (compiled flat instead: a choice
                                         competed with a call, see program.c) */
+#define SV_SCHEMA_NARROWED_KEY_SETS 8u /* --key-order any's key sets (the schema's orders instead) */
 
 typedef struct sv_schema_opts {
     sv_ws_mode ws;

@@ -835,8 +835,13 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         if ((st = object_anyorder(c, &shape, &g[0]))) return st;
         c->more_orders = true;
         ord.n = 0;
-    } else if (try_any && c->info) {
-        c->info->nkey_order_narrowed++;
+    } else if (try_any) {
+        /* Too big for key sets: the orders schema mode takes (the members
+         * were built with the whole allowance, so this may exceed
+         * SV_SCHEMA_MAX_ORDERS along a path; it only costs states). */
+        if ((st = loc_orders(c, loc, keys, n, false, &ord))) return st;
+        if (ord.n > 1) c->more_orders = true;
+        if (c->info) c->info->nkey_order_narrowed++;
     }
     if (!any_order && c->keyset && !canonical_any && extra) {
         shape.extra_anywhere = true;
