@@ -152,7 +152,8 @@ static size_t mem_used(const det_t *d) {
 static sv_status budget_memory(det_t *d) {
     if (mem_used(d) > sv_memacct_room(d->lim->max_memory))
         return sv_error_set(d->err, SV_ERR_BUDGET, -1,
-                            "determinizing the constraint exceeds the memory budget of %zu bytes", d->lim->max_memory);
+                            "determinizing the constraint exceeds what is left of the compile's memory budget of %zu bytes",
+                            d->lim->max_memory);
     return SV_OK;
 }
 

@@ -98,7 +98,7 @@ sv_status sv_dfa_product(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, con
                     if (n == cap) {
                         cap *= 2;
                         if ((size_t)cap * (k * sizeof *raw.trans + sizeof *states + 1) > sv_memacct_room(lim->max_memory)) {
-                            st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints exceeds the memory budget of %zu bytes", lim->max_memory);
+                            st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints exceeds what is left of the compile's memory budget of %zu bytes", lim->max_memory);
                             goto done;
                         }
                         pair_t *ns = realloc(states, cap * sizeof *ns);

@@ -292,7 +292,8 @@ static sv_status build_dfa(const comp_t *c, const sv_fsm_limits_t *lim, sv_dfa_t
                         cap *= 2;
                         if ((size_t)cap * (NCLS * sizeof *raw.trans + sizeof *keys + 1) > sv_memacct_room(lim->max_memory)) {
                             st = sv_error_set(err, SV_ERR_BUDGET, -1,
-                                              "a numeric constraint exceeds the memory budget of %zu bytes", lim->max_memory);
+                                              "a numeric constraint exceeds what is left of the compile's memory budget of %zu bytes",
+                                              lim->max_memory);
                             goto done;
                         }
                         uint64_t *nk = realloc(keys, cap * sizeof *nk);

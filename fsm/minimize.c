@@ -90,8 +90,8 @@ sv_status sv_dfa_minimize_budget(const sv_rawdfa_t *raw, const sv_fsm_limits_t *
     size_t n = (size_t)raw->nstates + 1;
     size_t bytes = n * raw->nclasses * 9 + n * 48;
     if (bytes > sv_memacct_room(lim->max_memory))
-        return sv_error_set(err, SV_ERR_BUDGET, -1, "minimizing the DFA needs about %zu bytes, over the memory budget of %zu",
-                            bytes, lim->max_memory);
+        return sv_error_set(err, SV_ERR_BUDGET, -1, "minimizing the DFA needs about %zu bytes, more than is left of the compile's "
+                            "memory budget of %zu bytes", bytes, lim->max_memory);
     return SV_OK;
 }
 

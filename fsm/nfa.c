@@ -32,7 +32,8 @@ static sv_status add_state(builder_t *b, uint8_t kind, uint8_t lo, uint8_t hi, i
         uint32_t cap = n->cap ? n->cap * 2 : 64;
         if (cap > b->lim->max_nfa_states) cap = b->lim->max_nfa_states;
         if ((size_t)cap * sizeof *n->s > sv_memacct_room(b->lim->max_memory))
-            return sv_error_set(b->err, SV_ERR_BUDGET, -1, "the NFA exceeds the memory budget of %zu bytes", b->lim->max_memory);
+            return sv_error_set(b->err, SV_ERR_BUDGET, -1, "the NFA exceeds what is left of the compile's memory budget of %zu bytes",
+                                b->lim->max_memory);
         sv_nfa_state_t *s = realloc(n->s, cap * sizeof *s);
         if (!s) return sv_error_set(b->err, SV_ERR_NOMEM, -1, "out of memory building the NFA");
         n->s = s;

@@ -1120,6 +1120,11 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
      * $ref counts its own expansions, but a member context (schema_container.c)
      * can reach a schema again without a $ref, which would recurse until the
      * stack runs out. */
+    /* The time budget, between the stages that check it themselves (a
+     * schema of many small pieces spends its time here, in no one stage). */
+    if (c->deadline_ns && sv_now_ns() > c->deadline_ns)
+        return sv_sc_fail(c, SV_ERR_TIMEOUT, NULL, "compiling the schema exceeded the time budget of %llu ms",
+                          (unsigned long long)(c->o->lim.max_time_us / 1000));
     if (c->lang_depth >= SV_SCHEMA_MAX_NESTING)
         return sv_sc_fail(c, SV_ERR_BUDGET, NULL, "the schema nests deeper than %u levels", SV_SCHEMA_MAX_NESTING);
     bool keep = c->truncated;

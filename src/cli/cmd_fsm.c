@@ -452,7 +452,7 @@ int sv_cmd_sample(int argc, char **argv) {
             json_t *v = json_loadb((const char *)buf, len,
                                    JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
             json_decref(v);
-            if (v || !strstr(je.text, "duplicate")) break; /* only a repeated key draws again */
+            if (v || json_error_code(&je) != json_error_duplicate_key) break; /* only a repeated key draws again */
             if (sv_dfa_sample(dfa, &rng, (uint32_t)o.max_len, buf, cap, &len)) { rc = SV_EXIT_RUNTIME; break; }
         }
         json_t *s = json_stringn_nocheck((const char *)buf, len);

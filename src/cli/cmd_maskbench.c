@@ -140,7 +140,7 @@ static int run_file(bench_t *b, const char *path, json_t *rec) {
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     json_error_t jerr;
     json_t *doc = json_load_file(path, JSON_DECODE_ANY, &jerr);
-    if (!doc && strstr(jerr.text, "too big integer")) /* beyond int64: read integers as doubles */
+    if (!doc && json_error_code(&jerr) == json_error_numeric_overflow) /* beyond int64: read integers as doubles */
         doc = json_load_file(path, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &jerr);
     json_t *schema = doc ? json_object_get(doc, "schema") : NULL;
     json_t *tests = doc ? json_object_get(doc, "tests") : NULL;
