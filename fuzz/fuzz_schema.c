@@ -660,6 +660,17 @@ static UNTRACED size_t spell_string(const char *p, size_t n, char *buf) {
     return o;
 }
 
+/* How many times the key name[0..len) is among the keys r read. */
+static UNTRACED uint32_t key_count(const rd_t *r, const char *name, size_t len) {
+    char *want = malloc(6 * len + 2);
+    CHECK(want);
+    size_t wl = spell_string(name, len, want);
+    uint32_t seen = 0;
+    for (uint32_t k = 0; k < r->nkeys; k++) seen += r->klens[k] == wl && memcmp(r->s + r->keys[k], want, wl) == 0;
+    free(want);
+    return seen;
+}
+
 static UNTRACED void check_root(const root_t *rt, const uint8_t *s, size_t n, sv_ws_mode ws) {
     size_t i = 0;
     while (i < n && is_ws(s[i])) i++;
@@ -680,49 +691,28 @@ static UNTRACED void check_root(const root_t *rt, const uint8_t *s, size_t n, sv
     }
     }
     if (rt->types) CHECK_SAMPLE((rt->types & kind) != 0, s, n);
-    if (rt->props && kind == K_OBJ) {
-        /* A key the root declares is written at most once, in either key
-         * order mode (extra keys no automaton can tell apart are not). */
+    if ((rt->props || rt->required) && kind == K_OBJ) {
+        /* The root object's keys, as written. */
         size_t cap = n / 4 + 1;
         rd_t r = {.s = s, .n = n, .ws = ws, .keys = malloc(cap * sizeof(size_t)), .klens = malloc(cap * sizeof(size_t)),
                   .maxkeys = (uint32_t)cap};
         CHECK(r.keys && r.klens);
         rd_ws(&r);
         CHECK(rd_value(&r));
+        /* A key the root declares is written at most once, in either key
+         * order mode (extra keys, which no automaton can tell apart, may
+         * repeat); a required key is there. */
         const char *name;
         json_t *x;
-        json_object_foreach(rt->props, name, x) {
-            size_t len = strlen(name);
-            char *want = malloc(6 * len + 2);
-            CHECK(want);
-            size_t wl = spell_string(name, len, want);
-            uint32_t seen = 0;
-            for (uint32_t k = 0; k < r.nkeys; k++) seen += r.klens[k] == wl && memcmp(s + r.keys[k], want, wl) == 0;
-            if (seen > 1) fprintf(stderr, "fuzz_schema: the declared key %.*s is written %u times\n", (int)wl, want, seen);
-            free(want);
+        if (rt->props) json_object_foreach(rt->props, name, x) {
+            uint32_t seen = key_count(&r, name, strlen(name));
+            if (seen > 1) fprintf(stderr, "fuzz_schema: the declared key \"%s\" is written %u times\n", name, seen);
             CHECK_SAMPLE(seen <= 1, s, n);
         }
-        free(r.keys);
-        free(r.klens);
-    }
-    if (rt->required && kind == K_OBJ) {
-        size_t cap = n / 4 + 1;
-        rd_t r = {.s = s, .n = n, .ws = ws, .keys = malloc(cap * sizeof(size_t)), .klens = malloc(cap * sizeof(size_t)),
-                  .maxkeys = (uint32_t)cap};
-        CHECK(r.keys && r.klens);
-        rd_ws(&r);
-        CHECK(rd_value(&r));
-        for (size_t q = 0; q < json_array_size(rt->required); q++) {
-            json_t *name = json_array_get(rt->required, q);
-            size_t len = json_string_length(name);
-            char *want = malloc(6 * len + 2);
-            CHECK(want);
-            size_t wl = spell_string(json_string_value(name), len, want);
-            bool found = false;
-            for (uint32_t k = 0; k < r.nkeys && !found; k++)
-                found = r.klens[k] == wl && memcmp(s + r.keys[k], want, wl) == 0;
-            if (!found) fprintf(stderr, "fuzz_schema: the required key %.*s is missing\n", (int)wl, want);
-            free(want);
+        for (size_t q = 0; rt->required && q < json_array_size(rt->required); q++) {
+            json_t *req = json_array_get(rt->required, q);
+            bool found = key_count(&r, json_string_value(req), json_string_length(req)) > 0;
+            if (!found) fprintf(stderr, "fuzz_schema: the required key \"%s\" is missing\n", json_string_value(req));
             CHECK_SAMPLE(found, s, n);
         }
         free(r.keys);

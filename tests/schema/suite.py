@@ -48,6 +48,25 @@ def sieve_bin():
     return os.environ.get("SIEVE_BIN", str(ROOT / "build" / "sieve"))
 
 
+def sieve(verb, schema, *args, stdin=None):
+    """`sieve VERB --schema FILE ARGS...` on a schema object (in a temporary
+    file), standard input from stdin: the CompletedProcess, text mode."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(schema, f)
+        f.flush()
+        return subprocess.run([sieve_bin(), verb, "--schema", f.name, *args], input=stdin,
+                              capture_output=True, text=True, timeout=300)
+
+
+def sieve_match(schema, texts, *args):
+    """Whether `sieve match` accepts each text."""
+    r = sieve("match", schema, *args, stdin="".join(json.dumps(t) + "\n" for t in texts))
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = [g == "1" for g in r.stdout.split()]
+    assert len(got) == len(texts), r.stdout
+    return got
+
+
 def run_group(schema, tests, extra_args=()):
     """Returns (compile_result, [outcome per test]); compile_result is "ok" or
     the error object; outcomes are "pass", "valid_rejected", "invalid_accepted"."""

@@ -16,30 +16,13 @@ against Python's jsonschema.
 import itertools
 import json
 import random
-import subprocess
-import tempfile
 
 import jsonschema
 
 import suite
+from suite import sieve as run, sieve_match as match
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
-
-
-def run(verb, schema, *args, stdin=None):
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
-        json.dump(schema, f)
-        f.flush()
-        return subprocess.run([suite.sieve_bin(), verb, "--schema", f.name, *args], input=stdin,
-                              capture_output=True, text=True, timeout=300)
-
-
-def match(schema, texts, *args):
-    r = run("match", schema, *args, stdin="".join(json.dumps(t) + "\n" for t in texts))
-    assert r.returncode == 0, r.stdout + r.stderr
-    got = [g == "1" for g in r.stdout.split()]
-    assert len(got) == len(texts)
-    return got
 
 
 def stats(schema, *args):

@@ -5,30 +5,15 @@ items as maxItems accepted, one more rejected, a bad item anywhere
 rejected), against the flat compilation's size, and for soundness of
 samples under jsonschema."""
 import json
-import subprocess
-import tempfile
 
 import jsonschema
 
 import suite
+from suite import sieve as run, sieve_match as match
 
 ITEM = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}, "b": {"type": "string", "maxLength": 4},
                                          "c": {"enum": ["x", "y", "z"]}},
         "required": ["a"], "additionalProperties": False}
-
-
-def run(verb, schema, *args, stdin=None):
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
-        json.dump(schema, f)
-        f.flush()
-        return subprocess.run([suite.sieve_bin(), verb, "--schema", f.name, *args], input=stdin,
-                              capture_output=True, text=True, timeout=300)
-
-
-def match(schema, texts, *args):
-    r = run("match", schema, *args, stdin="".join(json.dumps(t) + "\n" for t in texts))
-    assert r.returncode == 0, r.stdout + r.stderr
-    return [g == "1" for g in r.stdout.split()]
 
 
 def test_counted_items_are_calls():
