@@ -1095,6 +1095,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
 typedef struct sv_memo {
     json_t *s;
     bool calls;
+    bool plain;   /* built for a product (no_calls > 0): no calls, no key sets */
     sv_loc_t loc;
     sv_ast_t *ast;
 } memo_t;
@@ -1112,7 +1113,8 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     if (json_is_false(s)) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema false matches no value");
     if (!json_is_object(s)) return sv_sc_fail(c, SV_ERR_SYNTAX, NULL, "a schema must be an object or a boolean");
     for (uint32_t i = 0; i < c->nmemo; i++)
-        if (c->memo[i].s == s && c->memo[i].calls == sv_sc_calls(c) && loc_equal(&c->memo[i].loc, loc)) {
+        if (c->memo[i].s == s && c->memo[i].calls == sv_sc_calls(c) && c->memo[i].plain == (c->no_calls > 0) &&
+            loc_equal(&c->memo[i].loc, loc)) {
             *out = c->memo[i].ast;
             return SV_OK;
         }
@@ -1154,7 +1156,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
         c->memo = m;
         c->capmemo = cap;
     }
-    c->memo[c->nmemo++] = (memo_t){s, sv_sc_calls(c), *loc, *out};
+    c->memo[c->nmemo++] = (memo_t){s, sv_sc_calls(c), c->no_calls > 0, *loc, *out};
     return SV_OK;
 }
 

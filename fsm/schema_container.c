@@ -667,8 +667,9 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
      * orders multiply to at most SV_SCHEMA_MAX_ORDERS along any path. */
     /* --key-order any: an object with few keys takes every order of them
      * (object_anyorder), and leaves the orders allowance to its members. */
-    bool try_any = c->keyset && !canonical_any && n >= 2 && n <= KEYSET_MAX_KEYS;
-    if (c->keyset && !canonical_any && n > KEYSET_MAX_KEYS && c->info) c->info->nkey_order_narrowed++;
+    bool keyset = sv_sc_keysets(c) && !canonical_any;
+    bool try_any = keyset && n >= 2 && n <= KEYSET_MAX_KEYS;
+    if (keyset && n > KEYSET_MAX_KEYS && c->info) c->info->nkey_order_narrowed++;
     orders_t ord;
     if ((st = loc_orders(c, loc, keys, n, canonical_any || try_any, &ord))) return st;
     uint32_t child_orders = try_any ? loc->orders : loc->orders / ord.n ? loc->orders / ord.n : 1;
@@ -813,7 +814,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     uint64_t B = (uint64_t)1 << nbits;
     uint64_t per_pos = (C + 1) * B;
     uint64_t nnodes = (uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + per_pos;
-    if (c->keyset && extra) nnodes += (uint64_t)n * per_pos; /* extra members anywhere (object_graph) */
+    if (sv_sc_keysets(c) && extra) nnodes += (uint64_t)n * per_pos; /* extra members anywhere (object_graph) */
     if (nnodes > MAX_GRAPH_NODES)
         return sv_sc_fail(c, SV_ERR_BUDGET, has_max ? "maxProperties" : "minProperties",
                           "the object needs %llu automaton nodes to count its properties (limit %u)",
@@ -843,7 +844,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         if (ord.n > 1) c->more_orders = true;
         if (c->info) c->info->nkey_order_narrowed++;
     }
-    if (!any_order && c->keyset && !canonical_any && extra) {
+    if (!any_order && keyset && extra) {
         shape.extra_anywhere = true;
         c->more_orders = true;
     }

@@ -95,6 +95,12 @@ typedef struct sctx {
 
 /* Whether free-form values are calls here. */
 static inline bool sv_sc_calls(const sctx_t *c) { return c->calls && !c->no_calls; }
+/* Whether objects here take keys in any order (--key-order any). Not in a
+ * language that enters a product: a difference subtracts from a universe
+ * whose nested free-form values hold every key order, so a positive operand
+ * with more orders than the subtracted language could meet spellings of
+ * values the difference was meant to remove (schema_container.c). */
+static inline bool sv_sc_keysets(const sctx_t *c) { return c->keyset && !c->no_calls; }
 
 /* ---- errors and pointers (schema.c) ---- */
 sv_status sv_sc_fail(sctx_t *c, sv_status code, const char *keyword, const char *fmt, ...)
