@@ -3,6 +3,7 @@
 #include "matcher.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,9 +69,10 @@ sv_status sv_matcher_create(sv_token_index_t *ix, const sv_tokenizer_iface_t *to
             m = NULL;
             if (need == U_INF)
                 return sv_error_set(err, SV_ERR_BUDGET, -1, "the constraint's shortest completion cannot be tokenized");
-            return sv_error_set(err, SV_ERR_BUDGET, -1,
-                                "the constraint needs at least %u tokens, more than max_tokens (%lld)", need,
-                                (long long)max_tokens);
+            sv_error_set(err, SV_ERR_BUDGET, -1, "the constraint needs at least %u tokens, more than max_tokens (%lld)",
+                         need, (long long)max_tokens);
+            if (err) snprintf(err->keyword, sizeof err->keyword, "max_tokens"); /* the parameter at fault */
+            return SV_ERR_BUDGET;
         }
     }
     *out = m;
