@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CHECK(r.n >= 1 && r.n <= 16 && r.n_stop <= SV_ENGINE_MAX_STOP);
         if (r.c.on) CHECK(r.c.text && r.c.len > 0 && r.c.len <= lim.max_constraint_bytes);
         if (r.c.tool_calls) {
-            json_t *s = json_loadb(r.c.text, r.c.len, 0, NULL);
+            json_t *s = json_loadb(r.c.text, r.c.len, JSON_ALLOW_NUL, NULL); /* \u0000 is data in a schema */
             CHECK(json_is_object(s));
             json_decref(s);
         }
