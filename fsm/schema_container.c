@@ -471,15 +471,6 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
     return g ? SV_OK : sv_sc_nomem(c);
 }
 
-/* The members automaton of an object whose keys may come in any order
- * (--key-order any): its nodes are the sets of keys written so far, so each
- * key is written at most once, and the object may close where every
- * required key is in the set and every dependency is met. The states are
- * 2^n times the keys left, so sv_sc_object takes this shape only for
- * objects with few keys (keyset_fits) and keeps the others in their key
- * orders (info->nkey_order_narrowed counts them). A count of members is
- * kept beside the set only when min/maxProperties binds and extra members
- * may come; otherwise the set's size is the count. */
 /* Whether object_anyorder's automaton stays within a share of the DFA
  * state budget: about 2^(n-1) copies of each member ("key": value, a call
  * when the value is a part) and 2^n of the extra members. */
@@ -516,6 +507,15 @@ static sv_status keyset_fits(sctx_t *c, object_shape_t *o, bool *fits) {
     return SV_OK;
 }
 
+/* The members automaton of an object whose keys may come in any order
+ * (--key-order any): its nodes are the sets of keys written so far, so each
+ * key is written at most once, and the object may close where every
+ * required key is in the set and every dependency is met. The states are
+ * 2^n times the keys left, so sv_sc_object takes this shape only for
+ * objects with few keys (keyset_fits) and keeps the others in their key
+ * orders (info->nkey_order_narrowed counts them). A count of members is
+ * kept beside the set only when min/maxProperties binds and extra members
+ * may come; otherwise the set's size is the count. */
 static sv_status object_anyorder(sctx_t *c, const object_shape_t *o, sv_ast_t **out) {
     const member_t *mem = o->mem;
     uint32_t idx[KEYSET_MAX_KEYS], na = 0;
