@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 SHARED_DATA ?= ../shared/data
 
-.PHONY: all bootstrap build test test-unit test-cli test-asan test-extended fuzz-smoke bench serve clean
+.PHONY: all bootstrap build test test-unit test-cli test-asan test-extended test-soak test-soak-long test-compile-bounds fuzz-smoke bench serve clean
 
 all: build
 
@@ -48,6 +48,25 @@ test-extended: build
 	  .venv/bin/python -m pytest -q tests/tokenizer/test_parity.py tests/tokenizer/test_gguf_parity.py
 	SIEVE_BIN=$(abspath $(BUILD))/sieve TOK_CLI_BIN=$(abspath $(BUILD))/tests/tok_cli \
 	  SIEVE_SHARED_DATA=$(abspath $(SHARED_DATA)) .venv/bin/python -m pytest -q tests/extended/test_engine_maskbench.py
+	.venv/bin/python tests/reliability/compile_bounds.py --sieve $(BUILD)/sieve --data $(SHARED_DATA) --stride 19
+
+# Every MaskBench schema under hard compile bounds (2 GiB address space,
+# 512 MiB, 5 s): about 10 minutes on 2 cores. See BENCHMARKS.md.
+test-compile-bounds: build
+	@if [ ! -d "$(SHARED_DATA)" ]; then \
+	  echo "test-compile-bounds: $(SHARED_DATA) is missing (see README)" >&2; exit 1; fi
+	.venv/bin/python tests/reliability/compile_bounds.py --sieve $(BUILD)/sieve --data $(SHARED_DATA) \
+	  --out $(BUILD)/compile_bounds.json
+
+# The server under mixed good and hostile load on loopback (tests/soak/soak.py):
+# 60 seconds in CI; test-soak-long is the 10-minute run of BENCHMARKS.md.
+test-soak: build
+	scripts/fetch-model.sh >/dev/null
+	.venv/bin/python tests/soak/soak.py --sieve $(BUILD)/sieve --seconds 60 --out $(BUILD)/soak.json
+
+test-soak-long: build
+	scripts/fetch-model.sh >/dev/null
+	.venv/bin/python tests/soak/soak.py --sieve $(BUILD)/sieve --seconds 600 --out $(BUILD)/soak-long.json
 
 fuzz-smoke: bootstrap
 	scripts/fuzz-smoke.sh 60

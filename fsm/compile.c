@@ -23,6 +23,7 @@ sv_status sv_regex_compile(const char *pattern, size_t len, const sv_fsm_limits_
     if (st == SV_ERR_NOMEM && own && acct.refused)
         st = sv_error_set(err, SV_ERR_BUDGET, -1, "compiling the pattern exceeds the memory budget of %zu bytes",
                           lim->max_memory);
+    if (st && own) st = sv_memacct_outcome(st, &acct, err);
     if (own) {
         if (!st) sv_dfa_uncharge(*out); /* the result outlives the account */
         sv_memacct_end(&acct);

@@ -150,7 +150,7 @@ static size_t mem_used(const det_t *d) {
 }
 
 static sv_status budget_memory(det_t *d) {
-    if (mem_used(d) > sv_memacct_room(d->lim->max_memory))
+    if (!sv_memacct_fits(mem_used(d), d->lim->max_memory))
         return sv_error_set(d->err, SV_ERR_BUDGET, -1,
                             "determinizing the constraint exceeds what is left of the compile's memory budget of %zu bytes",
                             d->lim->max_memory);
@@ -191,6 +191,8 @@ static sv_status intern(det_t *d, bool acc, int32_t *id) {
         return sv_error_set(d->err, SV_ERR_BUDGET, -1,
                             "the constraint needs more than %u DFA states (the max_dfa_states budget); "
                             "patterns like (a|b)*a(a|b){n} grow exponentially", d->lim->max_dfa_states);
+    if ((d->nstates & 63) == 0 && sv_memacct_cancelled())
+        return sv_error_set(d->err, SV_ERR_CANCELLED, -1, "the compile was cancelled");
     if (d->deadline_ns && (d->nstates & 63) == 0 && sv_now_ns() > d->deadline_ns)
         return sv_error_set(d->err, SV_ERR_TIMEOUT, -1, "compiling the constraint exceeded the time budget of %llu ms",
                             (unsigned long long)((d->lim->time_budget_us ? d->lim->time_budget_us : d->lim->max_time_us) / 1000));

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/memacct.h"
 #include "dfa_internal.h"
 
 #define KEY_MAX 16384
@@ -28,6 +29,7 @@ typedef struct entry {
     uint8_t *key;
     size_t keylen, bytes;
     sv_dfa_t *dfa;
+    uint64_t acct;               /* the compile account charged for it (src/util/memacct.h) */
 } entry_t;
 
 static struct {
@@ -193,6 +195,7 @@ static void evict(entry_t *e) {
     while (*pp != e) pp = &(*pp)->chain;
     *pp = e->chain;
     g.bytes -= e->bytes;
+    sv_memacct_release(e->acct, e->bytes);
     sv_dfa_destroy(e->dfa);
     free(e->key);
     free(e);
@@ -270,6 +273,15 @@ sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_df
     e->dfa = c;
     e->bytes = sizeof *e + k->n + sv_dfa_memory(c);
     free(k);
+    /* The copy is memory this compile made the process keep: charged to its
+     * account (released if this compile evicts it), and not kept when it
+     * does not fit what is left of the budget. */
+    if (!sv_memacct_charge(e->bytes, &e->acct)) {
+        sv_dfa_destroy(e->dfa);
+        free(e->key);
+        free(e);
+        return SV_OK;
+    }
     pthread_mutex_lock(&g.lock);
     bool dup = false;
     for (entry_t *x = g.bucket[h % BUCKETS]; x; x = x->chain)
@@ -284,6 +296,7 @@ sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_df
     }
     pthread_mutex_unlock(&g.lock);
     if (e) {
+        sv_memacct_release(e->acct, e->bytes);
         sv_dfa_destroy(e->dfa);
         free(e->key);
         free(e);
@@ -302,11 +315,21 @@ static sv_status compile_uncached(const sv_ast_t *ast, const sv_fsm_limits_t *li
     sv_nfa_t nfa;
     sv_status st = sv_nfa_build(ast, lim, &nfa, err);
     if (st) return st;
+    /* The NFA stays alive through subset construction: its bytes are
+     * charged for that while, so that construction's own check sees them. */
+    size_t nfa_bytes = (size_t)nfa.cap * sizeof *nfa.s + (size_t)nfa.capembeds * sizeof *nfa.embeds;
+    uint64_t nfa_acct;
+    if (!sv_memacct_charge(nfa_bytes, &nfa_acct)) {
+        sv_nfa_free(&nfa);
+        return sv_error_set(err, SV_ERR_BUDGET, -1, "the constraint's NFA (%zu bytes) exceeds what is left of the "
+                            "compile's memory budget of %zu bytes", nfa_bytes, lim->max_memory);
+    }
     sv_rawdfa_t raw = {0};
     st = sv_dfa_determinize(&nfa, lim, t0, &raw, err);
+    sv_memacct_release(nfa_acct, nfa_bytes);
     sv_nfa_free(&nfa);
     if (st) return st;
-    if (!st) st = sv_dfa_minimize_budget(&raw, lim, err);
+    if (!st) st = sv_dfa_minimize_budget(&raw, 0, lim, err);
     if (!st) st = sv_dfa_minimize(&raw, out, err);
     sv_rawdfa_free(&raw);
     return st;

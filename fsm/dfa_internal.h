@@ -145,9 +145,10 @@ void sv_rawdfa_free(sv_rawdfa_t *r);
 sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, uint64_t t0_ns, sv_rawdfa_t *out,
                              sv_error_t *err);
 
-/* SV_ERR_BUDGET (with err filled) if minimizing raw would hold more than
- * lim->max_memory bytes of scratch. */
-sv_status sv_dfa_minimize_budget(const sv_rawdfa_t *raw, const sv_fsm_limits_t *lim, sv_error_t *err);
+/* SV_ERR_BUDGET (with err filled) if minimizing raw, with raw itself and
+ * `held` more bytes of the caller's transient tables alive, does not fit
+ * what is left of lim->max_memory (src/util/memacct.h). */
+sv_status sv_dfa_minimize_budget(const sv_rawdfa_t *raw, size_t held, const sv_fsm_limits_t *lim, sv_error_t *err);
 
 /* Hopcroft minimization, trimming, BFS renumbering, byte-class coarsening and
  * the forced/distance analysis. Returns SV_ERR_EMPTY when the language is

@@ -91,13 +91,17 @@ sv_status sv_dfa_product(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, con
                         st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints needs more than %u DFA states (the max_dfa_states budget)", lim->max_dfa_states);
                         goto done;
                     }
+                    if ((n & 255) == 0 && sv_memacct_cancelled()) {
+                        st = sv_error_set(err, SV_ERR_CANCELLED, -1, "the compile was cancelled");
+                        goto done;
+                    }
                     if (deadline && (n & 255) == 0 && sv_now_ns() > deadline) {
                         st = sv_error_set(err, SV_ERR_TIMEOUT, -1, "combining constraints exceeded the time budget of %llu ms", (unsigned long long)((lim->time_budget_us ? lim->time_budget_us : lim->max_time_us) / 1000));
                         goto done;
                     }
                     if (n == cap) {
                         cap *= 2;
-                        if ((size_t)cap * (k * sizeof *raw.trans + sizeof *states + 1) > sv_memacct_room(lim->max_memory)) {
+                        if (!sv_memacct_fits((size_t)cap * (k * sizeof *raw.trans + sizeof *states + 1), lim->max_memory)) {
                             st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints exceeds what is left of the compile's memory budget of %zu bytes", lim->max_memory);
                             goto done;
                         }
@@ -133,7 +137,7 @@ sv_status sv_dfa_product(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, con
     }
     raw.nstates = n;
     raw.start = 0;
-    st = sv_dfa_minimize_budget(&raw, lim, err);
+    st = sv_dfa_minimize_budget(&raw, (size_t)cap * sizeof *states + (size_t)tcap * sizeof *table, lim, err);
     if (!st) st = sv_dfa_minimize(&raw, out, err);
     if (st == SV_ERR_EMPTY) sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string");
 done:

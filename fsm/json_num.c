@@ -290,7 +290,7 @@ static sv_status build_dfa(const comp_t *c, const sv_fsm_limits_t *lim, sv_dfa_t
                     }
                     if (n == cap) {
                         cap *= 2;
-                        if ((size_t)cap * (NCLS * sizeof *raw.trans + sizeof *keys + 1) > sv_memacct_room(lim->max_memory)) {
+                        if (!sv_memacct_fits((size_t)cap * (NCLS * sizeof *raw.trans + sizeof *keys + 1), lim->max_memory)) {
                             st = sv_error_set(err, SV_ERR_BUDGET, -1,
                                               "a numeric constraint exceeds what is left of the compile's memory budget of %zu bytes",
                                               lim->max_memory);
@@ -328,7 +328,8 @@ static sv_status build_dfa(const comp_t *c, const sv_fsm_limits_t *lim, sv_dfa_t
     }
     raw.nstates = n;
     raw.start = 0;
-    st = sv_dfa_minimize(&raw, out, err);
+    st = sv_dfa_minimize_budget(&raw, (size_t)cap * sizeof *keys + (size_t)tcap * sizeof *table, lim, err);
+    if (!st) st = sv_dfa_minimize(&raw, out, err);
     goto done;
 oom:
     st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory building a numeric automaton");

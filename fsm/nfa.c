@@ -31,7 +31,7 @@ static sv_status add_state(builder_t *b, uint8_t kind, uint8_t lo, uint8_t hi, i
     if (n->n == n->cap) {
         uint32_t cap = n->cap ? n->cap * 2 : 64;
         if (cap > b->lim->max_nfa_states) cap = b->lim->max_nfa_states;
-        if ((size_t)cap * sizeof *n->s > sv_memacct_room(b->lim->max_memory))
+        if (!sv_memacct_fits((size_t)cap * sizeof *n->s, b->lim->max_memory))
             return sv_error_set(b->err, SV_ERR_BUDGET, -1, "the NFA exceeds what is left of the compile's memory budget of %zu bytes",
                                 b->lim->max_memory);
         sv_nfa_state_t *s = realloc(n->s, cap * sizeof *s);

@@ -1124,6 +1124,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
      * stack runs out. */
     /* The time budget, between the stages that check it themselves (a
      * schema of many small pieces spends its time here, in no one stage). */
+    if (sv_memacct_cancelled()) return sv_sc_fail(c, SV_ERR_CANCELLED, NULL, "the compile was cancelled");
     if (c->deadline_ns && sv_now_ns() > c->deadline_ns)
         return sv_sc_fail(c, SV_ERR_TIMEOUT, NULL, "compiling the schema exceeded the time budget of %llu ms",
                           (unsigned long long)(c->o->lim.max_time_us / 1000));
@@ -1300,6 +1301,11 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
     return st;
 }
 
+/* Whether a failed attempt is retried with a narrower language: on a budget
+ * of the compile's own, not on the server's shared compile memory being
+ * short (the language would then depend on the load; src/util/memacct.h). */
+static bool narrower(sv_status st) { return st == SV_ERR_BUDGET && !sv_memacct_pool_short(); }
+
 static sv_status compile_schema(const char *text, size_t len, const sv_schema_opts_t *o, sv_dfa_t **out,
                                 sv_schema_info_t *info, sv_error_t *err) {
     sv_error_clear(err);
@@ -1335,7 +1341,7 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
     bool more_orders = false, deep = false;
     uint32_t narrowed = 0;
     sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed);
-    if (st == SV_ERR_BUDGET && (deep || may_go_deep)) {
+    if (narrower(st) && (deep || may_go_deep)) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
         if (deep) {
@@ -1345,7 +1351,7 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
         st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed);
     }
     sv_schema_opts_t ordered = *o;
-    if (st == SV_ERR_BUDGET && more_orders && o->key_order == SV_KEY_ORDER_ANY) {
+    if (narrower(st) && more_orders && o->key_order == SV_KEY_ORDER_ANY) {
         /* --key-order any: first back to the schema's key orders */
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
@@ -1354,7 +1360,7 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
         o = &ordered;
         st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed);
     }
-    if (st == SV_ERR_BUDGET && more_orders) {
+    if (narrower(st) && more_orders) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
         narrowed |= SV_SCHEMA_NARROWED_ORDERS;
@@ -1385,6 +1391,7 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
                      o->lim.max_memory);
         }
     }
+    if (st && own) st = sv_memacct_outcome(st, &acct, err);
     if (own) {
         if (!st) sv_dfa_uncharge(*out); /* the result outlives the account */
         if (info) info->mem_peak = acct.peak;

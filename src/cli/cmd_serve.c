@@ -26,6 +26,7 @@ enum {
     OPT_HOST = 256, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
     OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
+    OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES,
 };
 
 static const char *const usage_text =
@@ -49,6 +50,11 @@ static const char *const usage_text =
     "  --threads N               CPU threads for the model (default: the online CPUs)\n"
     SV_CLI_DEVICE_HELP
     "  --compile-threads N       constraint compile threads (default 2)\n"
+    "  --compile-queue N         constraints waiting to compile before 429 (default 64)\n"
+    "  --compile-memory-mb M     memory for all compiles in flight together, so for one\n"
+    "                            too (default 1024); past it: 429 with Retry-After\n"
+    "  --compile-timeout-ms MS   one compile's time budget (default 10000; past it: 400)\n"
+    "  --compile-max-states N    one compile's DFA state budget (default 200000; past it: 400)\n"
     "  --constraint-cache-mb M   compiled-constraint cache (default 512)\n"
     "  --ws MODE                 JSON whitespace: canonical (default), compact, flexible\n"
     "  --allow-unknown-formats   unknown JSON Schema formats are annotations\n"
@@ -104,6 +110,10 @@ int sv_cmd_serve(int argc, char **argv) {
         {"max-body-bytes", required_argument, 0, OPT_MAX_BODY},
         {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
         {"compile-threads", required_argument, 0, OPT_COMPILE_THREADS},
+        {"compile-queue", required_argument, 0, OPT_COMPILE_QUEUE},
+        {"compile-memory-mb", required_argument, 0, OPT_COMPILE_MEMORY},
+        {"compile-timeout-ms", required_argument, 0, OPT_COMPILE_TIMEOUT},
+        {"compile-max-states", required_argument, 0, OPT_COMPILE_STATES},
         {"constraint-cache-mb", required_argument, 0, OPT_CCACHE_MB},
         {"request-timeout", required_argument, 0, OPT_TIMEOUT},
         {"drain-timeout", required_argument, 0, OPT_DRAIN},
@@ -169,6 +179,25 @@ int sv_cmd_serve(int argc, char **argv) {
         case OPT_THREADS:
             if (sv_cli_parse_u64(optarg, SV_CPU_MAX_THREADS, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --threads", optarg);
             threads = (int)v;
+            break;
+        case OPT_COMPILE_QUEUE:
+            if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --compile-queue", optarg);
+            sc.compile_queue = (uint32_t)v;
+            break;
+        case OPT_COMPILE_MEMORY:
+            if (sv_cli_parse_u64(optarg, 1u << 22, &v) || v < 16)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --compile-memory-mb (16 or more)", optarg);
+            sc.compile_memory = (size_t)v << 20;
+            break;
+        case OPT_COMPILE_TIMEOUT:
+            if (sv_cli_parse_u64(optarg, 3600000, &v) || !v)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --compile-timeout-ms", optarg);
+            sc.compile_timeout_ms = (uint32_t)v;
+            break;
+        case OPT_COMPILE_STATES:
+            if (sv_cli_parse_u64(optarg, 1000000000, &v) || v < 16)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --compile-max-states (16 or more)", optarg);
+            sc.compile_max_states = (uint32_t)v;
             break;
         case OPT_COMPILE_THREADS:
             if (sv_cli_parse_u64(optarg, 64, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --compile-threads", optarg);
@@ -266,6 +295,11 @@ int sv_cmd_serve(int argc, char **argv) {
     bool have_tmpl = tmpl_name != NULL;
     if (!have_tmpl) have_tmpl = sv_generate_load_template(model, &tmpl, &terr) == SV_OK;
     if (!have_tmpl) fprintf(stderr, "sieve serve: no chat template (%s); /v1/chat/completions will answer 400\n", terr.message);
+
+    /* A test hook (tests/server/test_limits.py): an engine step that fails
+     * as a broken invariant would, to show a fault fails its requests only. */
+    const char *fault = getenv("SIEVE_TEST_ENGINE_FAULT_AT_STEP");
+    if (fault && *fault) ec.fault_at_step = strtoull(fault, NULL, 10);
 
     uint32_t ctx = max_len ? max_len : (cfg->max_ctx < 4096 ? (uint32_t)cfg->max_ctx : 4096);
     if (ctx > (uint32_t)cfg->max_ctx) ctx = (uint32_t)cfg->max_ctx;

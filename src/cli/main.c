@@ -1,6 +1,9 @@
 /* main.c — `sieve VERB [options]`: dispatch to the verbs. */
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "cli.h"
 #include "verbs.h"
@@ -35,6 +38,14 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+#ifdef __GLIBC__
+    /* Big tables (automata, subset construction, masks) get pages of their
+     * own, given back when freed: with glibc's default the mmap threshold
+     * rises after frees, and a compile's freed tables stay resident as heap,
+     * which put peak RSS up to 18% past the compile's memory budget
+     * (tests/reliability/compile_bounds.py; BENCHMARKS.md). */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+#endif
     if (argc < 2) {
         usage(stderr);
         return SV_EXIT_USAGE;

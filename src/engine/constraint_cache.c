@@ -153,9 +153,10 @@ static char *make_key(sv_constraint_kind kind, const char *text, size_t len, con
     return key;
 }
 
-sv_status sv_ccache_get(sv_constraint_cache_t *c, sv_constraint_kind kind, const char *text, size_t len,
-                        const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap,
-                        sv_constraint_t **out, bool *hit, sv_error_t *err) {
+/* sv_ccache_get, or with compile false sv_ccache_find. */
+static sv_status get(sv_constraint_cache_t *c, sv_constraint_kind kind, const char *text, size_t len,
+                     const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap, bool compile,
+                     sv_constraint_t **out, bool *hit, sv_error_t *err) {
     *out = NULL;
     if (hit) *hit = false;
     sv_schema_opts_t def;
@@ -172,7 +173,7 @@ sv_status sv_ccache_get(sv_constraint_cache_t *c, sv_constraint_kind kind, const
     for (;;) {
         sv_constraint_t *e = c->head;
         while (e && !(e->hash == h && e->keylen == klen && memcmp(e->key, key, klen) == 0)) e = e->next;
-        if (!e) break;
+        if (!e || (!compile && !e->ready)) break;
         if (!e->ready) { /* someone is compiling it: wait, then look again */
             c->waits++;
             e->refs++;
@@ -191,6 +192,11 @@ sv_status sv_ccache_get(sv_constraint_cache_t *c, sv_constraint_kind kind, const
         free(key);
         if (hit) *hit = true;
         *out = e;
+        return SV_OK;
+    }
+    if (!compile) {
+        pthread_mutex_unlock(&c->lock);
+        free(key);
         return SV_OK;
     }
     /* a miss: publish a placeholder, compile outside the lock */
@@ -244,6 +250,19 @@ sv_status sv_ccache_get(sv_constraint_cache_t *c, sv_constraint_kind kind, const
     pthread_mutex_unlock(&c->lock);
     *out = e;
     return SV_OK;
+}
+
+sv_status sv_ccache_get(sv_constraint_cache_t *c, sv_constraint_kind kind, const char *text, size_t len,
+                        const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap,
+                        sv_constraint_t **out, bool *hit, sv_error_t *err) {
+    return get(c, kind, text, len, opts, tokens, ws_cap, true, out, hit, err);
+}
+
+sv_status sv_ccache_find(sv_constraint_cache_t *c, sv_constraint_kind kind, const char *text, size_t len,
+                         const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap,
+                         sv_constraint_t **out, sv_error_t *err) {
+    bool hit;
+    return get(c, kind, text, len, opts, tokens, ws_cap, false, out, &hit, err);
 }
 
 void sv_constraint_release(sv_constraint_cache_t *c, sv_constraint_t *e) {

@@ -47,6 +47,12 @@ void sv_ccache_destroy(sv_constraint_cache_t *c);
 sv_status sv_ccache_get(sv_constraint_cache_t *c, sv_constraint_kind kind, const char *text, size_t len,
                         const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap,
                         sv_constraint_t **out, bool *hit, sv_error_t *err);
+/* The compiled constraint if it is in the cache and ready, else *out NULL
+ * (a miss: not counted, nothing compiled, never waits for a compile in
+ * progress). On a hit the caller holds *out, as with sv_ccache_get. */
+sv_status sv_ccache_find(sv_constraint_cache_t *c, sv_constraint_kind kind, const char *text, size_t len,
+                         const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap,
+                         sv_constraint_t **out, sv_error_t *err);
 void sv_constraint_release(sv_constraint_cache_t *c, sv_constraint_t *e);
 
 sv_token_index_t *sv_constraint_index(sv_constraint_t *e);

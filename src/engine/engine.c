@@ -147,6 +147,7 @@ struct sv_engine {
     uint32_t *match_blocks; /* (max_ctx / 16 + 1) */
 
     sv_engine_stats_t st;
+    uint64_t step_calls; /* sv_engine_step calls with work (cfg.fault_at_step) */
 };
 
 void sv_engine_config_default(sv_engine_config_t *c) {
@@ -971,6 +972,9 @@ static sv_status fork_group(sv_engine_t *e, req_t *c0, float *row, sv_error_t *e
 sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
     retire(e);
     if (!sv_engine_has_work(e)) return SV_OK;
+    if (e->cfg.fault_at_step && ++e->step_calls == e->cfg.fault_at_step)
+        return sv_error_set(err, SV_ERR_INTERNAL, -1, "engine: internal: the fault injected at step %llu (a test)",
+                            (unsigned long long)e->cfg.fault_at_step);
     const uint32_t B = e->cfg.max_num_batched_tokens;
     uint32_t nt = 0, np = 0;
     bool preempted = false;
@@ -1131,6 +1135,19 @@ void sv_engine_stats(const sv_engine_t *e, sv_engine_stats_t *st) {
 }
 
 const sv_kv_pool_t *sv_engine_pool(const sv_engine_t *e) { return e->pool; }
+
+sv_status sv_engine_check(const sv_engine_t *e, sv_error_t *err) {
+    if (e->n_running || sv_engine_has_work(e))
+        return sv_error_set(err, SV_ERR_INTERNAL, -1, "engine: internal: requests remain after every one ended");
+    sv_error_t why;
+    sv_status st = sv_kv_pool_check(e->pool, &why);
+    if (!st && e->radix) st = sv_radix_check(e->radix, &why);
+    if (st) return sv_error_set(err, SV_ERR_INTERNAL, -1, "engine: internal: %s", why.message);
+    if (sv_engine_free_blocks(e) != sv_kv_pool_n_blocks(e->pool))
+        return sv_error_set(err, SV_ERR_INTERNAL, -1, "engine: internal: %u KV blocks held with no request",
+                            sv_kv_pool_n_blocks(e->pool) - sv_engine_free_blocks(e));
+    return SV_OK;
+}
 
 uint32_t sv_engine_free_blocks(const sv_engine_t *e) {
     uint32_t n = sv_kv_pool_free_blocks(e->pool);

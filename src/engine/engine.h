@@ -126,6 +126,8 @@ typedef struct sv_engine_config {
     bool jump_forward;               /* feed forced tokens as extends (default true); off: every
                                         constrained token is sampled from a mask */
     uint32_t prefetch_threads;       /* mask prefetch workers (default 1; 0: none) */
+    uint64_t fault_at_step;          /* tests only: the Nth call of sv_engine_step with work fails
+                                        with SV_ERR_INTERNAL, as a broken invariant would (0: never) */
 } sv_engine_config_t;
 
 /* What the engine needs of the tokenizer, both borrowed and both optional:
@@ -230,9 +232,17 @@ void sv_engine_destroy(sv_engine_t *e);
 sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *req, uint64_t *id, sv_error_t *err);
 
 /* Runs one step (see the header essay). Does nothing when there is no
- * work. Errors come from the backend or broken invariants; the engine
- * should then be destroyed. */
+ * work. Errors come from the backend or broken invariants. After an
+ * SV_ERR_INTERNAL the caller may cancel every request and ask
+ * sv_engine_check whether the engine can go on; after any other error it
+ * should be destroyed. */
 sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err);
+
+/* With no request left (all cancelled or finished): whether the engine's
+ * state is whole, so that it can serve again: nothing running or waiting,
+ * the KV pool's and the prefix cache's own invariants, and every block free
+ * or held by the prefix cache alone. SV_ERR_INTERNAL when not. */
+sv_status sv_engine_check(const sv_engine_t *e, sv_error_t *err);
 
 /* True while a request is waiting or running. */
 bool sv_engine_has_work(const sv_engine_t *e);

@@ -67,6 +67,7 @@ struct sv_engine_loop {
     uint32_t live;          /* submitted and not ended */
     bool draining, stopping, dead;
     sv_error_t dead_err;
+    uint64_t faults;        /* internal faults the loop recovered from */
     sv_engine_loop_stats_t snap;
 
     idmap_t by_eid;         /* engine id -> request (engine thread) */
@@ -234,6 +235,7 @@ static void publish_stats(sv_engine_loop_t *l) {
     s.kv_blocks_used = s.kv_blocks > free_blocks ? s.kv_blocks - free_blocks : 0;
     s.prefix_hits = s.engine.cached_tokens;
     pthread_mutex_lock(&l->mu);
+    s.faults = l->faults;
     l->snap = s;
     pthread_mutex_unlock(&l->mu);
 }
@@ -306,6 +308,31 @@ static void abort_engine_requests(sv_engine_loop_t *l, bool engine_ok) {
     }
 }
 
+/* A step failed on an invariant of sieve's own (SV_ERR_INTERNAL): the
+ * requests in the engine end with that error (the server answers 500, or
+ * ends a started stream), and if the engine is whole again without them
+ * (sv_engine_check) it goes on serving. False when it is not: the loop then
+ * dies as on any other failure. */
+static bool recover(sv_engine_loop_t *l, const sv_error_t *fault) {
+    for (uint32_t i = 0; i < l->by_eid.cap; i++)
+        if (l->by_eid.keys[i]) sv_engine_cancel(l->e, l->by_eid.keys[i], NULL);
+    sv_engine_output_t o;
+    while (sv_engine_next_output(l->e, &o)) {
+    } /* the cancels' ABORT outputs: the fault is what these requests end with */
+    while (l->by_eid.n) {
+        uint32_t i = 0;
+        while (!l->by_eid.keys[i]) i++;
+        end_abort(l, l->by_eid.vals[i], fault);
+    }
+    sv_error_t why;
+    if (sv_engine_check(l->e, &why)) return false;
+    pthread_mutex_lock(&l->mu);
+    l->faults++;
+    pthread_mutex_unlock(&l->mu);
+    publish_stats(l);
+    return true;
+}
+
 static void submit_one(sv_engine_loop_t *l, lreq_t *r, bool stopping, bool dead, const sv_error_t *dead_err) {
     if (r->abort_now || stopping) {
         end_abort(l, r, NULL);
@@ -368,7 +395,9 @@ static void *loop_main(void *arg) {
         }
         if (!dead && sv_engine_has_work(l->e)) {
             sv_error_t err;
-            if (sv_engine_step(l->e, &err)) {
+            sv_status st = sv_engine_step(l->e, &err);
+            if (st == SV_ERR_INTERNAL && recover(l, &err)) continue;
+            if (st) {
                 pthread_mutex_lock(&l->mu);
                 l->dead = true;
                 l->dead_err = err;

@@ -24,8 +24,12 @@
  * waiting or running in the engine, ends with ABORT outputs; an id that
  * has ended is ignored.
  *
- * If a step fails (a backend error, a broken invariant), every request
- * ends with ABORT, the loop marks itself dead (sv_engine_loop_alive ->
+ * If a step fails on a broken invariant (SV_ERR_INTERNAL), the requests in
+ * the engine get their one last call as refused with that error, and when
+ * the engine is whole without them (sv_engine_check) the loop goes on: a
+ * bug of sieve's fails the requests it touched, not the server. If a step
+ * fails otherwise (a backend error), or the engine is not whole after a
+ * fault, every request ends with ABORT, the loop marks itself dead (sv_engine_loop_alive ->
  * false, for /health) and later submits are refused with that error
  * (SV_ERR_IO); a request still in the inbox then gets its one call as a
  * refusal carrying the step's error.
@@ -78,6 +82,7 @@ typedef struct sv_engine_loop_stats {
     uint32_t kv_blocks, kv_blocks_used; /* used: held by a request (not by the prefix cache alone) */
     uint32_t inbox;                     /* submits not yet seen by the engine */
     uint64_t prefix_hits;               /* prompt tokens served by the prefix cache (= engine.cached_tokens) */
+    uint64_t faults;                    /* internal faults recovered from (their requests failed) */
 } sv_engine_loop_stats_t;
 void sv_engine_loop_stats(sv_engine_loop_t *l, sv_engine_loop_stats_t *st);
 

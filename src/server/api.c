@@ -51,6 +51,7 @@ int sv_api_http_status(sv_status code) {
     case SV_ERR_IO: return 503;
     case SV_ERR_NOMEM:
     case SV_ERR_INTERNAL: return 500;
+    case SV_ERR_CANCELLED: return 499; /* nginx's "client closed request": nobody reads it */
     }
     return 500;
 }
@@ -84,6 +85,14 @@ char *sv_api_choice_regex(const char *const *choices, size_t n) {
 void sv_api_constraint_error(const sv_api_constraint_t *c, const sv_error_t *err, sv_api_error_t *e) {
     const char *what = c->kind == SV_CONSTRAINT_SCHEMA ? "the schema" : "the regex";
     int status = sv_api_http_status(err->code);
+    if (status == 429) {
+        /* The compile pool is full (its queue, or the memory all compiles
+         * share): the constraint is fine, the server is busy. */
+        sv_api_fail(e, status, NULL, "the server is busy compiling constraints: %s", err->message);
+        snprintf(e->code, sizeof e->code, "%s", "queue_full");
+        e->retry_after = 1;
+        return;
+    }
     if (status != 400) {
         sv_api_fail(e, status, NULL, "compiling %s failed inside sieve: %s", what,
                     err->message[0] ? err->message : sv_status_name(err->code));

@@ -1,17 +1,36 @@
-/* compile_pool.c — constraint compile threads (see compile_pool.h). */
+/* compile_pool.c — constraint lookups and compiles (see compile_pool.h).
+ *
+ * One mutex guards both queues and the workers' running slots. A job is in
+ * exactly one place: the lookup queue, the compile queue, a running slot,
+ * or (briefly, between them) in the hands of the thread that took it. */
+#ifdef __linux__
+#define _DEFAULT_SOURCE /* syscall(SYS_gettid), for the workers' nice value */
+#endif
 #include "compile_pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "src/util/clock.h"
+#include "src/util/memacct.h"
+
+#define LOOKUP_QUEUE_MAX 4096
 
 typedef struct job {
     struct job *next;
+    uint64_t id;
+    _Atomic bool cancel;
+    bool looked_up; /* the lookup thread has missed it: it is a compile */
     sv_constraint_kind kind;
     char *text;
     size_t len;
@@ -20,32 +39,158 @@ typedef struct job {
     uint32_t ws_cap;
     sv_cpool_cb cb;
     void *ud;
+    uint64_t t0;
 } job_t;
+
+typedef struct {
+    job_t *head, *tail;
+    uint32_t n;
+} queue_t;
 
 struct sv_cpool {
     sv_constraint_cache_t *cache;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    job_t *head, *tail;
-    uint32_t queued, queue_max;
+    pthread_cond_t cv_compile, cv_lookup;
+    queue_t lookups, compiles;
+    uint32_t queue_max;
+    job_t **running; /* per worker: the job it compiles, or NULL */
+    uint64_t next_id, refused, cancelled;
     bool stop;
     uint32_t n_threads;
     pthread_t *threads;
+    pthread_t lookup_thread;
+    bool lookup_started;
+    sv_memacct_pool_t mem;
 };
 
-static void *worker(void *arg) {
+typedef struct {
+    sv_cpool_t *p;
+    uint32_t slot;
+} worker_arg_t;
+
+static void push(queue_t *q, job_t *j) {
+    j->next = NULL;
+    if (q->tail) q->tail->next = j;
+    else q->head = j;
+    q->tail = j;
+    q->n++;
+}
+
+static void push_front(queue_t *q, job_t *j) {
+    j->next = q->head;
+    q->head = j;
+    if (!q->tail) q->tail = j;
+    q->n++;
+}
+
+static job_t *pop(queue_t *q) {
+    job_t *j = q->head;
+    if (!j) return NULL;
+    q->head = j->next;
+    if (!q->head) q->tail = NULL;
+    q->n--;
+    j->next = NULL;
+    return j;
+}
+
+/* Unlinks job id from q; NULL when it is not there. */
+static job_t *unlink_id(queue_t *q, uint64_t id) {
+    job_t *prev = NULL;
+    for (job_t *j = q->head; j; prev = j, j = j->next) {
+        if (j->id != id) continue;
+        if (prev) prev->next = j->next;
+        else q->head = j->next;
+        if (q->tail == j) q->tail = prev;
+        q->n--;
+        j->next = NULL;
+        return j;
+    }
+    return NULL;
+}
+
+static void job_free(job_t *j) {
+    free(j->text);
+    free(j);
+}
+
+static void finish(job_t *j, sv_constraint_t *c, bool hit, const sv_error_t *err) {
+    j->cb(j->ud, c, hit, (sv_now_ns() - j->t0) / 1000, err);
+    job_free(j);
+}
+
+static void finish_error(job_t *j, sv_status code, const char *msg) {
+    sv_error_t err;
+    sv_error_set(&err, code, -1, "%s", msg);
+    finish(j, NULL, false, &err);
+}
+
+static void *lookup_main(void *arg) {
     sv_cpool_t *p = arg;
     for (;;) {
         pthread_mutex_lock(&p->mu);
-        while (!p->head && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+        while (!p->lookups.head && !p->stop) pthread_cond_wait(&p->cv_lookup, &p->mu);
         if (p->stop) {
             pthread_mutex_unlock(&p->mu);
             return NULL;
         }
-        job_t *j = p->head;
-        p->head = j->next;
-        if (!p->head) p->tail = NULL;
-        p->queued--;
+        job_t *j = pop(&p->lookups);
+        pthread_mutex_unlock(&p->mu);
+
+        if (atomic_load(&j->cancel)) {
+            finish_error(j, SV_ERR_CANCELLED, "the request went away before its constraint was ready");
+            continue;
+        }
+        if (!j->looked_up) {
+            sv_error_t err;
+            sv_error_clear(&err);
+            sv_constraint_t *c = NULL;
+            sv_status st = sv_ccache_find(p->cache, j->kind, j->text, j->len, &j->opts, j->tokens, j->ws_cap, &c, &err);
+            if (st || c) {
+                if (st && err.code == SV_OK) err.code = st;
+                finish(j, c, c != NULL, &err);
+                continue;
+            }
+            j->looked_up = true;
+        }
+        /* A miss: to the compile queue, if it has room. */
+        pthread_mutex_lock(&p->mu);
+        bool room = p->compiles.n < p->queue_max && !p->stop;
+        if (room) {
+            push(&p->compiles, j);
+            pthread_cond_signal(&p->cv_compile);
+        } else {
+            p->refused++;
+        }
+        uint32_t waiting = p->compiles.n;
+        pthread_mutex_unlock(&p->mu);
+        if (!room) {
+            sv_error_t err;
+            sv_error_set(&err, SV_ERR_CAPACITY, -1, "%u constraints are waiting to compile; retry later", waiting);
+            finish(j, NULL, false, &err);
+        }
+    }
+}
+
+static void *worker(void *arg) {
+    worker_arg_t *wa = arg;
+    sv_cpool_t *p = wa->p;
+    uint32_t slot = wa->slot;
+    free(wa);
+#ifdef __linux__
+    /* Compiles yield the CPU to decoding and HTTP: a flood of slow schemas
+     * must not slow the requests whose constraints are cached (on Linux a
+     * thread's nice value is its own). */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+#endif
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->compiles.head && !p->stop) pthread_cond_wait(&p->cv_compile, &p->mu);
+        if (p->stop) {
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        job_t *j = pop(&p->compiles);
+        p->running[slot] = j;
         pthread_mutex_unlock(&p->mu);
 
         uint64_t t0 = sv_now_ns();
@@ -53,12 +198,19 @@ static void *worker(void *arg) {
         sv_error_clear(&err);
         sv_constraint_t *c = NULL;
         bool hit = false;
+        /* The compile's memory goes to the pool's account, and it stops at
+         * its next time check once the job is cancelled (src/util/memacct.h). */
+        sv_memacct_thread_setup(p->mem.limit ? &p->mem : NULL, &j->cancel);
         sv_status st = sv_ccache_get(p->cache, j->kind, j->text, j->len, &j->opts, j->tokens, j->ws_cap, &c, &hit, &err);
+        sv_memacct_thread_setup(NULL, NULL);
         if (st && err.code == SV_OK) err.code = st;
         uint64_t us = (sv_now_ns() - t0) / 1000;
-        j->cb(j->ud, st ? NULL : c, hit, us, &err);
-        free(j->text);
-        free(j);
+
+        pthread_mutex_lock(&p->mu);
+        p->running[slot] = NULL;
+        if (st == SV_ERR_CAPACITY) p->refused++;
+        pthread_mutex_unlock(&p->mu);
+        finish(j, st ? NULL : c, hit, &err);
 #ifdef __GLIBC__
         /* A compile that failed, or ran long, has freed what it built (its
          * arena and automata): hand the pages back to the system, so one
@@ -68,20 +220,33 @@ static void *worker(void *arg) {
     }
 }
 
-sv_status sv_cpool_create(uint32_t threads, uint32_t queue, sv_constraint_cache_t *cache, sv_cpool_t **out,
+sv_status sv_cpool_create(const sv_cpool_config_t *cfg, sv_constraint_cache_t *cache, sv_cpool_t **out,
                           sv_error_t *err) {
     *out = NULL;
-    if (threads == 0 || threads > 64) return sv_error_set(err, SV_ERR_ARG, -1, "compile threads: 1 to 64");
+    if (cfg->threads == 0 || cfg->threads > 64) return sv_error_set(err, SV_ERR_ARG, -1, "compile threads: 1 to 64");
     sv_cpool_t *p = calloc(1, sizeof *p);
     if (!p) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     p->cache = cache;
-    p->queue_max = queue ? queue : 1;
+    p->queue_max = cfg->queue ? cfg->queue : 1;
+    p->mem.limit = cfg->memory;
+    p->next_id = 1;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    p->threads = calloc(threads, sizeof *p->threads);
-    if (!p->threads) goto fail;
-    for (; p->n_threads < threads; p->n_threads++)
-        if (pthread_create(&p->threads[p->n_threads], NULL, worker, p)) goto fail;
+    pthread_cond_init(&p->cv_compile, NULL);
+    pthread_cond_init(&p->cv_lookup, NULL);
+    p->threads = calloc(cfg->threads, sizeof *p->threads);
+    p->running = calloc(cfg->threads, sizeof *p->running);
+    if (!p->threads || !p->running) goto fail;
+    if (pthread_create(&p->lookup_thread, NULL, lookup_main, p)) goto fail;
+    p->lookup_started = true;
+    for (; p->n_threads < cfg->threads; p->n_threads++) {
+        worker_arg_t *wa = malloc(sizeof *wa);
+        if (!wa) goto fail;
+        *wa = (worker_arg_t){p, p->n_threads};
+        if (pthread_create(&p->threads[p->n_threads], NULL, worker, wa)) {
+            free(wa);
+            goto fail;
+        }
+    }
     *out = p;
     return SV_OK;
 fail:
@@ -89,14 +254,15 @@ fail:
     return sv_error_set(err, SV_ERR_NOMEM, -1, "compile pool: cannot start its threads");
 }
 
-bool sv_cpool_submit(sv_cpool_t *p, sv_constraint_kind kind, const char *text, size_t len, const sv_schema_opts_t *opts,
-                     const sv_token_set_t *tokens, uint32_t ws_cap, sv_cpool_cb cb, void *ud) {
+uint64_t sv_cpool_submit(sv_cpool_t *p, sv_constraint_kind kind, const char *text, size_t len,
+                         const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap, sv_cpool_cb cb,
+                         void *ud) {
     job_t *j = calloc(1, sizeof *j);
-    if (!j) return false;
+    if (!j) return 0;
     j->text = malloc(len + 1);
     if (!j->text) {
         free(j);
-        return false;
+        return 0;
     }
     memcpy(j->text, text, len);
     j->text[len] = 0;
@@ -108,36 +274,68 @@ bool sv_cpool_submit(sv_cpool_t *p, sv_constraint_kind kind, const char *text, s
     j->ws_cap = ws_cap;
     j->cb = cb;
     j->ud = ud;
+    j->t0 = sv_now_ns();
+    atomic_init(&j->cancel, false);
     pthread_mutex_lock(&p->mu);
-    if (p->stop || p->queued >= p->queue_max) {
+    if (p->stop || p->lookups.n >= LOOKUP_QUEUE_MAX) {
         pthread_mutex_unlock(&p->mu);
-        free(j->text);
-        free(j);
-        return false;
+        job_free(j);
+        return 0;
     }
-    if (p->tail) p->tail->next = j;
-    else p->head = j;
-    p->tail = j;
-    p->queued++;
-    pthread_cond_signal(&p->cv);
+    uint64_t id = j->id = p->next_id++;
+    push(&p->lookups, j);
+    pthread_cond_signal(&p->cv_lookup);
     pthread_mutex_unlock(&p->mu);
-    return true;
+    return id;
+}
+
+void sv_cpool_cancel(sv_cpool_t *p, uint64_t id) {
+    if (!id) return;
+    pthread_mutex_lock(&p->mu);
+    job_t *j = unlink_id(&p->lookups, id);
+    if (!j) j = unlink_id(&p->compiles, id);
+    if (j) {
+        /* Waiting: its callback runs now, on the lookup thread. */
+        atomic_store(&j->cancel, true);
+        push_front(&p->lookups, j);
+        pthread_cond_signal(&p->cv_lookup);
+        p->cancelled++;
+    } else {
+        for (uint32_t i = 0; i < p->n_threads; i++)
+            if (p->running[i] && p->running[i]->id == id && !atomic_load(&p->running[i]->cancel)) {
+                atomic_store(&p->running[i]->cancel, true);
+                p->cancelled++;
+            }
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+void sv_cpool_stats(sv_cpool_t *p, sv_cpool_stats_t *st) {
+    memset(st, 0, sizeof *st);
+    pthread_mutex_lock(&p->mu);
+    st->waiting = p->compiles.n;
+    for (uint32_t i = 0; i < p->n_threads; i++) st->running += p->running[i] != NULL;
+    st->refused = p->refused;
+    st->cancelled = p->cancelled;
+    pthread_mutex_unlock(&p->mu);
+    st->memory_in_use = atomic_load(&p->mem.used);
 }
 
 void sv_cpool_destroy(sv_cpool_t *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
     p->stop = true;
-    pthread_cond_broadcast(&p->cv);
+    pthread_cond_broadcast(&p->cv_compile);
+    pthread_cond_broadcast(&p->cv_lookup);
     pthread_mutex_unlock(&p->mu);
+    if (p->lookup_started) pthread_join(p->lookup_thread, NULL);
     for (uint32_t i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
-    for (job_t *j = p->head, *n; j; j = n) {
-        n = j->next;
-        free(j->text);
-        free(j);
-    }
+    for (queue_t *q = &p->lookups; q; q = q == &p->lookups ? &p->compiles : NULL)
+        for (job_t *j; (j = pop(q));) job_free(j);
     free(p->threads);
+    free(p->running);
     pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->cv);
+    pthread_cond_destroy(&p->cv_compile);
+    pthread_cond_destroy(&p->cv_lookup);
     free(p);
 }

@@ -99,8 +99,18 @@ sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *
     hist(&w, "constraint_compile_seconds", "Time to compile a constraint (cache misses).", &m->compile);
     num(&w, "constraint_cache_hits_total", "counter", "Constraints found compiled in the cache.", (double)s->ccache_hits);
     num(&w, "constraint_cache_misses_total", "counter", "Constraints compiled.", (double)s->ccache_misses);
+    num(&w, "constraint_compiles_waiting", "gauge", "Constraints waiting for a compile thread.", s->compiles_waiting);
+    num(&w, "constraint_compiles_running", "gauge", "Constraints compiling now.", s->compiles_running);
+    num(&w, "constraint_compile_memory_bytes", "gauge", "Memory held by the compiles in flight (their shared pool).",
+        s->compile_memory_bytes);
+    num(&w, "constraint_compiles_refused_total", "counter",
+        "Compiles refused because the compile queue or memory was full (429).", (double)s->compiles_refused);
+    num(&w, "constraint_compiles_cancelled_total", "counter", "Compiles cancelled because their client went away.",
+        (double)s->compiles_cancelled);
     num(&w, "jump_forward_tokens_total", "counter", "Tokens appended by jump-forward (forced by a constraint).",
         (double)s->jump_forward_tokens);
     num(&w, "engine_alive", "gauge", "1 while the engine thread runs.", s->alive);
+    num(&w, "engine_faults_total", "counter",
+        "Internal faults the engine recovered from (the requests in flight failed with a 500).", (double)s->engine_faults);
     return w.st;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile_pool.h"
 #include "render.h"
 #include "server_internal.h"
 #include "src/engine/chat.h"
@@ -419,6 +420,8 @@ void sv_server_metrics(srv_t *s, struct evhttp_request *http) {
     sv_engine_loop_stats(s->deps.loop, &st);
     sv_ccache_stats_t cs;
     sv_ccache_stats(s->ccache, &cs);
+    sv_cpool_stats_t ps;
+    sv_cpool_stats(s->cpool, &ps);
     sv_metrics_snapshot_t snap = {
         .running = st.engine.running,
         .waiting = st.engine.waiting + st.inbox,
@@ -429,6 +432,12 @@ void sv_server_metrics(srv_t *s, struct evhttp_request *http) {
         .jump_forward_tokens = st.engine.forced,
         .ccache_hits = cs.hits,
         .ccache_misses = cs.misses,
+        .compiles_waiting = ps.waiting,
+        .compiles_running = ps.running,
+        .compile_memory_bytes = (double)ps.memory_in_use,
+        .compiles_refused = ps.refused,
+        .compiles_cancelled = ps.cancelled,
+        .engine_faults = st.faults,
         .alive = sv_engine_loop_alive(s->deps.loop),
     };
     sv_bytes_t out = {0};

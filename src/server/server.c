@@ -38,6 +38,9 @@ void sv_server_config_default(sv_server_config_t *c) {
     c->model_name = "sieve";
     c->max_body_bytes = 8u << 20;
     c->compile_threads = 2;
+    c->compile_queue = 64;
+    c->compile_memory = (size_t)1 << 30;
+    c->compile_timeout_ms = 10000;
     c->ccache_bytes = (size_t)512 << 20;
     c->ws = SV_WS_CANONICAL;
     c->max_ctx = 4096;
@@ -106,6 +109,7 @@ void sv_server_detach_conn(req_t *r) {
 }
 
 void sv_server_cancel(req_t *r) {
+    if (r->compiling && r->cjob) sv_cpool_cancel(r->s->cpool, r->cjob);
     if (r->submitted && !r->engine_done && !r->cancelled) {
         r->cancelled = true;
         sv_engine_loop_cancel(r->s->deps.loop, r->eid);
@@ -234,6 +238,28 @@ static void compile_cb(void *ud, sv_constraint_t *c, bool hit, uint64_t us, cons
 
 /* ---- submitting ------------------------------------------------------------ */
 
+/* r's constraint (r->api.c) to the compile pool, with the server's options
+ * and budgets; false when the pool takes no more jobs. */
+static bool start_compile(req_t *r) {
+    srv_t *s = r->s;
+    sv_schema_opts_t so;
+    sv_schema_opts_default(&so);
+    so.ws = s->cfg.ws;
+    so.unknown_formats_ok = s->cfg.unknown_formats;
+    so.any_deep_levels = s->cfg.any_deep_levels;
+    so.any_calls = s->cfg.any_calls;
+    so.key_order = s->cfg.key_order;
+    if (s->cfg.compile_memory) so.lim.max_memory = s->cfg.compile_memory;
+    if (s->cfg.compile_timeout_ms) so.lim.max_time_us = (uint64_t)s->cfg.compile_timeout_ms * 1000;
+    if (s->cfg.compile_max_states) so.lim.max_dfa_states = s->cfg.compile_max_states;
+    uint32_t ws_cap = r->api.c.kind == SV_CONSTRAINT_SCHEMA && s->cfg.ws == SV_WS_FLEXIBLE ? 16 : 0;
+    r->compiling = true;
+    r->cjob = sv_cpool_submit(s->cpool, r->api.c.kind, r->api.c.text, r->api.c.len, &so, s->deps.set, ws_cap,
+                              compile_cb, r);
+    if (!r->cjob) r->compiling = false;
+    return r->cjob != 0;
+}
+
 static void end_phase2_as_text(req_t *r);
 
 static void submit(req_t *r) {
@@ -339,6 +365,7 @@ static void refused(req_t *r, const sv_error_t *err) {
          * pool: the keyword names the parameter), or a fault of sieve's. */
         int status = sv_api_http_status(err->code);
         sv_api_fail(&e, status, status == 400 && err->keyword[0] ? err->keyword : NULL, "%s", err->message);
+        if (status == 500) snprintf(e.code, sizeof e.code, "internal_error");
     }
     r->engine_done = true;
     reply_error(r, &e); /* on_wake frees r after this last output */
@@ -384,17 +411,7 @@ static bool start_phase2(req_t *r, uint32_t generated) {
     r->submitted = false;
     r->engine_done = false;
     r->cancelled = false;
-    sv_schema_opts_t so;
-    sv_schema_opts_default(&so);
-    so.ws = s->cfg.ws;
-    so.unknown_formats_ok = s->cfg.unknown_formats;
-    so.any_deep_levels = s->cfg.any_deep_levels;
-    so.any_calls = s->cfg.any_calls;
-    so.key_order = s->cfg.key_order;
-    r->compiling = true;
-    if (!sv_cpool_submit(s->cpool, SV_CONSTRAINT_SCHEMA, r->api.c.text, r->api.c.len, &so, s->deps.set,
-                         s->cfg.ws == SV_WS_FLEXIBLE ? 16 : 0, compile_cb, r)) {
-        r->compiling = false;
+    if (!start_compile(r)) {
         r->phase2 = false;
         r->submitted = true;
         r->engine_done = true;
@@ -480,13 +497,20 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
 
     if (c_ready) {
         r->compiling = false;
+        r->cjob = 0;
         if (!r->c_hit && r->c_result) sv_histogram_observe(&r->s->m.compile, (double)r->c_us / 1e6);
         if (!r->c_result && r->phase2) {
             end_phase2_as_text(r);
             maybe_free(r);
         } else if (!r->c_result) {
             sv_api_error_t e;
-            sv_api_constraint_error(&r->api.c, &r->c_err, &e);
+            if (r->c_err.code == SV_ERR_CANCELLED && !r->gone) {
+                /* cancelled by the drain, not by its client */
+                sv_api_fail(&e, 503, NULL, "the server is shutting down");
+                e.retry_after = 1;
+            } else {
+                sv_api_constraint_error(&r->api.c, &r->c_err, &e);
+            }
             fail_req(r, &e);
         } else {
             r->constraint = r->c_result;
@@ -654,18 +678,7 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
 
     /* The constraint, on the compile pool; or straight to the engine. */
     if (r->api.c.on) {
-        sv_schema_opts_t so;
-        sv_schema_opts_default(&so);
-        so.ws = s->cfg.ws;
-        so.unknown_formats_ok = s->cfg.unknown_formats;
-        so.any_deep_levels = s->cfg.any_deep_levels;
-        so.any_calls = s->cfg.any_calls;
-        so.key_order = s->cfg.key_order;
-        uint32_t ws_cap = r->api.c.kind == SV_CONSTRAINT_SCHEMA && s->cfg.ws == SV_WS_FLEXIBLE ? 16 : 0;
-        r->compiling = true;
-        if (!sv_cpool_submit(s->cpool, r->api.c.kind, r->api.c.text, r->api.c.len, &so, s->deps.set, ws_cap,
-                             compile_cb, r)) {
-            r->compiling = false;
+        if (!start_compile(r)) {
             sv_api_fail(&e, 429, NULL, "the server is busy compiling constraints; retry later");
             e.retry_after = 1;
             fail_req(r, &e);
@@ -828,8 +841,10 @@ sv_status sv_server_run(const sv_server_config_t *cfg, const sv_server_deps_t *d
         goto done;
     }
     if ((st = sv_ccache_create(cfg->ccache_bytes, &s->ccache, err))) goto done;
-    if ((st = sv_cpool_create(cfg->compile_threads ? cfg->compile_threads : 1, 4096, s->ccache, &s->cpool, err)))
-        goto done;
+    sv_cpool_config_t pc = {.threads = cfg->compile_threads ? cfg->compile_threads : 1,
+                            .queue = cfg->compile_queue ? cfg->compile_queue : 64,
+                            .memory = cfg->compile_memory};
+    if ((st = sv_cpool_create(&pc, s->ccache, &s->cpool, err))) goto done;
     s->base = event_base_new();
     s->http = s->base ? evhttp_new(s->base) : NULL;
     if (!s->http) {

@@ -78,6 +78,7 @@ struct req {
     uint64_t t0, t_first, t_last;
 
     bool compiling;
+    uint64_t cjob;               /* the compile pool's job while compiling */
     sv_constraint_t *constraint; /* held while the engine may use it */
     bool submitted, engine_done, cancelled, deadline_hit;
     uint64_t eid;

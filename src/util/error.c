@@ -39,6 +39,7 @@ const char *sv_status_name(sv_status code) {
     case SV_ERR_ARG: return "arg";
     case SV_ERR_CAPACITY: return "capacity";
     case SV_ERR_INTERNAL: return "internal";
+    case SV_ERR_CANCELLED: return "cancelled";
     }
     return "unknown";
 }

@@ -22,6 +22,7 @@ typedef enum {
     SV_ERR_ARG,         /* a caller passed an invalid argument */
     SV_ERR_CAPACITY,    /* the service is full for now (a queue, an inbox): retry later */
     SV_ERR_INTERNAL,    /* sieve's own fault: an invariant does not hold */
+    SV_ERR_CANCELLED,   /* the caller gave up (a client that disconnected) */
 } sv_status;
 
 /* An invariant of sieve's own code. When it does not hold, the operation

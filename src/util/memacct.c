@@ -3,17 +3,32 @@
 #include <stdatomic.h>
 
 static _Thread_local sv_memacct_t *cur;
+static _Thread_local sv_memacct_pool_t *thread_pool;
+static _Thread_local const _Atomic bool *thread_cancel;
 static _Atomic uint64_t next_id = 1;
+
+void sv_memacct_thread_setup(sv_memacct_pool_t *pool, const _Atomic bool *cancel) {
+    thread_pool = pool;
+    thread_cancel = cancel;
+}
+
+bool sv_memacct_cancelled(void) { return thread_cancel && atomic_load_explicit(thread_cancel, memory_order_relaxed); }
+
+bool sv_memacct_pool_short(void) { return cur && cur->pool_short; }
 
 bool sv_memacct_begin(sv_memacct_t *a, size_t limit) {
     if (cur) return false;
-    *a = (sv_memacct_t){.id = atomic_fetch_add(&next_id, 1), .limit = limit};
+    *a = (sv_memacct_t){.id = atomic_fetch_add(&next_id, 1), .limit = limit, .pool = thread_pool};
     cur = a;
     return true;
 }
 
 void sv_memacct_end(sv_memacct_t *a) {
-    if (cur == a) cur = NULL;
+    if (cur != a) return;
+    /* What is still charged (the result, memory freed after the end) leaves
+     * the shared pool with the account. */
+    if (a->pool && a->used) atomic_fetch_sub(&a->pool->used, a->used);
+    cur = NULL;
 }
 
 bool sv_memacct_charge(size_t n, uint64_t *id) {
@@ -23,6 +38,17 @@ bool sv_memacct_charge(size_t n, uint64_t *id) {
         cur->refused = true;
         return false;
     }
+    sv_memacct_pool_t *p = cur->pool;
+    if (p && p->limit) {
+        size_t was = atomic_fetch_add(&p->used, n);
+        if (was + n > p->limit || was + n < was) {
+            atomic_fetch_sub(&p->used, n);
+            cur->refused = cur->pool_short = true;
+            return false;
+        }
+    } else if (p) {
+        atomic_fetch_add(&p->used, n);
+    }
     cur->used += n;
     if (cur->used > cur->peak) cur->peak = cur->used;
     *id = cur->id;
@@ -31,14 +57,35 @@ bool sv_memacct_charge(size_t n, uint64_t *id) {
 
 void sv_memacct_release(uint64_t id, size_t n) {
     if (!id || !cur || cur->id != id) return;
-    cur->used = n < cur->used ? cur->used - n : 0;
+    if (n > cur->used) n = cur->used;
+    cur->used -= n;
+    if (cur->pool) atomic_fetch_sub(&cur->pool->used, n);
 }
 
-size_t sv_memacct_room(size_t limit) {
-    if (!cur) return limit;
-    return cur->used < limit ? limit - cur->used : 0;
+bool sv_memacct_fits(size_t bytes, size_t limit) {
+    if (!cur) return bytes <= limit;
+    if (cur->used > limit || bytes > limit - cur->used) return false;
+    sv_memacct_pool_t *p = cur->pool;
+    if (p && p->limit) {
+        size_t used = atomic_load(&p->used);
+        if (used > p->limit || bytes > p->limit - used) {
+            cur->pool_short = true; /* it fits its own budget: the pool is what is short */
+            return false;
+        }
+    }
+    return true;
 }
 
 bool sv_memacct_refused(void) { return cur && cur->refused; }
 
 size_t sv_memacct_peak(void) { return cur ? cur->peak : 0; }
+
+sv_status sv_memacct_outcome(sv_status st, const sv_memacct_t *a, sv_error_t *err) {
+    if (st == SV_OK) return st;
+    if (sv_memacct_cancelled()) return sv_error_set(err, SV_ERR_CANCELLED, -1, "the compile was cancelled");
+    if ((st == SV_ERR_BUDGET || st == SV_ERR_NOMEM) && a->pool_short && a->pool)
+        return sv_error_set(err, SV_ERR_CAPACITY, -1,
+                            "the memory for compiles in flight (%zu bytes, shared by all of them) is in use; retry later",
+                            a->pool->limit);
+    return st;
+}

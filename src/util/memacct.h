@@ -5,7 +5,7 @@
  * allocated: arena chunks (src/util/arena.c) and automata (fsm/dfa.c
  * sv_dfa_charge), released when they are freed. The stages that build big
  * transient tables (the NFA, subset construction, products, minimization)
- * check their own size against what is left (sv_memacct_room). So the
+ * check their own size against what is left (sv_memacct_fits). So the
  * budget bounds the whole compile, not each structure alone: a schema
  * whose hundreds of intermediate automata each fit used to grow without
  * bound.
@@ -21,12 +21,43 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "error.h"
+
+/* Memory shared by every compile that runs with it (the server's compile
+ * pool: all compiles in flight together). A charge must fit both the
+ * compile's own limit and what the pool has left. */
+typedef struct sv_memacct_pool {
+    _Atomic size_t used;
+    size_t limit; /* 0: no limit */
+} sv_memacct_pool_t;
+
 typedef struct sv_memacct {
     uint64_t id;
     size_t limit;       /* 0: no limit */
     size_t used, peak;
     bool refused;       /* a charge was refused: the budget was reached */
+    bool pool_short;    /* a charge or a fit failed on the shared pool, not on this limit */
+    sv_memacct_pool_t *pool; /* the thread's pool when the account opened, or NULL */
 } sv_memacct_t;
+
+/* The thread's compile settings, for the compiles it runs from now on (the
+ * compile pool's workers set them per job): the shared pool (NULL: none)
+ * and a cancel flag (NULL: none) that the compile's time checks also read
+ * (sv_memacct_cancelled), so a compile nobody waits for any more stops
+ * within the same bound as a timeout. */
+void sv_memacct_thread_setup(sv_memacct_pool_t *pool, const _Atomic bool *cancel);
+/* Whether the thread's cancel flag is raised. */
+bool sv_memacct_cancelled(void);
+/* A failed compile's final status, decided by its account (a): a budget
+ * error (or a failed allocation) while the shared pool was what ran short
+ * becomes SV_ERR_CAPACITY, since the server is busy rather than the
+ * constraint too big; any failure after the cancel flag rose becomes
+ * SV_ERR_CANCELLED. err's message says so. */
+sv_status sv_memacct_outcome(sv_status st, const sv_memacct_t *a, sv_error_t *err);
+/* Whether the open account was refused by the shared pool (the server is
+ * busy), not by its own limit: a compile then fails at once, rather than
+ * retry a narrower language that would depend on the load. */
+bool sv_memacct_pool_short(void);
 
 /* Opens a on this thread, unless an account is open already (a regex
  * compiled inside a schema compile charges the schema's): returns whether
@@ -40,9 +71,10 @@ void sv_memacct_end(sv_memacct_t *a);
 bool sv_memacct_charge(size_t n, uint64_t *id);
 /* Releases n bytes charged to account id, if that is this thread's open one. */
 void sv_memacct_release(uint64_t id, size_t n);
-/* What a structure may still take under a limit of its own: limit minus
- * what the open account holds (limit itself when none is open). */
-size_t sv_memacct_room(size_t limit);
+/* Whether a structure of `bytes` (not charged: transient tables that a
+ * stage sizes before it builds them) fits under a limit of its own, minus
+ * what the open account holds, and under what the shared pool has left. */
+bool sv_memacct_fits(size_t bytes, size_t limit);
 /* Whether the open account refused a charge (so an allocation that failed
  * was the budget, not the system). */
 bool sv_memacct_refused(void);

@@ -362,13 +362,17 @@ def test_errors_map_to_http_statuses_by_code():
     429, a stopped engine a 503, and sieve's own faults are 500s."""
     rows = {r["name"]: r for r in json.loads(run(["errors"], "").stdout)}
     want = {"syntax": 400, "unsupported": 400, "empty": 400, "budget": 400, "timeout": 400, "arg": 400,
-            "capacity": 429, "io": 503, "nomem": 500, "internal": 500}
+            "capacity": 429, "io": 503, "nomem": 500, "internal": 500, "cancelled": 499}
     assert {k: rows[k]["http"] for k in want} == want
+    assert set(rows) == set(want) | {"ok"}
     for name, status in want.items():
         e = rows[name]["compile_error"]["error"]
         assert rows[name]["compile_status"] == status
         if status == 400:
             assert e["code"] == "invalid_constraint" and e["param"] == "response_format", e
+        elif status == 429:
+            # the compile pool is full: the server is busy, the schema is fine
+            assert e["code"] == "queue_full" and e["param"] is None, e
         else:
             assert e["code"] == "internal_error" and e["param"] is None, e
 

@@ -290,3 +290,97 @@ def test_engine_failure_is_503(tmp_path):
         assert r.status_code == 503
     finally:
         s.stop()
+
+
+def _raw_post(server, body):
+    """A request on a raw socket, left open: closing it is the client going away."""
+    data = json.dumps(body).encode()
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Authorization: Bearer " + server.api_key.encode() + b"\r\nContent-Length: " +
+              str(len(data)).encode() + b"\r\n\r\n" + data)
+    return s
+
+
+def _until(pred, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    return pred()
+
+
+def test_compile_pool_under_abuse():
+    """One compile thread and a compile queue of one, against slow compiles
+    (exponential regexes, tens of seconds each): a cached constraint is
+    still answered while the thread is busy; a compile past the queue is a
+    429 with Retry-After; clients that go away cancel their compiles, waiting
+    or running, and the thread is free again long before the compile's own
+    time budget would have ended it."""
+    s = Server("--compile-threads", "1", "--compile-queue", "1", "--compile-timeout-ms", "120000",
+               "--compile-memory-mb", "2048", "--compile-max-states", "100000000")
+    try:
+        def m(name):
+            return s.metric(name)
+
+        fmt = {"type": "json_schema", "json_schema": {"name": "n", "schema": SCHEMA}}
+        cached = {"model": NAME, "messages": ask("A number and a word."), "max_tokens": 30, "temperature": 0,
+                  "response_format": fmt}
+        assert s.post("/v1/chat/completions", cached).status_code == 200  # compiled once: now cached
+
+        def bomb(pattern):
+            return {"model": NAME, "messages": ask("ab"), "max_tokens": 30, "regex": pattern}
+
+        a = _raw_post(s, bomb("[ab]*a[ab]{22}"))
+        assert _until(lambda: m("constraint_compiles_running") == 1)
+        b = _raw_post(s, bomb("[ab]*b[ab]{22}"))
+        assert _until(lambda: m("constraint_compiles_waiting") == 1)
+        r = s.post("/v1/chat/completions", bomb("[ab]*a[ab]{21}b"))
+        assert r.status_code == 429 and r.headers.get("retry-after"), r.text
+        assert r.json()["error"]["code"] == "queue_full" and r.json()["error"]["type"] == "rate_limit_error"
+        assert m("constraint_compiles_refused_total") == 1
+
+        r = s.post("/v1/chat/completions", cached)
+        assert r.status_code == 200
+        jsonschema.validate(json.loads(r.json()["choices"][0]["message"]["content"]), SCHEMA)
+        assert m("constraint_compiles_running") == 1, "answered while the slow compile runs"
+
+        b.close()  # waiting: dropped from the queue
+        assert _until(lambda: m("constraint_compiles_cancelled_total") == 1 and
+                      m("constraint_compiles_waiting") == 0)
+        t0 = time.time()
+        a.close()  # running: stopped at its next time check
+        assert _until(lambda: m("constraint_compiles_running") == 0 and
+                      m("constraint_compiles_cancelled_total") == 2, timeout=60)
+        assert time.time() - t0 < 60
+        assert _until(lambda: m("constraint_compile_memory_bytes") == 0)
+        # the thread compiles again
+        r = s.post("/v1/chat/completions", {"model": NAME, "messages": ask("Hi"), "max_tokens": 8,
+                                            "regex": "[a-z]{1,6}"})
+        assert r.status_code == 200
+        still_serving(s.client())
+    finally:
+        s.stop()
+
+
+def test_internal_fault_fails_its_requests_not_the_server(monkeypatch):
+    """A step of the engine that fails on an invariant of sieve's own (here
+    injected by a test hook at the third step) ends the requests in flight
+    with a 500 internal_error; the engine checks itself whole and the server
+    goes on serving."""
+    monkeypatch.setenv("SIEVE_TEST_ENGINE_FAULT_AT_STEP", "3")
+    s = Server()
+    try:
+        r = s.post("/v1/completions", {"model": NAME, "prompt": "Once upon a time", "max_tokens": 20,
+                                       "temperature": 0})
+        assert r.status_code == 500, r.text
+        assert r.json()["error"]["type"] == "server_error" and r.json()["error"]["code"] == "internal_error", r.text
+        assert httpx.get(s.url + "/health").status_code == 200
+        assert s.metric("engine_alive") == 1 and s.metric("engine_faults_total") == 1
+        m = s.wait_idle()
+        assert m[f'sieve:kv_cache_usage_perc{{model_name="{NAME}"}}'] == 0
+        still_serving(s.client())
+    finally:
+        s.stop()

@@ -13,7 +13,8 @@ def test_help():
     r = run("--help")
     assert r.returncode == 0 and b"Usage: sieve serve -m MODEL" in r.stdout
     for opt in [b"--api-key", b"--served-model-name", b"--max-num-seqs", b"--max-body-bytes", b"--chat-template",
-                b"--request-timeout", b"--drain-timeout", b"--any-deep-levels", b"--any-calls", b"--key-order"]:
+                b"--request-timeout", b"--drain-timeout", b"--any-deep-levels", b"--any-calls", b"--key-order",
+                b"--compile-queue", b"--compile-memory-mb", b"--compile-timeout-ms", b"--compile-max-states"]:
         assert opt in r.stdout
 
 
@@ -31,7 +32,11 @@ def test_usage_errors():
                       (("-m", str(MODEL), "--request-timeout", "soon"), b"--request-timeout"),
                       (("-m", str(MODEL), "--any-deep-levels", "14"), b"--any-deep-levels"),
                       (("-m", str(MODEL), "--any-calls", "maybe"), b"--any-calls"),
-                      (("-m", str(MODEL), "--key-order", "sorted"), b"--key-order")]:
+                      (("-m", str(MODEL), "--key-order", "sorted"), b"--key-order"),
+                      (("-m", str(MODEL), "--compile-queue", "0"), b"--compile-queue"),
+                      (("-m", str(MODEL), "--compile-memory-mb", "1"), b"--compile-memory-mb"),
+                      (("-m", str(MODEL), "--compile-timeout-ms", "x"), b"--compile-timeout-ms"),
+                      (("-m", str(MODEL), "--compile-max-states", "2"), b"--compile-max-states")]:
         r = run(*args)
         assert r.returncode == 64 and msg in r.stderr, (args, r.stderr)
 
