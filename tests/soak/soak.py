@@ -22,8 +22,10 @@ the choices. It reports (JSON, and a summary on stderr): good requests and
 how many failed (must be 0), invalid outputs (must be 0), p50/p99 latency of
 cached-constraint requests in phase A and B (B's p99 within 2x A's: the
 stated factor by which hostile load may slow them), RSS after the warm-up, after
-phase A and at the end (flat under the hostile load: the end within 128 MiB
-of phase A's steady state, when the KV pages and caches are touched), open
+phase A and at the end (flat under the hostile load: the end within 160 MiB
+of phase A's steady state, that is the 64 MiB constraint cache, which bombs
+that compile also fill, plus 96 MiB for the allocator; the server runs with
+a 128 MiB KV pool, all touched by the end of phase A), open
 file descriptors after the warm-up and at the end (within 8), and the drain. Exits 1 if any check fails. Bounded in time: --seconds plus at
 most about a minute of warm-up, idle wait and drain.
 """
@@ -207,8 +209,14 @@ def main():
     import httpx2 as httpx
     from live import Server
 
+    # Memory the server takes by design as it runs: the KV pool's pages (128
+    # MiB here, all touched in phase A, since the prefix cache keeps blocks
+    # until it needs them) and the compiled-constraint cache (64 MiB here,
+    # which bombs that compile also fill). Small bounds make a flat RSS a
+    # meaningful check.
     server = Server("--max-body-bytes", str(1 << 20), "--compile-timeout-ms", "2000", "--max-queue", "512",
-                    "--drain-timeout", "60", api_key=None)
+                    "--drain-timeout", "60", "--constraint-cache-mb", "64", "--kv-memory-mb", "128", "--max-model-len", "2048",
+                    api_key=None)
     url, headers = server.url, {}
     pid = server.proc.pid
     st = Stats()
@@ -387,7 +395,7 @@ def main():
         "hostile load ran": sum(sum(d.values()) for d in st.hostile.values()) > 0,
         f"cached-constraint p99 under hostile load within {SLOWDOWN}x": bool(st.lat["A"]) and bool(st.lat["B"]) and
         percentile(st.lat["B"], 99) <= SLOWDOWN * percentile(st.lat["A"], 99),
-        "RSS flat under hostile load (within 128 MiB)": report["rss_end"] - report["rss_after_A"] <= (128 << 20),
+        "RSS flat under hostile load (within 160 MiB)": report["rss_end"] - report["rss_after_A"] <= (160 << 20),
         "open fds flat (within 8)": report["fds_end"] - report["fds_start"] <= 8,
         "drain: streams in flight finished": report["drain"]["finished"] == report["drain"]["in_flight"],
         "drain: exit 0": report["drain"]["exit_code"] == 0,
