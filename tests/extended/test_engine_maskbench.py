@@ -61,6 +61,9 @@ SAMPLE = ROOT / "tests" / "bench" / "maskbench_sample.txt"
 WANT = 120              # files in the list
 MAX_SHORTEST = 64       # selection: the shortest valid instance, in tokens
 COMPILE_TIMEOUT_S = 20  # selection: a schema that takes longer is left out
+MAX_COMPILE_S = 2.0     # selection: so is one that takes more than this alone: the batch compiles
+                        # under the default 10 s budget, beside decoding, and on a loaded CI machine
+                        # a 4 s schema (Github_medium---o11667) once ran past it
 T1_EXTRA = 32           # the temperature-1 run's budget: shortest + this
 TIGHT_EXTRA = 5         # the tight run's budget: shortest + this
 PROMPT_CHARS = 400      # the schema's text in the prompt is cut to this
@@ -287,7 +290,7 @@ def eligible(name, folder, sieve_bin, tok):
                            capture_output=True, timeout=COMPILE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return None
-    if r.returncode != 0:
+    if r.returncode != 0 or json.loads(r.stdout)["compile_us"] > MAX_COMPILE_S * 1e6:
         return None
     n = min(token_counts([canonical(v) for v in valid], tok))
     return n if n <= MAX_SHORTEST else None

@@ -18,17 +18,7 @@
 #include "src/server/compile_pool.h"
 #include "src/util/clock.h"
 #include "src/util/memacct.h"
-
-static int failures;
-#define CHECK(c, ...)                                                \
-    do {                                                             \
-        if (!(c)) {                                                  \
-            failures++;                                              \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);     \
-            fprintf(stderr, __VA_ARGS__);                            \
-            fputc('\n', stderr);                                     \
-        }                                                            \
-    } while (0)
+#include "tests/unit/test.h"
 
 /* An exponential pattern: about 8 million DFA states, tens of seconds. */
 static const char *const bomb = "[ab]*a[ab]{22}";
@@ -224,6 +214,5 @@ static void test_pool(void) {
 int main(void) {
     test_controls();
     test_pool();
-    printf("test_compile_pool: %d failures\n", failures);
-    return failures != 0;
+    return test_summary("test_compile_pool: the compile pool under abuse, and its controls");
 }
