@@ -10,7 +10,7 @@
 sv_status sv_regex_compile(const char *pattern, size_t len, const sv_fsm_limits_t *lim, sv_dfa_t **out,
                            sv_error_t *err) {
     sv_memacct_t acct; /* the whole compile within lim->max_memory (src/util/memacct.h) */
-    bool own = sv_memacct_begin(&acct, lim ? lim->max_memory : 0);
+    bool own = sv_memacct_begin(&acct, lim ? sv_memacct_limit_for(lim->max_memory, len) : 0);
     sv_arena_t *arena = sv_arena_create(0);
     sv_status st = arena ? SV_OK : sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     sv_ast_t *ast;

@@ -1380,7 +1380,7 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
      * one account within max_memory (src/util/memacct.h); the attempts
      * above run one after another, so each starts from what the last freed. */
     sv_memacct_t acct;
-    bool own = sv_memacct_begin(&acct, o->lim.max_memory);
+    bool own = sv_memacct_begin(&acct, sv_memacct_limit_for(o->lim.max_memory, len));
     sv_status st = compile_schema(text, len, o, out, info, err);
     if (st == SV_ERR_NOMEM && own && acct.refused) {
         /* an allocation failed because the account refused it: the budget */

@@ -64,6 +64,7 @@ void sv_memacct_release(uint64_t id, size_t n) {
 
 bool sv_memacct_fits(size_t bytes, size_t limit) {
     if (!cur) return bytes <= limit;
+    if (cur->limit && cur->limit < limit) limit = cur->limit; /* the account keeps its reserve */
     if (cur->used > limit || bytes > limit - cur->used) return false;
     sv_memacct_pool_t *p = cur->pool;
     if (p && p->limit) {
@@ -88,4 +89,9 @@ sv_status sv_memacct_outcome(sv_status st, const sv_memacct_t *a, sv_error_t *er
                             "the memory for compiles in flight (%zu bytes, shared by all of them) is in use; retry later",
                             a->pool->limit);
     return st;
+}
+
+size_t sv_memacct_limit_for(size_t max_memory, size_t input_len) {
+    size_t reserve = max_memory / 32 + (input_len < SIZE_MAX / 16 ? input_len * 16 : SIZE_MAX / 2);
+    return reserve < max_memory / 2 ? max_memory - reserve : max_memory / 2;
 }

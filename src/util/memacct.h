@@ -63,6 +63,12 @@ bool sv_memacct_pool_short(void);
  * compiled inside a schema compile charges the schema's): returns whether
  * it opened, and only then must sv_memacct_end be called. */
 bool sv_memacct_begin(sv_memacct_t *a, size_t limit);
+/* The account's limit for a compile budget of max_memory whose input is
+ * input_len bytes: the budget less what the account does not see, so that
+ * the process stays within the budget (the parsed input, about 16 bytes a
+ * byte of JSON, and 1/32 of the budget for small scratch arrays and the
+ * allocator's own overhead; tests/reliability/compile_bounds.py). */
+size_t sv_memacct_limit_for(size_t max_memory, size_t input_len);
 void sv_memacct_end(sv_memacct_t *a);
 
 /* Charges n bytes to the thread's open account: *id gets its id (0 when no
