@@ -12,6 +12,8 @@ enum {
     SV_EXIT_RUNTIME = 1,     /* a runtime failure */
     SV_EXIT_CONSTRAINT = 2,  /* the constraint does not compile */
     SV_EXIT_USAGE = 64,      /* bad verb, flag or input format (EX_USAGE) */
+    SV_EXIT_DATA = 65,       /* `sieve batch`: input lines that do not check (EX_DATAERR) */
+    SV_EXIT_INTERRUPTED = 130, /* `sieve batch`: stopped by SIGINT or SIGTERM (resumable) */
 };
 
 /* Prints "sieve VERB: message" to stderr, a hint to use --help, and returns

@@ -18,6 +18,7 @@
 #include "../model/llama.h"
 #include "../server/server.h"
 #include "cli.h"
+#include "cmd_batch.h"
 #include "device.h"
 #include "generate.h"
 #include "verbs.h"
@@ -26,8 +27,38 @@ enum {
     OPT_HOST = 256, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
     OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
-    OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES,
+    OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES, OPT_DFA_MEMO_MB,
+    OPT_ERRORS, OPT_INPUT_ERRORS, OPT_RESUME, OPT_CONCURRENCY, OPT_QUIET,
 };
+
+static const char *const batch_usage_text =
+    "Usage: sieve batch -m MODEL -i IN.jsonl -o OUT.jsonl [--resume] [--errors ERR.jsonl]\n"
+    "                   [--concurrency N] [--quiet] [any option of sieve serve]\n"
+    "\n"
+    "Runs a file of OpenAI batch request lines through the model:\n"
+    "  {\"custom_id\": str, \"method\": \"POST\", \"url\": \"/v1/chat/completions\" or\n"
+    "   \"/v1/completions\", \"body\": {the request, as you would POST it}}\n"
+    "and writes one line per request, OpenAI's batch output shape, as each finishes:\n"
+    "  {\"id\", \"custom_id\", \"response\": {\"status_code\", \"request_id\", \"body\"},\n"
+    "   \"error\": null}\n"
+    "Every request gets what the same request gets from sieve serve (it runs one in this\n"
+    "process, on loopback). The whole input is checked first: a bad line stops the batch\n"
+    "before anything runs, with every bad line reported (exit 65). Each distinct schema\n"
+    "compiles once. Each output line is on disk (fdatasync) before it counts as done.\n"
+    "  -i, --input FILE      the requests (- is standard input)\n"
+    "  -o, --output FILE     the answers; a file that is not empty needs --resume\n"
+    "  --resume              skip the custom_ids the output (and --errors) already hold,\n"
+    "                        dropping a last line cut by a crash: an interrupted run\n"
+    "                        finishes with each request exactly once\n"
+    "  --errors FILE         answers with an error status go here, not to the output\n"
+    "  --input-errors FILE   the bad input lines as a JSON array [{line, code, message, param}]\n"
+    "  --concurrency N       requests in flight (default: twice --max-num-seqs)\n"
+    "  --quiet               no progress (else a bar on a terminal, a line every 10 s on\n"
+    "                        a pipe: done/total, tokens/s, ETA, errors)\n"
+    "The served model name is the one the input's bodies name (one model a batch).\n"
+    "SIGINT/SIGTERM: requests in flight are cancelled (a resumed run sends them again),\n"
+    "exit 130. Exit 0 when every request has its answer (an answer may be an error\n"
+    "status, as online), 1 on a runtime failure, 64 on bad options.\n";
 
 static const char *const usage_text =
     "Usage: sieve serve -m MODEL [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
@@ -56,6 +87,8 @@ static const char *const usage_text =
     "  --compile-timeout-ms MS   one compile's time budget (default 10000; past it: 400)\n"
     "  --compile-max-states N    one compile's DFA state budget (default 200000; past it: 400)\n"
     "  --constraint-cache-mb M   compiled-constraint cache (default 512)\n"
+    "  --dfa-memo-mb M           the compiler's memo of sub-automata, shared by all\n"
+    "                            compiles (default 64; 0: off)\n"
     "  --ws MODE                 JSON whitespace: canonical (default), compact, flexible\n"
     "  --allow-unknown-formats   unknown JSON Schema formats are annotations\n"
     "  --any-calls true|false    constraints composed from parts (default true): free-form\n"
@@ -88,7 +121,11 @@ static int parse_seconds(const char *s, double *out) {
     return 0;
 }
 
-int sv_cmd_serve(int argc, char **argv) {
+static int serve_main(int argc, char **argv, bool batch);
+int sv_cmd_serve(int argc, char **argv) { return serve_main(argc, argv, false); }
+int sv_cmd_batch(int argc, char **argv) { return serve_main(argc, argv, true); }
+
+static int serve_main(int argc, char **argv, bool batch) {
     static const struct option longopts[] = {
         {"help", no_argument, 0, 'h'},
         {"model", required_argument, 0, 'm'},
@@ -115,30 +152,52 @@ int sv_cmd_serve(int argc, char **argv) {
         {"compile-timeout-ms", required_argument, 0, OPT_COMPILE_TIMEOUT},
         {"compile-max-states", required_argument, 0, OPT_COMPILE_STATES},
         {"constraint-cache-mb", required_argument, 0, OPT_CCACHE_MB},
+        {"dfa-memo-mb", required_argument, 0, OPT_DFA_MEMO_MB},
         {"request-timeout", required_argument, 0, OPT_TIMEOUT},
         {"drain-timeout", required_argument, 0, OPT_DRAIN},
         {"no-prefix-cache", no_argument, 0, OPT_NO_PREFIX},
         {"no-jump-forward", no_argument, 0, OPT_NO_JUMP},
         {"prefetch-threads", required_argument, 0, OPT_PREFETCH},
         {"device", required_argument, 0, OPT_DEVICE},
+        {"input", required_argument, 0, 'i'},
+        {"output", required_argument, 0, 'o'},
+        {"errors", required_argument, 0, OPT_ERRORS},
+        {"input-errors", required_argument, 0, OPT_INPUT_ERRORS},
+        {"resume", no_argument, 0, OPT_RESUME},
+        {"concurrency", required_argument, 0, OPT_CONCURRENCY},
+        {"quiet", no_argument, 0, OPT_QUIET},
         {0, 0, 0, 0},
     };
-    const char *verb = "serve";
+    const char *verb = batch ? "batch" : "serve";
+    sv_batch_cli_t bo = {0};
     sv_server_config_t sc;
     sv_server_config_default(&sc);
     sv_engine_config_t ec;
     sv_engine_config_default(&ec);
     const char *model = NULL, *tmpl_name = NULL, *name = NULL, *device = NULL;
-    uint64_t kv_mb = 512, ccache_mb = 512;
+    uint64_t kv_mb = 512, ccache_mb = 512, memo_mb = 64;
     uint32_t max_len = 0;
     int threads = 0;
     unsigned long long v;
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":hm:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hm:i:o:", longopts, NULL)) != -1) {
+        if (!batch && (c == 'i' || c == 'o' || c == OPT_ERRORS || c == OPT_INPUT_ERRORS || c == OPT_RESUME ||
+                       c == OPT_CONCURRENCY || c == OPT_QUIET))
+            return sv_cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
         switch (c) {
-        case 'h': fputs(usage_text, stdout); return SV_EXIT_OK;
+        case 'h': fputs(batch ? batch_usage_text : usage_text, stdout); return SV_EXIT_OK;
+        case 'i': bo.input = optarg; break;
+        case 'o': bo.output = optarg; break;
+        case OPT_ERRORS: bo.errors = optarg; break;
+        case OPT_INPUT_ERRORS: bo.errors_json = optarg; break;
+        case OPT_RESUME: bo.resume = true; break;
+        case OPT_QUIET: bo.quiet = true; break;
+        case OPT_CONCURRENCY:
+            if (sv_cli_parse_u64(optarg, 4096, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --concurrency", optarg);
+            bo.concurrency = (uint32_t)v;
+            break;
         case 'm': model = optarg; break;
         case OPT_HOST: sc.host = optarg; break;
         case OPT_PORT:
@@ -167,6 +226,11 @@ int sv_cmd_serve(int argc, char **argv) {
             if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
                 return sv_cli_usage_error(verb, "invalid value '%s' for --constraint-cache-mb", optarg);
             ccache_mb = v;
+            break;
+        case OPT_DFA_MEMO_MB:
+            if (sv_cli_parse_u64(optarg, 1u << 20, &v))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --dfa-memo-mb", optarg);
+            memo_mb = v;
             break;
         case OPT_MAX_LEN:
             if (sv_cli_parse_u64(optarg, 1u << 24, &v) || v < 2) return sv_cli_usage_error(verb, "invalid value '%s' for --max-model-len", optarg);
@@ -252,6 +316,9 @@ int sv_cmd_serve(int argc, char **argv) {
     }
     if (optind < argc) return sv_cli_usage_error(verb, "unexpected argument '%s'", argv[optind]);
     if (!model) return sv_cli_usage_error(verb, "-m MODEL is required");
+    if (batch && (!bo.input || !bo.output)) return sv_cli_usage_error(verb, "-i INPUT and -o OUTPUT are required");
+    bo.name_given = name != NULL;
+    if (!bo.concurrency) bo.concurrency = 2 * ec.max_num_seqs;
     sv_chat_template_t tmpl;
     sv_error_t err;
     sv_error_clear(&err);
@@ -294,7 +361,8 @@ int sv_cmd_serve(int argc, char **argv) {
     sv_error_clear(&terr);
     bool have_tmpl = tmpl_name != NULL;
     if (!have_tmpl) have_tmpl = sv_generate_load_template(model, &tmpl, &terr) == SV_OK;
-    if (!have_tmpl) fprintf(stderr, "sieve serve: no chat template (%s); /v1/chat/completions will answer 400\n", terr.message);
+    if (!have_tmpl)
+        fprintf(stderr, "sieve %s: no chat template (%s); /v1/chat/completions will answer 400\n", verb, terr.message);
 
     /* A test hook (tests/server/test_limits.py): an engine step that fails
      * as a broken invariant would, to show a fault fails its requests only. */
@@ -317,11 +385,22 @@ int sv_cmd_serve(int argc, char **argv) {
     sc.max_ctx = ctx;
     sc.max_queue = ec.max_queue;
     sc.ccache_bytes = (size_t)ccache_mb << 20;
+    sc.dfa_memo_bytes = (size_t)memo_mb << 20;
     g_host = sc.host;
     g_name = name;
     sv_server_deps_t deps = {.loop = loop, .tok = tok_http, .set = sv_tokens_set(tok_engine),
                              .vocab_rows = (uint32_t)cfg->vocab_size, .tmpl = have_tmpl ? &tmpl : NULL,
                              .tmpl_error = terr.message};
+    if (batch) {
+        bool taken;
+        int rc = sv_batch_main(&bo, &sc, &deps, &taken);
+        if (!taken) sv_engine_loop_stop(loop);
+        sv_tokens_destroy(tok_http);
+        sv_tokens_destroy(tok_engine);
+        sv_llama_destroy(m);
+        sv_backend_destroy(be);
+        return rc;
+    }
     st = sv_server_run(&sc, &deps, ready, &err);
     loop = NULL; /* stopped by the server */
     if (st) goto fail;
@@ -332,7 +411,7 @@ int sv_cmd_serve(int argc, char **argv) {
     sv_backend_destroy(be);
     return SV_EXIT_OK;
 fail:
-    fprintf(stderr, "sieve serve: %s\n", err.message[0] ? err.message : sv_status_name(st));
+    fprintf(stderr, "sieve %s: %s\n", verb, err.message[0] ? err.message : sv_status_name(st));
     sv_engine_loop_stop(loop);
     sv_engine_destroy(eng);
     sv_tokens_destroy(tok_http);

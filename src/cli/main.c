@@ -21,6 +21,7 @@ static const verb_t verbs[] = {
     {"maskbench", sv_cmd_maskbench, "run the MaskBench method (token masks) on MaskBench files"},
     {"generate", sv_cmd_generate, "generate a completion with a model on the CPU (optionally constrained)"},
     {"serve", sv_cmd_serve, "serve the OpenAI API (chat, completions, structured outputs, tools) over HTTP"},
+    {"batch", sv_cmd_batch, "run a file of OpenAI batch requests (resumable, each answer written durably)"},
 };
 
 static void usage(FILE *f) {
@@ -61,5 +62,5 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
         if (strcmp(v, verbs[i].name) == 0) return verbs[i].run(argc - 1, argv + 1);
-    return sv_cli_usage_error(NULL, "unknown verb '%s' (verbs: compile, match, sample, maskbench, generate, serve)", v);
+    return sv_cli_usage_error(NULL, "unknown verb '%s' (verbs: compile, match, sample, maskbench, generate, serve, batch)", v);
 }

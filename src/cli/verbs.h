@@ -8,5 +8,6 @@ int sv_cmd_sample(int argc, char **argv);
 int sv_cmd_maskbench(int argc, char **argv);
 int sv_cmd_generate(int argc, char **argv);
 int sv_cmd_serve(int argc, char **argv);
+int sv_cmd_batch(int argc, char **argv);
 
 #endif

@@ -293,19 +293,29 @@ static void deliver(sv_engine_loop_t *l) {
     }
 }
 
+static void cancel_engine_requests(sv_engine_loop_t *l) {
+    for (uint32_t i = 0; i < l->by_eid.cap; i++)
+        if (l->by_eid.keys[i]) sv_engine_cancel(l->e, l->by_eid.keys[i], NULL);
+}
+
+/* Each request still mapped to the engine ends with a made-up ABORT output,
+ * or with the refusal when it is non-NULL. */
+static void end_mapped_requests(sv_engine_loop_t *l, const sv_error_t *refusal) {
+    while (l->by_eid.n) {
+        uint32_t i = 0;
+        while (!l->by_eid.keys[i]) i++;
+        end_abort(l, l->by_eid.vals[i], refusal);
+    }
+}
+
 /* Every request in the engine ends: cancelled there when the engine still
  * works, else with made-up ABORT outputs. */
 static void abort_engine_requests(sv_engine_loop_t *l, bool engine_ok) {
     if (engine_ok) {
-        for (uint32_t i = 0; i < l->by_eid.cap; i++)
-            if (l->by_eid.keys[i]) sv_engine_cancel(l->e, l->by_eid.keys[i], NULL);
+        cancel_engine_requests(l);
         deliver(l);
     }
-    while (l->by_eid.n) {
-        uint32_t i = 0;
-        while (!l->by_eid.keys[i]) i++;
-        end_abort(l, l->by_eid.vals[i], NULL);
-    }
+    end_mapped_requests(l, NULL);
 }
 
 /* A step failed on an invariant of sieve's own (SV_ERR_INTERNAL): the
@@ -314,16 +324,11 @@ static void abort_engine_requests(sv_engine_loop_t *l, bool engine_ok) {
  * (sv_engine_check) it goes on serving. False when it is not: the loop then
  * dies as on any other failure. */
 static bool recover(sv_engine_loop_t *l, const sv_error_t *fault) {
-    for (uint32_t i = 0; i < l->by_eid.cap; i++)
-        if (l->by_eid.keys[i]) sv_engine_cancel(l->e, l->by_eid.keys[i], NULL);
+    cancel_engine_requests(l);
     sv_engine_output_t o;
     while (sv_engine_next_output(l->e, &o)) {
     } /* the cancels' ABORT outputs: the fault is what these requests end with */
-    while (l->by_eid.n) {
-        uint32_t i = 0;
-        while (!l->by_eid.keys[i]) i++;
-        end_abort(l, l->by_eid.vals[i], fault);
-    }
+    end_mapped_requests(l, fault);
     sv_error_t why;
     if (sv_engine_check(l->e, &why)) return false;
     pthread_mutex_lock(&l->mu);

@@ -200,7 +200,7 @@ static void *worker(void *arg) {
         bool hit = false;
         /* The compile's memory goes to the pool's account, and it stops at
          * its next time check once the job is cancelled (src/util/memacct.h). */
-        sv_memacct_thread_setup(p->mem.limit ? &p->mem : NULL, &j->cancel);
+        sv_memacct_thread_setup(&p->mem, &j->cancel);
         sv_status st = sv_ccache_get(p->cache, j->kind, j->text, j->len, &j->opts, j->tokens, j->ws_cap, &c, &hit, &err);
         sv_memacct_thread_setup(NULL, NULL);
         if (st && err.code == SV_OK) err.code = st;
@@ -209,13 +209,17 @@ static void *worker(void *arg) {
         pthread_mutex_lock(&p->mu);
         p->running[slot] = NULL;
         if (st == SV_ERR_CAPACITY) p->refused++;
+        bool idle = p->compiles.n == 0;
+        for (uint32_t i = 0; idle && i < p->n_threads; i++) idle = !p->running[i];
         pthread_mutex_unlock(&p->mu);
         finish(j, st ? NULL : c, hit, &err);
 #ifdef __GLIBC__
         /* A compile that failed, or ran long, has freed what it built (its
          * arena and automata): hand the pages back to the system, so one
-         * big schema does not leave the server holding gigabytes. */
-        if (!hit && (st || us > 100000)) malloc_trim(0);
+         * big schema does not leave the server holding gigabytes. So does
+         * the last compile before the pool goes idle: what the compiles in
+         * a burst freed goes back once, not after each. */
+        if (!hit && (st || us > 100000 || idle)) malloc_trim(0);
 #endif
     }
 }

@@ -99,6 +99,9 @@ sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *
     hist(&w, "constraint_compile_seconds", "Time to compile a constraint (cache misses).", &m->compile);
     num(&w, "constraint_cache_hits_total", "counter", "Constraints found compiled in the cache.", (double)s->ccache_hits);
     num(&w, "constraint_cache_misses_total", "counter", "Constraints compiled.", (double)s->ccache_misses);
+    num(&w, "constraint_cache_bytes", "gauge", "Memory held by the compiled-constraint cache.", s->ccache_bytes);
+    num(&w, "dfa_memo_bytes", "gauge", "Memory held by the compiler's memo of sub-automata (--dfa-memo-mb).",
+        s->dfa_memo_bytes);
     num(&w, "constraint_compiles_waiting", "gauge", "Constraints waiting for a compile thread.", s->compiles_waiting);
     num(&w, "constraint_compiles_running", "gauge", "Constraints compiling now.", s->compiles_running);
     num(&w, "constraint_compile_memory_bytes", "gauge", "Memory held by the compiles in flight (their shared pool).",

@@ -42,6 +42,7 @@ typedef struct sv_metrics_snapshot {
     double kv_usage;                 /* 0..1 */
     uint64_t prefix_queries, prefix_hits, preemptions, jump_forward_tokens;
     uint64_t ccache_hits, ccache_misses;
+    double ccache_bytes, dfa_memo_bytes;
     uint32_t compiles_waiting, compiles_running;
     double compile_memory_bytes;
     uint64_t compiles_refused, compiles_cancelled;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "compile_pool.h"
+#include "fsm/dfa.h"
 #include "render.h"
 #include "server_internal.h"
 #include "src/engine/chat.h"
@@ -422,6 +423,8 @@ void sv_server_metrics(srv_t *s, struct evhttp_request *http) {
     sv_ccache_stats(s->ccache, &cs);
     sv_cpool_stats_t ps;
     sv_cpool_stats(s->cpool, &ps);
+    size_t memo_bytes = 0;
+    sv_dfa_cache_stats(NULL, NULL, &memo_bytes);
     sv_metrics_snapshot_t snap = {
         .running = st.engine.running,
         .waiting = st.engine.waiting + st.inbox,
@@ -432,6 +435,8 @@ void sv_server_metrics(srv_t *s, struct evhttp_request *http) {
         .jump_forward_tokens = st.engine.forced,
         .ccache_hits = cs.hits,
         .ccache_misses = cs.misses,
+        .ccache_bytes = (double)cs.bytes,
+        .dfa_memo_bytes = (double)memo_bytes,
         .compiles_waiting = ps.waiting,
         .compiles_running = ps.running,
         .compile_memory_bytes = (double)ps.memory_in_use,

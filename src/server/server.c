@@ -22,6 +22,7 @@
 
 #include "api.h"
 #include "compile_pool.h"
+#include "fsm/dfa.h"
 #include "metrics.h"
 #include "prompt.h"
 #include "render.h"
@@ -42,6 +43,7 @@ void sv_server_config_default(sv_server_config_t *c) {
     c->compile_memory = (size_t)1 << 30;
     c->compile_timeout_ms = 10000;
     c->ccache_bytes = (size_t)512 << 20;
+    c->dfa_memo_bytes = (size_t)64 << 20;
     c->ws = SV_WS_CANONICAL;
     c->max_ctx = 4096;
     c->max_queue = 256;
@@ -240,19 +242,32 @@ static void compile_cb(void *ud, sv_constraint_t *c, bool hit, uint64_t us, cons
 
 /* r's constraint (r->api.c) to the compile pool, with the server's options
  * and budgets; false when the pool takes no more jobs. */
+void sv_server_compile_opts(const sv_server_config_t *cfg, sv_constraint_kind kind, sv_schema_opts_t *so,
+                            uint32_t *ws_cap) {
+    sv_schema_opts_default(so);
+    so->ws = cfg->ws;
+    so->unknown_formats_ok = cfg->unknown_formats;
+    so->any_deep_levels = cfg->any_deep_levels;
+    so->any_calls = cfg->any_calls;
+    so->key_order = cfg->key_order;
+    if (cfg->compile_memory) so->lim.max_memory = cfg->compile_memory;
+    if (cfg->compile_timeout_ms) so->lim.max_time_us = (uint64_t)cfg->compile_timeout_ms * 1000;
+    if (cfg->compile_max_states) so->lim.max_dfa_states = cfg->compile_max_states;
+    *ws_cap = kind == SV_CONSTRAINT_SCHEMA && cfg->ws == SV_WS_FLEXIBLE ? 16 : 0;
+}
+
+void sv_server_api_limits(const sv_server_config_t *cfg, uint32_t vocab_rows, sv_api_limits_t *lim) {
+    *lim = (sv_api_limits_t){.vocab_size = vocab_rows, .max_ctx = cfg->max_ctx,
+                             .max_n = cfg->max_n ? cfg->max_n : 1, .max_constraint_bytes = cfg->max_constraint_bytes,
+                             .ws = cfg->ws};
+    if (lim->max_n > SV_ENGINE_MAX_N) lim->max_n = SV_ENGINE_MAX_N;
+}
+
 static bool start_compile(req_t *r) {
     srv_t *s = r->s;
     sv_schema_opts_t so;
-    sv_schema_opts_default(&so);
-    so.ws = s->cfg.ws;
-    so.unknown_formats_ok = s->cfg.unknown_formats;
-    so.any_deep_levels = s->cfg.any_deep_levels;
-    so.any_calls = s->cfg.any_calls;
-    so.key_order = s->cfg.key_order;
-    if (s->cfg.compile_memory) so.lim.max_memory = s->cfg.compile_memory;
-    if (s->cfg.compile_timeout_ms) so.lim.max_time_us = (uint64_t)s->cfg.compile_timeout_ms * 1000;
-    if (s->cfg.compile_max_states) so.lim.max_dfa_states = s->cfg.compile_max_states;
-    uint32_t ws_cap = r->api.c.kind == SV_CONSTRAINT_SCHEMA && s->cfg.ws == SV_WS_FLEXIBLE ? 16 : 0;
+    uint32_t ws_cap;
+    sv_server_compile_opts(&s->cfg, r->api.c.kind, &so, &ws_cap);
     r->compiling = true;
     r->cjob = sv_cpool_submit(s->cpool, r->api.c.kind, r->api.c.text, r->api.c.len, &so, s->deps.set, ws_cap,
                               compile_cb, r);
@@ -786,7 +801,7 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg) {
     }
     s->idle_since_ns = 0;
     if (now >= s->drain_deadline_ns && !s->drain_cancelled) {
-        fprintf(stderr, "sieve serve: drain timeout; cancelling %u requests\n", s->n_live);
+        fprintf(stderr, "%s: drain timeout; cancelling %u requests\n", s->log_name, s->n_live);
         s->drain_cancelled = true;
         for (req_t *r = s->live; r; r = r->next) sv_server_cancel(r);
     }
@@ -795,16 +810,7 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg) {
     if (now >= s->drain_deadline_ns + 5000000000ull) event_base_loopexit(s->base, NULL);
 }
 
-static void on_signal(evutil_socket_t sig, short what, void *arg) {
-    srv_t *s = arg;
-    if (s->draining) {
-        fprintf(stderr, "sieve serve: second signal; exiting now\n");
-        event_base_loopexit(s->base, NULL);
-        return;
-    }
-    s->draining = true;
-    fprintf(stderr, "sieve serve: signal %d; draining %u requests (at most %.0f s)\n", (int)sig, s->n_live,
-            s->cfg.drain_timeout_s);
+static void start_drain(srv_t *s) {
     if (s->sock) {
         evhttp_del_accept_socket(s->http, s->sock);
         s->sock = NULL;
@@ -816,8 +822,42 @@ static void on_signal(evutil_socket_t sig, short what, void *arg) {
     else event_base_loopexit(s->base, NULL);
 }
 
+static void on_signal(evutil_socket_t sig, short what, void *arg) {
+    srv_t *s = arg;
+    if (s->draining) {
+        fprintf(stderr, "%s: second signal; exiting now\n", s->log_name);
+        event_base_loopexit(s->base, NULL);
+        return;
+    }
+    s->draining = true;
+    fprintf(stderr, "%s: signal %d; draining %u requests (at most %.0f s)\n", s->log_name, (int)sig, s->n_live,
+            s->cfg.drain_timeout_s);
+    start_drain(s);
+}
+
+static void on_shutdown(evutil_socket_t fd, short what, void *arg) {
+    srv_t *s = arg;
+    if (s->draining) return;
+    s->draining = true;
+    start_drain(s);
+}
+
+void sv_server_shutdown(sv_server_t *s) { event_active(s->shutdown, 0, 0); }
+
+static void plain_ready(void *ud, sv_server_t *s, uint16_t port) {
+    (void)s;
+    void (*ready)(uint16_t) = *(void (**)(uint16_t))ud;
+    if (ready) ready(port);
+}
+
 sv_status sv_server_run(const sv_server_config_t *cfg, const sv_server_deps_t *deps, void (*ready)(uint16_t port),
                         sv_error_t *err) {
+    sv_server_hooks_t h = {.ready = plain_ready, .ud = &ready};
+    return sv_server_run_hooked(cfg, deps, &h, err);
+}
+
+sv_status sv_server_run_hooked(const sv_server_config_t *cfg, const sv_server_deps_t *deps,
+                               const sv_server_hooks_t *hooks, sv_error_t *err) {
     sv_status st = SV_OK;
     srv_t *s = calloc(1, sizeof *s);
     if (!s) {
@@ -826,10 +866,8 @@ sv_status sv_server_run(const sv_server_config_t *cfg, const sv_server_deps_t *d
     }
     s->cfg = *cfg;
     s->deps = *deps;
-    s->lim = (sv_api_limits_t){.vocab_size = deps->vocab_rows, .max_ctx = cfg->max_ctx,
-                               .max_n = cfg->max_n ? cfg->max_n : 1, .max_constraint_bytes = cfg->max_constraint_bytes,
-                               .ws = cfg->ws};
-    if (s->lim.max_n > SV_ENGINE_MAX_N) s->lim.max_n = SV_ENGINE_MAX_N;
+    sv_server_api_limits(cfg, deps->vocab_rows, &s->lim);
+    s->log_name = hooks->log_name ? hooks->log_name : "sieve serve";
     s->started = (int64_t)time(NULL);
     s->rng = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() ^ sv_now_ns();
     if (!s->rng) s->rng = 1;
@@ -840,7 +878,10 @@ sv_status sv_server_run(const sv_server_config_t *cfg, const sv_server_deps_t *d
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "libevent: no thread support");
         goto done;
     }
-    if ((st = sv_ccache_create(cfg->ccache_bytes, &s->ccache, err))) goto done;
+    if (hooks->ccache) s->ccache = hooks->ccache;
+    else if ((st = sv_ccache_create(cfg->ccache_bytes, &s->ccache, err))) goto done;
+    else s->own_ccache = true;
+    sv_dfa_cache_configure(cfg->dfa_memo_bytes);
     sv_cpool_config_t pc = {.threads = cfg->compile_threads ? cfg->compile_threads : 1,
                             .queue = cfg->compile_queue ? cfg->compile_queue : 64,
                             .memory = cfg->compile_memory};
@@ -875,18 +916,21 @@ sv_status sv_server_run(const sv_server_config_t *cfg, const sv_server_deps_t *d
         }
     }
     signal(SIGPIPE, SIG_IGN);
-    s->sig_term = evsignal_new(s->base, SIGTERM, on_signal, s);
-    s->sig_int = evsignal_new(s->base, SIGINT, on_signal, s);
+    if (!hooks->no_signals) {
+        s->sig_term = evsignal_new(s->base, SIGTERM, on_signal, s);
+        s->sig_int = evsignal_new(s->base, SIGINT, on_signal, s);
+    }
     s->probe = event_new(s->base, -1, EV_PERSIST, on_probe, s);
-    if (!s->sig_term || !s->sig_int || !s->probe) {
+    s->shutdown = event_new(s->base, -1, 0, on_shutdown, s);
+    if ((!hooks->no_signals && (!s->sig_term || !s->sig_int)) || !s->probe || !s->shutdown) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "libevent: out of memory");
         goto done;
     }
-    evsignal_add(s->sig_term, NULL);
-    evsignal_add(s->sig_int, NULL);
+    if (s->sig_term) evsignal_add(s->sig_term, NULL);
+    if (s->sig_int) evsignal_add(s->sig_int, NULL);
     struct timeval ptv = {0, PROBE_MS * 1000};
     event_add(s->probe, &ptv);
-    if (ready) ready(port);
+    if (hooks->ready) hooks->ready(hooks->ud, s, port);
     event_base_dispatch(s->base);
 
 done:
@@ -913,10 +957,11 @@ done:
     if (s->sig_term) event_free(s->sig_term);
     if (s->sig_int) event_free(s->sig_int);
     if (s->probe) event_free(s->probe);
+    if (s->shutdown) event_free(s->shutdown);
     if (s->drain_timer) event_free(s->drain_timer);
     if (s->http) evhttp_free(s->http);
     if (s->base) event_base_free(s->base);
-    sv_ccache_destroy(s->ccache);
+    if (s->own_ccache) sv_ccache_destroy(s->ccache);
     free(s);
     return st;
 }

@@ -43,6 +43,7 @@
 
 #include "fsm/schema.h"
 #include "src/engine/chat.h"
+#include "src/server/api.h"
 #include "src/engine/engine_loop.h"
 #include "src/engine/tokens.h"
 
@@ -60,6 +61,8 @@ typedef struct sv_server_config {
     uint32_t compile_timeout_ms; /* one compile's time budget (default 10000) */
     uint32_t compile_max_states; /* one compile's DFA state budget (0: the default, 200000) */
     size_t ccache_bytes;       /* compiled-constraint cache budget (default 512 MiB) */
+    size_t dfa_memo_bytes;     /* the compiler's process-wide memo of sub-automata
+                                  (fsm/dfa_cache.c; default 64 MiB, 0: off) */
     sv_ws_mode ws;             /* whitespace of JSON outputs (default canonical) */
     bool unknown_formats;      /* unknown "format" values are annotations */
     uint32_t any_deep_levels;  /* free-form nesting beyond depth 3 (schema.h; default 3, 0 = off) */
@@ -90,5 +93,30 @@ typedef struct sv_server_deps {
  * path. */
 sv_status sv_server_run(const sv_server_config_t *cfg, const sv_server_deps_t *deps, void (*ready)(uint16_t port),
                         sv_error_t *err);
+
+/* The server inside another program (`sieve batch`: src/cli/cmd_batch.c),
+ * which sends it requests over loopback and stops it when done. */
+typedef struct srv sv_server_t;
+typedef struct sv_server_hooks {
+    void (*ready)(void *ud, sv_server_t *s, uint16_t port); /* once listening; may be NULL */
+    void *ud;
+    bool no_signals;               /* SIGINT and SIGTERM are the caller's: it stops the
+                                      server with sv_server_shutdown */
+    sv_constraint_cache_t *ccache; /* borrowed, NULL: the server's own (cfg->ccache_bytes) */
+    const char *log_name;          /* prefix of the server's messages (default "sieve serve") */
+} sv_server_hooks_t;
+sv_status sv_server_run_hooked(const sv_server_config_t *cfg, const sv_server_deps_t *deps,
+                               const sv_server_hooks_t *hooks, sv_error_t *err);
+/* From any thread, once ready has been called: stop accepting connections
+ * and drain, as on SIGTERM; sv_server_run_hooked returns when the requests
+ * in flight have finished (or the drain timeout has passed). */
+void sv_server_shutdown(sv_server_t *s);
+
+/* What requests are checked against and how their constraints compile
+ * under cfg: the same for the server and for a caller that checks requests
+ * ahead of it (a batch's input). */
+void sv_server_api_limits(const sv_server_config_t *cfg, uint32_t vocab_rows, sv_api_limits_t *lim);
+void sv_server_compile_opts(const sv_server_config_t *cfg, sv_constraint_kind kind, sv_schema_opts_t *so,
+                            uint32_t *ws_cap);
 
 #endif

@@ -115,6 +115,7 @@ struct srv {
     struct evhttp *http;
     struct evhttp_bound_socket *sock;
     sv_constraint_cache_t *ccache;
+    bool own_ccache;        /* else borrowed (sv_server_hooks_t) */
     sv_cpool_t *cpool;
     sv_metrics_t m;
     req_t *live;
@@ -123,6 +124,8 @@ struct srv {
     uint64_t drain_deadline_ns;
     uint64_t idle_since_ns; /* draining: when the last request went (0: some are left) */
     struct event *sig_term, *sig_int, *probe, *drain_timer;
+    struct event *shutdown; /* sv_server_shutdown */
+    const char *log_name;
     uint64_t rng;
     int64_t started;
 };

@@ -312,6 +312,29 @@ def _until(pred, timeout=30):
     return pred()
 
 
+def test_compiler_caches_stay_within_their_bounds():
+    """The compiled-constraint cache and the compiler's memo of sub-automata
+    are bounded by --constraint-cache-mb and --dfa-memo-mb, which /metrics
+    shows; a memo of 0 keeps nothing."""
+    for memo_mb in (1, 0):
+        s = Server("--constraint-cache-mb", "1", "--dfa-memo-mb", str(memo_mb))
+        try:
+            for i in range(12):
+                schema = {"type": "object", "properties": {f"k{i}_{j}": {"type": "string", "maxLength": 20 + i}
+                                                           for j in range(6)},
+                          "required": [f"k{i}_0"], "additionalProperties": False}
+                fmt = {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}
+                r = s.post("/v1/chat/completions", {"model": NAME, "messages": ask("Hi"), "max_tokens": 40,
+                                                    "response_format": fmt})
+                assert r.status_code == 200, r.text
+            s.wait_idle()
+            assert 0 < s.metric("constraint_cache_bytes") <= 1 << 20
+            memo = s.metric("dfa_memo_bytes")
+            assert (0 < memo <= 1 << 20) if memo_mb else memo == 0, memo
+        finally:
+            s.stop()
+
+
 def test_compile_pool_under_abuse():
     """One compile thread and a compile queue of one, against slow compiles
     (exponential regexes, tens of seconds each): a cached constraint is

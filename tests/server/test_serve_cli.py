@@ -14,13 +14,14 @@ def test_help():
     assert r.returncode == 0 and b"Usage: sieve serve -m MODEL" in r.stdout
     for opt in [b"--api-key", b"--served-model-name", b"--max-num-seqs", b"--max-body-bytes", b"--chat-template",
                 b"--request-timeout", b"--drain-timeout", b"--any-deep-levels", b"--any-calls", b"--key-order",
-                b"--compile-queue", b"--compile-memory-mb", b"--compile-timeout-ms", b"--compile-max-states"]:
+                b"--compile-queue", b"--compile-memory-mb", b"--compile-timeout-ms", b"--compile-max-states",
+                b"--dfa-memo-mb"]:
         assert opt in r.stdout
 
 
 def test_listed_as_a_verb():
     r = subprocess.run([sieve_bin(), "--help"], capture_output=True)
-    assert b"serve" in r.stdout
+    assert b"serve" in r.stdout and b"batch" in r.stdout
 
 
 def test_usage_errors():
@@ -36,7 +37,8 @@ def test_usage_errors():
                       (("-m", str(MODEL), "--compile-queue", "0"), b"--compile-queue"),
                       (("-m", str(MODEL), "--compile-memory-mb", "1"), b"--compile-memory-mb"),
                       (("-m", str(MODEL), "--compile-timeout-ms", "x"), b"--compile-timeout-ms"),
-                      (("-m", str(MODEL), "--compile-max-states", "2"), b"--compile-max-states")]:
+                      (("-m", str(MODEL), "--compile-max-states", "2"), b"--compile-max-states"),
+                      (("-m", str(MODEL), "--dfa-memo-mb", "-1"), b"--dfa-memo-mb")]:
         r = run(*args)
         assert r.returncode == 64 and msg in r.stderr, (args, r.stderr)
 

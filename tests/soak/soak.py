@@ -23,9 +23,10 @@ how many failed (must be 0), invalid outputs (must be 0), p50/p99 latency of
 cached-constraint requests in phase A and B (B's p99 within 2x A's: the
 stated factor by which hostile load may slow them), RSS after the warm-up, after
 phase A and at the end (flat under the hostile load: the end within 160 MiB
-of phase A's steady state, that is the 64 MiB constraint cache, which bombs
-that compile also fill, plus 96 MiB for the allocator; the server runs with
-a 128 MiB KV pool, all touched by the end of phase A), open
+of phase A's steady state, that is the 64 MiB constraint cache and the 16
+MiB memo of sub-automata, which bombs that compile also fill, plus 80 MiB
+for the allocator; the server runs with a 128 MiB KV pool, all touched by
+the end of phase A), open
 file descriptors after the warm-up and at the end (within 8), and the drain. Exits 1 if any check fails. Bounded in time: --seconds plus at
 most about a minute of warm-up, idle wait and drain.
 """
@@ -211,11 +212,11 @@ def main():
 
     # Memory the server takes by design as it runs: the KV pool's pages (128
     # MiB here, all touched in phase A, since the prefix cache keeps blocks
-    # until it needs them) and the compiled-constraint cache (64 MiB here,
-    # which bombs that compile also fill). Small bounds make a flat RSS a
-    # meaningful check.
+    # until it needs them), the compiled-constraint cache (64 MiB here) and
+    # the compiler's memo of sub-automata (16 MiB here), which bombs that
+    # compile also fill. Small bounds make a flat RSS a meaningful check.
     server = Server("--max-body-bytes", str(1 << 20), "--compile-timeout-ms", "2000", "--max-queue", "512",
-                    "--drain-timeout", "60", "--constraint-cache-mb", "64", "--kv-memory-mb", "128", "--max-model-len", "2048",
+                    "--drain-timeout", "60", "--constraint-cache-mb", "64", "--dfa-memo-mb", "16", "--kv-memory-mb", "128", "--max-model-len", "2048",
                     api_key=None)
     url, headers = server.url, {}
     pid = server.proc.pid
@@ -352,6 +353,8 @@ def main():
         report["rss_end"], report["fds_end"] = rss(), fds()
         report["compiles_cancelled"] = m.get('sieve:constraint_compiles_cancelled_total{model_name="smol"}')
         report["compiles_refused"] = m.get('sieve:constraint_compiles_refused_total{model_name="smol"}')
+        report["constraint_cache_mib_end"] = (m.get('sieve:constraint_cache_bytes{model_name="smol"}') or 0) / 2**20
+        report["dfa_memo_mib_end"] = (m.get('sieve:dfa_memo_bytes{model_name="smol"}') or 0) / 2**20
 
         # drain: SIGTERM with streams in flight
         drained = []
