@@ -180,9 +180,17 @@ done:
 sv_status sv_batch_input_read(const char *path, const sv_batch_input_config_t *cfg, sv_batch_input_t *in,
                               sv_error_t *err) {
     memset(in, 0, sizeof *in);
-    if (!(in->errors = json_array())) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) return sv_error_set(err, SV_ERR_IO, -1, "cannot open %s: %s", path, strerror(errno));
+    sv_status st = sv_batch_input_read_stream(f, path, cfg, in, err);
+    if (f != stdin) fclose(f);
+    return st;
+}
+
+sv_status sv_batch_input_read_stream(FILE *f, const char *name, const sv_batch_input_config_t *cfg,
+                                     sv_batch_input_t *in, sv_error_t *err) {
+    memset(in, 0, sizeof *in);
+    if (!(in->errors = json_array())) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     idset_t ids = {0};
     size_t cap = 0;
     char *buf = NULL;
@@ -195,19 +203,18 @@ sv_status sv_batch_input_read(const char *path, const sv_batch_input_config_t *c
         size_t n = (size_t)k;
         while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
         size_t i = 0;
-        while (i < n && (buf[i] == ' ' || buf[i] == '\t')) i++;
-        if (i == n) continue; /* blank */
+        while (i < n && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r')) i++;
+        if (i == n) continue; /* blank: spaces, tabs and CRs only */
         if (in->n >= cfg->max_lines) {
             st = line_error(in, lineno, "too_many_lines", NULL, "a batch holds at most %zu requests", cfg->max_lines);
             break;
         }
         if ((st = read_line(in, cfg, &ids, &cap, buf, n, lineno))) break;
     }
-    if (!st && ferror(f)) st = sv_error_set(err, SV_ERR_IO, -1, "cannot read %s: %s", path, strerror(errno));
+    if (!st && ferror(f)) st = sv_error_set(err, SV_ERR_IO, -1, "cannot read %s: %s", name, strerror(errno));
     else if (st == SV_ERR_NOMEM) sv_error_set(err, st, -1, "out of memory");
     free(buf);
     free(ids.keys);
-    if (f != stdin) fclose(f);
     return st;
 }
 

@@ -30,6 +30,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "src/server/api.h"
@@ -69,6 +70,9 @@ typedef struct sv_batch_input_config {
  * SV_ERR_NOMEM. Free with sv_batch_input_free in every case. */
 sv_status sv_batch_input_read(const char *path, const sv_batch_input_config_t *cfg, sv_batch_input_t *in,
                               sv_error_t *err);
+/* The same from an open stream (name for messages); the caller closes it. */
+sv_status sv_batch_input_read_stream(FILE *f, const char *name, const sv_batch_input_config_t *cfg,
+                                     sv_batch_input_t *in, sv_error_t *err);
 void sv_batch_input_free(sv_batch_input_t *in);
 
 #endif
