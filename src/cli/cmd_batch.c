@@ -47,6 +47,7 @@
 
 #include "../batch/batch_input.h"
 #include "../batch/runner.h"
+#include "../server/schema_check.h"
 #include "../util/clock.h"
 #include "fsm/dfa.h"
 
@@ -90,6 +91,8 @@ static int check_constraint(void *ud, const sv_api_request_t *r, sv_api_error_t 
 typedef struct {
     int fd;           /* the output */
     int err_fd;       /* --errors, or -1: errors go to fd */
+    const sv_api_limits_t *lim;
+    size_t checked_valid, checked_unchecked, checked_failed; /* constrained answers */
     uint64_t rng;
     const sv_batch_cli_t *o;
     bool tty;
@@ -115,9 +118,95 @@ static bool write_all(int fd, const char *p, size_t n) {
     return fdatasync(fd) == 0 || errno == EINVAL; /* EINVAL: a pipe or terminal */
 }
 
+/* ---- every constrained answer, checked again ------------------------------- */
+
+/* One choice's output against the request's constraint c: the text (content,
+ * or a completion's text), or the tool calls rebuilt as the call array the
+ * constraint describes ([{"name", "arguments"}]). */
+static sv_check_outcome check_choice(const sv_api_constraint_t *c, const json_t *schema, json_t *choice,
+                                     sv_check_result_t *res) {
+    json_t *msg = json_object_get(choice, "message");
+    json_t *calls = json_object_get(msg, "tool_calls");
+    json_t *text = msg ? json_object_get(msg, "content") : json_object_get(choice, "text");
+    memset(res, 0, sizeof *res);
+    if (c->kind == SV_CONSTRAINT_REGEX) {
+        if (!json_is_string(text)) return SV_CHECK_INVALID;
+        return sv_regex_check(c->text, c->len, json_string_value(text), json_string_length(text));
+    }
+    json_t *inst = NULL;
+    if (json_array_size(calls) && (c->tool_calls || c->calls_or_answer)) {
+        inst = json_array();
+        size_t i;
+        json_t *call;
+        json_array_foreach(calls, i, call) {
+            json_t *f = json_object_get(call, "function");
+            json_t *args = json_is_string(json_object_get(f, "arguments"))
+                               ? json_loadb(json_string_value(json_object_get(f, "arguments")),
+                                            json_string_length(json_object_get(f, "arguments")), JSON_ALLOW_NUL, NULL)
+                               : NULL;
+            json_array_append_new(inst, json_pack("{s:O?, s:o?}", "name", json_object_get(f, "name"), "arguments", args));
+        }
+    } else if (json_is_string(text)) {
+        inst = json_loadb(json_string_value(text), json_string_length(text), JSON_ALLOW_NUL | JSON_DECODE_ANY, NULL);
+    }
+    if (!inst) {
+        snprintf(res->keyword, sizeof res->keyword, "json");
+        return SV_CHECK_INVALID; /* not JSON at all */
+    }
+    sv_check_outcome out = sv_schema_check(schema, inst, res);
+    json_decref(inst);
+    return out;
+}
+
+/* Checks a 200 answer b of line with a JSON Schema, regex or tool-call
+ * constraint. A failure fills why and returns false. */
+static bool check_answer(out_t *o, const sv_batch_line_t *line, json_t *b, char *why, size_t n) {
+    sv_api_request_t r;
+    sv_api_error_t e;
+    if (sv_api_parse(line->kind, line->body, line->body_len, o->lim, &r, &e)) return true; /* checked at the start */
+    bool ok = true;
+    if (r.c.on) {
+        json_t *schema = r.c.kind == SV_CONSTRAINT_SCHEMA ? json_loadb(r.c.text, r.c.len, JSON_ALLOW_NUL, NULL) : NULL;
+        size_t i;
+        json_t *ch;
+        bool unchecked = false;
+        json_array_foreach(json_object_get(b, "choices"), i, ch) {
+            if (r.c.kind == SV_CONSTRAINT_SCHEMA && !schema) {
+                unchecked = true;
+                break;
+            }
+            sv_check_result_t res;
+            sv_check_outcome out = check_choice(&r.c, schema, ch, &res);
+            if (out == SV_CHECK_UNCHECKED) unchecked = true;
+            if (out == SV_CHECK_INVALID && ok) {
+                ok = false;
+                snprintf(why, n, "choice %zu does not match its %s (keyword %s at '%s')", i, r.c.param,
+                         res.keyword[0] ? res.keyword : "pattern", res.pointer);
+            }
+        }
+        json_decref(schema);
+        if (!ok) o->checked_failed++;
+        else if (unchecked) o->checked_unchecked++;
+        else o->checked_valid++;
+    }
+    sv_api_request_free(&r);
+    return ok;
+}
+
 static bool on_result(void *ud, const sv_batch_line_t *line, int status, const char *body, size_t len) {
     out_t *o = ud;
     json_t *b = json_loadb(body, len, JSON_ALLOW_NUL, NULL);
+    /* A test hook (tests/server/test_batch.py): the answer of this custom_id
+     * is spoiled as a compiler bug would, to show the check catches it. */
+    const char *spoil = getenv("SIEVE_TEST_BATCH_SPOIL");
+    if (spoil && !strcmp(spoil, line->custom_id)) {
+        json_t *msg = json_object_get(json_array_get(json_object_get(b, "choices"), 0), "message");
+        json_object_set_new(msg, "content", json_string("{\"spoiled\": true"));
+        json_object_set_new(msg, "tool_calls", json_pack("[{s:s, s:s, s:{s:s, s:s}}]", "id", "call_x", "type",
+                                                         "function", "function", "name", "nope", "arguments", "{}"));
+    }
+    char why[512];
+    bool valid = status != 200 || !b || check_answer(o, line, b, why, sizeof why);
     if (!b) b = json_stringn(body, len);
     char id[48], rid[48];
     snprintf(id, sizeof id, "batch_req_%016llx%08llx", (unsigned long long)next_rand(&o->rng),
@@ -125,14 +214,17 @@ static bool on_result(void *ud, const sv_batch_line_t *line, int status, const c
     json_t *bid = json_object_get(b, "id");
     if (json_is_string(bid)) snprintf(rid, sizeof rid, "%s", json_string_value(bid));
     else snprintf(rid, sizeof rid, "req_%016llx", (unsigned long long)next_rand(&o->rng));
-    json_t *j = json_pack("{s:s, s:s, s:{s:i, s:s, s:o}, s:n}", "id", id, "custom_id", line->custom_id, "response",
-                          "status_code", status, "request_id", rid, "body", b, "error");
+    /* An answer that does not match its constraint (it never should: this is
+     * the check that proves it) keeps its response and gets an error. */
+    json_t *error = valid ? json_null() : json_pack("{s:s, s:s}", "code", "validation_failed", "message", why);
+    json_t *j = json_pack("{s:s, s:s, s:{s:i, s:s, s:o}, s:o}", "id", id, "custom_id", line->custom_id, "response",
+                          "status_code", status, "request_id", rid, "body", b, "error", error);
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
     if (!text) return false;
     size_t n = strlen(text);
     text[n] = '\n'; /* replaces the NUL: written with its length */
-    bool ok = write_all(status != 200 && o->err_fd >= 0 ? o->err_fd : o->fd, text, n + 1);
+    bool ok = write_all((status != 200 || !valid) && o->err_fd >= 0 ? o->err_fd : o->fd, text, n + 1);
     free(text);
     return ok;
 }
@@ -363,6 +455,7 @@ int sv_batch_main(const sv_batch_cli_t *o, sv_server_config_t *sc, sv_server_dep
     uint64_t seed[2] = {0, 0};
     if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed[0] = sv_now_ns() ^ (uint64_t)getpid() << 32;
     out.rng = seed[0] | 1;
+    out.lim = &lim;
 
     /* 3. The server, on loopback, with a key only this process knows. */
     char key[40];
@@ -422,8 +515,14 @@ int sv_batch_main(const sv_batch_cli_t *o, sv_server_config_t *sc, sv_server_dep
     sv_ccache_stats_t cs;
     sv_ccache_stats(cache, &cs);
     if (!o->quiet)
-        fprintf(stderr, "sieve batch: constraints: %llu compiled, %llu found compiled\n", (unsigned long long)cs.misses,
-                (unsigned long long)cs.hits);
+        fprintf(stderr,
+                "sieve batch: constraints: %llu compiled, %llu found compiled; constrained answers checked again: %zu "
+                "valid, %zu failed, %zu unchecked\n",
+                (unsigned long long)cs.misses, (unsigned long long)cs.hits, out.checked_valid, out.checked_failed,
+                out.checked_unchecked);
+    if (out.checked_failed)
+        fprintf(stderr, "sieve batch: %zu answers did not match their constraint: a bug in sieve; they are error "
+                        "lines (code validation_failed)\n", out.checked_failed);
     if (st == SV_ERR_CANCELLED) {
         fprintf(stderr, "sieve batch: interrupted; %zu requests left: run again with --resume to finish\n", left);
         rc = SV_EXIT_INTERRUPTED;

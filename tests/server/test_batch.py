@@ -115,6 +115,8 @@ def test_batch_runs_every_line_once_and_valid(tmp_path):
     # One compile per distinct constraint: two schemas, the tool list, the regex.
     m = re.search(r"constraints: (\d+) compiled, (\d+) found compiled", r.stderr)
     assert m and int(m.group(1)) == 4 and int(m.group(2)) >= 8, r.stderr
+    # Every constrained answer was checked again by the independent validator.
+    assert "checked again: 12 valid, 0 failed, 0 unchecked" in r.stderr, r.stderr
     assert "15 of 15 requests done" in r.stderr
     # The output is not overwritten without --resume.
     r2 = run_batch(inp, out)
@@ -228,6 +230,31 @@ def test_sigint_stops_cleanly_and_resume_finishes(tmp_path):
     assert failed["response"]["body"]["error"]["type"] == "invalid_request_error"
     for line in ok:
         check_answer(line, lines[int(line["custom_id"][1:])])
+
+
+def test_an_answer_that_misses_its_constraint_is_an_error_line(tmp_path):
+    """The check after generation (src/server/schema_check.h): an answer
+    spoiled as a compiler bug would spoil it (a test hook) becomes an error
+    line with code validation_failed, in the errors file, never a silently
+    invalid line; the others are untouched."""
+    lines = mixed_lines(5)
+    inp, out, errs = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "err.jsonl"
+    write_lines(inp, lines)
+    for spoiled in ("p0", "t2"):
+        for f in (out, errs):
+            f.unlink(missing_ok=True)
+        env = dict(os.environ, SIEVE_TEST_BATCH_SPOIL=spoiled)
+        cmd = [sieve_bin(), "batch", "-m", str(MODEL), "-i", str(inp), "-o", str(out), "--errors", str(errs)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stderr
+        (bad,) = read_out(errs)
+        assert bad["custom_id"] == spoiled and bad["response"]["status_code"] == 200
+        assert bad["error"]["code"] == "validation_failed", bad["error"]
+        assert "3 valid, 1 failed" in r.stderr and "a bug in sieve" in r.stderr, r.stderr
+        good = read_out(out)
+        assert len(good) == 4
+        for line in good:
+            check_answer(line, next(l for l in lines if l["custom_id"] == line["custom_id"]))
 
 
 def test_batch_usage_errors(tmp_path):
