@@ -142,6 +142,7 @@ static void send_line(slot_t *s) {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Host", R->host);
     evhttp_add_header(h, "Content-Type", "application/json");
+    evhttp_add_header(h, "X-Sieve-Priority", "batch");
     if (R->auth[0]) evhttp_add_header(h, "Authorization", R->auth);
     evbuffer_add(evhttp_request_get_output_buffer(req), l->body, l->body_len);
     const char *path = l->kind == SV_API_CHAT ? "/v1/chat/completions" : "/v1/completions";

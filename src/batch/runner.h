@@ -6,7 +6,9 @@
  * engine always has the next requests waiting while it decodes. It sends
  * each line's body as is, to its endpoint, so a batch line gets exactly what
  * the same request gets online (the server's parsing, constraint cache,
- * tools and response shapes). `sieve batch` points it at a server it runs
+ * tools and response shapes), at batch priority (X-Sieve-Priority: batch),
+ * so that a server with online traffic serves that first
+ * (src/engine/engine.h, "Priorities"). `sieve batch` points it at a server it runs
  * in the same process, on loopback (src/cli/cmd_batch.c).
  *
  * What comes back:

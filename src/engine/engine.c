@@ -98,6 +98,7 @@ struct group {
     uint32_t n, n_open;    /* choices; choices whose last output is not popped yet */
     uint32_t n_prompt;
     bool forked;           /* choices 1.. are scheduled on their own */
+    bool batch;            /* batch priority: after online requests, preempted first */
     bool logprobs;
     sv_token_index_t *ix;
     int32_t *stop_ids;
@@ -310,6 +311,30 @@ static sv_status outq_push(sv_engine_t *e, req_t *r, sv_error_t *err) {
     e->outq[(e->outq_head + e->outq_n++) % e->outq_cap] = r;
     r->in_outq = true;
     return SV_OK;
+}
+
+/* Priorities (sv_engine_request_t.priority). The waiting queue holds the
+ * online requests first, then the batch ones, and so does the running list:
+ * so admission takes online requests first and preemption, which takes the
+ * newest running choice, takes a batch one first. Where a choice of
+ * priority batch goes in the waiting queue: at the front of its class
+ * (a preempted choice) or at its end (a new one). */
+static uint32_t waiting_pos(const sv_engine_t *e, bool batch, bool front) {
+    if (!batch && front) return 0;
+    if (batch && !front) return e->n_waiting;
+    uint32_t k = 0; /* the first batch choice */
+    while (k < e->n_waiting && !e->waiting[k]->g->batch) k++;
+    return k;
+}
+
+/* Appends r to the running list's end of its class. */
+static void running_add(sv_engine_t *e, req_t *r) {
+    uint32_t k = e->n_running;
+    if (!r->g->batch)
+        while (k > 0 && e->running[k - 1]->g->batch) k--;
+    memmove(e->running + k + 1, e->running + k, (e->n_running - k) * sizeof *e->running);
+    e->running[k] = r;
+    e->n_running++;
 }
 
 /* Inserts r into the waiting queue at position at (0: the front). */
@@ -765,6 +790,7 @@ sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *q, uint64_
     g->logprobs = q->logprobs;
     g->ix = q->constraint;
     g->forked = g->n == 1;
+    g->batch = q->priority == SV_PRIORITY_BATCH;
     if (q->n_stop_ids) {
         if (!(g->stop_ids = malloc(q->n_stop_ids * sizeof *g->stop_ids))) goto nomem;
         memcpy(g->stop_ids, q->stop_ids, q->n_stop_ids * sizeof *g->stop_ids);
@@ -785,7 +811,7 @@ sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *q, uint64_
         if ((st = choice_create(e, q, g, i, budget, &g->ch[i], err))) goto fail;
     g->n_open = g->n;
     g->id = e->next_id++;
-    if ((st = waiting_insert(e, e->n_waiting, g->ch[0], err))) goto fail;
+    if ((st = waiting_insert(e, waiting_pos(e, g->batch, false), g->ch[0], err))) goto fail;
     /* Forced tokens at the start join the prompt's pending tokens (the
      * same for every choice); a constraint complete at the start finishes
      * here. */
@@ -909,7 +935,7 @@ static sv_status preempt(sv_engine_t *e, sv_error_t *err) {
     v->seq = NULL;
     v->n_computed = 0;
     e->st.preemptions++;
-    return waiting_insert(e, 0, v, err);
+    return waiting_insert(e, waiting_pos(e, v->g->batch, true), v, err);
 }
 
 /* Appends chunk positions to r's sequence and makes any copy-on-write
@@ -931,7 +957,7 @@ static sv_status fork_group(sv_engine_t *e, req_t *c0, float *row, sv_error_t *e
     const size_t V = (size_t)e->n_vocab;
     sv_status st;
     g->forked = true;
-    uint32_t at = 0; /* the overflow keeps choice order at the front of the queue */
+    uint32_t at = waiting_pos(e, g->batch, true); /* the overflow keeps choice order at the front of its class */
     for (uint32_t i = 1; i < g->n; i++) {
         req_t *c = g->ch[i];
         if (c->finish != SV_FINISH_NONE) continue;
@@ -955,7 +981,7 @@ static sv_status fork_group(sv_engine_t *e, req_t *c0, float *row, sv_error_t *e
         if (forked) {
             c->n_computed = c0->n_computed;
             c->inserted = true;
-            e->running[e->n_running++] = c;
+            running_add(e, c);
         } else if ((st = waiting_insert(e, at++, c, err))) {
             return st;
         }
@@ -980,12 +1006,21 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
     bool preempted = false;
     sv_status st;
 
-    /* Running choices, oldest first: their pending tokens within the budget. */
+    /* An online request waits and every sequence runs: the newest batch
+     * choice makes room (before anything is placed in this step). */
+    bool online_waits = e->n_waiting && !e->waiting[0]->g->batch;
+    if (online_waits && e->n_running == e->cfg.max_num_seqs && e->running[e->n_running - 1]->g->batch)
+        if ((st = preempt(e, err))) return st;
+
+    /* Running choices, online ones first, oldest first: their pending
+     * tokens within the budget. While an online request waits, a batch
+     * choice's prompt goes one token a step, leaving the budget to it. */
     for (uint32_t i = 0; i < e->n_running && nt < B;) {
         req_t *r = e->running[i];
         uint32_t need = r->n_toks - r->n_computed;
         SV_INVARIANT(need > 0, err, "engine: internal: a running request has no token to feed");
         uint32_t chunk = need < B - nt ? need : B - nt;
+        if (online_waits && r->g->batch) chunk = 1;
         for (;;) {
             st = reserve(e, r, chunk, err);
             if (st != SV_ERR_BUDGET) break;
@@ -1034,7 +1069,7 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
         r->inserted = false;
         e->st.cached_tokens += cached;
         remove_at(e->waiting, &e->n_waiting, 0);
-        e->running[e->n_running++] = r;
+        running_add(e, r);
         e->places[np++] = (place_t){.r = r, .chunk = chunk};
         nt += chunk;
     }

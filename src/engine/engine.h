@@ -38,6 +38,17 @@
  * (the CPU backend is batch-invariant: a row's logits do not depend on the
  * batch or on the chunking of its sequence).
  *
+ * Priorities. A request of priority batch (a batch job's) yields to online
+ * ones: the waiting queue and the running list each hold the online
+ * choices first, so admission takes every waiting online request before a
+ * batch one, and preemption (of the newest running choice) takes batch
+ * choices first. When an online request waits and every sequence runs, the
+ * newest batch choice is preempted at the start of the step to make room,
+ * and while it waits, running batch choices feed one token a step, so that
+ * a batch prompt's chunks do not take the token budget from it. A preempted
+ * batch choice recomputes (through the prefix cache) and produces the same
+ * tokens, as any preempted choice. With no batch request, nothing changes.
+ *
  * Admission. submit refuses (SV_ERR_BUDGET) when the waiting queue is full,
  * when prompt + max_tokens exceeds max_ctx or can never fit in the pool,
  * and, for a constrained request, when the constraint cannot complete within
@@ -165,7 +176,13 @@ typedef struct sv_engine_request {
                                      essay), and all share the prompt's KV blocks */
     bool logprobs;                /* outputs carry each token's logprob (and sampling.n_logprobs
                                      top alternatives), forced tokens included */
+    uint8_t priority;             /* SV_PRIORITY_ONLINE (0, the default) or SV_PRIORITY_BATCH: admitted
+                                     after every waiting online request, preempted before any online
+                                     one, and while an online request waits its prompt goes a token
+                                     a step (the header essay, "Priorities") */
 } sv_engine_request_t;
+
+enum { SV_PRIORITY_ONLINE = 0, SV_PRIORITY_BATCH = 1 };
 
 typedef enum {
     SV_FINISH_NONE = 0, /* still running */

@@ -299,7 +299,10 @@ static void submit(req_t *r) {
     }
     sv_engine_loop_stats_t st;
     sv_engine_loop_stats(s->deps.loop, &st);
-    if (st.engine.waiting + st.inbox >= s->cfg.max_queue) {
+    /* Batch-priority requests fill at most half the queue: the rest is
+     * online requests' (X-Sieve-Priority). */
+    uint32_t queue_cap = r->batch ? (s->cfg.max_queue + 1) / 2 : s->cfg.max_queue;
+    if (st.engine.waiting + st.inbox >= queue_cap) {
         sv_api_fail(&e, 429, NULL, "the server is busy: %u requests are waiting; retry later",
                     st.engine.waiting + st.inbox);
         snprintf(e.code, sizeof e.code, "queue_full");
@@ -318,6 +321,7 @@ static void submit(req_t *r) {
         .n_stop = r->api.n_stop,
         .n = r->api.n,
         .logprobs = r->api.logprobs,
+        .priority = r->batch ? SV_PRIORITY_BATCH : SV_PRIORITY_ONLINE,
     };
     sv_error_t err;
     sv_error_clear(&err);
@@ -584,6 +588,14 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
         fail_req(r, &e);
         return;
     }
+    /* X-Sieve-Priority: batch yields to online requests (src/engine/engine.h, "Priorities"). */
+    const char *prio = evhttp_find_header(evhttp_request_get_input_headers(http), "X-Sieve-Priority");
+    if (prio && strcmp(prio, "online") && strcmp(prio, "batch")) {
+        sv_api_fail(&e, 400, NULL, "X-Sieve-Priority must be \"online\" or \"batch\"");
+        fail_req(r, &e);
+        return;
+    }
+    r->batch = prio && !strcmp(prio, "batch");
     if (r->api.model && strcmp(r->api.model, s->cfg.model_name) != 0 &&
         !(s->cfg.model_path && !strcmp(r->api.model, s->cfg.model_path))) {
         sv_api_fail(&e, 404, "model", "The model '%s' does not exist; this server serves '%s'", r->api.model,

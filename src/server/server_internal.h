@@ -72,6 +72,7 @@ struct req {
     bool gone;                   /* the client went away */
     bool closecb_set;
     sv_api_request_t api;
+    bool batch;                  /* X-Sieve-Priority: batch */
     sv_ids_t prompt;
     char id[48];
     int64_t created;

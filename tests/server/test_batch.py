@@ -269,3 +269,21 @@ def test_batch_usage_errors(tmp_path):
     empty.write_text("\n\n")
     r = run_batch(empty, tmp_path / "o.jsonl")
     assert r.returncode == 65 and "holds no request" in r.stderr
+
+
+def test_priority_header(server):
+    """X-Sieve-Priority: batch runs like any request (at batch priority:
+    src/engine/engine.h, "Priorities"); a value other than online or batch
+    is a 400."""
+    body = {"model": "smol", "messages": [{"role": "user", "content": "Hi."}], "max_tokens": 8, "temperature": 0}
+    import httpx2 as httpx
+
+    def post(prio):
+        return httpx.post(server.url + "/v1/chat/completions", json=body,
+                          headers=dict(server.headers(), **{"X-Sieve-Priority": prio}), timeout=300)
+
+    a, b = post("batch"), post("online")
+    assert a.status_code == 200 and b.status_code == 200, (a.text, b.text)
+    assert a.json()["choices"][0]["message"] == b.json()["choices"][0]["message"]
+    r = post("urgent")
+    assert r.status_code == 400 and "X-Sieve-Priority" in r.json()["error"]["message"]

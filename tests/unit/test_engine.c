@@ -151,6 +151,7 @@ typedef struct treq {
     uint32_t n_stops;
     uint32_t n;
     bool logprobs;
+    bool batch; /* priority batch */
 } treq_t;
 
 typedef struct cres {
@@ -212,7 +213,8 @@ static sv_status submit(sv_engine_t *e, const treq_t *q, uint64_t *id, sv_error_
     sv_engine_request_t r = {.prompt = q->prompt, .n_prompt = q->n_prompt, .sampling = q->sp,
                              .constraint = q->constrained ? rx_index : NULL, .max_tokens = q->max_tokens,
                              .stop_ids = q->stop, .n_stop_ids = q->n_stop, .stop = q->stops,
-                             .n_stop = q->n_stops, .n = q->n, .logprobs = q->logprobs};
+                             .n_stop = q->n_stops, .n = q->n, .logprobs = q->logprobs,
+                             .priority = q->batch ? SV_PRIORITY_BATCH : SV_PRIORITY_ONLINE};
     return sv_engine_submit(e, &r, id, err);
 }
 
@@ -637,6 +639,73 @@ static void test_batches(void) {
     e = make_engine(256, 4, 1, true);
     run_together(e, q, 8, got);
     compare("one row per step", q, ref, got, 8);
+    sv_engine_destroy(e);
+}
+
+/* 7. Priorities: with half the requests at batch priority, every output is
+ * still bit for bit the reference's (small pool and few slots: preemption
+ * and recompute); and an online request that arrives while batch requests
+ * fill every slot runs at once (a batch choice makes room) and gets its first
+ * token in its first step, where without priorities it waits for a slot. */
+static void test_priorities(void) {
+    static treq_t q[NREQ];
+    static result_t ref[NREQ], got[NREQ];
+    make_requests(q, NREQ);
+    sv_engine_t *e = make_engine(256, 8, 48, true);
+    if (!e) return;
+    run_alone(e, q, NREQ, ref);
+    sv_engine_destroy(e);
+    for (int i = 0; i < NREQ; i++) q[i].batch = i % 2 == 0;
+    for (int pc = 0; pc < 2; pc++) {
+        e = make_engine(pc ? 20 : 256, pc ? 8 : 3, 32, pc);
+        run_together(e, q, NREQ, got);
+        compare(pc ? "priorities, small pool" : "priorities, three slots", q, ref, got, NREQ);
+        sv_engine_destroy(e);
+    }
+
+    /* Four slots full of batch requests, then one online request. */
+    treq_t b[5];
+    memset(b, 0, sizeof b);
+    static const sv_logit_bias_t no_eog = {.id = EOG, .bias = -100.0f}; /* run to max_tokens */
+    for (int i = 0; i < 5; i++) {
+        b[i].n_prompt = 6;
+        for (uint32_t j = 0; j < 6; j++) b[i].prompt[j] = (int32_t)(i * 3 + j) % EOG;
+        b[i].sp = sv_sample_params_default();
+        b[i].sp.temperature = 0.0f;
+        b[i].sp.logit_bias = &no_eog;
+        b[i].sp.n_logit_bias = 1;
+        b[i].max_tokens = 60;
+        b[i].batch = i < 4;
+    }
+    result_t alone[5], mixed[5];
+    e = make_engine(256, 4, 64, true);
+    run_alone(e, b, 5, alone);
+    for (int prio = 0; prio < 2; prio++) {
+        for (int i = 0; i < 4; i++) b[i].batch = prio;
+        uint64_t ids[5];
+        sv_error_t err;
+        memset(mixed, 0, sizeof mixed);
+        for (int i = 0; i < 4; i++) CHECK(submit(e, &b[i], &ids[i], &err) == SV_OK, "submit: %s", err.message);
+        for (int s = 0; s < 3; s++) {
+            CHECK(sv_engine_step(e, &err) == SV_OK, "step: %s", err.message);
+            drain(e, ids, b, 4, mixed);
+        }
+        CHECK(submit(e, &b[4], &ids[4], &err) == SV_OK, "submit online: %s", err.message);
+        int steps = 0;
+        while (sv_engine_has_work(e) && mixed[4].c[0].n == 0 && !mixed[4].done && steps < 1000) {
+            CHECK(sv_engine_step(e, &err) == SV_OK, "step: %s", err.message);
+            drain(e, ids, b, 5, mixed);
+            steps++;
+        }
+        if (prio) CHECK(steps == 1, "online behind batch: first token after %d steps", steps);
+        else CHECK(steps > 10, "online behind online: waits for a slot (%d steps)", steps);
+        run_to_end(e, ids, b, 5, mixed);
+        compare(prio ? "online among batch" : "online among online", b, alone, mixed, 5);
+        sv_engine_stats_t st;
+        sv_engine_stats(e, &st);
+        printf("online request behind 4 %s requests: first token after %d step(s); %llu preemptions so far\n",
+               prio ? "batch" : "online", steps, (unsigned long long)st.preemptions);
+    }
     sv_engine_destroy(e);
 }
 
@@ -1194,6 +1263,7 @@ int main(void) {
         test_prefix_counters();
         test_cancel();
         test_n_sharing();
+        test_priorities();
         test_stop_strings();
         test_forced_logprobs();
         test_jump_forward_off();
