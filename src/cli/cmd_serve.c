@@ -28,7 +28,7 @@ enum {
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
     OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
     OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES, OPT_DFA_MEMO_MB,
-    OPT_ERRORS, OPT_INPUT_ERRORS, OPT_RESUME, OPT_CONCURRENCY, OPT_QUIET,
+    OPT_ERRORS, OPT_INPUT_ERRORS, OPT_RESUME, OPT_CONCURRENCY, OPT_QUIET, OPT_BATCH_STEP,
 };
 
 static const char *const batch_usage_text =
@@ -72,6 +72,8 @@ static const char *const usage_text =
     "  --chat-template NAME      chatml, llama3, mistral or gemma instead of the model's\n"
     "  --max-num-seqs N          requests decoded at once (default 16)\n"
     "  --max-num-batched-tokens N  rows per forward step (default 256)\n"
+    "  --batch-step-tokens N     rows of batch-priority requests (X-Sieve-Priority: batch) per\n"
+    "                            step (default 32; 0: no cap): short steps for online requests\n"
     "  --max-model-len N         tokens per request, prompt + output (default: the\n"
     "                            model's, at most 4096)\n"
     "  --kv-memory-mb M          memory of the paged KV cache (default 512)\n"
@@ -135,6 +137,7 @@ static int serve_main(int argc, char **argv, bool batch) {
         {"served-model-name", required_argument, 0, OPT_NAME},
         {"max-num-seqs", required_argument, 0, OPT_MAX_NUM_SEQS},
         {"max-num-batched-tokens", required_argument, 0, OPT_BATCHED},
+        {"batch-step-tokens", required_argument, 0, OPT_BATCH_STEP},
         {"kv-memory-mb", required_argument, 0, OPT_KV_MB},
         {"max-model-len", required_argument, 0, OPT_MAX_LEN},
         {"max-queue", required_argument, 0, OPT_MAX_QUEUE},
@@ -170,6 +173,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     };
     const char *verb = batch ? "batch" : "serve";
     sv_batch_cli_t bo = {0};
+    bool batch_step_given = false;
     sv_server_config_t sc;
     sv_server_config_default(&sc);
     sv_engine_config_t ec;
@@ -212,6 +216,12 @@ static int serve_main(int argc, char **argv, bool batch) {
         case OPT_MAX_NUM_SEQS:
             if (sv_cli_parse_u64(optarg, 1024, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --max-num-seqs", optarg);
             ec.max_num_seqs = (uint32_t)v;
+            break;
+        case OPT_BATCH_STEP:
+            if (sv_cli_parse_u64(optarg, 1u << 16, &v))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --batch-step-tokens", optarg);
+            ec.batch_step_tokens = (uint32_t)v;
+            batch_step_given = true;
             break;
         case OPT_BATCHED:
             if (sv_cli_parse_u64(optarg, 1u << 16, &v) || !v)
@@ -319,6 +329,8 @@ static int serve_main(int argc, char **argv, bool batch) {
     if (batch && (!bo.input || !bo.output)) return sv_cli_usage_error(verb, "-i INPUT and -o OUTPUT are required");
     bo.name_given = name != NULL;
     if (!bo.concurrency) bo.concurrency = 2 * ec.max_num_seqs;
+    /* sieve batch: every request is the batch's, no online one to keep steps short for. */
+    if (batch && !batch_step_given) ec.batch_step_tokens = 0;
     sv_chat_template_t tmpl;
     sv_error_t err;
     sv_error_clear(&err);

@@ -155,6 +155,7 @@ void sv_engine_config_default(sv_engine_config_t *c) {
     memset(c, 0, sizeof *c);
     c->max_num_seqs = 16;
     c->max_num_batched_tokens = 256;
+    c->batch_step_tokens = 32;
     c->max_queue = 256;
     c->prefix_cache = true;
     c->jump_forward = true;
@@ -1011,16 +1012,30 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
     bool online_waits = e->n_waiting && !e->waiting[0]->g->batch;
     if (online_waits && e->n_running == e->cfg.max_num_seqs && e->running[e->n_running - 1]->g->batch)
         if ((st = preempt(e, err))) return st;
+    /* While an online request waits or computes its prompt, batch choices
+     * sit the step out: its first token comes as fast as if it were alone
+     * (unless nothing else could run: the second pass below). */
+    bool hold_batch = online_waits;
+    for (uint32_t i = 0; i < e->n_running && !hold_batch; i++)
+        hold_batch = !e->running[i]->g->batch && e->running[i]->n_computed < e->running[i]->n_prompt;
+    uint32_t held = 0;
+    /* Rows batch choices may still take in this step. */
+    uint32_t batch_left = e->cfg.batch_step_tokens ? e->cfg.batch_step_tokens : B;
 
     /* Running choices, online ones first, oldest first: their pending
-     * tokens within the budget. While an online request waits, a batch
-     * choice's prompt goes one token a step, leaving the budget to it. */
+     * tokens within the budget. */
+place_running:
     for (uint32_t i = 0; i < e->n_running && nt < B;) {
         req_t *r = e->running[i];
+        if (r->g->batch && (hold_batch || !batch_left)) {
+            held++;
+            i++;
+            continue;
+        }
         uint32_t need = r->n_toks - r->n_computed;
         SV_INVARIANT(need > 0, err, "engine: internal: a running request has no token to feed");
         uint32_t chunk = need < B - nt ? need : B - nt;
-        if (online_waits && r->g->batch) chunk = 1;
+        if (r->g->batch && chunk > batch_left) chunk = batch_left;
         for (;;) {
             st = reserve(e, r, chunk, err);
             if (st != SV_ERR_BUDGET) break;
@@ -1034,12 +1049,14 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
         if (st) return st;
         e->places[np++] = (place_t){.r = r, .chunk = chunk};
         nt += chunk;
+        if (r->g->batch) batch_left -= chunk;
         i++;
     }
 
     /* Admissions, unless this step had to preempt. */
     while (!preempted && e->n_waiting && e->n_running < e->cfg.max_num_seqs && nt < B) {
         req_t *r = e->waiting[0];
+        if (r->g->batch && !batch_left) break; /* online ones come first in the queue: none is left */
         if ((st = sv_kv_seq_create(e->pool, &r->seq, err))) return st;
         uint32_t cached = 0;
         if (e->radix) {
@@ -1057,6 +1074,7 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
         r->n_computed = cached;
         uint32_t need = r->n_toks - cached;
         uint32_t chunk = need < B - nt ? need : B - nt;
+        if (r->g->batch && chunk > batch_left) chunk = batch_left;
         st = reserve(e, r, chunk, err);
         if (st) {
             sv_kv_seq_destroy(r->seq);
@@ -1072,6 +1090,14 @@ sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
         running_add(e, r);
         e->places[np++] = (place_t){.r = r, .chunk = chunk};
         nt += chunk;
+        if (r->g->batch) batch_left -= chunk;
+    }
+    if (np == 0 && held) {
+        /* The online request could not start (no blocks): the batch runs. */
+        hold_batch = false;
+        held = 0;
+        batch_left = B;
+        goto place_running;
     }
     if (np == 0) {
         /* Nothing fit: only possible right after preempting everything,

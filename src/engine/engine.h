@@ -43,11 +43,15 @@
  * choices first, so admission takes every waiting online request before a
  * batch one, and preemption (of the newest running choice) takes batch
  * choices first. When an online request waits and every sequence runs, the
- * newest batch choice is preempted at the start of the step to make room,
- * and while it waits, running batch choices feed one token a step, so that
- * a batch prompt's chunks do not take the token budget from it. A preempted
- * batch choice recomputes (through the prefix cache) and produces the same
- * tokens, as any preempted choice. With no batch request, nothing changes.
+ * newest batch choice is preempted at the start of the step to make room;
+ * and while an online request waits or computes its prompt, batch choices
+ * sit the steps out (unless nothing else could run), so that its first
+ * token comes about as fast as if it were alone; and batch choices take at
+ * most batch_step_tokens rows of any step, so that the step in flight when
+ * an online request arrives is short. A preempted batch choice
+ * recomputes (through the prefix cache) and produces the same tokens, as
+ * any preempted choice, and so does one that sat steps out. With no batch
+ * request, nothing changes.
  *
  * Admission. submit refuses (SV_ERR_BUDGET) when the waiting queue is full,
  * when prompt + max_tokens exceeds max_ctx or can never fit in the pool,
@@ -131,6 +135,9 @@ typedef struct sv_engine_config {
     uint64_t kv_bytes;               /* used when kv_blocks == 0 (sv_llama_kv_block_bytes each) */
     uint32_t max_num_seqs;           /* requests running at once (default 16) */
     uint32_t max_num_batched_tokens; /* rows per forward (default 256) */
+    uint32_t batch_step_tokens;      /* rows of batch-priority choices per forward (default 32;
+                                        0: no cap beyond max_num_batched_tokens): keeps a step short,
+                                        so that an online request arriving mid-step waits little */
     uint32_t max_ctx;                /* tokens per request, prompt + output (default: the model's) */
     uint32_t max_queue;              /* waiting requests before submit says SV_ERR_BUDGET (default 256) */
     bool prefix_cache;               /* share full prompt blocks through the radix tree */
@@ -178,8 +185,8 @@ typedef struct sv_engine_request {
                                      top alternatives), forced tokens included */
     uint8_t priority;             /* SV_PRIORITY_ONLINE (0, the default) or SV_PRIORITY_BATCH: admitted
                                      after every waiting online request, preempted before any online
-                                     one, and while an online request waits its prompt goes a token
-                                     a step (the header essay, "Priorities") */
+                                     one, and paused while an online request waits or computes its
+                                     prompt (the header essay, "Priorities") */
 } sv_engine_request_t;
 
 enum { SV_PRIORITY_ONLINE = 0, SV_PRIORITY_BATCH = 1 };

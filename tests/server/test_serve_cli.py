@@ -15,7 +15,7 @@ def test_help():
     for opt in [b"--api-key", b"--served-model-name", b"--max-num-seqs", b"--max-body-bytes", b"--chat-template",
                 b"--request-timeout", b"--drain-timeout", b"--any-deep-levels", b"--any-calls", b"--key-order",
                 b"--compile-queue", b"--compile-memory-mb", b"--compile-timeout-ms", b"--compile-max-states",
-                b"--dfa-memo-mb"]:
+                b"--dfa-memo-mb", b"--batch-step-tokens"]:
         assert opt in r.stdout
 
 
@@ -38,7 +38,8 @@ def test_usage_errors():
                       (("-m", str(MODEL), "--compile-memory-mb", "1"), b"--compile-memory-mb"),
                       (("-m", str(MODEL), "--compile-timeout-ms", "x"), b"--compile-timeout-ms"),
                       (("-m", str(MODEL), "--compile-max-states", "2"), b"--compile-max-states"),
-                      (("-m", str(MODEL), "--dfa-memo-mb", "-1"), b"--dfa-memo-mb")]:
+                      (("-m", str(MODEL), "--dfa-memo-mb", "-1"), b"--dfa-memo-mb"),
+                      (("-m", str(MODEL), "--batch-step-tokens", "x"), b"--batch-step-tokens")]:
         r = run(*args)
         assert r.returncode == 64 and msg in r.stderr, (args, r.stderr)
 
