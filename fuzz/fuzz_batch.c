@@ -1,12 +1,16 @@
-/* fuzz_batch.c — libFuzzer target for a batch's input file
- * (src/batch/batch_input.h): JSON Lines of OpenAI batch requests, each body
- * checked by the server's request parser.
+/* fuzz_batch.c — libFuzzer target for what a batch's client uploads: the
+ * input file (src/batch/batch_input.h: JSON Lines of OpenAI batch requests,
+ * each body checked by the server's request parser) and the multipart form
+ * that carries it to POST /v1/files (src/server/multipart.h).
  *
- * Input: the file's bytes. Properties checked: no crash, no leak, no
- * sanitizer report; every non-blank line is either accepted or reported
- * (line numbers in order, each within the file, with a code and a message);
- * accepted lines have distinct custom_ids, a known endpoint, and a body that
- * parses back to a JSON object. */
+ * Input: a first byte that picks the parser (even: the batch file; odd: a
+ * multipart body, whose Content-Type is the rest up to the first newline).
+ * Properties checked: no crash, no leak, no sanitizer report. The batch
+ * file: every non-blank line is either accepted or reported (line numbers in
+ * order, each within the file, with a code and a message); accepted lines
+ * have distinct custom_ids, a known endpoint, and a body that parses back to
+ * a JSON object. The multipart body: every part lies inside the body, in
+ * order, with a name; a refusal says why. */
 #define _GNU_SOURCE /* fmemopen */
 #include <jansson.h>
 #include <stdint.h>
@@ -15,11 +19,43 @@
 #include <string.h>
 
 #include "src/batch/batch_input.h"
+#include "src/server/multipart.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 
+static void multipart(const uint8_t *data, size_t size) {
+    const uint8_t *nl = memchr(data, '\n', size);
+    size_t cn = nl ? (size_t)(nl - data) : size;
+    if (cn > 512) return;
+    char ctype[513];
+    memcpy(ctype, data, cn);
+    ctype[cn] = 0;
+    const char *body = (const char *)data + (nl ? cn + 1 : cn);
+    size_t len = size - (nl ? cn + 1 : cn);
+    sv_mpart_t parts[8];
+    char why[128] = "";
+    int n = sv_multipart_parse(ctype, body, len, parts, 8, why, sizeof why);
+    if (n < 0) {
+        CHECK(why[0]);
+        return;
+    }
+    CHECK(n <= 8);
+    const char *last = body;
+    for (int i = 0; i < n; i++) {
+        CHECK(parts[i].name && parts[i].name >= body && parts[i].name + parts[i].name_len <= body + len);
+        CHECK(!parts[i].filename ||
+              (parts[i].filename >= body && parts[i].filename + parts[i].filename_len <= body + len));
+        CHECK(parts[i].data >= last && parts[i].data + parts[i].len <= body + len);
+        last = parts[i].data + parts[i].len;
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0 || size > (1u << 20)) return 0;
+    if (data[0] & 1) {
+        multipart(data + 1, size - 1);
+        return 0;
+    }
     /* Lines the reader will see: getline splits on '\n'; a line of spaces,
      * tabs and CR only is blank. */
     size_t nonblank = 0, lines = 0;

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   build-essential cmake pkg-config git
-  libpcre2-dev libjansson-dev libevent-dev libopenblas-dev
+  libpcre2-dev libjansson-dev libevent-dev libsqlite3-dev libopenblas-dev
   clang llvm libclang-rt-14-dev            # libFuzzer, sanitizers, llvm-symbolizer
   python3 python3-venv python3-pip
   unzip ca-certificates

@@ -28,7 +28,8 @@ enum {
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
     OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
     OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES, OPT_DFA_MEMO_MB,
-    OPT_ERRORS, OPT_INPUT_ERRORS, OPT_RESUME, OPT_CONCURRENCY, OPT_QUIET, OPT_BATCH_STEP,
+    OPT_ERRORS, OPT_INPUT_ERRORS, OPT_RESUME, OPT_CONCURRENCY, OPT_QUIET, OPT_BATCH_STEP, OPT_DATA_DIR,
+    OPT_MAX_FILE,
 };
 
 static const char *const batch_usage_text =
@@ -104,6 +105,8 @@ static const char *const usage_text =
     "  --max-body-bytes N        request body limit (default 8388608; larger: 413)\n"
     "  --request-timeout S       cancel a request running longer (default: none)\n"
     "  --drain-timeout S         on SIGTERM, how long running requests may finish (default 30)\n"
+    "  --data-dir DIR            uploaded files (/v1/files), made on first use (default ./sieve-data)\n"
+    "  --max-file-bytes N        one upload (default 104857600; larger: 413)\n"
     "Prints 'sieve serve: listening on http://HOST:PORT' on stderr when ready.\n";
 
 static uint16_t g_port;
@@ -169,6 +172,8 @@ static int serve_main(int argc, char **argv, bool batch) {
         {"resume", no_argument, 0, OPT_RESUME},
         {"concurrency", required_argument, 0, OPT_CONCURRENCY},
         {"quiet", no_argument, 0, OPT_QUIET},
+        {"data-dir", required_argument, 0, OPT_DATA_DIR},
+        {"max-file-bytes", required_argument, 0, OPT_MAX_FILE},
         {0, 0, 0, 0},
     };
     const char *verb = batch ? "batch" : "serve";
@@ -198,6 +203,15 @@ static int serve_main(int argc, char **argv, bool batch) {
         case OPT_INPUT_ERRORS: bo.errors_json = optarg; break;
         case OPT_RESUME: bo.resume = true; break;
         case OPT_QUIET: bo.quiet = true; break;
+        case OPT_DATA_DIR:
+            if (!*optarg) return sv_cli_usage_error(verb, "--data-dir must not be empty");
+            sc.data_dir = optarg;
+            break;
+        case OPT_MAX_FILE:
+            if (sv_cli_parse_u64(optarg, 1ull << 40, &v) || !v)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --max-file-bytes", optarg);
+            sc.max_file_bytes = (size_t)v;
+            break;
         case OPT_CONCURRENCY:
             if (sv_cli_parse_u64(optarg, 4096, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --concurrency", optarg);
             bo.concurrency = (uint32_t)v;

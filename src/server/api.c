@@ -52,6 +52,7 @@ int sv_api_http_status(sv_status code) {
     case SV_ERR_NOMEM:
     case SV_ERR_INTERNAL: return 500;
     case SV_ERR_CANCELLED: return 499; /* nginx's "client closed request": nobody reads it */
+    case SV_ERR_NOT_FOUND: return 404;
     }
     return 500;
 }
@@ -94,6 +95,7 @@ void sv_api_constraint_error(const sv_api_constraint_t *c, const sv_error_t *err
         return;
     }
     if (status != 400) {
+        if (status == 404) status = 500; /* a compile looks nothing up: sieve's own fault */
         sv_api_fail(e, status, NULL, "compiling %s failed inside sieve: %s", what,
                     err->message[0] ? err->message : sv_status_name(err->code));
         snprintf(e->code, sizeof e->code, "%s", "internal_error");

@@ -50,6 +50,8 @@ void sv_server_config_default(sv_server_config_t *c) {
     c->max_n = SV_ENGINE_MAX_N;
     c->max_constraint_bytes = 1u << 20;
     c->drain_timeout_s = 30;
+    c->data_dir = "./sieve-data";
+    c->max_file_bytes = (size_t)100 << 20;
     sv_schema_opts_t so;
     sv_schema_opts_default(&so);
     c->any_deep_levels = so.any_deep_levels;
@@ -751,7 +753,8 @@ static void handle(struct evhttp_request *http, void *arg) {
     }
     bool chat = !strcmp(path, "/v1/chat/completions"), comp = !strcmp(path, "/v1/completions"),
          models = !strcmp(path, "/v1/models");
-    if (!chat && !comp && !models) {
+    bool files = !strcmp(path, "/v1/files") || !strncmp(path, "/v1/files/", 10);
+    if (!chat && !comp && !models && !files) {
         sv_api_fail(&e, 404, NULL, "no route for %s", path);
         snprintf(e.code, sizeof e.code, "unknown_url");
         sv_server_send_error(s, http, &e);
@@ -761,6 +764,10 @@ static void handle(struct evhttp_request *http, void *arg) {
         sv_api_fail(&e, 401, NULL, "a valid API key is required: Authorization: Bearer KEY");
         snprintf(e.code, sizeof e.code, "invalid_api_key");
         sv_server_send_error(s, http, &e);
+        return;
+    }
+    if (files) {
+        sv_server_files(s, http, path);
         return;
     }
     if (models) {
@@ -907,6 +914,7 @@ sv_status sv_server_run_hooked(const sv_server_config_t *cfg, const sv_server_de
     /* The body limit that sends OpenAI's 413 is checked in the handler;
      * libevent's own limit (a bare 413) only stops bodies far past it. */
     size_t hard = cfg->max_body_bytes * 4 + (1u << 20);
+    if (hard < cfg->max_file_bytes + (2u << 20)) hard = cfg->max_file_bytes + (2u << 20); /* uploads */
     evhttp_set_max_body_size(s->http, (ev_ssize_t)hard);
     evhttp_set_max_headers_size(s->http, 64 * 1024);
     evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
@@ -974,6 +982,7 @@ done:
     if (s->http) evhttp_free(s->http);
     if (s->base) event_base_free(s->base);
     if (s->own_ccache) sv_ccache_destroy(s->ccache);
+    sv_store_close(s->store);
     free(s);
     return st;
 }

@@ -74,6 +74,9 @@ typedef struct sv_server_config {
     size_t max_constraint_bytes; /* default 1 MiB */
     double request_timeout_s;  /* 0: none; else a request running longer is cancelled */
     double drain_timeout_s;    /* SIGTERM: how long running requests may finish (default 30) */
+    const char *data_dir;      /* uploaded files (src/batch/store.h; default "./sieve-data",
+                                  made on the first Files API request) */
+    size_t max_file_bytes;     /* one upload (default 100 MiB) */
 } sv_server_config_t;
 
 void sv_server_config_default(sv_server_config_t *c);

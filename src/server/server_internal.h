@@ -17,6 +17,7 @@
 #include "compile_pool.h"
 #include "metrics.h"
 #include "server.h"
+#include "src/batch/store.h"
 #include "tools.h"
 
 typedef struct srv srv_t;
@@ -117,6 +118,7 @@ struct srv {
     struct evhttp_bound_socket *sock;
     sv_constraint_cache_t *ccache;
     bool own_ccache;        /* else borrowed (sv_server_hooks_t) */
+    sv_store_t *store;      /* the Files API's (files.c), opened on first use */
     sv_cpool_t *cpool;
     sv_metrics_t m;
     req_t *live;
@@ -130,6 +132,11 @@ struct srv {
     uint64_t rng;
     int64_t started;
 };
+
+/* ---- files.c ------------------------------------------------------------- */
+
+/* /v1/files and below (authorized already). */
+void sv_server_files(srv_t *s, struct evhttp_request *http, const char *path);
 
 /* ---- respond.c ---------------------------------------------------------- */
 

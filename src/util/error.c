@@ -40,6 +40,7 @@ const char *sv_status_name(sv_status code) {
     case SV_ERR_CAPACITY: return "capacity";
     case SV_ERR_INTERNAL: return "internal";
     case SV_ERR_CANCELLED: return "cancelled";
+    case SV_ERR_NOT_FOUND: return "not_found";
     }
     return "unknown";
 }

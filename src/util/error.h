@@ -23,6 +23,7 @@ typedef enum {
     SV_ERR_CAPACITY,    /* the service is full for now (a queue, an inbox): retry later */
     SV_ERR_INTERNAL,    /* sieve's own fault: an invariant does not hold */
     SV_ERR_CANCELLED,   /* the caller gave up (a client that disconnected) */
+    SV_ERR_NOT_FOUND,   /* what the caller names does not exist (a file, a batch) */
 } sv_status;
 
 /* An invariant of sieve's own code. When it does not hold, the operation

@@ -15,7 +15,7 @@ def test_help():
     for opt in [b"--api-key", b"--served-model-name", b"--max-num-seqs", b"--max-body-bytes", b"--chat-template",
                 b"--request-timeout", b"--drain-timeout", b"--any-deep-levels", b"--any-calls", b"--key-order",
                 b"--compile-queue", b"--compile-memory-mb", b"--compile-timeout-ms", b"--compile-max-states",
-                b"--dfa-memo-mb", b"--batch-step-tokens"]:
+                b"--dfa-memo-mb", b"--batch-step-tokens", b"--data-dir", b"--max-file-bytes"]:
         assert opt in r.stdout
 
 

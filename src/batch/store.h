@@ -1,0 +1,55 @@
+/* store.h — uploaded files, durable: the OpenAI Files API's storage.
+ *
+ * A store is a directory (`sieve serve --data-dir`, default ./sieve-data):
+ *
+ *     DIR/sieve.db        SQLite (WAL, synchronous FULL): one row a file
+ *     DIR/files/FILE_ID   the bytes
+ *
+ * A file is written to DIR/files/FILE_ID.tmp, fsync'ed, renamed and its
+ * directory fsync'ed before its row is inserted, so that after a crash a row
+ * always has its bytes (a .tmp left by a crash is removed at the next open;
+ * bytes without a row are removed too). Deleting removes the row first,
+ * then the bytes.
+ *
+ * Ids are "file-" and 24 random hex digits. Not thread-safe: one thread
+ * (the server's HTTP thread) uses a store. */
+#ifndef SV_BATCH_STORE_H
+#define SV_BATCH_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/util/error.h"
+
+typedef struct sv_store sv_store_t;
+
+typedef struct sv_file {
+    char id[40];
+    char purpose[24];      /* batch, batch_output, user_data */
+    char filename[256];
+    uint64_t bytes;
+    int64_t created_at;    /* Unix seconds */
+} sv_file_t;
+
+/* Opens (creating) the store at dir. SV_ERR_IO with the reason when the
+ * directory or the database cannot be made or opened. */
+sv_status sv_store_open(const char *dir, sv_store_t **out, sv_error_t *err);
+void sv_store_close(sv_store_t *s);
+
+/* A new file holding data[0..n). SV_ERR_IO (disk full, unwritable) leaves
+ * nothing behind. */
+sv_status sv_store_file_put(sv_store_t *s, const char *purpose, const char *filename, const void *data, size_t n,
+                            sv_file_t *out, sv_error_t *err);
+/* SV_ERR_NOT_FOUND when there is no such file. */
+sv_status sv_store_file_get(sv_store_t *s, const char *id, sv_file_t *out, sv_error_t *err);
+/* The path of a file's bytes (for reading), in buf. */
+sv_status sv_store_file_path(sv_store_t *s, const char *id, char *buf, size_t cap, sv_error_t *err);
+sv_status sv_store_file_delete(sv_store_t *s, const char *id, sv_error_t *err);
+/* Files newest first: after the file `after` (NULL: from the newest), at
+ * most limit, only of purpose (NULL: any). *out: caller frees; *more says
+ * whether more follow. */
+sv_status sv_store_file_list(sv_store_t *s, const char *after, uint32_t limit, const char *purpose, sv_file_t **out,
+                             size_t *n, bool *more, sv_error_t *err);
+
+#endif
