@@ -100,6 +100,11 @@ static sv_status read_line(sv_batch_input_t *in, const sv_batch_input_config_t *
         st = line_error(in, lineno, "invalid_url", "url", "url must be \"/v1/chat/completions\" or \"/v1/completions\"");
         goto done;
     }
+    if (cfg->endpoint && (int)kind != cfg->endpoint) {
+        st = line_error(in, lineno, "invalid_url", "url", "url must be the batch's endpoint, %s",
+                        cfg->endpoint == SV_API_CHAT ? "/v1/chat/completions" : "/v1/completions");
+        goto done;
+    }
     if (!json_is_object(jb)) {
         st = line_error(in, lineno, "invalid_body", "body", "body must be a JSON object");
         goto done;

@@ -59,6 +59,7 @@ typedef struct sv_batch_input_config {
     const sv_api_limits_t *lim; /* the server's (sv_server_api_limits) */
     size_t max_body_bytes;      /* a body's compact JSON */
     size_t max_lines;
+    int endpoint;               /* 0, or the kind (sv_api_kind) every line's url must name */
     /* Checks a parsed request further (its constraint compiles): 0, or -1
      * with e filled. May be NULL. */
     int (*check)(void *ud, const sv_api_request_t *r, sv_api_error_t *e);

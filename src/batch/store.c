@@ -110,7 +110,9 @@ sv_status sv_store_open(const char *dir, sv_store_t **out, sv_error_t *err) {
         "PRAGMA synchronous = FULL;"
         "CREATE TABLE IF NOT EXISTS files ("
         "  id TEXT PRIMARY KEY, purpose TEXT NOT NULL, filename TEXT NOT NULL,"
-        "  bytes INTEGER NOT NULL, created_at INTEGER NOT NULL);";
+        "  bytes INTEGER NOT NULL, created_at INTEGER NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS batches ("
+        "  id TEXT PRIMARY KEY, status TEXT NOT NULL, obj TEXT NOT NULL, cancel_at INTEGER NOT NULL DEFAULT 0);";
     if (sqlite3_exec(s->db, schema, NULL, NULL, NULL) != SQLITE_OK) {
         sv_status st = db_error(s, err, path);
         sv_store_close(s);
@@ -284,4 +286,170 @@ sv_status sv_store_file_list(sv_store_t *s, const char *after, uint32_t limit, c
     }
     *out = v;
     return SV_OK;
+}
+
+const char *sv_store_dir(const sv_store_t *s) { return s->dir; }
+
+sv_status sv_store_file_adopt(sv_store_t *s, const char *purpose, const char *filename, const char *src,
+                              sv_file_t *out, sv_error_t *err) {
+    struct stat sb;
+    if (stat(src, &sb)) return sv_error_set(err, SV_ERR_IO, -1, "cannot read %s: %s", src, strerror(errno));
+    memset(out, 0, sizeof *out);
+    new_id(out->id);
+    snprintf(out->purpose, sizeof out->purpose, "%s", purpose);
+    snprintf(out->filename, sizeof out->filename, "%s", filename);
+    out->bytes = (uint64_t)sb.st_size;
+    out->created_at = (int64_t)time(NULL);
+    char final[4096];
+    snprintf(final, sizeof final, "%s/%s", s->files_dir, out->id);
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    int e = fd < 0 || fsync(fd) ? errno : 0;
+    if (fd >= 0) close(fd);
+    if (!e && rename(src, final)) e = errno;
+    if (!e && fsync_dir(s->files_dir)) e = errno;
+    if (e) return sv_error_set(err, SV_ERR_IO, -1, "cannot keep %s: %s", src, strerror(e));
+    sqlite3_stmt *q = NULL;
+    sv_status st = SV_OK;
+    if (sqlite3_prepare_v2(s->db, "INSERT INTO files VALUES (?, ?, ?, ?, ?)", -1, &q, NULL) != SQLITE_OK) {
+        st = db_error(s, err, "the file table");
+    } else {
+        sqlite3_bind_text(q, 1, out->id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 2, out->purpose, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 3, out->filename, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q, 4, (sqlite3_int64)out->bytes);
+        sqlite3_bind_int64(q, 5, out->created_at);
+        if (sqlite3_step(q) != SQLITE_DONE) st = db_error(s, err, "the file table");
+    }
+    sqlite3_finalize(q);
+    if (st) rename(final, src); /* back where it was, for the next try */
+    return st;
+}
+
+sv_status sv_store_batch_put(sv_store_t *s, const char *id, const char *status, const char *obj, sv_error_t *err) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT INTO batches (id, status, obj) VALUES (?1, ?2, ?3) "
+                           "ON CONFLICT(id) DO UPDATE SET status = excluded.status, obj = excluded.obj",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_error(s, err, "the batch table");
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, status, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, obj, -1, SQLITE_STATIC);
+    sv_status st = sqlite3_step(q) == SQLITE_DONE ? SV_OK : db_error(s, err, "the batch table");
+    sqlite3_finalize(q);
+    return st;
+}
+
+sv_status sv_store_batch_get(sv_store_t *s, const char *id, char **obj, int64_t *cancel_at, sv_error_t *err) {
+    *obj = NULL;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT obj, cancel_at FROM batches WHERE id = ?", -1, &q, NULL) != SQLITE_OK)
+        return db_error(s, err, "the batch table");
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    sv_status st = SV_OK;
+    if (rc == SQLITE_ROW) {
+        *obj = strdup((const char *)sqlite3_column_text(q, 0));
+        if (cancel_at) *cancel_at = sqlite3_column_int64(q, 1);
+        if (!*obj) st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    } else if (rc == SQLITE_DONE) {
+        st = sv_error_set(err, SV_ERR_NOT_FOUND, -1, "no such batch: %s", id);
+    } else {
+        st = db_error(s, err, "the batch table");
+    }
+    sqlite3_finalize(q);
+    return st;
+}
+
+sv_status sv_store_batch_cancel(sv_store_t *s, const char *id, int64_t at, sv_error_t *err) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, "UPDATE batches SET cancel_at = ?1 WHERE id = ?2 AND cancel_at = 0", -1, &q,
+                           NULL) != SQLITE_OK)
+        return db_error(s, err, "the batch table");
+    sqlite3_bind_int64(q, 1, at);
+    sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
+    sv_status st = sqlite3_step(q) == SQLITE_DONE ? SV_OK : db_error(s, err, "the batch table");
+    sqlite3_finalize(q);
+    return st;
+}
+
+sv_status sv_store_batch_list(sv_store_t *s, const char *after, uint32_t limit, char ***objs, int64_t **cancel_at,
+                              size_t *n, bool *more, sv_error_t *err) {
+    *objs = NULL;
+    *cancel_at = NULL;
+    *n = 0;
+    *more = false;
+    sqlite3_int64 before = INT64_MAX;
+    if (after) {
+        sqlite3_stmt *q = NULL;
+        if (sqlite3_prepare_v2(s->db, "SELECT rowid FROM batches WHERE id = ?", -1, &q, NULL) != SQLITE_OK)
+            return db_error(s, err, "the batch table");
+        sqlite3_bind_text(q, 1, after, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) before = sqlite3_column_int64(q, 0);
+        sqlite3_finalize(q);
+        if (rc != SQLITE_ROW) return sv_error_set(err, SV_ERR_NOT_FOUND, -1, "no such batch: %s", after);
+    }
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT obj, cancel_at FROM batches WHERE rowid < ?1 ORDER BY rowid DESC LIMIT ?2",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_error(s, err, "the batch table");
+    sqlite3_bind_int64(q, 1, before);
+    sqlite3_bind_int64(q, 2, (sqlite3_int64)limit + 1);
+    char **v = calloc((size_t)limit + 1, sizeof *v);
+    int64_t *c = calloc((size_t)limit + 1, sizeof *c);
+    sv_status st = SV_OK;
+    if (!v || !c) st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    int rc = SQLITE_DONE;
+    while (!st && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        c[*n] = sqlite3_column_int64(q, 1);
+        if (!(v[(*n)++] = strdup((const char *)sqlite3_column_text(q, 0))))
+            st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
+    sqlite3_finalize(q);
+    if (!st && rc != SQLITE_DONE) st = db_error(s, err, "the batch table");
+    if (st) {
+        for (size_t i = 0; v && i < *n; i++) free(v[i]);
+        free(v);
+        free(c);
+        *n = 0;
+        return st;
+    }
+    if (*n > limit) {
+        *more = true;
+        free(v[limit]);
+        *n = limit;
+    }
+    *objs = v;
+    *cancel_at = c;
+    return SV_OK;
+}
+
+sv_status sv_store_batch_next(sv_store_t *s, char id[64], sv_error_t *err) {
+    id[0] = 0;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT id FROM batches WHERE status IN ('validating', 'in_progress', 'finalizing', "
+                           "'cancelling') ORDER BY rowid LIMIT 1",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_error(s, err, "the batch table");
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) snprintf(id, 64, "%s", (const char *)sqlite3_column_text(q, 0));
+    sv_status st = rc == SQLITE_ROW || rc == SQLITE_DONE ? SV_OK : db_error(s, err, "the batch table");
+    sqlite3_finalize(q);
+    return st;
+}
+
+sv_status sv_store_batch_counts(sv_store_t *s, const char *const *names, size_t n, uint64_t *counts,
+                                sv_error_t *err) {
+    memset(counts, 0, n * sizeof *counts);
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT status, COUNT(*) FROM batches GROUP BY status", -1, &q, NULL) != SQLITE_OK)
+        return db_error(s, err, "the batch table");
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp((const char *)sqlite3_column_text(q, 0), names[i])) counts[i] = (uint64_t)sqlite3_column_int64(q, 1);
+    sqlite3_finalize(q);
+    return rc == SQLITE_DONE ? SV_OK : db_error(s, err, "the batch table");
 }

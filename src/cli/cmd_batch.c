@@ -269,7 +269,8 @@ int sv_batch_main(const sv_batch_cli_t *o, sv_server_config_t *sc, sv_server_dep
     sc->host = "127.0.0.1";
     sc->port = 0;
     srv_thread_t t = {.sc = sc, .deps = deps,
-                      .hooks = {.ready = srv_ready, .no_signals = true, .ccache = cache, .log_name = "sieve batch"}};
+                      .hooks = {.ready = srv_ready, .no_signals = true, .ccache = cache, .log_name = "sieve batch",
+                                .no_batch_worker = true}};
     t.hooks.ud = &t;
     pthread_mutex_init(&t.mu, NULL);
     pthread_cond_init(&t.cv, NULL);

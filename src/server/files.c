@@ -39,8 +39,7 @@ static void send_status_error(srv_t *s, struct evhttp_request *http, const sv_er
     sv_server_send_error(s, http, &e);
 }
 
-/* The store, opened on first use. NULL (a 503 sent) when it cannot open. */
-static sv_store_t *store(srv_t *s, struct evhttp_request *http) {
+sv_store_t *sv_server_store(srv_t *s, struct evhttp_request *http) {
     if (!s->store) {
         sv_error_t err;
         sv_error_clear(&err);
@@ -106,7 +105,7 @@ static void upload(srv_t *s, struct evhttp_request *http) {
         fname[k] = 0;
         if (strlen(fname) != k) snprintf(fname, sizeof fname, "upload"); /* NUL inside */
     }
-    sv_store_t *st = store(s, http);
+    sv_store_t *st = sv_server_store(s, http);
     if (!st) return;
     sv_file_t f;
     sv_error_t err;
@@ -141,7 +140,7 @@ static void list(srv_t *s, struct evhttp_request *http) {
             return;
         }
     }
-    sv_store_t *st = store(s, http);
+    sv_store_t *st = sv_server_store(s, http);
     if (!st) {
         evhttp_clear_headers(&q);
         return;
@@ -166,7 +165,7 @@ static void list(srv_t *s, struct evhttp_request *http) {
 }
 
 static void content(srv_t *s, struct evhttp_request *http, const char *id) {
-    sv_store_t *st = store(s, http);
+    sv_store_t *st = sv_server_store(s, http);
     if (!st) return;
     char path[4096];
     sv_error_t err;
@@ -230,7 +229,7 @@ void sv_server_files(srv_t *s, struct evhttp_request *http, const char *path) {
         content(s, http, id);
         return;
     }
-    sv_store_t *st = store(s, http);
+    sv_store_t *st = sv_server_store(s, http);
     if (!st) return;
     sv_file_t f;
     sv_error_t err;

@@ -68,6 +68,9 @@ static void hist(w_t *w, const char *name, const char *help, const sv_histogram_
     wf(w, "sieve:%s_count{model_name=\"%s\"} %llu\n", name, w->model, (unsigned long long)h->count);
 }
 
+const char *const sv_metric_batch_status[SV_METRIC_N_BATCH_STATUS] = {
+    "validating", "failed", "in_progress", "finalizing", "completed", "expired", "cancelling", "cancelled"};
+
 sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *s, const char *model_name,
                             sv_bytes_t *out) {
     /* The label value is the served model name: escape what Prometheus
@@ -113,6 +116,15 @@ sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *
     num(&w, "jump_forward_tokens_total", "counter", "Tokens appended by jump-forward (forced by a constraint).",
         (double)s->jump_forward_tokens);
     num(&w, "engine_alive", "gauge", "1 while the engine thread runs.", s->alive);
+    head(&w, "batch_requests_total", "counter", "Batch requests answered, by outcome (completed: in the output file).");
+    wf(&w, "sieve:batch_requests_total{model_name=\"%s\",status=\"completed\"} %llu\n", model,
+       (unsigned long long)s->batch_lines_ok);
+    wf(&w, "sieve:batch_requests_total{model_name=\"%s\",status=\"failed\"} %llu\n", model,
+       (unsigned long long)s->batch_lines_failed);
+    head(&w, "batches", "gauge", "Batches by status.");
+    for (int i = 0; i < SV_METRIC_N_BATCH_STATUS; i++)
+        wf(&w, "sieve:batches{model_name=\"%s\",status=\"%s\"} %llu\n", model, sv_metric_batch_status[i],
+           (unsigned long long)s->batches[i]);
     num(&w, "engine_faults_total", "counter",
         "Internal faults the engine recovered from (the requests in flight failed with a 500).", (double)s->engine_faults);
     return w.st;

@@ -37,6 +37,9 @@ typedef struct sv_metrics {
 
 void sv_metrics_init(sv_metrics_t *m);
 
+#define SV_METRIC_N_BATCH_STATUS 8
+extern const char *const sv_metric_batch_status[SV_METRIC_N_BATCH_STATUS];
+
 typedef struct sv_metrics_snapshot {
     uint32_t running, waiting;
     double kv_usage;                 /* 0..1 */
@@ -48,6 +51,8 @@ typedef struct sv_metrics_snapshot {
     uint64_t compiles_refused, compiles_cancelled;
     uint64_t engine_faults;
     int alive;
+    uint64_t batch_lines_ok, batch_lines_failed;  /* batch output lines written */
+    uint64_t batches[SV_METRIC_N_BATCH_STATUS];     /* batches by status (sv_metric_batch_status) */
 } sv_metrics_snapshot_t;
 
 /* Appends the Prometheus text exposition (format 0.0.4). SV_ERR_NOMEM. */

@@ -423,6 +423,9 @@ void sv_server_metrics(srv_t *s, struct evhttp_request *http) {
     sv_ccache_stats(s->ccache, &cs);
     sv_cpool_stats_t ps;
     sv_cpool_stats(s->cpool, &ps);
+    uint64_t batches[SV_METRIC_N_BATCH_STATUS] = {0};
+    sv_error_t berr;
+    if (s->store) sv_store_batch_counts(s->store, sv_metric_batch_status, SV_METRIC_N_BATCH_STATUS, batches, &berr);
     size_t memo_bytes = 0;
     sv_dfa_cache_stats(NULL, NULL, &memo_bytes);
     sv_metrics_snapshot_t snap = {
@@ -444,7 +447,10 @@ void sv_server_metrics(srv_t *s, struct evhttp_request *http) {
         .compiles_cancelled = ps.cancelled,
         .engine_faults = st.faults,
         .alive = sv_engine_loop_alive(s->deps.loop),
+        .batch_lines_ok = atomic_load(&s->bw_lines_ok),
+        .batch_lines_failed = atomic_load(&s->bw_lines_failed),
     };
+    memcpy(snap.batches, batches, sizeof batches);
     sv_bytes_t out = {0};
     if (sv_metrics_format(&s->m, &snap, s->cfg.model_name, &out)) {
         sv_bytes_free(&out);

@@ -754,7 +754,8 @@ static void handle(struct evhttp_request *http, void *arg) {
     bool chat = !strcmp(path, "/v1/chat/completions"), comp = !strcmp(path, "/v1/completions"),
          models = !strcmp(path, "/v1/models");
     bool files = !strcmp(path, "/v1/files") || !strncmp(path, "/v1/files/", 10);
-    if (!chat && !comp && !models && !files) {
+    bool batches = !strcmp(path, "/v1/batches") || !strncmp(path, "/v1/batches/", 12);
+    if (!chat && !comp && !models && !files && !batches) {
         sv_api_fail(&e, 404, NULL, "no route for %s", path);
         snprintf(e.code, sizeof e.code, "unknown_url");
         sv_server_send_error(s, http, &e);
@@ -768,6 +769,11 @@ static void handle(struct evhttp_request *http, void *arg) {
     }
     if (files) {
         sv_server_files(s, http, path);
+        return;
+    }
+    if (batches) {
+        sv_store_t *st = sv_server_store(s, http);
+        if (st) sv_server_batches(s, http, path, st);
         return;
     }
     if (models) {
@@ -830,6 +836,7 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg) {
 }
 
 static void start_drain(srv_t *s) {
+    sv_server_batches_stop(s); /* the batch in progress stops; it resumes at the next start */
     if (s->sock) {
         evhttp_del_accept_socket(s->http, s->sock);
         s->sock = NULL;
@@ -935,6 +942,8 @@ sv_status sv_server_run_hooked(const sv_server_config_t *cfg, const sv_server_de
             else if (ss.ss_family == AF_INET6) port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
         }
     }
+    s->port = port;
+    if (!hooks->no_batch_worker) sv_server_batches_start(s);
     signal(SIGPIPE, SIG_IGN);
     if (!hooks->no_signals) {
         s->sig_term = evsignal_new(s->base, SIGTERM, on_signal, s);
@@ -954,8 +963,10 @@ sv_status sv_server_run_hooked(const sv_server_config_t *cfg, const sv_server_de
     event_base_dispatch(s->base);
 
 done:
-    /* The engine first (its last callbacks still wake requests on the
-     * base), then the compile pool, then libevent. */
+    /* The batch worker first (its runner talks to this server), then the
+     * engine (its last callbacks still wake requests on the base), then the
+     * compile pool, then libevent. */
+    sv_server_batches_join(s);
     sv_engine_loop_stop(deps->loop);
     sv_cpool_destroy(s->cpool);
     while (s->live) {

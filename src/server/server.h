@@ -107,6 +107,7 @@ typedef struct sv_server_hooks {
                                       server with sv_server_shutdown */
     sv_constraint_cache_t *ccache; /* borrowed, NULL: the server's own (cfg->ccache_bytes) */
     const char *log_name;          /* prefix of the server's messages (default "sieve serve") */
+    bool no_batch_worker;          /* no /v1/batches worker (`sieve batch` runs its own) */
 } sv_server_hooks_t;
 sv_status sv_server_run_hooked(const sv_server_config_t *cfg, const sv_server_deps_t *deps,
                                const sv_server_hooks_t *hooks, sv_error_t *err);

@@ -10,6 +10,7 @@
 #include <event2/http.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -119,6 +120,16 @@ struct srv {
     sv_constraint_cache_t *ccache;
     bool own_ccache;        /* else borrowed (sv_server_hooks_t) */
     sv_store_t *store;      /* the Files API's (files.c), opened on first use */
+    uint16_t port;          /* bound */
+    /* The batch worker (batches.c): its thread, what stops it, the batch
+     * it runs and whether that one is cancelled. */
+    pthread_t bw_thread;
+    bool bw_started;
+    pthread_mutex_t bw_mu;
+    pthread_cond_t bw_cv;
+    bool bw_stop, bw_wake, bw_cancel;
+    char bw_current[64];
+    _Atomic uint64_t bw_lines_ok, bw_lines_failed; /* batch output lines written, for /metrics */
     sv_cpool_t *cpool;
     sv_metrics_t m;
     req_t *live;
@@ -137,6 +148,18 @@ struct srv {
 
 /* /v1/files and below (authorized already). */
 void sv_server_files(srv_t *s, struct evhttp_request *http, const char *path);
+/* The HTTP thread's store, opened on first use; NULL (a 503 sent) when it cannot open. */
+sv_store_t *sv_server_store(srv_t *s, struct evhttp_request *http);
+
+/* ---- batches.c ----------------------------------------------------------- */
+
+/* /v1/batches and below (authorized already). */
+void sv_server_batches(srv_t *s, struct evhttp_request *http, const char *path, sv_store_t *st);
+/* The worker thread: started once listening, told to stop at the drain,
+ * joined before the engine stops. */
+void sv_server_batches_start(srv_t *s);
+void sv_server_batches_stop(srv_t *s);
+void sv_server_batches_join(srv_t *s);
 
 /* ---- respond.c ---------------------------------------------------------- */
 
