@@ -150,6 +150,34 @@ static void row_to_file(sqlite3_stmt *q, sv_file_t *f) {
     f->created_at = sqlite3_column_int64(q, 4);
 }
 
+static sv_status insert_file_row(sv_store_t *s, const sv_file_t *f, sv_error_t *err) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, "INSERT INTO files VALUES (?, ?, ?, ?, ?)", -1, &q, NULL) != SQLITE_OK)
+        return db_error(s, err, "the file table");
+    sqlite3_bind_text(q, 1, f->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, f->purpose, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, f->filename, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 4, (sqlite3_int64)f->bytes);
+    sqlite3_bind_int64(q, 5, f->created_at);
+    sv_status st = sqlite3_step(q) == SQLITE_DONE ? SV_OK : db_error(s, err, "the file table");
+    sqlite3_finalize(q);
+    return st;
+}
+
+/* The rowid of id in table (files or batches): listings continue below it. */
+static sv_status rowid_of(sv_store_t *s, const char *table, const char *id, sqlite3_int64 *rowid, sv_error_t *err) {
+    char sql[64];
+    snprintf(sql, sizeof sql, "SELECT rowid FROM %s WHERE id = ?", table);
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &q, NULL) != SQLITE_OK) return db_error(s, err, table);
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) *rowid = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    if (rc == SQLITE_ROW) return SV_OK;
+    return sv_error_set(err, SV_ERR_NOT_FOUND, -1, "no such %s: %s", strcmp(table, "files") ? "batch" : "file", id);
+}
+
 sv_status sv_store_file_put(sv_store_t *s, const char *purpose, const char *filename, const void *data, size_t n,
                             sv_file_t *out, sv_error_t *err) {
     memset(out, 0, sizeof *out);
@@ -182,19 +210,7 @@ sv_status sv_store_file_put(sv_store_t *s, const char *purpose, const char *file
         unlink(final);
         return sv_error_set(err, SV_ERR_IO, -1, "cannot write the file: %s", strerror(e ? e : EIO));
     }
-    sqlite3_stmt *q = NULL;
-    sv_status st = SV_OK;
-    if (sqlite3_prepare_v2(s->db, "INSERT INTO files VALUES (?, ?, ?, ?, ?)", -1, &q, NULL) != SQLITE_OK) {
-        st = db_error(s, err, "the file table");
-    } else {
-        sqlite3_bind_text(q, 1, out->id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 2, out->purpose, -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 3, out->filename, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(q, 4, (sqlite3_int64)n);
-        sqlite3_bind_int64(q, 5, out->created_at);
-        if (sqlite3_step(q) != SQLITE_DONE) st = db_error(s, err, "the file table");
-    }
-    sqlite3_finalize(q);
+    sv_status st = insert_file_row(s, out, err);
     if (st) unlink(final);
     return st;
 }
@@ -248,14 +264,8 @@ sv_status sv_store_file_list(sv_store_t *s, const char *after, uint32_t limit, c
     *more = false;
     sqlite3_int64 before = INT64_MAX;
     if (after) {
-        sqlite3_stmt *q = NULL;
-        if (sqlite3_prepare_v2(s->db, "SELECT rowid FROM files WHERE id = ?", -1, &q, NULL) != SQLITE_OK)
-            return db_error(s, err, "the file table");
-        sqlite3_bind_text(q, 1, after, -1, SQLITE_STATIC);
-        int rc = sqlite3_step(q);
-        if (rc == SQLITE_ROW) before = sqlite3_column_int64(q, 0);
-        sqlite3_finalize(q);
-        if (rc != SQLITE_ROW) return sv_error_set(err, SV_ERR_NOT_FOUND, -1, "no such file: %s", after);
+        sv_status st = rowid_of(s, "files", after, &before, err);
+        if (st) return st;
     }
     sqlite3_stmt *q = NULL;
     if (sqlite3_prepare_v2(s->db,
@@ -308,19 +318,7 @@ sv_status sv_store_file_adopt(sv_store_t *s, const char *purpose, const char *fi
     if (!e && rename(src, final)) e = errno;
     if (!e && fsync_dir(s->files_dir)) e = errno;
     if (e) return sv_error_set(err, SV_ERR_IO, -1, "cannot keep %s: %s", src, strerror(e));
-    sqlite3_stmt *q = NULL;
-    sv_status st = SV_OK;
-    if (sqlite3_prepare_v2(s->db, "INSERT INTO files VALUES (?, ?, ?, ?, ?)", -1, &q, NULL) != SQLITE_OK) {
-        st = db_error(s, err, "the file table");
-    } else {
-        sqlite3_bind_text(q, 1, out->id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 2, out->purpose, -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 3, out->filename, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(q, 4, (sqlite3_int64)out->bytes);
-        sqlite3_bind_int64(q, 5, out->created_at);
-        if (sqlite3_step(q) != SQLITE_DONE) st = db_error(s, err, "the file table");
-    }
-    sqlite3_finalize(q);
+    sv_status st = insert_file_row(s, out, err);
     if (st) rename(final, src); /* back where it was, for the next try */
     return st;
 }
@@ -381,14 +379,8 @@ sv_status sv_store_batch_list(sv_store_t *s, const char *after, uint32_t limit, 
     *more = false;
     sqlite3_int64 before = INT64_MAX;
     if (after) {
-        sqlite3_stmt *q = NULL;
-        if (sqlite3_prepare_v2(s->db, "SELECT rowid FROM batches WHERE id = ?", -1, &q, NULL) != SQLITE_OK)
-            return db_error(s, err, "the batch table");
-        sqlite3_bind_text(q, 1, after, -1, SQLITE_STATIC);
-        int rc = sqlite3_step(q);
-        if (rc == SQLITE_ROW) before = sqlite3_column_int64(q, 0);
-        sqlite3_finalize(q);
-        if (rc != SQLITE_ROW) return sv_error_set(err, SV_ERR_NOT_FOUND, -1, "no such batch: %s", after);
+        sv_status st = rowid_of(s, "batches", after, &before, err);
+        if (st) return st;
     }
     sqlite3_stmt *q = NULL;
     if (sqlite3_prepare_v2(s->db, "SELECT obj, cancel_at FROM batches WHERE rowid < ?1 ORDER BY rowid DESC LIMIT ?2",
