@@ -49,6 +49,12 @@
 #include "src/batch/runner.h"
 #include "src/util/clock.h"
 
+/* Sends j and drops it (sv_server_send_json borrows). */
+static void send_owned(struct evhttp_request *http, int status, json_t *j, int retry_after) {
+    sv_server_send_json(http, status, j, retry_after);
+    json_decref(j);
+}
+
 #define MAX_WINDOW_S (7 * 24 * 3600)
 #define BATCH_MAX_LINES 50000
 
@@ -201,7 +207,8 @@ static void work(srv_t *s, sv_store_t *st, const char *id) {
     if (!R.obj) return;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/batches/%s", sv_store_dir(st), id);
-    const char *status = json_string_value(json_object_get(R.obj, "status"));
+    char status[24]; /* a copy: set_status replaces the object's string */
+    snprintf(status, sizeof status, "%s", json_string_value(json_object_get(R.obj, "status")) ? json_string_value(json_object_get(R.obj, "status")) : "");
     const char *endpoint = json_string_value(json_object_get(R.obj, "endpoint"));
     R.expires_at = (int64_t)json_integer_value(json_object_get(R.obj, "expires_at"));
     sv_batch_input_t in = {0};
@@ -387,8 +394,6 @@ static void *worker_main(void *arg) {
 }
 
 void sv_server_batches_start(srv_t *s) {
-    pthread_mutex_init(&s->bw_mu, NULL);
-    pthread_cond_init(&s->bw_cv, NULL);
     s->bw_started = pthread_create(&s->bw_thread, NULL, worker_main, s) == 0;
 }
 
@@ -405,8 +410,6 @@ void sv_server_batches_join(srv_t *s) {
     sv_server_batches_stop(s);
     pthread_join(s->bw_thread, NULL);
     s->bw_started = false;
-    pthread_mutex_destroy(&s->bw_mu);
-    pthread_cond_destroy(&s->bw_cv);
 }
 
 static void wake(srv_t *s) {
@@ -495,7 +498,7 @@ static void create(srv_t *s, struct evhttp_request *http, sv_store_t *st) {
             if (!o || save(st, o, &err)) send_status_error(s, http, &err);
             else {
                 wake(s);
-                sv_server_send_json(http, 200, json_incref(o), 0);
+                sv_server_send_json(http, 200, o, 0);
             }
             json_decref(o);
         }
@@ -544,7 +547,7 @@ static void list(srv_t *s, struct evhttp_request *http, sv_store_t *st) {
     json_t *j = json_pack("{s:s, s:o, s:O?, s:O?, s:b}", "object", "list", "data", data, "first_id",
                           n ? json_object_get(first, "id") : NULL, "last_id", n ? json_object_get(last, "id") : NULL,
                           "has_more", more);
-    sv_server_send_json(http, 200, j, 0);
+    send_owned(http, 200, j, 0);
 }
 
 void sv_server_batches(srv_t *s, struct evhttp_request *http, const char *path, sv_store_t *st) {
@@ -575,7 +578,7 @@ void sv_server_batches(srv_t *s, struct evhttp_request *http, const char *path, 
     }
     if (!slash) {
         if (cmd != EVHTTP_REQ_GET) send_err(s, http, 405, NULL, "a batch takes GET");
-        else sv_server_send_json(http, 200, visible(text, cancel_at), 0);
+        else send_owned(http, 200, visible(text, cancel_at), 0);
         free(text);
         return;
     }
@@ -609,6 +612,6 @@ void sv_server_batches(srv_t *s, struct evhttp_request *http, const char *path, 
         send_status_error(s, http, &err);
         return;
     }
-    sv_server_send_json(http, 200, visible(text, cancel_at), 0);
+    send_owned(http, 200, visible(text, cancel_at), 0);
     free(text);
 }

@@ -25,6 +25,12 @@
 #include "multipart.h"
 #include "server_internal.h"
 
+/* Sends j and drops it (sv_server_send_json borrows). */
+static void send_owned(struct evhttp_request *http, int status, json_t *j, int retry_after) {
+    sv_server_send_json(http, status, j, retry_after);
+    json_decref(j);
+}
+
 static json_t *file_json(const sv_file_t *f) {
     return json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:n, s:n}", "id", f->id, "object", "file", "bytes",
                      (json_int_t)f->bytes, "created_at", (json_int_t)f->created_at, "filename", f->filename, "purpose",
@@ -114,7 +120,7 @@ static void upload(srv_t *s, struct evhttp_request *http) {
         send_status_error(s, http, &err);
         return;
     }
-    sv_server_send_json(http, 200, file_json(&f), 0);
+    send_owned(http, 200, file_json(&f), 0);
 }
 
 static void list(srv_t *s, struct evhttp_request *http) {
@@ -161,7 +167,7 @@ static void list(srv_t *s, struct evhttp_request *http) {
     json_t *j = json_pack("{s:s, s:o, s:s?, s:s?, s:b}", "object", "list", "data", data, "first_id",
                           n ? v[0].id : NULL, "last_id", n ? v[n - 1].id : NULL, "has_more", more);
     free(v);
-    sv_server_send_json(http, 200, j, 0);
+    send_owned(http, 200, j, 0);
 }
 
 static void content(srv_t *s, struct evhttp_request *http, const char *id) {
@@ -236,10 +242,10 @@ void sv_server_files(srv_t *s, struct evhttp_request *http, const char *path) {
     sv_error_clear(&err);
     if (cmd == EVHTTP_REQ_GET) {
         if (sv_store_file_get(st, id, &f, &err)) send_status_error(s, http, &err);
-        else sv_server_send_json(http, 200, file_json(&f), 0);
+        else send_owned(http, 200, file_json(&f), 0);
     } else if (cmd == EVHTTP_REQ_DELETE) {
         if (sv_store_file_delete(st, id, &err)) send_status_error(s, http, &err);
-        else sv_server_send_json(http, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "file", "deleted", 1), 0);
+        else send_owned(http, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "file", "deleted", 1), 0);
     } else {
         sv_api_fail(&e, 405, NULL, "%s takes GET or DELETE", path);
         sv_server_send_error(s, http, &e);

@@ -892,6 +892,8 @@ sv_status sv_server_run_hooked(const sv_server_config_t *cfg, const sv_server_de
     }
     s->cfg = *cfg;
     s->deps = *deps;
+    pthread_mutex_init(&s->bw_mu, NULL);
+    pthread_cond_init(&s->bw_cv, NULL);
     sv_server_api_limits(cfg, deps->vocab_rows, &s->lim);
     s->log_name = hooks->log_name ? hooks->log_name : "sieve serve";
     s->started = (int64_t)time(NULL);
@@ -994,6 +996,8 @@ done:
     if (s->base) event_base_free(s->base);
     if (s->own_ccache) sv_ccache_destroy(s->ccache);
     sv_store_close(s->store);
+    pthread_mutex_destroy(&s->bw_mu);
+    pthread_cond_destroy(&s->bw_cv);
     free(s);
     return st;
 }
