@@ -319,6 +319,7 @@ static void work(srv_t *s, sv_store_t *st, const char *id) {
     pthread_mutex_unlock(&s->bw_mu);
     atomic_fetch_add(&s->bw_lines_ok, R.out.n_ok);
     atomic_fetch_add(&s->bw_lines_failed, R.out.n_failed);
+    atomic_fetch_add(&s->bw_validation_failed, R.out.checked_failed);
     if (R.why == 3 || (rs == SV_ERR_IO && stopping)) {
         save(st, R.obj, &err); /* the server stops: resumed at the next start */
     } else if (rs == SV_OK) {

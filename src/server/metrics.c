@@ -121,6 +121,9 @@ sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *
        (unsigned long long)s->batch_lines_ok);
     wf(&w, "sieve:batch_requests_total{model_name=\"%s\",status=\"failed\"} %llu\n", model,
        (unsigned long long)s->batch_lines_failed);
+    num(&w, "batch_validation_failed_total", "counter",
+        "Batch answers that did not match their constraint when checked again (a bug in sieve if ever above 0).",
+        (double)s->batch_validation_failed);
     head(&w, "batches", "gauge", "Batches by status.");
     for (int i = 0; i < SV_METRIC_N_BATCH_STATUS; i++)
         wf(&w, "sieve:batches{model_name=\"%s\",status=\"%s\"} %llu\n", model, sv_metric_batch_status[i],

@@ -52,6 +52,7 @@ typedef struct sv_metrics_snapshot {
     uint64_t engine_faults;
     int alive;
     uint64_t batch_lines_ok, batch_lines_failed;  /* batch output lines written */
+    uint64_t batch_validation_failed;             /* of the failed: answers the independent check refused */
     uint64_t batches[SV_METRIC_N_BATCH_STATUS];     /* batches by status (sv_metric_batch_status) */
 } sv_metrics_snapshot_t;
 

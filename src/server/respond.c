@@ -449,6 +449,7 @@ void sv_server_metrics(srv_t *s, struct evhttp_request *http) {
         .alive = sv_engine_loop_alive(s->deps.loop),
         .batch_lines_ok = atomic_load(&s->bw_lines_ok),
         .batch_lines_failed = atomic_load(&s->bw_lines_failed),
+        .batch_validation_failed = atomic_load(&s->bw_validation_failed),
     };
     memcpy(snap.batches, batches, sizeof batches);
     sv_bytes_t out = {0};

@@ -130,6 +130,7 @@ struct srv {
     bool bw_stop, bw_wake, bw_cancel;
     char bw_current[64];
     _Atomic uint64_t bw_lines_ok, bw_lines_failed; /* batch output lines written, for /metrics */
+    _Atomic uint64_t bw_validation_failed;         /* answers the independent check refused */
     sv_cpool_t *cpool;
     sv_metrics_t m;
     req_t *live;

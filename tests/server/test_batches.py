@@ -84,6 +84,7 @@ def test_sdk_batch_end_to_end(srv, tmp_path):
     assert srv.metric("constraint_cache_misses_total") == 1
     assert srv.metric("batch_requests_total", status="completed") == 12
     assert srv.metric("batches", status="completed") == 1
+    assert srv.metric("batch_validation_failed_total") == 0
     with pytest.raises(openai.BadRequestError):
         c.batches.cancel(b.id)
 
@@ -159,3 +160,19 @@ def test_kill9_and_restart_resume(tmp_path):
             check_ok(l)
     finally:
         s.stop()
+
+
+def test_unwritable_output_fails_the_batch_not_the_server(srv, tmp_path):
+    """The batch's output directory cannot be made (a file stands where it
+    goes: ENOTDIR, even for root): the batch fails with the reason, and the
+    server goes on serving."""
+    c = srv.client()
+    fid = upload(c, tmp_path, [line(i) for i in range(3)])
+    (tmp_path / "data" / "batches").write_text("in the way")
+    b = c.batches.create(input_file_id=fid, endpoint="/v1/chat/completions", completion_window="24h")
+    done = wait(c, b.id, lambda x: x.status not in ("validating", "in_progress"))
+    assert done.status == "failed" and done.errors.data[0].code == "output_failed", done
+    assert "cannot create" in done.errors.data[0].message
+    r = c.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
+    assert r.choices[0].message.content is not None
+    assert srv.metric("batches", status="failed") == 1
