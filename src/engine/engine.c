@@ -1188,6 +1188,9 @@ void sv_engine_stats(const sv_engine_t *e, sv_engine_stats_t *st) {
     *st = e->st;
     st->running = e->n_running;
     st->waiting = e->n_waiting;
+    st->running_batch = st->waiting_batch = 0;
+    for (uint32_t i = 0; i < e->n_running; i++) st->running_batch += e->running[i]->g->batch;
+    for (uint32_t i = 0; i < e->n_waiting; i++) st->waiting_batch += e->waiting[i]->g->batch;
     if (e->pf) {
         sv_prefetch_stats_t ps;
         sv_prefetch_stats(e->pf, &ps);

@@ -232,6 +232,7 @@ typedef struct sv_engine_stats {
     uint64_t rollbacks;        /* jump-forward one-token rollbacks */
     uint64_t preemptions;      /* requests preempted (recompute) */
     uint32_t running, waiting; /* now */
+    uint32_t running_batch, waiting_batch; /* of them, at batch priority */
     uint32_t max_running;      /* most requests running in one step */
     uint64_t prefix_queries;   /* prompt tokens looked up in the prefix cache */
     uint64_t prefetched;       /* masks the prefetch workers computed */

@@ -25,6 +25,9 @@ void sv_metrics_init(sv_metrics_t *m) {
     m->e2e = (sv_histogram_t){.bounds = latency_bounds, .n_bounds = nl};
     m->compile = (sv_histogram_t){.bounds = latency_bounds, .n_bounds = nl};
     m->itl = (sv_histogram_t){.bounds = itl_bounds, .n_bounds = sizeof itl_bounds / sizeof itl_bounds[0]};
+    m->batch_ttft = m->ttft;
+    m->batch_e2e = m->e2e;
+    m->batch_itl = m->itl;
 }
 
 typedef struct {
@@ -81,8 +84,11 @@ sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *
         model[k++] = (*p == '"' || *p == '\\' || *p == '\n') ? '_' : *p;
     model[k] = 0;
     w_t w = {out, model, SV_OK};
-    num(&w, "num_requests_running", "gauge", "Requests running in the engine.", s->running);
-    num(&w, "num_requests_waiting", "gauge", "Requests waiting to run.", s->waiting);
+    num(&w, "num_requests_running", "gauge", "Online requests running in the engine.", s->running);
+    num(&w, "num_requests_waiting", "gauge", "Online requests waiting to run.", s->waiting);
+    num(&w, "batch_num_requests_running", "gauge", "Batch-priority requests running in the engine.",
+        s->batch_running);
+    num(&w, "batch_num_requests_waiting", "gauge", "Batch-priority requests waiting to run.", s->batch_waiting);
     num(&w, "kv_cache_usage_perc", "gauge", "Fraction of KV cache blocks held by requests (1 = full).", s->kv_usage);
     num(&w, "prompt_tokens_total", "counter", "Prompt tokens of finished requests.", (double)m->prompt_tokens);
     num(&w, "generation_tokens_total", "counter", "Generated tokens of finished requests.", (double)m->generation_tokens);
@@ -99,6 +105,9 @@ sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *
     hist(&w, "time_to_first_token_seconds", "Time from the request's arrival to its first output token.", &m->ttft);
     hist(&w, "inter_token_latency_seconds", "Time between output deliveries, per token.", &m->itl);
     hist(&w, "e2e_request_latency_seconds", "Time from arrival to the last token.", &m->e2e);
+    hist(&w, "batch_time_to_first_token_seconds", "The same for batch-priority requests.", &m->batch_ttft);
+    hist(&w, "batch_inter_token_latency_seconds", "The same for batch-priority requests.", &m->batch_itl);
+    hist(&w, "batch_e2e_request_latency_seconds", "The same for batch-priority requests.", &m->batch_e2e);
     hist(&w, "constraint_compile_seconds", "Time to compile a constraint (cache misses).", &m->compile);
     num(&w, "constraint_cache_hits_total", "counter", "Constraints found compiled in the cache.", (double)s->ccache_hits);
     num(&w, "constraint_cache_misses_total", "counter", "Constraints compiled.", (double)s->ccache_misses);

@@ -29,7 +29,8 @@ void sv_histogram_observe(sv_histogram_t *h, double v);
 enum { SV_METRIC_STOP, SV_METRIC_LENGTH, SV_METRIC_ABORT, SV_METRIC_TOOL_CALLS, SV_METRIC_N_REASONS };
 
 typedef struct sv_metrics {
-    sv_histogram_t ttft, itl, e2e, compile;
+    sv_histogram_t ttft, itl, e2e, compile;           /* online requests (and compiles) */
+    sv_histogram_t batch_ttft, batch_itl, batch_e2e;  /* X-Sieve-Priority: batch requests */
     uint64_t prompt_tokens, generation_tokens;
     uint64_t success[SV_METRIC_N_REASONS]; /* by finished_reason */
     uint64_t errors;                      /* requests answered with an error status */
@@ -41,7 +42,8 @@ void sv_metrics_init(sv_metrics_t *m);
 extern const char *const sv_metric_batch_status[SV_METRIC_N_BATCH_STATUS];
 
 typedef struct sv_metrics_snapshot {
-    uint32_t running, waiting;
+    uint32_t running, waiting;       /* online requests */
+    uint32_t batch_running, batch_waiting;
     double kv_usage;                 /* 0..1 */
     uint64_t prefix_queries, prefix_hits, preemptions, jump_forward_tokens;
     uint64_t ccache_hits, ccache_misses;

@@ -341,7 +341,7 @@ void sv_server_finish_response(req_t *r) {
     s->m.prompt_tokens += r->n_prompt;
     s->m.generation_tokens += completion;
     uint64_t now = sv_now_ns();
-    sv_histogram_observe(&s->m.e2e, (double)(now - r->t0) / 1e9);
+    sv_histogram_observe(r->batch ? &s->m.batch_e2e : &s->m.e2e, (double)(now - r->t0) / 1e9);
     if (!r->http) return;
     sv_server_detach_conn(r);
     if (r->api.stream) {
@@ -429,8 +429,10 @@ void sv_server_metrics(srv_t *s, struct evhttp_request *http) {
     size_t memo_bytes = 0;
     sv_dfa_cache_stats(NULL, NULL, &memo_bytes);
     sv_metrics_snapshot_t snap = {
-        .running = st.engine.running,
-        .waiting = st.engine.waiting + st.inbox,
+        .running = st.engine.running - st.engine.running_batch,
+        .waiting = st.engine.waiting - st.engine.waiting_batch + st.inbox,
+        .batch_running = st.engine.running_batch,
+        .batch_waiting = st.engine.waiting_batch,
         .kv_usage = st.kv_blocks ? (double)st.kv_blocks_used / st.kv_blocks : 0,
         .prefix_queries = st.engine.prefix_queries,
         .prefix_hits = st.prefix_hits,

@@ -452,10 +452,10 @@ static void handle_output(req_t *r, out_ev_t *e) {
     if (e->n_tokens) {
         if (!r->t_first) {
             r->t_first = now;
-            sv_histogram_observe(&s->m.ttft, (double)(now - r->t0) / 1e9);
+            sv_histogram_observe(r->batch ? &s->m.batch_ttft : &s->m.ttft, (double)(now - r->t0) / 1e9);
         } else {
             double per = (double)(now - r->t_last) / 1e9 / e->n_tokens;
-            for (uint32_t k = 0; k < e->n_tokens; k++) sv_histogram_observe(&s->m.itl, per);
+            for (uint32_t k = 0; k < e->n_tokens; k++) sv_histogram_observe(r->batch ? &s->m.batch_itl : &s->m.itl, per);
         }
         r->t_last = now;
     }

@@ -94,6 +94,8 @@ class Server:
             m = self.metrics()
             lab = f'{{model_name="{NAME}"}}'
             if (m[f"sieve:num_requests_running{lab}"] == 0 and m[f"sieve:num_requests_waiting{lab}"] == 0
+                    and m[f"sieve:batch_num_requests_running{lab}"] == 0
+                    and m[f"sieve:batch_num_requests_waiting{lab}"] == 0
                     and m[f"sieve:kv_cache_usage_perc{lab}"] == 0):
                 return m
             if time.time() > end:

@@ -282,8 +282,17 @@ def test_priority_header(server):
         return httpx.post(server.url + "/v1/chat/completions", json=body,
                           headers=dict(server.headers(), **{"X-Sieve-Priority": prio}), timeout=300)
 
+    before = {k: server.metric(k) or 0 for k in ("time_to_first_token_seconds_count",
+                                                   "batch_time_to_first_token_seconds_count",
+                                                   "batch_e2e_request_latency_seconds_count")}
     a, b = post("batch"), post("online")
     assert a.status_code == 200 and b.status_code == 200, (a.text, b.text)
+    # batch-priority requests have their own latency metrics
+    after = {k: server.metric(k) or 0 for k in before}
+    assert {k: after[k] - before[k] for k in before} == {"time_to_first_token_seconds_count": 1,
+                                                         "batch_time_to_first_token_seconds_count": 1,
+                                                         "batch_e2e_request_latency_seconds_count": 1}
+    assert server.metric("batch_num_requests_running") == 0 and server.metric("batch_num_requests_waiting") == 0
     assert a.json()["choices"][0]["message"] == b.json()["choices"][0]["message"]
     r = post("urgent")
     assert r.status_code == 400 and "X-Sieve-Priority" in r.json()["error"]["message"]
