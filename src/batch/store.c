@@ -421,8 +421,8 @@ sv_status sv_store_batch_next(sv_store_t *s, char id[64], sv_error_t *err) {
     id[0] = 0;
     sqlite3_stmt *q = NULL;
     if (sqlite3_prepare_v2(s->db,
-                           "SELECT id FROM batches WHERE status IN ('validating', 'in_progress', 'finalizing', "
-                           "'cancelling') ORDER BY rowid LIMIT 1",
+                           "SELECT id FROM batches WHERE status IN ('validating', 'in_progress', 'finalizing') "
+                           "ORDER BY rowid LIMIT 1",
                            -1, &q, NULL) != SQLITE_OK)
         return db_error(s, err, "the batch table");
     int rc = sqlite3_step(q);

@@ -48,7 +48,6 @@
 #include "../batch/batch_input.h"
 #include "../batch/output.h"
 #include "../batch/runner.h"
-#include "../server/schema_check.h"
 #include "../util/clock.h"
 #include "fsm/dfa.h"
 
@@ -96,13 +95,6 @@ typedef struct {
     uint64_t last_line_ns;
     bool progress_shown;
 } out_t;
-
-static uint64_t next_rand(uint64_t *s) {
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545F4914F6CDD1Dull;
-}
 
 static void fmt_eta(double s, char *buf, size_t n) {
     if (!(s >= 0) || s > 99 * 3600) {
@@ -257,14 +249,15 @@ int sv_batch_main(const sv_batch_cli_t *o, sv_server_config_t *sc, sv_server_dep
         goto fail;
     if (o->resume && !o->quiet) fprintf(stderr, "sieve batch: resuming: %zu of %zu requests already done\n", held, in.n);
     if (sv_batch_output_open(&out.out, o->output, o->errors, &lim, &err)) goto fail;
-    uint64_t seed[2] = {0, 0};
-    if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed[0] = sv_now_ns() ^ (uint64_t)getpid() << 32;
-    seed[0] |= 1;
 
     /* 3. The server, on loopback, with a key only this process knows. */
-    char key[40];
-    snprintf(key, sizeof key, "sk-batch-%016llx%08llx", (unsigned long long)next_rand(&seed[1]) ^ seed[0],
-             (unsigned long long)(next_rand(&seed[0]) >> 32));
+    uint64_t seed[2];
+    if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
+        sv_error_set(&err, SV_ERR_IO, -1, "no random bytes for the server's key");
+        goto fail;
+    }
+    char key[48];
+    snprintf(key, sizeof key, "sk-batch-%016llx%016llx", (unsigned long long)seed[0], (unsigned long long)seed[1]);
     sc->api_key = key;
     sc->host = "127.0.0.1";
     sc->port = 0;
