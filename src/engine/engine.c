@@ -1056,7 +1056,9 @@ place_running:
     /* Admissions, unless this step had to preempt. */
     while (!preempted && e->n_waiting && e->n_running < e->cfg.max_num_seqs && nt < B) {
         req_t *r = e->waiting[0];
-        if (r->g->batch && !batch_left) break; /* online ones come first in the queue: none is left */
+        /* Online ones come first in the queue: none is left, and a batch
+         * choice sits this step out as those running do. */
+        if (r->g->batch && (hold_batch || !batch_left)) break;
         if ((st = sv_kv_seq_create(e->pool, &r->seq, err))) return st;
         uint32_t cached = 0;
         if (e->radix) {
