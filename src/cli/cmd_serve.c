@@ -74,7 +74,7 @@ static const char *const usage_text =
     "  --max-num-seqs N          requests decoded at once (default 16)\n"
     "  --max-num-batched-tokens N  rows per forward step (default 256)\n"
     "  --batch-step-tokens N     rows of batch-priority requests (X-Sieve-Priority: batch) per\n"
-    "                            step (default 32; 0: no cap): short steps for online requests\n"
+    "                            step beside online rows (default 32; 0: no cap)\n"
     "  --max-model-len N         tokens per request, prompt + output (default: the\n"
     "                            model's, at most 4096)\n"
     "  --kv-memory-mb M          memory of the paged KV cache (default 512)\n"

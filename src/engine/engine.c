@@ -149,6 +149,8 @@ struct sv_engine {
 
     sv_engine_stats_t st;
     uint64_t step_calls; /* sv_engine_step calls with work (cfg.fault_at_step) */
+    bool (*interrupt)(void *ud); /* sv_engine_set_interrupt */
+    void *interrupt_ud;
 };
 
 void sv_engine_config_default(sv_engine_config_t *c) {
@@ -996,6 +998,25 @@ static sv_status fork_group(sv_engine_t *e, req_t *c0, float *row, sv_error_t *e
     return sample(e, c0, row, err);
 }
 
+void sv_engine_set_interrupt(sv_engine_t *e, bool (*fn)(void *ud), void *ud) {
+    e->interrupt = fn;
+    e->interrupt_ud = ud;
+}
+
+/* The step's forward was interrupted: every placed choice forgets the
+ * positions it reserved, as if the step had not been placed. (Admitted
+ * ones stay running, their prompt still to compute; the blocks the
+ * forward wrote are written again.) */
+static sv_status unplace(sv_engine_t *e, uint32_t np, sv_error_t *err) {
+    for (uint32_t j = 0; j < np; j++) {
+        req_t *r = e->places[j].r;
+        sv_status st = sv_kv_seq_truncate(r->seq, r->n_computed, err);
+        if (st) return st;
+    }
+    e->st.interrupted_steps++;
+    return SV_OK;
+}
+
 sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
     retire(e);
     if (!sv_engine_has_work(e)) return SV_OK;
@@ -1148,7 +1169,16 @@ place_running:
     sv_llama_batch_t b = {.n_tokens = (int32_t)nt, .tokens = e->b_tokens, .positions = e->b_pos,
                           .seq = e->b_seq, .n_seqs = (int32_t)np, .seqs = e->b_seqs,
                           .n_logits = (int32_t)nl, .logit_rows = e->b_logit_rows};
-    if ((st = sv_llama_forward_batch(e->model, e->kv, &b, e->logits, err))) return st;
+    /* A step of batch rows alone may be given up for an online request. */
+    bool all_batch = true;
+    for (uint32_t j = 0; j < np && all_batch; j++) all_batch = e->places[j].r->g->batch;
+    if (all_batch && e->interrupt) {
+        b.interrupt = e->interrupt;
+        b.interrupt_ud = e->interrupt_ud;
+    }
+    st = sv_llama_forward_batch(e->model, e->kv, &b, e->logits, err);
+    if (st == SV_ERR_CANCELLED && b.interrupt) return unplace(e, np, err);
+    if (st) return st;
     e->st.steps++;
     e->st.rows += nt;
     if (e->n_running > e->st.max_running) e->st.max_running = e->n_running;

@@ -47,11 +47,14 @@
  * and while an online request waits or computes its prompt, batch choices
  * sit the steps out (unless nothing else could run), so that its first
  * token comes about as fast as if it were alone; and batch choices take at
- * most batch_step_tokens rows of any step, so that the step in flight when
- * an online request arrives is short. A preempted batch choice
- * recomputes (through the prefix cache) and produces the same tokens, as
- * any preempted choice, and so does one that sat steps out. With no batch
- * request, nothing changes.
+ * most batch_step_tokens rows of any step, so that online decode steps
+ * shared with them stay short. A step of batch rows alone is given up part
+ * way when the engine's interrupt says an online request has arrived
+ * (sv_engine_set_interrupt): it does not wait for the whole step. A
+ * preempted batch choice recomputes (through the prefix cache) and
+ * produces the same tokens, as any preempted choice, and so does one that
+ * sat steps out or whose step was given up. With no batch request,
+ * nothing changes.
  *
  * Admission. submit refuses (SV_ERR_BUDGET) when the waiting queue is full,
  * when prompt + max_tokens exceeds max_ctx or can never fit in the pool,
@@ -136,8 +139,8 @@ typedef struct sv_engine_config {
     uint32_t max_num_seqs;           /* requests running at once (default 16) */
     uint32_t max_num_batched_tokens; /* rows per forward (default 256) */
     uint32_t batch_step_tokens;      /* rows of batch-priority choices per forward (default 32;
-                                        0: no cap beyond max_num_batched_tokens): keeps a step short,
-                                        so that an online request arriving mid-step waits little */
+                                        0: no cap beyond max_num_batched_tokens): keeps steps that
+                                        online decode rows share with them short */
     uint32_t max_ctx;                /* tokens per request, prompt + output (default: the model's) */
     uint32_t max_queue;              /* waiting requests before submit says SV_ERR_BUDGET (default 256) */
     bool prefix_cache;               /* share full prompt blocks through the radix tree */
@@ -231,6 +234,7 @@ typedef struct sv_engine_stats {
     uint64_t forced;           /* tokens appended by jump-forward */
     uint64_t rollbacks;        /* jump-forward one-token rollbacks */
     uint64_t preemptions;      /* requests preempted (recompute) */
+    uint64_t interrupted_steps; /* batch-only steps given up for an online request */
     uint32_t running, waiting; /* now */
     uint32_t running_batch, waiting_batch; /* of them, at batch priority */
     uint32_t max_running;      /* most requests running in one step */
@@ -262,6 +266,15 @@ sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *req, uint6
  * sv_engine_check whether the engine can go on; after any other error it
  * should be destroyed. */
 sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err);
+
+/* Lets a step that holds only batch-priority rows be given up part way:
+ * fn(ud) is asked before each layer of its forward (from the engine's
+ * thread), and when it returns true the step ends with SV_OK and no
+ * progress (its rows are computed again later, so the outputs are the
+ * same), counted in interrupted_steps. The engine loop answers "an online
+ * request waits in the inbox", so that it does not wait for a long batch
+ * step (src/engine/engine_loop.c). fn NULL: steps run whole. */
+void sv_engine_set_interrupt(sv_engine_t *e, bool (*fn)(void *ud), void *ud);
 
 /* With no request left (all cancelled or finished): whether the engine's
  * state is whole, so that it can serve again: nothing running or waiting,

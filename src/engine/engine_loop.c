@@ -23,6 +23,7 @@
 #include "src/engine/engine_loop.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -61,6 +62,8 @@ struct sv_engine_loop {
     pthread_cond_t settled; /* drain: live reached 0 */
     lreq_t *in_head, *in_tail;
     uint32_t n_inbox;
+    atomic_bool online_in_inbox; /* an online request waits in the inbox: a batch-only step
+                                    gives way (sv_engine_set_interrupt) */
     lreq_t *cancels;
     idmap_t by_id;          /* loop id -> request, every live request (under mu) */
     uint64_t next_id;
@@ -371,6 +374,7 @@ static void *loop_main(void *arg) {
         lreq_t *inbox = l->in_head, *cancels = l->cancels;
         l->in_head = l->in_tail = NULL;
         l->n_inbox = 0;
+        atomic_store_explicit(&l->online_in_inbox, false, memory_order_relaxed);
         l->cancels = NULL;
         for (lreq_t *c = cancels; c; c = c->cnext) c->in_cancel_list = false;
         bool stopping = l->stopping, dead = l->dead;
@@ -418,6 +422,12 @@ static void *loop_main(void *arg) {
     return NULL;
 }
 
+/* The engine's interrupt (engine thread, mid-forward). */
+static bool online_waits(void *ud) {
+    sv_engine_loop_t *l = ud;
+    return atomic_load_explicit(&l->online_in_inbox, memory_order_relaxed);
+}
+
 /* ---- the API ---- */
 
 sv_status sv_engine_loop_start(sv_engine_t *e, sv_engine_loop_t **out, sv_error_t *err) {
@@ -430,6 +440,8 @@ sv_status sv_engine_loop_start(sv_engine_t *e, sv_engine_loop_t **out, sv_error_
     }
     l->e = e;
     l->next_id = 1;
+    atomic_init(&l->online_in_inbox, false);
+    sv_engine_set_interrupt(e, online_waits, l);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -479,6 +491,7 @@ sv_status sv_engine_loop_submit(sv_engine_loop_t *l, const sv_engine_request_t *
         l->in_head = r;
     l->in_tail = r;
     l->n_inbox++;
+    if (r->req.priority != SV_PRIORITY_BATCH) atomic_store_explicit(&l->online_in_inbox, true, memory_order_relaxed);
     l->live++;
     *id = r->id;
     pthread_cond_signal(&l->wake);

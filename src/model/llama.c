@@ -927,7 +927,7 @@ sv_status sv_llama_kv_copy_block(sv_llama_kv_t *kv, int32_t src, int32_t dst, sv
  * step, n_seqs block tables) are already uploaded to kv through the layers;
  * leaves the final residual stream in kv->x. */
 static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t n, int32_t n_seqs,
-                                sv_error_t *err) {
+                                const sv_llama_batch_t *b, sv_error_t *err) {
     const sv_llama_config_t *c = &m->cfg;
     sv_backend_t *be = m->be;
     const sv_backend_ops_t *op = be->ops;
@@ -943,6 +943,8 @@ static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t 
                   : op->get_rows(be, n, dim, c->vocab_size, m->token_embd.p, kv->tok, kv->x, err)))
         return st;
     for (int32_t l = 0; l < c->n_layers; l++) {
+        if (b->interrupt && b->interrupt(b->interrupt_ud))
+            return sv_error_set(err, SV_ERR_CANCELLED, -1, "forward: interrupted before layer %d", (int)l);
         size_t L = (size_t)l;
         sv_kv_view_t view = {
             .k = kv->k_cache + L * rows * kv_dim,
@@ -1122,7 +1124,7 @@ sv_status sv_llama_forward_batch(sv_llama_t *m, sv_llama_kv_t *kv, const sv_llam
             (st = be->ops->upload(be, kv->table_off, kv->h_off, (size_t)(ns + 1) * i4, err)) ||
             (st = be->ops->upload(be, kv->tables, kv->h_tab, (size_t)used * i4, err)) ||
             (st = be->ops->upload(be, kv->lrows, kv->h_lrows, (size_t)nl * i4, err)) ||
-            (st = forward_layers(m, kv, n, ns, err)))
+            (st = forward_layers(m, kv, n, ns, b, err)))
             return st;
         if (nl > 0 && (st = logits_rows(m, kv, n, nl, logits + (size_t)l0 * vocab, err)))
             return st;

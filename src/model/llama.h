@@ -195,6 +195,13 @@ typedef struct sv_llama_batch {
     const sv_llama_seq_t *seqs; /* (n_seqs) */
     int32_t n_logits;
     const int32_t *logit_rows; /* (n_logits) */
+    /* Optional (NULL: never): asked before each layer; when it returns
+     * true the call gives up with SV_ERR_CANCELLED, leaving the blocks of
+     * the batch's rows unspecified, for the caller to compute again (the
+     * engine gives up a batch-priority step this way when an online
+     * request arrives: src/engine/engine.c). */
+    bool (*interrupt)(void *ud);
+    void *interrupt_ud;
 } sv_llama_batch_t;
 
 /* Runs batch b through the model, writing its keys and values into kv
@@ -205,8 +212,8 @@ typedef struct sv_llama_batch {
  * token id out of range, rows not grouped by sequence, positions not
  * consecutive, a length that disagrees with the last row, a position
  * past the table or the model's context, a block outside the cache, bad
- * logit rows). Backend errors leave the written blocks unspecified.
- * Allocates nothing. */
+ * logit rows). Backend errors, and an interrupt (SV_ERR_CANCELLED), leave
+ * the written blocks unspecified. Allocates nothing. */
 sv_status sv_llama_forward_batch(sv_llama_t *m, sv_llama_kv_t *kv, const sv_llama_batch_t *b,
                                  float *logits, sv_error_t *err);
 

@@ -96,6 +96,9 @@ sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *
     num(&w, "prefix_cache_hits_total", "counter", "Prompt tokens served by the prefix cache.", (double)s->prefix_hits);
     num(&w, "num_preemptions_total", "counter", "Requests preempted (recomputed) for lack of KV blocks.",
         (double)s->preemptions);
+    num(&w, "batch_steps_interrupted_total", "counter",
+        "Steps of batch-priority rows given up part way for an online request (their rows are computed again).",
+        (double)s->batch_steps_interrupted);
     head(&w, "request_success_total", "counter", "Finished requests by finish reason.");
     static const char *const reasons[] = {"stop", "length", "abort", "tool_calls"};
     for (int i = 0; i < SV_METRIC_N_REASONS; i++)

@@ -46,6 +46,7 @@ typedef struct sv_metrics_snapshot {
     uint32_t batch_running, batch_waiting;
     double kv_usage;                 /* 0..1 */
     uint64_t prefix_queries, prefix_hits, preemptions, jump_forward_tokens;
+    uint64_t batch_steps_interrupted; /* batch-only steps given up for an online request */
     uint64_t ccache_hits, ccache_misses;
     double ccache_bytes, dfa_memo_bytes;
     uint32_t compiles_waiting, compiles_running;

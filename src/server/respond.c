@@ -437,6 +437,7 @@ void sv_server_metrics(srv_t *s, struct evhttp_request *http) {
         .prefix_queries = st.engine.prefix_queries,
         .prefix_hits = st.prefix_hits,
         .preemptions = st.engine.preemptions,
+        .batch_steps_interrupted = st.engine.interrupted_steps,
         .jump_forward_tokens = st.engine.forced,
         .ccache_hits = cs.hits,
         .ccache_misses = cs.misses,

@@ -180,6 +180,8 @@ def online_ttft(a):
         alone = measure(a.online, 1)
         with_batch = beside("batch", 2)
         batch_done = done[0]
+        interrupted = next((ln.split()[-1] for ln in httpx.get(s.url + "/metrics").text.splitlines()
+                            if ln.startswith("sieve:batch_steps_interrupted_total")), "?")
         with_online = beside("online", 3)
     finally:
         s.stop()
@@ -193,7 +195,8 @@ def online_ttft(a):
                      ("beside the same 32 clients at online priority", with_online)):
         print(f"| {name} | {len(xs)} | {pct(xs, 50) * 1000:.0f} ms | {pct(xs, 99) * 1000:.0f} ms | "
               f"{xs[-1] * 1000:.0f} ms |")
-    print(f"\nbatch-priority requests completed while measured beside them: {batch_done}")
+    print(f"\nbatch-priority requests completed while measured beside them: {batch_done}; "
+          f"batch steps given up for an online request: {interrupted}")
 
 
 if __name__ == "__main__":

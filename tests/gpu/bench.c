@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
             seq[s] = s;
             lr[s] = s;
         }
-        sv_llama_batch_t b = {B, tok, pos, seq, B, seqs, 0, lr};
+        sv_llama_batch_t b = {B, tok, pos, seq, B, seqs, 0, lr, NULL, NULL};
         double t_layers = 0, t_full = 0;
         for (int pass = 0; pass < 2; pass++) {
             b.n_logits = pass ? B : 0;
@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
             }
             lr[s] = n - 1;
         }
-        sv_llama_batch_t b = {n, tok, pos, seq, pf_seqs, seqs, pf_seqs, lr};
+        sv_llama_batch_t b = {n, tok, pos, seq, pf_seqs, seqs, pf_seqs, lr, NULL, NULL};
         if (sv_llama_forward_batch(m, kv, &b, logits, &err))
             return fail("prefill", &err);
         int reps = 3;

@@ -269,7 +269,8 @@ def test_models_health_metrics(server):
     text = httpx.get(server.url + "/metrics").text
     for name in ["num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "prompt_tokens_total",
                  "generation_tokens_total", "prefix_cache_queries_total", "prefix_cache_hits_total",
-                 "num_preemptions_total", "request_success_total", "time_to_first_token_seconds",
+                 "num_preemptions_total", "batch_steps_interrupted_total", "request_success_total",
+                 "time_to_first_token_seconds",
                  "inter_token_latency_seconds", "e2e_request_latency_seconds", "constraint_compile_seconds",
                  "constraint_cache_hits_total", "jump_forward_tokens_total"]:
         assert f"# TYPE sieve:{name} " in text, name

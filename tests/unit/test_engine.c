@@ -709,6 +709,57 @@ static void test_priorities(void) {
     sv_engine_destroy(e);
 }
 
+/* Interrupts on a fixed pattern of the layer checks (a batch step given
+ * up at varied layers, some steps more than once). */
+static int interrupt_calls;
+static bool interrupt_pattern(void *ud) {
+    (void)ud;
+    return interrupt_calls++ % 5 == 2;
+}
+static bool interrupt_always(void *ud) {
+    (void)ud;
+    interrupt_calls++;
+    return true;
+}
+
+/* Batch-only steps given up part way leave every output as it was:
+ * equal to each request run alone, bit for bit, with prefix sharing and a
+ * pool small enough to preempt. Steps with online rows are never given up. */
+static void test_interrupted_steps(void) {
+    static treq_t q[NREQ];
+    static result_t ref[NREQ], got[NREQ];
+    make_requests(q, NREQ);
+    sv_engine_t *e = make_engine(256, 8, 48, true);
+    if (!e) return;
+    run_alone(e, q, NREQ, ref);
+    sv_engine_destroy(e);
+    for (int i = 0; i < NREQ; i++) q[i].batch = true;
+    for (int pc = 0; pc < 2; pc++) {
+        e = make_engine(pc ? 20 : 256, pc ? 8 : 3, 32, pc);
+        interrupt_calls = 0;
+        sv_engine_set_interrupt(e, interrupt_pattern, NULL);
+        run_together(e, q, NREQ, got);
+        compare(pc ? "interrupted batch steps, small pool" : "interrupted batch steps, three slots", q, ref, got, NREQ);
+        sv_engine_stats_t st;
+        sv_engine_stats(e, &st);
+        CHECK(st.interrupted_steps > 0, "no step was interrupted (%d checks)", interrupt_calls);
+        printf("interrupted batch steps: %llu given up, %llu run\n", (unsigned long long)st.interrupted_steps,
+               (unsigned long long)st.steps);
+        sv_engine_destroy(e);
+    }
+    for (int i = 0; i < NREQ; i++) q[i].batch = false;
+    e = make_engine(256, 3, 32, true);
+    interrupt_calls = 0;
+    sv_engine_set_interrupt(e, interrupt_always, NULL);
+    run_together(e, q, NREQ, got);
+    compare("online steps with an interrupt that always asks", q, ref, got, NREQ);
+    sv_engine_stats_t st;
+    sv_engine_stats(e, &st);
+    CHECK(st.interrupted_steps == 0 && interrupt_calls == 0, "an online step was asked (%d) or given up (%llu)",
+          interrupt_calls, (unsigned long long)st.interrupted_steps);
+    sv_engine_destroy(e);
+}
+
 static void test_n_sharing(void) {
     treq_t one = {0};
     one.n_prompt = 40;
@@ -1264,6 +1315,7 @@ int main(void) {
         test_cancel();
         test_n_sharing();
         test_priorities();
+        test_interrupted_steps();
         test_stop_strings();
         test_forced_logprobs();
         test_jump_forward_off();
@@ -1276,5 +1328,5 @@ int main(void) {
     sv_llama_destroy(model);
     sv_backend_destroy(be);
     return test_summary("test_engine: admission, constraints, prefix cache, cancel, n choices, stop strings, "
-                        "logprobs, jump-forward off, batch invariance, preemption");
+                        "logprobs, jump-forward off, batch invariance, preemption, interrupted batch steps");
 }
