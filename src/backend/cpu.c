@@ -53,13 +53,16 @@
  * pairs), so the split changes who computes an element, never how. */
 #include "src/backend/cpu.h"
 
+#include "src/backend/cpu_int8.h"
 #include "src/model/quant.h" /* sv_f16_to_f32 */
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define GEMM_LANES 16 /* partial sums per dot product */
 #define GEMM_RB 4     /* rows per tile */
@@ -94,9 +97,9 @@ typedef struct pool {
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    uint64_t gen;   /* bumped for every job */
-    int pending;    /* workers still running the current job */
-    bool stop;
+    _Atomic uint64_t gen; /* bumped for every job (written under mu, read by spinners without) */
+    _Atomic int pending;  /* workers still running the current job */
+    _Atomic bool stop;
     job_fn fn;
     void *ctx;
     int64_t n_items;
@@ -112,29 +115,76 @@ static void part(int64_t n, int t, int nt, int64_t *b, int64_t *e) {
     *e = n * (t + 1) / nt;
 }
 
+/* Hand-offs. A decode step runs a few hundred short jobs, tens of
+ * microseconds apart, and a futex wake-up per job costs about as much as
+ * the job (BENCHMARKS.md, "CPU model"). So a waiting thread first spins
+ * for up to POOL_SPIN_NS, watching the counter it waits on, and only then
+ * sleeps on the condition variable: on a quiet machine the hand-off is a
+ * cache line; on a busy one a thread gives its core back within that
+ * bound. Spinning changes who waits how, never what a job computes. */
+#define POOL_SPIN_NS 50000
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spins until pred(pl, arg) holds or POOL_SPIN_NS pass; true if it holds. */
+static bool spin_until(pool_t *pl, bool (*pred)(pool_t *, uint64_t), uint64_t arg) {
+    uint64_t t0 = 0;
+    for (uint32_t i = 1;; i++) {
+        if (pred(pl, arg)) return true;
+        cpu_relax();
+        if ((i & 63) == 0) {
+            uint64_t t = mono_ns();
+            if (!t0) t0 = t;
+            else if (t - t0 > POOL_SPIN_NS) return false;
+        }
+    }
+}
+
+static bool new_job(pool_t *pl, uint64_t seen) {
+    return atomic_load_explicit(&pl->gen, memory_order_acquire) != seen ||
+           atomic_load_explicit(&pl->stop, memory_order_relaxed);
+}
+
+static bool all_done(pool_t *pl, uint64_t unused) {
+    (void)unused;
+    return atomic_load_explicit(&pl->pending, memory_order_acquire) == 0;
+}
+
 static void *worker_main(void *p) {
     worker_arg_t *a = p;
     pool_t *pl = a->pool;
     uint64_t seen = 0;
-    pthread_mutex_lock(&pl->mu);
     for (;;) {
-        while (pl->gen == seen && !pl->stop)
-            pthread_cond_wait(&pl->go, &pl->mu);
-        if (pl->stop)
+        if (!spin_until(pl, new_job, seen)) {
+            pthread_mutex_lock(&pl->mu);
+            while (atomic_load(&pl->gen) == seen && !atomic_load(&pl->stop))
+                pthread_cond_wait(&pl->go, &pl->mu);
+            pthread_mutex_unlock(&pl->mu);
+        }
+        if (atomic_load(&pl->stop))
             break;
-        seen = pl->gen;
-        job_fn fn = pl->fn;
-        void *ctx = pl->ctx;
-        int64_t n = pl->n_items, b, e;
-        pthread_mutex_unlock(&pl->mu);
-        part(n, a->index, pl->n_threads, &b, &e);
+        seen = atomic_load_explicit(&pl->gen, memory_order_acquire); /* fn, ctx, n_items: written before */
+        int64_t b, e;
+        part(pl->n_items, a->index, pl->n_threads, &b, &e);
         if (b < e)
-            fn(ctx, a->index, b, e);
-        pthread_mutex_lock(&pl->mu);
-        if (--pl->pending == 0)
+            pl->fn(pl->ctx, a->index, b, e);
+        if (atomic_fetch_sub_explicit(&pl->pending, 1, memory_order_acq_rel) == 1) {
+            /* the last one: the caller may be asleep (it checks pending under mu) */
+            pthread_mutex_lock(&pl->mu);
             pthread_cond_signal(&pl->done);
+            pthread_mutex_unlock(&pl->mu);
+        }
     }
-    pthread_mutex_unlock(&pl->mu);
     return NULL;
 }
 
@@ -151,18 +201,20 @@ static void pool_run(pool_t *pl, int64_t n, int64_t min_per_thread, job_fn fn, v
     pl->fn = fn;
     pl->ctx = ctx;
     pl->n_items = n;
-    pl->pending = pl->n_threads - 1;
-    pl->gen++;
+    atomic_store_explicit(&pl->pending, pl->n_threads - 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pl->gen, 1, memory_order_release);
     pthread_cond_broadcast(&pl->go);
     pthread_mutex_unlock(&pl->mu);
     int64_t b, e;
     part(n, 0, pl->n_threads, &b, &e);
     if (b < e)
         fn(ctx, 0, b, e);
-    pthread_mutex_lock(&pl->mu);
-    while (pl->pending > 0)
-        pthread_cond_wait(&pl->done, &pl->mu);
-    pthread_mutex_unlock(&pl->mu);
+    if (!spin_until(pl, all_done, 0)) {
+        pthread_mutex_lock(&pl->mu);
+        while (atomic_load(&pl->pending) > 0)
+            pthread_cond_wait(&pl->done, &pl->mu);
+        pthread_mutex_unlock(&pl->mu);
+    }
 }
 
 /* ---- the backend ------------------------------------------------------------ */
@@ -174,6 +226,10 @@ typedef struct cpu_backend {
     int n_started;     /* workers actually running */
     float *scratch;    /* gemm_q: GEMM_CB dequantized weight rows per thread */
     size_t scratch_n;  /* floats scratch holds */
+    bool int8;         /* SV_CPU_KERNELS_INT8*: integer products for the 32-block formats */
+    sv_i8_level i8;    /* and the code that computes them */
+    sv_q8x_t *qx;      /* gemm_q with int8: the quantized activation rows */
+    size_t qx_n;       /* blocks qx holds */
 } cpu_backend_t;
 
 static pool_t *pool_of(sv_backend_t *be) { return &((cpu_backend_t *)be)->pool; }
@@ -491,6 +547,67 @@ SV_CLONES static void gemm_q_cols(void *p, int tid, int64_t b, int64_t e) {
     }
 }
 
+/* ---- gemm on quantized weights, integer products (--cpu-kernels int8) ----- */
+
+typedef struct gemm_i8_job {
+    int32_t rows, out, nb; /* nb: blocks of 32 per row */
+    const sv_q8x_t *qx;    /* (rows, nb) */
+    const uint8_t *wq;
+    sv_qtype qt;
+    size_t row_bytes;
+    const float *bias;
+    float *y;
+    sv_i8_level lv;
+} gemm_i8_job_t;
+
+/* Column tiles [b, e), every row: a tile's weight rows stay in L1 while
+ * each activation row meets them. */
+static void gemm_i8_cols(void *p, int tid, int64_t b, int64_t e) {
+    (void)tid;
+    const gemm_i8_job_t *j = p;
+    for (int64_t t = b; t < e; t++) {
+        int32_t c0 = (int32_t)t * GEMM_CB, nc = j->out - c0 < GEMM_CB ? j->out - c0 : GEMM_CB;
+        const uint8_t *w = j->wq + (size_t)c0 * j->row_bytes;
+        for (int32_t r = 0; r < j->rows; r++)
+            sv_i8_dots(j->lv, j->qt, w, j->row_bytes, nc, j->qx + (size_t)r * j->nb, j->nb,
+                       j->bias ? j->bias + c0 : NULL, j->y + (size_t)r * j->out + c0);
+    }
+}
+
+typedef struct quant_job {
+    const float *x;
+    int32_t in;
+    sv_q8x_t *qx;
+} quant_job_t;
+
+static void quant_rows(void *p, int tid, int64_t b, int64_t e) {
+    (void)tid;
+    const quant_job_t *j = p;
+    int32_t nb = j->in / 32;
+    for (int64_t r = b; r < e; r++)
+        sv_q8x_quantize(j->x + (size_t)r * j->in, j->in, j->qx + (size_t)r * nb);
+}
+
+static sv_status gemm_q_int8(cpu_backend_t *cb, int32_t rows, int32_t in, int32_t out, const float *x,
+                             const void *w, sv_qtype t, const float *bias, float *y, sv_error_t *err) {
+    int32_t nb = in / 32;
+    size_t need = (size_t)rows * (size_t)nb;
+    if (need > cb->qx_n) {
+        sv_q8x_t *q = realloc(cb->qx, need * sizeof *q);
+        if (!q) return sv_error_set(err, SV_ERR_NOMEM, -1, "gemm_q: cannot allocate %zu activation blocks", need);
+        cb->qx = q;
+        cb->qx_n = need;
+    }
+    quant_job_t qj = {x, in, cb->qx};
+    pool_run(&cb->pool, rows, (65536 + in - 1) / in, quant_rows, &qj);
+    gemm_i8_job_t j = {rows, out, nb, cb->qx, w, t, (size_t)nb * sv_qtype_block_bytes(t), bias, y, cb->i8};
+    int64_t tiles = (out + GEMM_CB - 1) / GEMM_CB;
+    int64_t per_tile = (int64_t)rows * in * GEMM_CB;
+    int64_t min_tiles = per_tile >= 65536 ? 1 : 65536 / per_tile;
+    pool_run(&cb->pool, tiles, min_tiles, gemm_i8_cols, &j);
+    return SV_OK;
+}
+
 static bool qtype_ok(sv_qtype t, int32_t in) {
     int32_t blk = sv_qtype_block(t);
     return blk > 0 && in % blk == 0;
@@ -505,6 +622,7 @@ static sv_status cpu_gemm_q(sv_backend_t *be, int32_t rows, int32_t in, int32_t 
                             (int)in, (int)out, (int)t);
     if (rows == 0) return SV_OK;
     cpu_backend_t *cb = (cpu_backend_t *)be;
+    if (cb->int8 && sv_i8_qtype_ok(t)) return gemm_q_int8(cb, rows, in, out, x, w, t, bias, y, err);
     size_t need = (size_t)cb->pool.n_threads * GEMM_CB * (size_t)in;
     if (need > cb->scratch_n) {
         float *s = aligned_alloc(64, (need * sizeof(float) + 63) / 64 * 64);
@@ -824,7 +942,7 @@ static void cpu_destroy(sv_backend_t *be) {
     pool_t *pl = &c->pool;
     if (c->n_started > 0) {
         pthread_mutex_lock(&pl->mu);
-        pl->stop = true;
+        atomic_store(&pl->stop, true);
         pthread_cond_broadcast(&pl->go);
         pthread_mutex_unlock(&pl->mu);
         for (int i = 0; i < c->n_started; i++)
@@ -836,6 +954,7 @@ static void cpu_destroy(sv_backend_t *be) {
     free(pl->threads);
     free(c->args);
     free(c->scratch);
+    free(c->qx);
     free(c);
 }
 
@@ -869,6 +988,10 @@ sv_status sv_cpu_backend_create(const sv_cpu_config_t *cfg, sv_backend_t **out, 
     if (!c)
         return sv_error_set(err, SV_ERR_NOMEM, -1, "cpu backend: out of memory");
     c->base.ops = &cpu_ops;
+    sv_cpu_kernels k = cfg ? cfg->kernels : SV_CPU_KERNELS_REF;
+    c->int8 = k != SV_CPU_KERNELS_REF;
+    c->i8 = k == SV_CPU_KERNELS_INT8_SCALAR ? SV_I8_SCALAR : sv_i8_best_level();
+    if (k == SV_CPU_KERNELS_INT8_AVX2 && c->i8 > SV_I8_AVX2) c->i8 = SV_I8_AVX2;
     pool_t *pl = &c->pool;
     pl->n_threads = nt;
     pthread_mutex_init(&pl->mu, NULL);

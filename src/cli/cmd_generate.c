@@ -39,7 +39,7 @@
 enum {
     OPT_CHAT = 256, OPT_SYSTEM, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_P, OPT_TOP_K, OPT_MIN_P, OPT_SEED,
     OPT_PROMPT_IDS, OPT_PRINT_IDS, OPT_SCHEMA, OPT_REGEX, OPT_WS, OPT_THREADS, OPT_CTX, OPT_UNKNOWN_FORMATS,
-    OPT_PRINT_PROMPT, OPT_DEVICE,
+    OPT_PRINT_PROMPT, OPT_DEVICE, OPT_CPU_KERNELS,
 };
 
 static const char *const usage_text =
@@ -47,7 +47,7 @@ static const char *const usage_text =
     "                      [--max-tokens 256] [--temperature 1] [--top-p 1] [--top-k 0] [--min-p 0]\n"
     "                      [--seed S] [--schema FILE | --regex PATTERN] [--ws MODE]\n"
     "                      [--allow-unknown-formats] [--threads N] [--ctx N] [--print-ids]\n"
-    "                      [--print-prompt] [--device cpu|cuda|auto]\n"
+    "                      [--print-prompt] [--device cpu|cuda|auto] [--cpu-kernels ref|int8]\n"
     "       sieve generate --batch FILE.jsonl -m MODEL [...]   (--batch FILE --help: its options)\n"
     "\n"
     "Generates one completion and streams it to stdout. MODEL is a GGUF\n"
@@ -69,6 +69,7 @@ static const char *const usage_text =
     "  --threads N       CPU threads (default: the online CPUs). --ctx N: the context\n"
     "                    (default: the model's, at most 4096).\n"
     SV_CLI_DEVICE_HELP
+    SV_CLI_CPU_KERNELS_HELP
     "The finish reason (stop, length) and token counts are printed to stderr.\n";
 
 typedef struct {
@@ -81,6 +82,7 @@ typedef struct {
     int threads;
     long ctx;
     const char *device; /* --device; NULL: auto */
+    sv_cpu_kernels kernels; /* --cpu-kernels */
 } gen_opts_t;
 
 static bool is_dir(const char *p) {
@@ -239,6 +241,7 @@ int sv_cmd_generate(int argc, char **argv) {
         {"threads", required_argument, 0, OPT_THREADS},
         {"ctx", required_argument, 0, OPT_CTX},
         {"device", required_argument, 0, OPT_DEVICE},
+        {"cpu-kernels", required_argument, 0, OPT_CPU_KERNELS},
         {0, 0, 0, 0},
     };
     const char *verb = "generate";
@@ -269,6 +272,10 @@ int sv_cmd_generate(int argc, char **argv) {
                 return sv_cli_usage_error(verb, "invalid value '%s' for --device (cpu, cuda, cuda:N, auto)",
                                           optarg);
             o.device = optarg;
+            break;
+        case OPT_CPU_KERNELS:
+            if (!sv_cli_parse_cpu_kernels(optarg, &o.kernels))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --cpu-kernels (ref, int8)", optarg);
             break;
         case OPT_MAX_TOKENS:
             if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
@@ -358,7 +365,7 @@ int sv_cmd_generate(int argc, char **argv) {
     sv_ids_t prompt = {0};
     sv_bytes_t ptext = {0};
     gen_t g = {.print_text = !o.print_ids};
-    sv_status st = sv_cli_backend_create(o.device, o.threads, &be, &err);
+    sv_status st = sv_cli_backend_create(o.device, o.threads, o.kernels, &be, &err);
     if (!st) st = sv_llama_load(o.model, be, &g.model, &err);
     if (st) goto fail;
     const sv_llama_config_t *cfg = sv_llama_config(g.model);

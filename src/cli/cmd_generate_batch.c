@@ -79,14 +79,14 @@
 #define BATCH_CTX_CAP 4096          /* the context, as cmd_generate's default */
 
 enum { OPT_BATCH = 256, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB, OPT_NO_JF, OPT_STATS,
-       OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH, OPT_DEVICE };
+       OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS };
 
 static const char *const usage_text =
     "Usage: sieve generate --batch FILE.jsonl -m MODEL [--max-num-seqs 8] [--threads N]\n"
     "                      [--ws MODE] [--allow-unknown-formats] [--kv-memory-mb 512]\n"
     "                      [--max-num-batched-tokens 256] [--no-prefix-cache]\n"
     "                      [--prefetch-threads 1] [--no-jump-forward] [--stats FILE]\n"
-    "                      [--device cpu|cuda|auto]\n"
+    "                      [--device cpu|cuda|auto] [--cpu-kernels ref|int8]\n"
     "\n"
     "Runs every line of FILE (- is standard input) through the continuous-batching\n"
     "engine. A line is a JSON object:\n"
@@ -112,7 +112,8 @@ static const char *const usage_text =
     "                       request may reach next (default 1; 0: none).\n"
     "  --no-jump-forward    sample every constrained token (no forced extends).\n"
     "  --stats FILE         write the engine's counters as one JSON object at the end.\n"
-    "  --ws, --allow-unknown-formats, --threads, --device: as for one generation\n"
+    "  --ws, --allow-unknown-formats, --threads, --device, --cpu-kernels: as for one\n"
+    "                       generation\n"
     "                       (on CUDA a line's text matches the sequential run's up to\n"
     "                       float rounding, not bit for bit: cuBLAS is not batch-invariant).\n"
     "A summary goes to stderr.\n";
@@ -128,6 +129,7 @@ typedef struct {
     uint32_t max_batched, prefetch_threads;
     const char *stats;
     const char *device; /* --device; NULL: auto */
+    sv_cpu_kernels kernels; /* --cpu-kernels */
 } batch_opts_t;
 
 /* One choice's result. */
@@ -552,6 +554,7 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
         {"no-prefix-cache", no_argument, 0, OPT_NO_PREFIX},
         {"prefetch-threads", required_argument, 0, OPT_PREFETCH},
         {"device", required_argument, 0, OPT_DEVICE},
+        {"cpu-kernels", required_argument, 0, OPT_CPU_KERNELS},
         {0, 0, 0, 0},
     };
     const char *verb = "generate";
@@ -573,6 +576,10 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
                 return sv_cli_usage_error(verb, "invalid value '%s' for --device (cpu, cuda, cuda:N, auto)",
                                           optarg);
             o->device = optarg;
+            break;
+        case OPT_CPU_KERNELS:
+            if (!sv_cli_parse_cpu_kernels(optarg, &o->kernels))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --cpu-kernels (ref, int8)", optarg);
             break;
         case OPT_MAX_BATCHED:
             if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
@@ -651,7 +658,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
     order = calloc(cap_lines, sizeof *order);
     if (!lines || !order) { st = sv_error_set(&err, SV_ERR_NOMEM, -1, "out of memory"); goto fail; }
 
-    if ((st = sv_cli_backend_create(o.device, o.threads, &be, &err)) || (st = sv_llama_load(o.model, be, &model, &err)))
+    if ((st = sv_cli_backend_create(o.device, o.threads, o.kernels, &be, &err)) || (st = sv_llama_load(o.model, be, &model, &err)))
         goto fail;
     const sv_llama_config_t *cfg = sv_llama_config(model);
     if ((st = sv_generate_load_tokens(o.model, cfg->vocab_size, &tok, &err))) goto fail;

@@ -26,7 +26,7 @@
 enum {
     OPT_HOST = 256, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
-    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
+    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
     OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES, OPT_DFA_MEMO_MB,
     OPT_ERRORS, OPT_INPUT_ERRORS, OPT_RESUME, OPT_CONCURRENCY, OPT_QUIET, OPT_BATCH_STEP, OPT_DATA_DIR,
     OPT_MAX_FILE,
@@ -83,6 +83,7 @@ static const char *const usage_text =
     "  --prefetch-threads N      mask prefetch workers (default 1; 0: none)\n"
     "  --threads N               CPU threads for the model (default: the online CPUs)\n"
     SV_CLI_DEVICE_HELP
+    SV_CLI_CPU_KERNELS_HELP
     "  --compile-threads N       constraint compile threads (default 2)\n"
     "  --compile-queue N         constraints waiting to compile before 429 (default 64)\n"
     "  --compile-memory-mb M     memory for all compiles in flight together, so for one\n"
@@ -165,6 +166,7 @@ static int serve_main(int argc, char **argv, bool batch) {
         {"no-jump-forward", no_argument, 0, OPT_NO_JUMP},
         {"prefetch-threads", required_argument, 0, OPT_PREFETCH},
         {"device", required_argument, 0, OPT_DEVICE},
+        {"cpu-kernels", required_argument, 0, OPT_CPU_KERNELS},
         {"input", required_argument, 0, 'i'},
         {"output", required_argument, 0, 'o'},
         {"errors", required_argument, 0, OPT_ERRORS},
@@ -187,6 +189,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     uint64_t kv_mb = 512, ccache_mb = 512, memo_mb = 64;
     uint32_t max_len = 0;
     int threads = 0;
+    sv_cpu_kernels kernels = SV_CPU_KERNELS_REF;
     unsigned long long v;
     opterr = 0;
     optind = 1;
@@ -330,6 +333,10 @@ static int serve_main(int argc, char **argv, bool batch) {
                 return sv_cli_usage_error(verb, "invalid value '%s' for --device (cpu, cuda, cuda:N, auto)", optarg);
             device = optarg;
             break;
+        case OPT_CPU_KERNELS:
+            if (!sv_cli_parse_cpu_kernels(optarg, &kernels))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --cpu-kernels (ref, int8)", optarg);
+            break;
         case OPT_PREFETCH:
             if (sv_cli_parse_u64(optarg, 64, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --prefetch-threads", optarg);
             ec.prefetch_threads = (uint32_t)v;
@@ -372,7 +379,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     sv_engine_t *eng = NULL;
     sv_engine_loop_t *loop = NULL;
     sv_status st;
-    if ((st = sv_cli_backend_create(device, threads, &be, &err)) || (st = sv_llama_load(model, be, &m, &err)))
+    if ((st = sv_cli_backend_create(device, threads, kernels, &be, &err)) || (st = sv_llama_load(model, be, &m, &err)))
         goto fail;
     const sv_llama_config_t *cfg = sv_llama_config(m);
     if ((st = sv_generate_load_tokens(model, cfg->vocab_size, &tok_engine, &err)) ||

@@ -27,12 +27,19 @@ bool sv_cli_device_valid(const char *device) {
            (!strcmp(device, "cpu") || !strcmp(device, "auto") || cuda_index(device) >= 0);
 }
 
-static sv_status make_cpu(int threads, sv_backend_t **out, sv_error_t *err) {
-    sv_cpu_config_t cc = {.n_threads = threads};
+bool sv_cli_parse_cpu_kernels(const char *s, sv_cpu_kernels *out) {
+    if (!strcmp(s, "ref")) *out = SV_CPU_KERNELS_REF;
+    else if (!strcmp(s, "int8")) *out = SV_CPU_KERNELS_INT8;
+    else return false;
+    return true;
+}
+
+static sv_status make_cpu(int threads, sv_cpu_kernels kernels, sv_backend_t **out, sv_error_t *err) {
+    sv_cpu_config_t cc = {.n_threads = threads, .kernels = kernels};
     return sv_cpu_backend_create(&cc, out, err);
 }
 
-sv_status sv_cli_backend_create(const char *device, int threads, sv_backend_t **out,
+sv_status sv_cli_backend_create(const char *device, int threads, sv_cpu_kernels kernels, sv_backend_t **out,
                                 sv_error_t *err) {
     if (!device)
         device = "auto";
@@ -40,11 +47,11 @@ sv_status sv_cli_backend_create(const char *device, int threads, sv_backend_t **
         return sv_error_set(err, SV_ERR_ARG, -1,
                             "--device: '%s' is not cpu, cuda, cuda:N or auto", device);
     if (!strcmp(device, "cpu"))
-        return make_cpu(threads, out, err);
+        return make_cpu(threads, kernels, out, err);
 #ifdef SV_HAVE_CUDA
     int n = sv_cuda_device_count();
     if (!strcmp(device, "auto"))
-        return n > 0 ? sv_cuda_backend_create(NULL, out, err) : make_cpu(threads, out, err);
+        return n > 0 ? sv_cuda_backend_create(NULL, out, err) : make_cpu(threads, kernels, out, err);
     int idx = cuda_index(device);
     if (idx >= n)
         return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
@@ -54,7 +61,7 @@ sv_status sv_cli_backend_create(const char *device, int threads, sv_backend_t **
     return sv_cuda_backend_create(&cfg, out, err);
 #else
     if (!strcmp(device, "auto"))
-        return make_cpu(threads, out, err);
+        return make_cpu(threads, kernels, out, err);
     return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
                         "--device %s: this build of sieve has no CUDA backend (configure with "
                         "-DSV_CUDA=ON on a machine with the CUDA toolkit)",

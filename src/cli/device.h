@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "../backend/backend.h"
+#include "../backend/cpu.h"
 #include "../util/error.h"
 
 /* The help line every verb prints for --device. */
@@ -22,13 +23,24 @@
 /* True for a value --device accepts: "cpu", "cuda", "cuda:N", "auto". */
 bool sv_cli_device_valid(const char *device);
 
+/* The help lines every verb that loads a model prints for --cpu-kernels. */
+#define SV_CLI_CPU_KERNELS_HELP                                                          \
+    "  --cpu-kernels K   ref (default): products on dequantized weights in fp32, bit-\n"   \
+    "                    identical to fp32 weights; int8: 8-bit activations and exact\n" \
+    "                    integer products for Q8_0/Q4_0/Q4_1 weights (faster, batch-\n"    \
+    "                    invariant, not equal to ref). CPU only.\n"
+
+/* --cpu-kernels: "ref" or "int8". False for anything else. */
+bool sv_cli_parse_cpu_kernels(const char *s, sv_cpu_kernels *out);
+
 /* Creates the backend device names (NULL: "auto"); threads is the CPU
- * backend's thread count (1 .. SV_CPU_MAX_THREADS; unused on CUDA).
+ * backend's thread count (1 .. SV_CPU_MAX_THREADS; unused on CUDA) and
+ * kernels its products (unused on CUDA).
  * Errors: SV_ERR_ARG for a bad name, SV_ERR_UNSUPPORTED for "cuda" in a
  * build without CUDA or on a machine without a device, and whatever the
  * backend's create returns. On success *out is destroyed with
  * sv_backend_destroy. */
-sv_status sv_cli_backend_create(const char *device, int threads, sv_backend_t **out,
+sv_status sv_cli_backend_create(const char *device, int threads, sv_cpu_kernels kernels, sv_backend_t **out,
                                 sv_error_t *err);
 
 #endif

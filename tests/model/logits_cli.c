@@ -11,7 +11,8 @@
  *
  * MODEL is a GGUF file or a directory with config.json + model.safetensors.
  * Options: --threads N (default 1), --batch N (tokens per internal step,
- * default 64), --time (timings as a JSON line on stderr).
+ * default 64), --cpu-kernels ref|int8|int8-scalar (default ref; see
+ * src/backend/cpu.h), --time (timings as a JSON line on stderr).
  * Errors: exit code 2 with the message on stderr. */
 #include <errno.h>
 #include <stdint.h>
@@ -83,6 +84,7 @@ static int32_t argmax(const float *x, int32_t n) {
 int main(int argc, char **argv) {
     const char *model = NULL, *ids_arg = NULL, *out_path = NULL;
     long greedy = -1, threads = 1, batch = 64;
+    sv_cpu_kernels kernels = SV_CPU_KERNELS_REF;
     int timing = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -100,6 +102,12 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--threads") && val) {
             if (parse_pos(val, 1, &threads) || threads > SV_CPU_MAX_THREADS)
                 return die("usage", "--threads wants 1..256");
+            i++;
+        } else if (!strcmp(a, "--cpu-kernels") && val) {
+            if (!strcmp(val, "ref")) kernels = SV_CPU_KERNELS_REF;
+            else if (!strcmp(val, "int8")) kernels = SV_CPU_KERNELS_INT8;
+            else if (!strcmp(val, "int8-scalar")) kernels = SV_CPU_KERNELS_INT8_SCALAR;
+            else return die("usage", "--cpu-kernels wants ref, int8 or int8-scalar");
             i++;
         } else if (!strcmp(a, "--batch") && val) {
             if (parse_pos(val, 1, &batch))
@@ -129,7 +137,7 @@ int main(int argc, char **argv) {
     float *logits = NULL;
     int32_t *pos = NULL, *gen = NULL;
     int rc = 2;
-    sv_cpu_config_t cfg = {.n_threads = (int)threads};
+    sv_cpu_config_t cfg = {.n_threads = (int)threads, .kernels = kernels};
     double t0 = now_s();
     if (sv_cpu_backend_create(&cfg, &be, &err) || sv_llama_load(model, be, &m, &err)) {
         rc = die(model, err.message);

@@ -171,5 +171,7 @@ def test_errors_are_clean(tmp_path):
     assert r.returncode != 0 and b"temperature" in r.stderr
     r = generate("-p", "x", "--prompt-ids", "1,2", check=False)
     assert r.returncode == 64
+    r = generate("-p", "x", "--cpu-kernels", "int4", check=False)
+    assert r.returncode == 64 and b"--cpu-kernels" in r.stderr
     r = subprocess.run([sieve(), "generate", "-m", str(tmp_path / "none.gguf"), "-p", "x"], capture_output=True)
     assert r.returncode == 1 and r.stderr

@@ -319,3 +319,24 @@ def test_forced_logprobs_and_stats(tmp_path):
                 break
             compared += 1
     assert diverged >= 1, (compared, diverged)
+
+
+def test_int8_kernels_are_batch_invariant(tmp_path):
+    # --cpu-kernels int8 (8-bit activations, integer products): a line's text is the same
+    # whether it shares its steps with 7 others, runs with one sequence at a time, or runs
+    # alone through `sieve generate`, bit for bit (greedy ties included).
+    prompts = ["Once upon a time", "The weather today", "My favourite food", "In the year 3000",
+               "Dear diary,", "The recipe calls for", "Breaking news:", "The three laws are"]
+    lines = [{"prompt": p, "temperature": 0, "max_tokens": 24} for p in prompts]
+    together = [o["outputs"][0] for o in run_batch(tmp_path, lines, "--cpu-kernels", "int8", "--max-num-seqs", "8")]
+    one_by_one = [o["outputs"][0] for o in run_batch(tmp_path, lines, "--cpu-kernels", "int8", "--max-num-seqs", "1",
+                                                     name="one.jsonl")]
+    assert together == one_by_one
+    for p, o in zip(prompts[:3], together):
+        r = subprocess.run([sieve(), "generate", "-m", str(MODEL), "-p", p, "--temperature", "0", "--max-tokens", "24",
+                            "--threads", "1", "--cpu-kernels", "int8"], capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        assert r.stdout.decode()[:-1] == o["text"], (p, o)
+    # and the kernels change the arithmetic: some text differs from the fp32 path's
+    ref = [o["outputs"][0]["text"] for o in run_batch(tmp_path, lines, "--max-num-seqs", "8", name="ref.jsonl")]
+    assert ref != [o["text"] for o in together]

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "src/backend/cpu.h"
+#include "src/backend/cpu_int8.h"
 #include "src/model/quant.h"
 #include "test.h"
 
@@ -362,14 +363,111 @@ static void test_gemm_q(void) {
           "gemm_q accepts type 99");
 }
 
+/* --cpu-kernels int8: the SIMD kernel this CPU runs equals the plain C one
+ * bit for bit (on one and three threads); a row's outputs are the same
+ * alone and among 1..64 other rows; and every output is within the error
+ * that 8-bit activations allow of an fp64 product on the dequantized
+ * weights: sum over i of |w_i| * d_i / 2 (d_i the activation scale of
+ * element i's block), plus float rounding. */
+static void test_gemm_q_int8(void) {
+    sv_cpu_config_t cs = {.n_threads = 1, .kernels = SV_CPU_KERNELS_INT8_SCALAR},
+                    c1 = {.n_threads = 1, .kernels = SV_CPU_KERNELS_INT8},
+                    c3 = {.n_threads = 3, .kernels = SV_CPU_KERNELS_INT8},
+                    c2 = {.n_threads = 2, .kernels = SV_CPU_KERNELS_INT8_AVX2};
+    sv_backend_t *bs = NULL, *bi1 = NULL, *bi3 = NULL, *bav = NULL;
+    if (sv_cpu_backend_create(&cs, &bs, &err) || sv_cpu_backend_create(&c1, &bi1, &err) ||
+        sv_cpu_backend_create(&c3, &bi3, &err) || sv_cpu_backend_create(&c2, &bav, &err)) {
+        CHECK(0, "backend: %s", err.message);
+        goto out;
+    }
+    printf("int8 kernels: level %d (0 plain C, 1 AVX2, 2 AVX-512 VNNI)\n", (int)sv_i8_best_level());
+    const struct {
+        sv_qtype t;
+        sv_ggml_type g;
+        const char *name;
+    } types[] = {{SV_QT_Q8_0, SV_GGML_Q8_0, "Q8_0"}, {SV_QT_Q4_0, SV_GGML_Q4_0, "Q4_0"}, {SV_QT_Q4_1, SV_GGML_Q4_1, "Q4_1"}};
+    const int32_t ins[] = {32, 96, 576};
+    const int32_t outs[] = {1, 5, 17, 64};
+    enum { R = 65 };
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        sv_qtype t = types[ti].t;
+        int simd_bad = 0, inv_bad = 0, acc_bad = 0, checked = 0;
+        double worst = 0;
+        for (size_t a = 0; a < sizeof ins / sizeof *ins; a++)
+            for (size_t o = 0; o < sizeof outs / sizeof *outs; o++) {
+                int32_t in = ins[a], out = outs[o];
+                size_t nb = (size_t)out * in / 32, bytes = nb * sv_qtype_block_bytes(t);
+                uint8_t *wq = malloc(bytes);
+                rnd_qbytes(t, wq, nb);
+                float *wf = malloc(sizeof(float) * out * in);
+                CHECK(sv_dequantize(types[ti].g, wq, bytes, wf, (uint64_t)out * in, &err) == SV_OK, "%s", err.message);
+                float *x = rnd((size_t)R * in), *bias = rnd(out);
+                for (int32_t i = 0; i < R * in; i += 7) x[i] *= 20.0f; /* uneven magnitudes within blocks */
+                float *ys = malloc(sizeof(float) * R * out), *y1 = malloc(sizeof(float) * R * out);
+                float *y3 = malloc(sizeof(float) * R * out), *yk = malloc(sizeof(float) * R * out);
+                for (int use_bias = 0; use_bias < 2; use_bias++) {
+                    const float *bb = use_bias ? bias : NULL;
+                    size_t ny = sizeof(float) * R * out;
+                    CHECK(bs->ops->gemm_q(bs, R, in, out, x, wq, t, bb, ys, &err) == SV_OK, "%s", err.message);
+                    CHECK(bi1->ops->gemm_q(bi1, R, in, out, x, wq, t, bb, y1, &err) == SV_OK, "%s", err.message);
+                    CHECK(bi3->ops->gemm_q(bi3, R, in, out, x, wq, t, bb, y3, &err) == SV_OK, "%s", err.message);
+                    simd_bad += (memcmp(ys, y1, ny) != 0) + (memcmp(ys, y3, ny) != 0);
+                    CHECK(bav->ops->gemm_q(bav, R, in, out, x, wq, t, bb, yk, &err) == SV_OK, "%s", err.message);
+                    simd_bad += memcmp(ys, yk, ny) != 0; /* the AVX2 kernel too, where VNNI is best */
+                    /* the first k rows alone, k = 1..64, against the 65-row product */
+                    for (int32_t k = 1; k < R; k += k < 8 ? 1 : 9) {
+                        bi3->ops->gemm_q(bi3, k, in, out, x, wq, t, bb, yk, &err);
+                        inv_bad += memcmp(yk, y3, sizeof(float) * k * out) != 0;
+                    }
+                    /* each row alone */
+                    for (int32_t r = 0; r < R; r += 8) {
+                        bi1->ops->gemm_q(bi1, 1, in, out, x + (size_t)r * in, wq, t, bb, yk, &err);
+                        inv_bad += memcmp(yk, y3 + (size_t)r * out, sizeof(float) * out) != 0;
+                    }
+                    checked++;
+                }
+                /* accuracy (with the bias of the last pass) */
+                for (int32_t r = 0; r < R; r++)
+                    for (int32_t c = 0; c < out; c++) {
+                        double ref = bias[c], bound = 0, mag = fabs(bias[c]);
+                        for (int32_t k0 = 0; k0 < in; k0 += 32) {
+                            double amax = 0;
+                            for (int i = 0; i < 32; i++) amax = fmax(amax, fabs(x[(size_t)r * in + k0 + i]));
+                            for (int i = 0; i < 32; i++) {
+                                double w = wf[(size_t)c * in + k0 + i], xv = x[(size_t)r * in + k0 + i];
+                                ref += w * xv;
+                                mag += fabs(w * xv);
+                                bound += fabs(w) * amax / 127.0 / 2.0;
+                            }
+                        }
+                        double e = fabs(y3[(size_t)r * out + c] - ref);
+                        double lim = bound * 1.001 + 1e-5 * mag + 1e-6;
+                        if (e > lim) acc_bad++;
+                        if (lim > 0 && e / lim > worst) worst = e / lim;
+                    }
+                free(wq), free(wf), free(x), free(bias), free(ys), free(y1), free(y3), free(yk);
+            }
+        CHECK(simd_bad == 0, "int8 %s: %d products differ between the SIMD and the plain C kernel", types[ti].name, simd_bad);
+        CHECK(inv_bad == 0, "int8 %s: %d row sets differ alone and in a bigger batch", types[ti].name, inv_bad);
+        CHECK(acc_bad == 0, "int8 %s: %d outputs beyond the 8-bit activation error bound", types[ti].name, acc_bad);
+        printf("int8 %s: %d shapes, worst error %.2f of its bound\n", types[ti].name, checked, worst);
+    }
+out:
+    sv_backend_destroy(bs);
+    sv_backend_destroy(bi1);
+    sv_backend_destroy(bi3);
+    sv_backend_destroy(bav);
+}
+
 int main(void) {
-    sv_cpu_config_t one = {1}, three = {3};
+    sv_cpu_config_t one = {.n_threads = 1}, three = {.n_threads = 3};
     if (sv_cpu_backend_create(&one, &be1, &err) || sv_cpu_backend_create(&three, &be3, &err)) {
         fprintf(stderr, "backend: %s\n", err.message);
         return 1;
     }
     test_gemm();
     test_gemm_q();
+    test_gemm_q_int8();
     test_rmsnorm();
     test_rope();
     test_attention();
@@ -378,5 +476,5 @@ int main(void) {
     sv_backend_destroy(be3);
     return test_summary("backend: gemm (reference, batch and thread invariance), rmsnorm, rope, "
                         "kv_write + attention, swiglu, add, get_rows, gemm_q and get_rows_q "
-                        "(bit for bit as dequantize + gemm)");
+                        "(bit for bit as dequantize + gemm), int8 kernels (SIMD = plain C, batch invariance, error bound)");
 }

@@ -376,7 +376,7 @@ static void test_quantized(void) {
 
 int main(void) {
     sv_error_t err;
-    sv_cpu_config_t cfg = {2};
+    sv_cpu_config_t cfg = {.n_threads = 2};
     if (!mkdtemp(dir) || sv_cpu_backend_create(&cfg, &be, &err)) {
         fprintf(stderr, "setup failed\n");
         return 1;

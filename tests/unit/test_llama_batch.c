@@ -642,7 +642,7 @@ static void test_paged_ops(sv_backend_t *be) {
 
 int main(void) {
     sv_error_t err;
-    sv_cpu_config_t one = {1}, two = {2};
+    sv_cpu_config_t one = {.n_threads = 1}, two = {.n_threads = 2};
     if (!mkdtemp(dir) || sv_cpu_backend_create(&one, &be1, &err) ||
         sv_cpu_backend_create(&two, &be2, &err)) {
         fprintf(stderr, "setup failed\n");

@@ -1,0 +1,61 @@
+/* cpu_int8.h — integer dot products of quantized weights with 8-bit
+ * activations (the CPU backend's --cpu-kernels int8; internal to
+ * src/backend/).
+ *
+ * An activation row is quantized in blocks of 32 (sv_q8x_t: a scale d and
+ * 32 int8 values, d = max|x| / 127), and each 32-block of weights (Q8_0,
+ * Q4_0, Q4_1) meets it in an exact int32 dot product. The floats that
+ * follow run in one fixed order, written down once here and kept by every
+ * kernel:
+ *
+ *   for each block b, in order:
+ *     P[j] = sum of w_i * q_i over i = 4j .. 4j+3   (int32, j = 0..7;
+ *            w_i = q, q - 8 or q by format, element order of the block)
+ *     s    = d_w * d_x                              (one float multiply)
+ *     A[j] = A[j] + (float)P[j] * s                 (multiply, then add)
+ *     Q4_1 only: M = M + m_w * (d_x * sum of q_i)   (the block's sx, below)
+ *   A[j] += A[j + 4] (j < 4); A[j] += A[j + 2] (j < 2); A[0] += A[1]
+ *   result = A[0] (+ M for Q4_1)
+ *
+ * The integer parts are exact whatever instructions compute them, and the
+ * float parts are the same operations in the same order (the file is
+ * compiled without contraction), so the SIMD kernels equal the scalar one
+ * bit for bit, and a row's result depends only on that row: batch
+ * invariant by construction. It is not equal to the fp32 path (the
+ * activations are rounded to 8 bits); --cpu-kernels ref keeps that one. */
+#ifndef SV_BACKEND_CPU_INT8_H
+#define SV_BACKEND_CPU_INT8_H
+
+#include <stdint.h>
+
+#include "src/backend/backend.h"
+
+/* One block of a quantized activation row. */
+typedef struct sv_q8x {
+    float d;       /* scale: x_i ≈ d * q[i] */
+    float sx;      /* d * (sum of q), for the Q4_1 minimum term */
+    int8_t q[32];  /* in -127 .. 127 */
+} sv_q8x_t;
+
+/* Which code computes the dot products. */
+typedef enum {
+    SV_I8_SCALAR = 0, /* plain C: the reference the others equal */
+    SV_I8_AVX2,       /* maddubs + madd */
+    SV_I8_VNNI,       /* AVX-512 VNNI on 256-bit vectors (dpbusd) */
+} sv_i8_level;
+
+/* The best level this CPU runs (CPUID). */
+sv_i8_level sv_i8_best_level(void);
+
+/* Quantizes n (a multiple of 32) floats into n / 32 blocks. */
+void sv_q8x_quantize(const float *x, int32_t n, sv_q8x_t *out);
+
+/* True for the weight formats the integer kernels take. */
+static inline int sv_i8_qtype_ok(sv_qtype t) { return t == SV_QT_Q8_0 || t == SV_QT_Q4_0 || t == SV_QT_Q4_1; }
+
+/* y[c] = x · w_c for nc weight rows starting at w (row_bytes apart), of
+ * nb blocks each, in the order above; bias may be NULL. */
+void sv_i8_dots(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, int32_t nc, const sv_q8x_t *x,
+                int32_t nb, const float *bias, float *y);
+
+#endif
