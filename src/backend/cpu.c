@@ -48,9 +48,16 @@
  * sequence gives the same bits in a contiguous cache, in shuffled blocks,
  * and in a ragged batch next to other sequences.
  *
- * Threads: a small pool; the calling thread takes part. Work is split in
- * contiguous, equal ranges of independent items (column tiles, (row, head)
- * pairs), so the split changes who computes an element, never how. */
+ * With --cpu-kernels int8 (sv_cpu_config_t.kernels), products on Q8_0,
+ * Q4_0 and Q4_1 weights quantize each activation row to 8-bit blocks and
+ * take exact integer dot products instead (src/backend/cpu_int8.h): not
+ * the fp32 path's bits, but the same fixed order for every row count,
+ * tile and thread, so just as batch-invariant.
+ *
+ * Threads: a small persistent pool; the calling thread takes part. Work is
+ * split in contiguous, equal ranges of independent items (column tiles,
+ * (row, head) pairs), so the split changes who computes an element, never
+ * how. Waiting threads spin briefly before they sleep (POOL_SPIN_NS). */
 #include "src/backend/cpu.h"
 
 #include "src/backend/cpu_int8.h"
@@ -568,9 +575,15 @@ static void gemm_i8_cols(void *p, int tid, int64_t b, int64_t e) {
     for (int64_t t = b; t < e; t++) {
         int32_t c0 = (int32_t)t * GEMM_CB, nc = j->out - c0 < GEMM_CB ? j->out - c0 : GEMM_CB;
         const uint8_t *w = j->wq + (size_t)c0 * j->row_bytes;
-        for (int32_t r = 0; r < j->rows; r++)
-            sv_i8_dots(j->lv, j->qt, w, j->row_bytes, nc, j->qx + (size_t)r * j->nb, j->nb,
-                       j->bias ? j->bias + c0 : NULL, j->y + (size_t)r * j->out + c0);
+        const float *bias = j->bias ? j->bias + c0 : NULL;
+        int32_t r = 0;
+        if (nc == GEMM_CB && GEMM_CB == 4)
+            for (; r + 4 <= j->rows; r += 4)
+                sv_i8_tile4(j->lv, j->qt, w, j->row_bytes, j->qx + (size_t)r * j->nb, j->nb, bias,
+                            j->y + (size_t)r * j->out + c0, j->out);
+        for (; r < j->rows; r++)
+            sv_i8_dots(j->lv, j->qt, w, j->row_bytes, nc, j->qx + (size_t)r * j->nb, j->nb, bias,
+                       j->y + (size_t)r * j->out + c0);
     }
 }
 

@@ -6,16 +6,15 @@
  * 32 int8 values, d = max|x| / 127), and each 32-block of weights (Q8_0,
  * Q4_0, Q4_1) meets it in an exact int32 dot product. The floats that
  * follow run in one fixed order, written down once here and kept by every
- * kernel:
+ * kernel, for each output (an activation row x a weight row):
  *
+ *   acc = 0, M = 0
  *   for each block b, in order:
- *     P[j] = sum of w_i * q_i over i = 4j .. 4j+3   (int32, j = 0..7;
- *            w_i = q, q - 8 or q by format, element order of the block)
- *     s    = d_w * d_x                              (one float multiply)
- *     A[j] = A[j] + (float)P[j] * s                 (multiply, then add)
- *     Q4_1 only: M = M + m_w * (d_x * sum of q_i)   (the block's sx, below)
- *   A[j] += A[j + 4] (j < 4); A[j] += A[j + 2] (j < 2); A[0] += A[1]
- *   result = A[0] (+ M for Q4_1)
+ *     P   = sum over the 32 elements of w_i * q_i   (int32; w_i = q, q - 8 or
+ *           q by format)
+ *     acc = acc + (float)P * (d_w * d_x)            (multiply, multiply, add)
+ *     Q4_1 only: M = M + m_w * sx                   (sx = d_x * sum of q_i)
+ *   result = acc (+ M for Q4_1) (+ bias)
  *
  * The integer parts are exact whatever instructions compute them, and the
  * float parts are the same operations in the same order (the file is
@@ -57,5 +56,10 @@ static inline int sv_i8_qtype_ok(sv_qtype t) { return t == SV_QT_Q8_0 || t == SV
  * nb blocks each, in the order above; bias may be NULL. */
 void sv_i8_dots(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, int32_t nc, const sv_q8x_t *x,
                 int32_t nb, const float *bias, float *y);
+
+/* The same for 4 activation rows (x: 4 rows of nb blocks) and 4 weight
+ * rows: y[r * ldy + c] for r, c < 4, equal to sv_i8_dots' bits. */
+void sv_i8_tile4(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, const sv_q8x_t *x, int32_t nb,
+                 const float *bias, float *y, int32_t ldy);
 
 #endif

@@ -249,7 +249,8 @@ int sv_cmd_generate(int argc, char **argv) {
      * (cmd_generate_batch.c). */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--batch") || !strncmp(argv[i], "--batch=", 8)) return sv_cmd_generate_batch(argc, argv);
-    gen_opts_t o = {.max_tokens = 256, .ws = SV_WS_CANONICAL, .sp = sv_sample_params_default()};
+    gen_opts_t o = {.max_tokens = 256, .ws = SV_WS_CANONICAL, .sp = sv_sample_params_default(),
+                    .kernels = SV_CPU_KERNELS_INT8};
     unsigned long long v;
     opterr = 0;
     optind = 1;

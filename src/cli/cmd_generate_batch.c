@@ -629,7 +629,7 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
 }
 
 int sv_cmd_generate_batch(int argc, char **argv) {
-    batch_opts_t o = {.max_num_seqs = 8, .ws = SV_WS_CANONICAL, .kv_mb = 512, .max_batched = 256,
+    batch_opts_t o = {.kernels = SV_CPU_KERNELS_INT8, .max_num_seqs = 8, .ws = SV_WS_CANONICAL, .kv_mb = 512, .max_batched = 256,
                       .prefetch_threads = 1};
     int prc = parse_opts(argc, argv, &o);
     if (prc) return prc < 0 ? SV_EXIT_OK : prc;

@@ -189,7 +189,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     uint64_t kv_mb = 512, ccache_mb = 512, memo_mb = 64;
     uint32_t max_len = 0;
     int threads = 0;
-    sv_cpu_kernels kernels = SV_CPU_KERNELS_REF;
+    sv_cpu_kernels kernels = SV_CPU_KERNELS_INT8;
     unsigned long long v;
     opterr = 0;
     optind = 1;

@@ -25,10 +25,10 @@ bool sv_cli_device_valid(const char *device);
 
 /* The help lines every verb that loads a model prints for --cpu-kernels. */
 #define SV_CLI_CPU_KERNELS_HELP                                                          \
-    "  --cpu-kernels K   ref (default): products on dequantized weights in fp32, bit-\n"   \
-    "                    identical to fp32 weights; int8: 8-bit activations and exact\n" \
-    "                    integer products for Q8_0/Q4_0/Q4_1 weights (faster, batch-\n"    \
-    "                    invariant, not equal to ref). CPU only.\n"
+    "  --cpu-kernels K   int8 (default): 8-bit activations and exact integer products\n"  \
+    "                    for Q8_0/Q4_0/Q4_1 weights, batch-invariant; ref: fp32 sums\n"   \
+    "                    on the dequantized weights, bit-identical to fp32 weights\n"     \
+    "                    (slower). CPU only.\n"
 
 /* --cpu-kernels: "ref" or "int8". False for anything else. */
 bool sv_cli_parse_cpu_kernels(const char *s, sv_cpu_kernels *out);

@@ -161,10 +161,10 @@ def run_llama(args, prompt, n_gen, omp_wait_policy=None):
 
 # ---------------------------------------------------------------- sieve
 
-def run_sieve(args, prompt, n_gen):
+def run_sieve(args, prompt, n_gen, kernels="ref"):
     cmd = [args.sieve, "generate", "-m", args.model, "--prompt-ids", ",".join(map(str, prompt)),
            "--max-tokens", str(n_gen), "--temperature", "0", "--threads", str(args.threads),
-           "--ctx", "2048", "--print-ids"]
+           "--ctx", "2048", "--print-ids", "--cpu-kernels", kernels]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -254,7 +254,8 @@ def main():
             jf.flush()
 
     emit(info)
-    engines = {"sieve": run_sieve, "llama.cpp": run_llama}
+    engines = {"sieve": run_sieve, "llama.cpp": run_llama,
+               "sieve, --cpu-kernels int8": lambda a, p, n: run_sieve(a, p, n, kernels="int8")}
     if not args.no_passive:
         engines["llama.cpp, OMP_WAIT_POLICY=passive"] = \
             lambda a, p, n: run_llama(a, p, n, omp_wait_policy="passive")
@@ -286,7 +287,11 @@ def main():
              "llama_deterministic": len(set(l_ids)) == 1,
              "first_divergence": div, "n_sieve": len(s_ids[0]), "n_llama": len(l_ids[0]),
              "sieve_ids": list(s_ids[0]), "llama_ids": list(l_ids[0])}
-    for name in names[2:]:
+    i8_ids = [tuple(r["ids"]) for r in results[(wl, "sieve, --cpu-kernels int8")]]
+    agree["int8_deterministic"] = len(set(i8_ids)) == 1
+    agree["int8_first_divergence_from_llama"] = first_divergence(list(i8_ids[0]), list(l_ids[0]))
+    agree["int8_first_divergence_from_sieve_ref"] = first_divergence(list(i8_ids[0]), list(s_ids[0]))
+    for name in names[3:]:
         agree[f"same ids as llama.cpp: {name}"] = all(
             tuple(r["ids"]) == l_ids[0] for r in results[(wl, name)])
     emit(agree)
@@ -318,6 +323,9 @@ def main():
               f"llama.cpp {l_ids[0][div] if div < len(l_ids[0]) else 'end'}); "
               f"each engine repeatable across runs: sieve {agree['sieve_deterministic']}, "
               f"llama.cpp {agree['llama_deterministic']}.")
+    print(f"--cpu-kernels int8: repeatable {agree['int8_deterministic']}; first divergence from llama.cpp "
+          f"{agree['int8_first_divergence_from_llama']}, from sieve's ref kernels "
+          f"{agree['int8_first_divergence_from_sieve_ref']} (None: identical).")
     if jf:
         jf.close()
 

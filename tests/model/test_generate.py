@@ -42,7 +42,10 @@ def generate(*args, check=True, timeout=300):
 
 
 def test_chat_greedy_answer():
-    r = generate("--chat", "-p", "What is the capital of France?", "--temperature", "0", "--max-tokens", "40")
+    # The fp32 kernels: with 8-bit activations (the default, --cpu-kernels int8) this 135M model
+    # answers "L'Étoile, la Cité, ...", as llama.cpp does on the same file (BENCHMARKS.md).
+    r = generate("--chat", "-p", "What is the capital of France?", "--temperature", "0", "--max-tokens", "40",
+                 "--cpu-kernels", "ref")
     out = r.stdout.decode()
     assert "Paris" in out, out
     assert b"finish stop" in r.stderr
