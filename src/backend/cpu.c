@@ -591,6 +591,7 @@ typedef struct quant_job {
     const float *x;
     int32_t in;
     sv_q8x_t *qx;
+    sv_i8_level lv;
 } quant_job_t;
 
 static void quant_rows(void *p, int tid, int64_t b, int64_t e) {
@@ -598,7 +599,7 @@ static void quant_rows(void *p, int tid, int64_t b, int64_t e) {
     const quant_job_t *j = p;
     int32_t nb = j->in / 32;
     for (int64_t r = b; r < e; r++)
-        sv_q8x_quantize(j->x + (size_t)r * j->in, j->in, j->qx + (size_t)r * nb);
+        sv_q8x_quantize(j->lv, j->x + (size_t)r * j->in, j->in, j->qx + (size_t)r * nb);
 }
 
 static sv_status gemm_q_int8(cpu_backend_t *cb, int32_t rows, int32_t in, int32_t out, const float *x,
@@ -611,7 +612,7 @@ static sv_status gemm_q_int8(cpu_backend_t *cb, int32_t rows, int32_t in, int32_
         cb->qx = q;
         cb->qx_n = need;
     }
-    quant_job_t qj = {x, in, cb->qx};
+    quant_job_t qj = {x, in, cb->qx, cb->i8};
     pool_run(&cb->pool, rows, (65536 + in - 1) / in, quant_rows, &qj);
     gemm_i8_job_t j = {rows, out, nb, cb->qx, w, t, (size_t)nb * sv_qtype_block_bytes(t), bias, y, cb->i8};
     int64_t tiles = (out + GEMM_CB - 1) / GEMM_CB;

@@ -46,8 +46,9 @@ typedef enum {
 /* The best level this CPU runs (CPUID). */
 sv_i8_level sv_i8_best_level(void);
 
-/* Quantizes n (a multiple of 32) floats into n / 32 blocks. */
-void sv_q8x_quantize(const float *x, int32_t n, sv_q8x_t *out);
+/* Quantizes n (a multiple of 32) floats into n / 32 blocks, with the
+ * level's code (every level gives the same bytes). */
+void sv_q8x_quantize(sv_i8_level lv, const float *x, int32_t n, sv_q8x_t *out);
 
 /* True for the weight formats the integer kernels take. */
 static inline int sv_i8_qtype_ok(sv_qtype t) { return t == SV_QT_Q8_0 || t == SV_QT_Q4_0 || t == SV_QT_Q4_1; }

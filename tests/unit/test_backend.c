@@ -363,6 +363,29 @@ static void test_gemm_q(void) {
           "gemm_q accepts type 99");
 }
 
+/* Activation quantization: the SIMD code gives the reference's bytes on
+ * blocks built to tell rounding modes apart (exact halves at scale 1),
+ * zeros, tiny and huge values, and random ones. */
+static void test_q8x_quantize(void) {
+    enum { NB = 6 };
+    float x[NB * 32];
+    for (int i = 0; i < 32; i++) {
+        x[i] = (float)(i - 16) + 0.5f; /* halves */
+        x[32 + i] = 0.0f;
+        x[64 + i] = (i % 3 - 1) * 1e-30f;
+        x[96 + i] = (i % 5 - 2) * 3e37f;
+    }
+    x[31] = 127.0f; /* scale exactly 1: the halves stay halves */
+    for (int i = 128; i < NB * 32; i++) x[i] = frand() * (i % 7 ? 1.0f : 50.0f);
+    sv_q8x_t a[NB], b[NB];
+    sv_q8x_quantize(SV_I8_SCALAR, x, NB * 32, a);
+    sv_q8x_quantize(sv_i8_best_level(), x, NB * 32, b);
+    CHECK(memcmp(a, b, sizeof a) == 0, "q8x_quantize: the SIMD bytes differ from the reference's");
+    CHECK(a[0].q[0] == -16 && a[0].q[1] == -14 && a[0].q[3] == -12, "q8x_quantize: halves are not rounded to even "
+          "(%d %d %d)", a[0].q[0], a[0].q[1], a[0].q[3]);
+    CHECK(a[1].d == 0.0f && a[1].sx == 0.0f, "q8x_quantize: a zero block has scale %g", (double)a[1].d);
+}
+
 /* --cpu-kernels int8: the SIMD kernel this CPU runs equals the plain C one
  * bit for bit (on one and three threads); a row's outputs are the same
  * alone and among 1..64 other rows; and every output is within the error
@@ -467,6 +490,7 @@ int main(void) {
     }
     test_gemm();
     test_gemm_q();
+    test_q8x_quantize();
     test_gemm_q_int8();
     test_rmsnorm();
     test_rope();
