@@ -647,14 +647,22 @@ static void test_batches(void) {
  * and recompute); and an online request that arrives while batch requests
  * fill every slot runs at once (a batch choice makes room) and gets its first
  * token in its first step, where without priorities it waits for a slot. */
+/* NREQ requests made and each run alone on a roomy engine: the reference
+ * the runs together are compared with. */
+static bool alone_reference(treq_t *q, result_t *ref) {
+    make_requests(q, NREQ);
+    sv_engine_t *e = make_engine(256, 8, 48, true);
+    if (!e) return false;
+    run_alone(e, q, NREQ, ref);
+    sv_engine_destroy(e);
+    return true;
+}
+
 static void test_priorities(void) {
     static treq_t q[NREQ];
     static result_t ref[NREQ], got[NREQ];
-    make_requests(q, NREQ);
-    sv_engine_t *e = make_engine(256, 8, 48, true);
-    if (!e) return;
-    run_alone(e, q, NREQ, ref);
-    sv_engine_destroy(e);
+    if (!alone_reference(q, ref)) return;
+    sv_engine_t *e;
     for (int i = 0; i < NREQ; i++) q[i].batch = i % 2 == 0;
     for (int pc = 0; pc < 2; pc++) {
         e = make_engine(pc ? 20 : 256, pc ? 8 : 3, 32, pc);
@@ -728,11 +736,8 @@ static bool interrupt_always(void *ud) {
 static void test_interrupted_steps(void) {
     static treq_t q[NREQ];
     static result_t ref[NREQ], got[NREQ];
-    make_requests(q, NREQ);
-    sv_engine_t *e = make_engine(256, 8, 48, true);
-    if (!e) return;
-    run_alone(e, q, NREQ, ref);
-    sv_engine_destroy(e);
+    if (!alone_reference(q, ref)) return;
+    sv_engine_t *e;
     for (int i = 0; i < NREQ; i++) q[i].batch = true;
     for (int pc = 0; pc < 2; pc++) {
         e = make_engine(pc ? 20 : 256, pc ? 8 : 3, 32, pc);
