@@ -5,6 +5,7 @@
  *   x = embed(tokens)                                   (n, dim)
  *   per layer:
  *     xb = rmsnorm(x) ; q,k,v = xb·Wqᵀ(+bq), xb·Wkᵀ(+bk), xb·Wvᵀ(+bv)
+ *     Qwen3: q, k = rmsnorm of each head · q_norm, k_norm
  *     rope(q), rope(k) at the rows' positions
  *     cache[table_seq(r)[pos / 16]][pos % 16] = k, v    (paged: kv_write)
  *     x += attention(q, own sequence's cache) · Woᵀ
@@ -53,6 +54,8 @@ struct sv_llama {
     float *bq;         /* (layer, n_heads * head_dim), or NULL */
     float *bk;         /* (layer, n_kv_heads * head_dim), or NULL */
     float *bv;         /* (layer, n_kv_heads * head_dim), or NULL */
+    float *q_norm;     /* (layer, head_dim), or NULL: Qwen3's per-head norm of Q */
+    float *k_norm;     /* (layer, head_dim), or NULL: and of K */
     wmat_t wo;         /* (layer, dim, n_heads * head_dim) */
     float *ffn_norm;   /* (layer, dim) */
     wmat_t w_gate;     /* (layer, hidden_dim, dim) */
@@ -209,7 +212,7 @@ static sv_status config_from_gguf(const sv_gguf_t *g, sv_llama_config_t *c, rope
     if (sv_gguf_get_str(g, "general.architecture", &a, err))
         return err ? err->code : SV_ERR_SYNTAX;
     if (a.n >= sizeof c->arch)
-        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "GGUF: architecture '%.*s' is not supported (llama, qwen2)",
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "GGUF: architecture '%.*s' is not supported (llama, qwen2, qwen3)",
                             (int)(a.n > 64 ? 64 : a.n), a.p);
     memcpy(c->arch, a.p, a.n);
     c->arch[a.n] = 0;
@@ -218,9 +221,12 @@ static sv_status config_from_gguf(const sv_gguf_t *g, sv_llama_config_t *c, rope
     } else if (strcmp(c->arch, "qwen2") == 0) {
         c->rope_style = SV_ROPE_NEOX;
         c->qkv_bias = true;
+    } else if (strcmp(c->arch, "qwen3") == 0) {
+        c->rope_style = SV_ROPE_NEOX;
+        c->qk_norm = true;
     } else {
         return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
-                            "GGUF: architecture '%s' is not supported (llama, qwen2)", c->arch);
+                            "GGUF: architecture '%s' is not supported (llama, qwen2, qwen3)", c->arch);
     }
     char k[128];
     const char *ar = c->arch;
@@ -332,11 +338,12 @@ static sv_status config_from_hf(const char *dir, sv_llama_config_t *c, rope_scal
     c->rope_style = SV_ROPE_NEOX; /* HF order: rotate halves */
     if (strcmp(mt, "qwen2") == 0) {
         c->qkv_bias = true;
-    } else if (strcmp(mt, "llama") == 0 || strcmp(mt, "mistral") == 0) {
+    } else if (strcmp(mt, "llama") == 0 || strcmp(mt, "mistral") == 0 || strcmp(mt, "qwen3") == 0) {
         c->qkv_bias = json_is_true(json_object_get(o, "attention_bias"));
+        c->qk_norm = strcmp(mt, "qwen3") == 0;
     } else {
         st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
-                          "config.json: model_type '%s' is not supported (llama, mistral, qwen2)",
+                          "config.json: model_type '%s' is not supported (llama, mistral, qwen2, qwen3)",
                           mt);
         goto done;
     }
@@ -725,6 +732,16 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
         (st = load_layers(L, "blk.%d.attn_v.bias", HFL "self_attn.v_proj.bias", (int64_t)kv_dim,
                           0, opt, &m->bv, err)))
         return st;
+    /* Qwen3's per-head norms of Q and K: required there, refused elsewhere
+     * (a file that has them is a model this code would run wrong). */
+    if ((st = load_layers(L, "blk.%d.attn_q_norm.weight", HFL "self_attn.q_norm.weight", c->head_dim, 0,
+                          !c->qk_norm, &m->q_norm, err)) ||
+        (st = load_layers(L, "blk.%d.attn_k_norm.weight", HFL "self_attn.k_norm.weight", c->head_dim, 0,
+                          !c->qk_norm, &m->k_norm, err)))
+        return st;
+    if (!c->qk_norm && (m->q_norm || m->k_norm))
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                            "model: Q/K norm tensors in a '%s' model (only qwen3 has them)", c->arch);
 #undef HFL
     if ((m->bq != NULL) != (m->bk != NULL) || (m->bq != NULL) != (m->bv != NULL))
         return sv_error_set(err, SV_ERR_SYNTAX, -1,
@@ -793,7 +810,7 @@ void sv_llama_destroy(sv_llama_t *m) {
         return;
     sv_backend_t *be = m->be;
     void *bufs[] = {m->token_embd.p, m->attn_norm, m->wq.p, m->wk.p, m->wv.p, m->bq, m->bk, m->bv,
-                    m->wo.p, m->ffn_norm, m->w_gate.p, m->w_up.p, m->w_down.p, m->out_norm,
+                    m->q_norm, m->k_norm, m->wo.p, m->ffn_norm, m->w_gate.p, m->w_up.p, m->w_down.p, m->out_norm,
                     m->inv_freq, m->output.p != m->token_embd.p ? m->output.p : NULL};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
@@ -966,6 +983,10 @@ static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t 
             (st = mat_gemm(m, n, dim, q_dim, kv->xb, &m->wq, L, bq, kv->q, err)) ||
             (st = mat_gemm(m, n, dim, kv_dim, kv->xb, &m->wk, L, bk, kv->k, err)) ||
             (st = mat_gemm(m, n, dim, kv_dim, kv->xb, &m->wv, L, bv, kv->v, err)) ||
+            (m->q_norm && (st = op->rmsnorm(be, n * c->n_heads, c->head_dim, kv->q, m->q_norm + L * c->head_dim,
+                                            c->norm_eps, kv->q, err))) ||
+            (m->k_norm && (st = op->rmsnorm(be, n * c->n_kv_heads, c->head_dim, kv->k,
+                                            m->k_norm + L * c->head_dim, c->norm_eps, kv->k, err))) ||
             (st = op->rope(be, n, c->n_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,
                            m->inv_freq, kv->q, err)) ||
             (st = op->rope(be, n, c->n_kv_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,

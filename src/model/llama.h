@@ -59,7 +59,7 @@
 #define SV_LLAMA_MAX_VOCAB (1 << 22)
 
 typedef struct sv_llama_config {
-    char arch[32];          /* "llama", "qwen2" (GGUF general.architecture or HF model_type) */
+    char arch[32];          /* "llama", "qwen2", "qwen3" (GGUF general.architecture or HF model_type) */
     int32_t dim;            /* hidden size */
     int32_t n_layers;
     int32_t n_heads;
@@ -73,6 +73,7 @@ typedef struct sv_llama_config {
     float rope_theta;
     sv_rope_style rope_style;
     bool qkv_bias;          /* Qwen2 */
+    bool qk_norm;           /* Qwen3: an RMSNorm of each Q and K head before RoPE */
     bool tied_output;       /* output matrix == token embeddings */
 } sv_llama_config_t;
 

@@ -9,7 +9,7 @@ LOGITS_CLI_BIN names sieve's logits tool (the tests that need it fail, not skip,
     $LOGITS_CLI_BIN MODEL --ids 1,2,3 --greedy 32     prints 32 generated ids, comma-separated
 MODEL is a GGUF file or a Hugging Face folder (config.json + model.safetensors).
 
-Models: tiny random Llama and Qwen2 models written by tests/fixtures/make_tiny_llama.py into a
+Models: tiny random Llama, Qwen2 and Qwen3 models written by tests/fixtures/make_tiny_llama.py into a
 temporary folder, each as a GGUF (llama: Q/K rows permuted to adjacent-pair RoPE, as llama.cpp's
 converter does) and as an HF folder with the same weights (rotate-half RoPE), plus an HF Llama
 with tied embeddings; and the default model models/SmolLM2-135M-Instruct.Q4_1.gguf (tied, Q4_1
@@ -60,6 +60,8 @@ TINY = {
     "tiny-qwen2-gguf": ("qwen2", False, "gguf"),
     "tiny-qwen2-hf": ("qwen2", False, "hf"),
     "tiny-llama-tied-hf": ("llama", True, "hf"),
+    "tiny-qwen3-gguf": ("qwen3", False, "gguf"),
+    "tiny-qwen3-hf": ("qwen3", False, "hf"),
 }
 CASES = list(TINY) + ["smollm2-q4_1"]
 
@@ -189,7 +191,7 @@ def test_greedy(case, cli, model_path, reference):
 # ---- the reference and the fixtures on their own -------------------------------------------
 
 
-@pytest.mark.parametrize("arch,tied", [("llama", False), ("qwen2", False), ("llama", True)])
+@pytest.mark.parametrize("arch,tied", [("llama", False), ("qwen2", False), ("llama", True), ("qwen3", False)])
 def test_reference_gguf_equals_hf(arch, tied, tiny_dir):
     """The permuted adjacent-pair GGUF and the rotate-half HF folder are one model. (Not exactly
     equal: the GGUF stores eps as float32, 1e-5 rounds to 9.99999974738e-06.)"""
@@ -199,7 +201,7 @@ def test_reference_gguf_equals_hf(arch, tied, tiny_dir):
     assert np.abs(g - h).max() < 1e-9, np.abs(g - h).max()
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
 def test_rope_layout_matters(arch, tiny_dir):
     """Read with the other RoPE layout, the GGUF computes something else: the test above would
     catch a wrong permutation, and the sieve tests a wrong layout."""
@@ -289,3 +291,13 @@ def test_int8_kernels_smollm2(cli, model_path, reference, tmp_path):
         k = next(i for i, (a, b) in enumerate(zip(got_ids, want_ids)) if a != b)
         pytest.fail("int8 greedy ids leave the reference's at step %d, where its top-2 gap is %.3g\n"
                     "  int8:      %s\n  reference: %s" % (k, margins[k], got_ids, want_ids))
+
+
+def test_qk_norm_matters(tiny_dir):
+    """Without its per-head Q/K norms the Qwen3 fixture computes something else, so the qwen3
+    cases above check that sieve applies them (and to the right heads)."""
+    m = llama_ref.load(tiny_dir("qwen3", False) / "tiny.gguf")
+    right = llama_ref.logits(m, TINY_IDS)
+    for L in m.layers:
+        L.q_norm = L.k_norm = None
+    assert np.abs(right - llama_ref.logits(m, TINY_IDS)).max() > 0.1

@@ -4,8 +4,8 @@
     llama_ref.py MODEL --ids 1,2,3 [--greedy N] [--out LOGITS.f32]
 
 MODEL is a GGUF file (any tensor type the gguf package can dequantize, e.g. the default Q4_1
-SmolLM2) or a Hugging Face folder (config.json + model.safetensors). Architectures: llama and
-qwen2 (Q/K/V biases). Written from the architecture's definition, not from sieve: it shares no
+SmolLM2) or a Hugging Face folder (config.json + model.safetensors). Architectures: llama,
+qwen2 (Q/K/V biases) and qwen3 (an RMSNorm of every Q and K head before RoPE). Written from the architecture's definition, not from sieve: it shares no
 code and no layout decisions with src/, and computes in float64 so its own rounding is far below
 the tolerances the tests hold sieve to (the weights are what the file stores, dequantized to
 float32 exactly as ggml does, then widened).
@@ -13,6 +13,7 @@ float32 exactly as ggml does, then widened).
 One layer, for the hidden states x (n, hidden) of tokens at positions p:
     h = rmsnorm(x) * attn_norm
     q, k, v = h Wq^T (+bq), h Wk^T (+bk), h Wv^T (+bv)      split into heads of head_dim
+    qwen3: q, k = rmsnorm(q) * q_norm, rmsnorm(k) * k_norm   over each head's head_dim
     q, k = rope(q, p), rope(k, p)
     head j of q attends to KV head j // (n_heads / n_kv_heads) over positions <= its own,
     softmax(q k^T / sqrt(head_dim)) v
@@ -43,7 +44,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-ARCHS = ("llama", "qwen2")
+ARCHS = ("llama", "qwen2", "qwen3")
 
 
 @dataclass
@@ -60,6 +61,8 @@ class Layer:
     bq: np.ndarray | None = None       # (n_heads * head_dim,)    qwen2
     bk: np.ndarray | None = None       # (n_kv_heads * head_dim,) qwen2
     bv: np.ndarray | None = None       # (n_kv_heads * head_dim,) qwen2
+    q_norm: np.ndarray | None = None   # (head_dim,)              qwen3
+    k_norm: np.ndarray | None = None   # (head_dim,)              qwen3
 
 
 @dataclass
@@ -99,6 +102,10 @@ def _check(m):
                 "wv": (m.n_kv_heads * m.head_dim, hidden), "wo": (hidden, m.n_heads * m.head_dim),
                 "attn_norm": (hidden,), "ffn_norm": (hidden,), "w_down": (hidden, L.w_gate.shape[0]),
                 "w_up": L.w_gate.shape, "w_gate": (L.w_gate.shape[0], hidden)}
+        if m.arch == "qwen3":
+            want.update(q_norm=(m.head_dim,), k_norm=(m.head_dim,))
+        elif L.q_norm is not None or L.k_norm is not None:
+            raise ValueError("layer %d: q/k norms outside qwen3" % i)
         for name, shape in want.items():
             if getattr(L, name).shape != shape:
                 raise ValueError("layer %d %s: shape %s, expected %s" % (i, name, getattr(L, name).shape, shape))
@@ -152,7 +159,8 @@ def load_gguf(path, rope=None):
             wo=tensors.pop(b + "attn_output.weight"), ffn_norm=tensors.pop(b + "ffn_norm.weight"),
             w_gate=tensors.pop(b + "ffn_gate.weight"), w_up=tensors.pop(b + "ffn_up.weight"),
             w_down=tensors.pop(b + "ffn_down.weight"), bq=tensors.pop(b + "attn_q.bias", None),
-            bk=tensors.pop(b + "attn_k.bias", None), bv=tensors.pop(b + "attn_v.bias", None)))
+            bk=tensors.pop(b + "attn_k.bias", None), bv=tensors.pop(b + "attn_v.bias", None),
+            q_norm=tensors.pop(b + "attn_q_norm.weight", None), k_norm=tensors.pop(b + "attn_k_norm.weight", None)))
     m.out_norm = tensors.pop("output_norm.weight")
     m.out = tensors.pop("output.weight", m.embed)
     if tensors:
@@ -165,7 +173,8 @@ def load_hf(folder, rope=None):
 
     folder = pathlib.Path(folder)
     cfg = json.loads((folder / "config.json").read_text())
-    arch = cfg.get("model_type") or {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}.get(
+    arch = cfg.get("model_type") or {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
+                                     "Qwen3ForCausalLM": "qwen3"}.get(
         (cfg.get("architectures") or [""])[0])
     if arch not in ARCHS:
         raise ValueError("%s: model_type %r is not supported (%s are)" % (folder, arch, ", ".join(ARCHS)))
@@ -188,7 +197,8 @@ def load_hf(folder, rope=None):
             wo=t.pop(p + "self_attn.o_proj.weight"), ffn_norm=t.pop(p + "post_attention_layernorm.weight"),
             w_gate=t.pop(p + "mlp.gate_proj.weight"), w_up=t.pop(p + "mlp.up_proj.weight"),
             w_down=t.pop(p + "mlp.down_proj.weight"), bq=t.pop(p + "self_attn.q_proj.bias", None),
-            bk=t.pop(p + "self_attn.k_proj.bias", None), bv=t.pop(p + "self_attn.v_proj.bias", None)))
+            bk=t.pop(p + "self_attn.k_proj.bias", None), bv=t.pop(p + "self_attn.v_proj.bias", None),
+            q_norm=t.pop(p + "self_attn.q_norm.weight", None), k_norm=t.pop(p + "self_attn.k_norm.weight", None)))
     m.out_norm = t.pop("model.norm.weight")
     lm_head = t.pop("lm_head.weight", None)
     m.out = m.embed if cfg.get("tie_word_embeddings", lm_head is None) else lm_head
@@ -259,8 +269,11 @@ def forward(m, ids, cache):
         q, k, v = h @ L.wq.T, h @ L.wk.T, h @ L.wv.T
         if L.bq is not None:
             q, k, v = q + L.bq, k + L.bk, v + L.bv
-        q = rope(q.reshape(n, m.n_heads, hd), pos, m.theta, m.rope)
-        k = rope(k.reshape(n, m.n_kv_heads, hd), pos, m.theta, m.rope)
+        q, k = q.reshape(n, m.n_heads, hd), k.reshape(n, m.n_kv_heads, hd)
+        if L.q_norm is not None:
+            q, k = rmsnorm(q, L.q_norm, m.eps), rmsnorm(k, L.k_norm, m.eps)
+        q = rope(q, pos, m.theta, m.rope)
+        k = rope(k, pos, m.theta, m.rope)
         v = v.reshape(n, m.n_kv_heads, hd)
         K = cache.k[li] = np.concatenate([cache.k[li], k.transpose(1, 0, 2)], axis=1)   # (kv, T, hd)
         V = cache.v[li] = np.concatenate([cache.v[li], v.transpose(1, 0, 2)], axis=1)
@@ -307,7 +320,7 @@ def greedy(m, ids, steps):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="NumPy reference forward pass (llama, qwen2)")
+    ap = argparse.ArgumentParser(description="NumPy reference forward pass (llama, qwen2, qwen3)")
     ap.add_argument("model", help="GGUF file or HF folder (config.json + model.safetensors)")
     ap.add_argument("--ids", required=True, help="comma-separated token ids")
     ap.add_argument("--greedy", type=int, default=0, metavar="N", help="print N greedy ids")
