@@ -237,6 +237,8 @@ typedef struct cpu_backend {
     sv_i8_level i8;    /* and the code that computes them */
     sv_q8x_t *qx;      /* gemm_q with int8: the quantized activation rows */
     size_t qx_n;       /* blocks qx holds */
+    uint8_t *rp;       /* and the threads' repacked 16-column tiles (many rows) */
+    size_t rp_n;       /* bytes rp holds */
 } cpu_backend_t;
 
 static pool_t *pool_of(sv_backend_t *be) { return &((cpu_backend_t *)be)->pool; }
@@ -556,6 +558,11 @@ SV_CLONES static void gemm_q_cols(void *p, int tid, int64_t b, int64_t e) {
 
 /* ---- gemm on quantized weights, integer products (--cpu-kernels int8) ----- */
 
+/* From this many rows, int8 products repack each 16-column tile once and
+ * run every row through it (sv_i8_cols16); fewer rows read the blocks as
+ * they are. */
+#define GEMM_I8_WIDE_ROWS 4
+
 typedef struct gemm_i8_job {
     int32_t rows, out, nb; /* nb: blocks of 32 per row */
     const sv_q8x_t *qx;    /* (rows, nb) */
@@ -565,25 +572,50 @@ typedef struct gemm_i8_job {
     const float *bias;
     float *y;
     sv_i8_level lv;
+    uint8_t *rp;     /* cols16: per-thread scratch for repacked weights, rp_bytes each */
+    size_t rp_bytes;
 } gemm_i8_job_t;
 
-/* Column tiles [b, e), every row: a tile's weight rows stay in L1 while
+/* Columns [c0, c0 + nc), every row: a tile's weight rows stay in L1 while
  * each activation row meets them. */
+static void gemm_i8_span(const gemm_i8_job_t *j, int32_t c0, int32_t nc) {
+    for (int32_t c = c0; c < c0 + nc; c += GEMM_CB) {
+        int32_t n = c0 + nc - c < GEMM_CB ? c0 + nc - c : GEMM_CB;
+        const uint8_t *w = j->wq + (size_t)c * j->row_bytes;
+        const float *bias = j->bias ? j->bias + c : NULL;
+        int32_t r = 0;
+        if (n == 4)
+            for (; r + 4 <= j->rows; r += 4)
+                sv_i8_tile4(j->lv, j->qt, w, j->row_bytes, j->qx + (size_t)r * j->nb, j->nb, bias,
+                            j->y + (size_t)r * j->out + c, j->out);
+        for (; r < j->rows; r++)
+            sv_i8_dots(j->lv, j->qt, w, j->row_bytes, n, j->qx + (size_t)r * j->nb, j->nb, bias,
+                       j->y + (size_t)r * j->out + c);
+    }
+}
+
+/* Tiles of 16 columns [b, e) through the repacked kernel (many rows), the
+ * last, narrower one through gemm_i8_span: the same bits either way. */
+static void gemm_i8_cols16(void *p, int tid, int64_t b, int64_t e) {
+    const gemm_i8_job_t *j = p;
+    for (int64_t t = b; t < e; t++) {
+        int32_t c0 = (int32_t)t * 16, nc = j->out - c0 < 16 ? j->out - c0 : 16;
+        if (nc < 16) {
+            gemm_i8_span(j, c0, nc);
+            continue;
+        }
+        sv_i8_cols16(j->lv, j->qt, j->wq + (size_t)c0 * j->row_bytes, j->row_bytes, j->qx, j->rows, j->nb,
+                     j->bias ? j->bias + c0 : NULL, j->y + c0, j->out, j->rp + (size_t)tid * j->rp_bytes);
+    }
+}
+
+/* Column tiles [b, e) of GEMM_CB columns, every row. */
 static void gemm_i8_cols(void *p, int tid, int64_t b, int64_t e) {
     (void)tid;
     const gemm_i8_job_t *j = p;
     for (int64_t t = b; t < e; t++) {
         int32_t c0 = (int32_t)t * GEMM_CB, nc = j->out - c0 < GEMM_CB ? j->out - c0 : GEMM_CB;
-        const uint8_t *w = j->wq + (size_t)c0 * j->row_bytes;
-        const float *bias = j->bias ? j->bias + c0 : NULL;
-        int32_t r = 0;
-        if (nc == GEMM_CB && GEMM_CB == 4)
-            for (; r + 4 <= j->rows; r += 4)
-                sv_i8_tile4(j->lv, j->qt, w, j->row_bytes, j->qx + (size_t)r * j->nb, j->nb, bias,
-                            j->y + (size_t)r * j->out + c0, j->out);
-        for (; r < j->rows; r++)
-            sv_i8_dots(j->lv, j->qt, w, j->row_bytes, nc, j->qx + (size_t)r * j->nb, j->nb, bias,
-                       j->y + (size_t)r * j->out + c0);
+        gemm_i8_span(j, c0, nc);
     }
 }
 
@@ -614,7 +646,22 @@ static sv_status gemm_q_int8(cpu_backend_t *cb, int32_t rows, int32_t in, int32_
     }
     quant_job_t qj = {x, in, cb->qx, cb->i8};
     pool_run(&cb->pool, rows, (65536 + in - 1) / in, quant_rows, &qj);
-    gemm_i8_job_t j = {rows, out, nb, cb->qx, w, t, (size_t)nb * sv_qtype_block_bytes(t), bias, y, cb->i8};
+    gemm_i8_job_t j = {rows, out, nb, cb->qx, w, t, (size_t)nb * sv_qtype_block_bytes(t), bias, y, cb->i8, NULL, 0};
+    if (rows >= GEMM_I8_WIDE_ROWS && sv_i8_cols16_ok(cb->i8)) {
+        /* many rows: 16-column tiles, repacked once per tile into the thread's scratch */
+        size_t per = sv_i8_cols16_scratch(t, nb), bytes = per * (size_t)cb->pool.n_threads;
+        if (bytes > cb->rp_n) {
+            uint8_t *r = realloc(cb->rp, bytes);
+            if (!r) return sv_error_set(err, SV_ERR_NOMEM, -1, "gemm_q: cannot allocate %zu bytes of repacked weights", bytes);
+            cb->rp = r;
+            cb->rp_n = bytes;
+        }
+        j.rp = cb->rp;
+        j.rp_bytes = per;
+        int64_t tiles = (out + 15) / 16, per_tile = (int64_t)rows * in * 16;
+        pool_run(&cb->pool, tiles, per_tile >= 65536 ? 1 : 65536 / per_tile, gemm_i8_cols16, &j);
+        return SV_OK;
+    }
     int64_t tiles = (out + GEMM_CB - 1) / GEMM_CB;
     int64_t per_tile = (int64_t)rows * in * GEMM_CB;
     int64_t min_tiles = per_tile >= 65536 ? 1 : 65536 / per_tile;
@@ -969,6 +1016,7 @@ static void cpu_destroy(sv_backend_t *be) {
     free(c->args);
     free(c->scratch);
     free(c->qx);
+    free(c->rp);
     free(c);
 }
 

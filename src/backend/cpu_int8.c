@@ -13,6 +13,7 @@
 #include "src/backend/cpu_int8.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "src/model/quant.h" /* sv_f16_to_f32 */
@@ -39,6 +40,7 @@ static void quant_block_scalar(const float *x, sv_q8x_t *out) {
     }
     out->d = d;
     out->sx = d * (float)sum;
+    out->qsum = sum;
 }
 
 #ifdef SV_I8_X86
@@ -73,7 +75,8 @@ __attribute__((target("avx2"))) static void quant_block_avx2(const float *x, sv_
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
     out->d = d;
-    out->sx = d * (float)_mm_cvtsi128_si32(s4);
+    out->qsum = _mm_cvtsi128_si32(s4);
+    out->sx = d * (float)out->qsum;
 }
 #endif
 
@@ -229,10 +232,131 @@ void sv_i8_tile4(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes,
     cols4(lv, t, 4, w, row_bytes, x, nb, bias, y, ldy);
 }
 
+/* ---- repacked 16-column kernels (AVX-512 VNNI, 512-bit) -------------------- */
+
+/* A repacked block of 16 columns: the weight bytes in chunks of four per
+ * column (chunk j of column c at j * 64 + c * 4; Q4 formats: the 16 bytes
+ * of nibbles, 4 chunks; Q8_0: the 32 signed bytes with the sign bit
+ * flipped, i.e. w + 128 as unsigned, 8 chunks), then the 16 scales and the
+ * 16 minimums (Q4_1) as floats (an exact conversion of the f16s). */
+static size_t rp_block_bytes(sv_qtype t) { return (t == SV_QT_Q8_0 ? 512 : 256) + 2 * 16 * sizeof(float); }
+
+size_t sv_i8_cols16_scratch(sv_qtype t, int32_t nb) { return (size_t)nb * rp_block_bytes(t) + 64; }
+
+int sv_i8_cols16_ok(sv_i8_level lv) { return lv == SV_I8_VNNI; }
+
+static void repack16(sv_qtype t, const uint8_t *w, size_t rb, int32_t nb, uint8_t *dst) {
+    size_t bb = sv_qtype_block_bytes(t), rpb = rp_block_bytes(t);
+    int chunks = t == SV_QT_Q8_0 ? 8 : 4, qoff = t == SV_QT_Q4_1 ? 4 : 2;
+    for (int32_t b = 0; b < nb; b++) {
+        uint8_t *o = dst + (size_t)b * rpb;
+        float *dw = (float *)(o + chunks * 64), *mw = dw + 16;
+        for (int c = 0; c < 16; c++) {
+            const uint8_t *blk = w + (size_t)c * rb + (size_t)b * bb;
+            dw[c] = rd_f16(blk);
+            mw[c] = t == SV_QT_Q4_1 ? rd_f16(blk + 2) : 0.0f;
+            for (int j = 0; j < chunks; j++)
+                for (int k = 0; k < 4; k++) {
+                    uint8_t v = blk[qoff + 4 * j + k];
+                    o[j * 64 + c * 4 + k] = t == SV_QT_Q8_0 ? (uint8_t)(v ^ 0x80) : v;
+                }
+        }
+    }
+}
+
+#ifdef SV_I8_X86
+static inline int32_t ld32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* R rows (1..4) of one repacked 16-column tile. */
+static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vnni"))) void
+rp_rows(const sv_qtype t, const int R, const uint8_t *rp, const sv_q8x_t *x, int32_t nb, const float *bias, float *y,
+        int32_t ldy) {
+    __m512 acc[4], M[4];
+    for (int r = 0; r < R; r++) acc[r] = M[r] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    size_t rpb = rp_block_bytes(t);
+    const int chunks = t == SV_QT_Q8_0 ? 8 : 4;
+    for (int32_t b = 0; b < nb; b++, rp += rpb) {
+        __m512i wv[8];
+        if (t == SV_QT_Q8_0) {
+            for (int j = 0; j < 8; j++) wv[j] = _mm512_loadu_si512(rp + 64 * j);
+        } else {
+            for (int j = 0; j < 4; j++) {
+                __m512i raw = _mm512_loadu_si512(rp + 64 * j);
+                wv[j] = _mm512_and_si512(raw, m4);                         /* elements 4j .. 4j+3 */
+                wv[4 + j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4); /* elements 16+4j .. */
+            }
+        }
+        const float *dwp = (const float *)(rp + chunks * 64);
+        __m512 dw = _mm512_loadu_ps(dwp), mw = _mm512_loadu_ps(dwp + 16);
+        for (int r = 0; r < R; r++) {
+            const sv_q8x_t *xb = x + (size_t)r * nb + b;
+            __m512i P = _mm512_setzero_si512();
+            for (int j = 0; j < 8; j++) {
+                /* the activation bytes that meet chunk j: 4j.. (Q8_0, and the Q4 low nibbles), 16+4(j-4).. */
+                int e = t == SV_QT_Q8_0 ? 4 * j : j < 4 ? 4 * j : 16 + 4 * (j - 4);
+                P = _mm512_dpbusd_epi32(P, wv[j], _mm512_set1_epi32(ld32(xb->q + e)));
+            }
+            if (t == SV_QT_Q4_0) P = _mm512_sub_epi32(P, _mm512_set1_epi32(8 * xb->qsum));
+            if (t == SV_QT_Q8_0) P = _mm512_sub_epi32(P, _mm512_set1_epi32(128 * xb->qsum));
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d))));
+            if (t == SV_QT_Q4_1) M[r] = _mm512_add_ps(M[r], _mm512_mul_ps(mw, _mm512_set1_ps(xb->sx)));
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        __m512 v = t == SV_QT_Q4_1 ? _mm512_add_ps(acc[r], M[r]) : acc[r];
+        if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias));
+        _mm512_storeu_ps(y + (size_t)r * ldy, v);
+    }
+}
+
+#define SV_RP_FORMAT(T)                                                                   \
+    do {                                                                                  \
+        int32_t r = 0;                                                                    \
+        for (; r + 4 <= rows; r += 4)                                                     \
+            rp_rows(T, 4, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy);    \
+        for (; r < rows; r++) rp_rows(T, 1, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy); \
+    } while (0)
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rp_tile(sv_qtype t, const uint8_t *rp,
+                                                                           const sv_q8x_t *x, int32_t rows,
+                                                                           int32_t nb, const float *bias,
+                                                                           float *y, int32_t ldy) {
+    switch (t) { /* constant formats, so that the branches fold away */
+    case SV_QT_Q8_0: SV_RP_FORMAT(SV_QT_Q8_0); break;
+    case SV_QT_Q4_0: SV_RP_FORMAT(SV_QT_Q4_0); break;
+    default: SV_RP_FORMAT(SV_QT_Q4_1); break;
+    }
+}
+#endif
+
+void sv_i8_cols16(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, const sv_q8x_t *x, int32_t rows,
+                  int32_t nb, const float *bias, float *y, int32_t ldy, void *scratch) {
+    uint8_t *rp = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    repack16(t, w, row_bytes, nb, rp);
+#ifdef SV_I8_X86
+    if (lv == SV_I8_VNNI) {
+        rp_tile(t, rp, x, rows, nb, bias, y, ldy);
+        return;
+    }
+#endif
+    (void)lv;
+    for (int32_t r = 0; r < rows; r++) /* no kernel at this level: the reference */
+        for (int c = 0; c < 16; c++) {
+            float v = dot_scalar(t, w + (size_t)c * row_bytes, x + (size_t)r * nb, nb);
+            y[(size_t)r * ldy + c] = bias ? v + bias[c] : v;
+        }
+}
+
 sv_i8_level sv_i8_best_level(void) {
 #ifdef SV_I8_X86
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw"))
         return SV_I8_VNNI;
     if (__builtin_cpu_supports("avx2")) return SV_I8_AVX2;
 #endif
