@@ -109,7 +109,7 @@ static const char *const usage_text =
     "                       chunks (default 256).\n"
     "  --no-prefix-cache    do not share prompt blocks between requests.\n"
     "  --prefetch-threads N threads computing the masks of states a constrained\n"
-    "                       request may reach next (default 1; 0: none).\n"
+    "                       request may reach next (default: 1 on a GPU, 0 on the CPU).\n"
     "  --no-jump-forward    sample every constrained token (no forced extends).\n"
     "  --stats FILE         write the engine's counters as one JSON object at the end.\n"
     "  --ws, --allow-unknown-formats, --threads, --device, --cpu-kernels: as for one\n"
@@ -127,6 +127,7 @@ typedef struct {
     uint64_t kv_mb;
     bool no_jump_forward, no_prefix_cache;
     uint32_t max_batched, prefetch_threads;
+    bool prefetch_given;
     const char *stats;
     const char *device; /* --device; NULL: auto */
     sv_cpu_kernels kernels; /* --cpu-kernels */
@@ -590,6 +591,7 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
             if (sv_cli_parse_u64(optarg, SV_PREFETCH_MAX_THREADS, &v))
                 return sv_cli_usage_error(verb, "invalid value '%s' for --prefetch-threads", optarg);
             o->prefetch_threads = (uint32_t)v;
+            o->prefetch_given = true;
             break;
         case OPT_MAX_NUM_SEQS:
             if (sv_cli_parse_u64(optarg, 1024, &v) || !v)
@@ -660,6 +662,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
 
     if ((st = sv_cli_backend_create(o.device, o.threads, o.kernels, &be, &err)) || (st = sv_llama_load(o.model, be, &model, &err)))
         goto fail;
+    if (!o.prefetch_given) o.prefetch_threads = sv_cli_default_prefetch_threads(be);
     const sv_llama_config_t *cfg = sv_llama_config(model);
     if ((st = sv_generate_load_tokens(o.model, cfg->vocab_size, &tok, &err))) goto fail;
     const sv_vocab_t *v = sv_tokens_vocab(tok);

@@ -80,7 +80,7 @@ static const char *const usage_text =
     "  --kv-memory-mb M          memory of the paged KV cache (default 512)\n"
     "  --max-queue N             waiting requests before 429 (default 256)\n"
     "  --no-prefix-cache, --no-jump-forward\n"
-    "  --prefetch-threads N      mask prefetch workers (default 1; 0: none)\n"
+    "  --prefetch-threads N      mask prefetch workers (default: 1 on a GPU, 0 on the CPU)\n"
     "  --threads N               CPU threads for the model (default: the online CPUs)\n"
     SV_CLI_DEVICE_HELP
     SV_CLI_CPU_KERNELS_HELP
@@ -189,6 +189,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     uint64_t kv_mb = 512, ccache_mb = 512, memo_mb = 64;
     uint32_t max_len = 0;
     int threads = 0;
+    bool prefetch_given = false;
     sv_cpu_kernels kernels = SV_CPU_KERNELS_INT8;
     unsigned long long v;
     opterr = 0;
@@ -340,6 +341,7 @@ static int serve_main(int argc, char **argv, bool batch) {
         case OPT_PREFETCH:
             if (sv_cli_parse_u64(optarg, 64, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --prefetch-threads", optarg);
             ec.prefetch_threads = (uint32_t)v;
+            prefetch_given = true;
             break;
         case ':': return sv_cli_usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
         default: return sv_cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
@@ -381,6 +383,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     sv_status st;
     if ((st = sv_cli_backend_create(device, threads, kernels, &be, &err)) || (st = sv_llama_load(model, be, &m, &err)))
         goto fail;
+    if (!prefetch_given) ec.prefetch_threads = sv_cli_default_prefetch_threads(be);
     const sv_llama_config_t *cfg = sv_llama_config(m);
     if ((st = sv_generate_load_tokens(model, cfg->vocab_size, &tok_engine, &err)) ||
         (st = sv_generate_load_tokens(model, cfg->vocab_size, &tok_http, &err)))

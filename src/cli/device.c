@@ -27,6 +27,10 @@ bool sv_cli_device_valid(const char *device) {
            (!strcmp(device, "cpu") || !strcmp(device, "auto") || cuda_index(device) >= 0);
 }
 
+uint32_t sv_cli_default_prefetch_threads(const sv_backend_t *be) {
+    return be && be->ops->name && !strcmp(be->ops->name, "cpu") ? 0 : 1;
+}
+
 bool sv_cli_parse_cpu_kernels(const char *s, sv_cpu_kernels *out) {
     if (!strcmp(s, "ref")) *out = SV_CPU_KERNELS_REF;
     else if (!strcmp(s, "int8")) *out = SV_CPU_KERNELS_INT8;

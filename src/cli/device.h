@@ -10,6 +10,7 @@
 #define SV_CLI_DEVICE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "../backend/backend.h"
 #include "../backend/cpu.h"
@@ -40,6 +41,13 @@ bool sv_cli_parse_cpu_kernels(const char *s, sv_cpu_kernels *out);
  * build without CUDA or on a machine without a device, and whatever the
  * backend's create returns. On success *out is destroyed with
  * sv_backend_destroy. */
+/* The mask prefetch workers a verb runs when --prefetch-threads is not
+ * given: 1 on a GPU, whose forward leaves the CPU idle; 0 on the CPU,
+ * where the model's threads (which spin between jobs) would share the
+ * cores with it: measured faster without it, constrained or not
+ * (BENCHMARKS.md, "Integer kernels"). */
+uint32_t sv_cli_default_prefetch_threads(const sv_backend_t *be);
+
 sv_status sv_cli_backend_create(const char *device, int threads, sv_cpu_kernels kernels, sv_backend_t **out,
                                 sv_error_t *err);
 
