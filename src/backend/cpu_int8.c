@@ -8,8 +8,16 @@
  * SIMD forms multiply an unsigned byte by a signed one, so signed weights
  * (Q8_0, and Q4_0 after subtracting 8) go in as |w| against x with w's
  * sign, which changes no product. No sum can saturate: |w| <= 128 and
- * |q| <= 127 keep a pair of products within int16. This file is compiled
- * without multiply-add contraction (CMakeLists.txt), like cpu.c. */
+ * |q| <= 127 keep a pair of products within int16.
+ *
+ * With many activation rows (prefill, batches) and AVX-512 VNNI, 16
+ * weight rows at a time are repacked into scratch, four bytes of each
+ * column in turn (sv_i8_cols16): one 512-bit dpbusd against four broadcast
+ * activation bytes then gives all 16 columns' sums, with no horizontal
+ * add. There weights enter as unsigned bytes (Q4 nibbles as they are, Q8_0
+ * plus 128) and the offset comes off with the block's integer sum of
+ * activations: the same exact P. This file is compiled without
+ * multiply-add contraction (CMakeLists.txt), like cpu.c. */
 #include "src/backend/cpu_int8.h"
 
 #include <math.h>

@@ -41,7 +41,8 @@ typedef struct sv_q8x {
 typedef enum {
     SV_I8_SCALAR = 0, /* plain C: the reference the others equal */
     SV_I8_AVX2,       /* maddubs + madd */
-    SV_I8_VNNI,       /* AVX-512 VNNI on 256-bit vectors (dpbusd) */
+    SV_I8_VNNI,       /* AVX-512 VNNI (and BW): dpbusd on 256-bit vectors, and on 512-bit ones
+                         for repacked 16-column tiles */
 } sv_i8_level;
 
 /* The best level this CPU runs (CPUID). */
