@@ -62,6 +62,7 @@
 
 #include "src/backend/cpu_int8.h"
 #include "src/model/quant.h" /* sv_f16_to_f32 */
+#include "src/util/clock.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -69,7 +70,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define GEMM_LANES 16 /* partial sums per dot product */
 #define GEMM_RB 4     /* rows per tile */
@@ -137,12 +137,6 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Spins until pred(pl, arg) holds or POOL_SPIN_NS pass; true if it holds. */
 static bool spin_until(pool_t *pl, bool (*pred)(pool_t *, uint64_t), uint64_t arg) {
     uint64_t t0 = 0;
@@ -150,7 +144,7 @@ static bool spin_until(pool_t *pl, bool (*pred)(pool_t *, uint64_t), uint64_t ar
         if (pred(pl, arg)) return true;
         cpu_relax();
         if ((i & 63) == 0) {
-            uint64_t t = mono_ns();
+            uint64_t t = sv_now_ns();
             if (!t0) t0 = t;
             else if (t - t0 > POOL_SPIN_NS) return false;
         }
@@ -355,6 +349,14 @@ SV_INLINE void gemm_coltile(const gemm_job_t *j, int32_t c0, const float *w) {
         }
         r += nr;
     }
+}
+
+/* Work items (column tiles of `width` columns) a thread should get at
+ * least: under ~64k multiply-adds per thread the hand-off costs more than
+ * it saves. */
+static int64_t min_tiles(int32_t rows, int32_t in, int32_t width) {
+    int64_t per_tile = (int64_t)rows * in * width;
+    return per_tile >= 65536 ? 1 : 65536 / per_tile;
 }
 
 /* Column tiles [b, e) of the product, every row. */
@@ -572,7 +574,8 @@ typedef struct gemm_i8_job {
     const float *bias;
     float *y;
     sv_i8_level lv;
-    uint8_t *rp;     /* cols16: per-thread scratch for repacked weights, rp_bytes each */
+    int32_t tile;    /* columns a work item covers: GEMM_CB, or 16 with rp */
+    uint8_t *rp;     /* cols16: per-thread scratch for repacked weights, rp_bytes each, or NULL */
     size_t rp_bytes;
 } gemm_i8_job_t;
 
@@ -594,28 +597,18 @@ static void gemm_i8_span(const gemm_i8_job_t *j, int32_t c0, int32_t nc) {
     }
 }
 
-/* Tiles of 16 columns [b, e) through the repacked kernel (many rows), the
- * last, narrower one through gemm_i8_span: the same bits either way. */
-static void gemm_i8_cols16(void *p, int tid, int64_t b, int64_t e) {
-    const gemm_i8_job_t *j = p;
-    for (int64_t t = b; t < e; t++) {
-        int32_t c0 = (int32_t)t * 16, nc = j->out - c0 < 16 ? j->out - c0 : 16;
-        if (nc < 16) {
-            gemm_i8_span(j, c0, nc);
-            continue;
-        }
-        sv_i8_cols16(j->lv, j->qt, j->wq + (size_t)c0 * j->row_bytes, j->row_bytes, j->qx, j->rows, j->nb,
-                     j->bias ? j->bias + c0 : NULL, j->y + c0, j->out, j->rp + (size_t)tid * j->rp_bytes);
-    }
-}
-
-/* Column tiles [b, e) of GEMM_CB columns, every row. */
+/* Column tiles [b, e) of j->tile columns, every row. Tiles of 16 go
+ * through the repacked kernel (many rows; j->rp set), the others, and a
+ * narrower last one, through gemm_i8_span: the same bits either way. */
 static void gemm_i8_cols(void *p, int tid, int64_t b, int64_t e) {
-    (void)tid;
     const gemm_i8_job_t *j = p;
     for (int64_t t = b; t < e; t++) {
-        int32_t c0 = (int32_t)t * GEMM_CB, nc = j->out - c0 < GEMM_CB ? j->out - c0 : GEMM_CB;
-        gemm_i8_span(j, c0, nc);
+        int32_t c0 = (int32_t)t * j->tile, nc = j->out - c0 < j->tile ? j->out - c0 : j->tile;
+        if (j->rp && nc == 16)
+            sv_i8_cols16(j->lv, j->qt, j->wq + (size_t)c0 * j->row_bytes, j->row_bytes, j->qx, j->rows, j->nb,
+                         j->bias ? j->bias + c0 : NULL, j->y + c0, j->out, j->rp + (size_t)tid * j->rp_bytes);
+        else
+            gemm_i8_span(j, c0, nc);
     }
 }
 
@@ -646,7 +639,8 @@ static sv_status gemm_q_int8(cpu_backend_t *cb, int32_t rows, int32_t in, int32_
     }
     quant_job_t qj = {x, in, cb->qx, cb->i8};
     pool_run(&cb->pool, rows, (65536 + in - 1) / in, quant_rows, &qj);
-    gemm_i8_job_t j = {rows, out, nb, cb->qx, w, t, (size_t)nb * sv_qtype_block_bytes(t), bias, y, cb->i8, NULL, 0};
+    gemm_i8_job_t j = {rows, out, nb, cb->qx, w, t, (size_t)nb * sv_qtype_block_bytes(t), bias, y, cb->i8,
+                       GEMM_CB, NULL, 0};
     if (rows >= GEMM_I8_WIDE_ROWS && sv_i8_cols16_ok(cb->i8)) {
         /* many rows: 16-column tiles, repacked once per tile into the thread's scratch */
         size_t per = sv_i8_cols16_scratch(t, nb), bytes = per * (size_t)cb->pool.n_threads;
@@ -656,16 +650,11 @@ static sv_status gemm_q_int8(cpu_backend_t *cb, int32_t rows, int32_t in, int32_
             cb->rp = r;
             cb->rp_n = bytes;
         }
+        j.tile = 16;
         j.rp = cb->rp;
         j.rp_bytes = per;
-        int64_t tiles = (out + 15) / 16, per_tile = (int64_t)rows * in * 16;
-        pool_run(&cb->pool, tiles, per_tile >= 65536 ? 1 : 65536 / per_tile, gemm_i8_cols16, &j);
-        return SV_OK;
     }
-    int64_t tiles = (out + GEMM_CB - 1) / GEMM_CB;
-    int64_t per_tile = (int64_t)rows * in * GEMM_CB;
-    int64_t min_tiles = per_tile >= 65536 ? 1 : 65536 / per_tile;
-    pool_run(&cb->pool, tiles, min_tiles, gemm_i8_cols, &j);
+    pool_run(&cb->pool, (out + j.tile - 1) / j.tile, min_tiles(rows, in, j.tile), gemm_i8_cols, &j);
     return SV_OK;
 }
 
@@ -695,10 +684,7 @@ static sv_status cpu_gemm_q(sv_backend_t *be, int32_t rows, int32_t in, int32_t 
     }
     gemm_job_t j = {rows, in, out, x, NULL, bias, y, w, t,
                     (size_t)(in / sv_qtype_block(t)) * sv_qtype_block_bytes(t), cb->scratch};
-    int64_t tiles = (out + GEMM_CB - 1) / GEMM_CB;
-    int64_t per_tile = (int64_t)rows * in * GEMM_CB;
-    int64_t min_tiles = per_tile >= 65536 ? 1 : 65536 / per_tile;
-    pool_run(pool_of(be), tiles, min_tiles, gemm_q_cols, &j);
+    pool_run(pool_of(be), (out + GEMM_CB - 1) / GEMM_CB, min_tiles(rows, in, GEMM_CB), gemm_q_cols, &j);
     return SV_OK;
 }
 
@@ -726,11 +712,7 @@ static sv_status cpu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t ou
                             (int)rows, (int)in, (int)out);
     if (rows == 0) return SV_OK;
     gemm_job_t j = {rows, in, out, x, w, bias, y, NULL, 0, 0, NULL};
-    int64_t tiles = (out + GEMM_CB - 1) / GEMM_CB;
-    /* Under ~64k multiply-adds per thread the hand-off costs more than it saves. */
-    int64_t per_tile = (int64_t)rows * in * GEMM_CB;
-    int64_t min_tiles = per_tile >= 65536 ? 1 : 65536 / per_tile;
-    pool_run(pool_of(be), tiles, min_tiles, gemm_cols, &j);
+    pool_run(pool_of(be), (out + GEMM_CB - 1) / GEMM_CB, min_tiles(rows, in, GEMM_CB), gemm_cols, &j);
     return SV_OK;
 }
 

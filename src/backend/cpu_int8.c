@@ -253,6 +253,7 @@ size_t sv_i8_cols16_scratch(sv_qtype t, int32_t nb) { return (size_t)nb * rp_blo
 
 int sv_i8_cols16_ok(sv_i8_level lv) { return lv == SV_I8_VNNI; }
 
+#ifdef SV_I8_X86
 static void repack16(sv_qtype t, const uint8_t *w, size_t rb, int32_t nb, uint8_t *dst) {
     size_t bb = sv_qtype_block_bytes(t), rpb = rp_block_bytes(t);
     int chunks = t == SV_QT_Q8_0 ? 8 : 4, qoff = t == SV_QT_Q4_1 ? 4 : 2;
@@ -272,7 +273,6 @@ static void repack16(sv_qtype t, const uint8_t *w, size_t rb, int32_t nb, uint8_
     }
 }
 
-#ifdef SV_I8_X86
 static inline int32_t ld32(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -344,20 +344,17 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rp_tile(sv_qt
 
 void sv_i8_cols16(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, const sv_q8x_t *x, int32_t rows,
                   int32_t nb, const float *bias, float *y, int32_t ldy, void *scratch) {
-    uint8_t *rp = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    repack16(t, w, row_bytes, nb, rp);
 #ifdef SV_I8_X86
     if (lv == SV_I8_VNNI) {
+        uint8_t *rp = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+        repack16(t, w, row_bytes, nb, rp);
         rp_tile(t, rp, x, rows, nb, bias, y, ldy);
         return;
     }
 #endif
-    (void)lv;
-    for (int32_t r = 0; r < rows; r++) /* no kernel at this level: the reference */
-        for (int c = 0; c < 16; c++) {
-            float v = dot_scalar(t, w + (size_t)c * row_bytes, x + (size_t)r * nb, nb);
-            y[(size_t)r * ldy + c] = bias ? v + bias[c] : v;
-        }
+    (void)scratch; /* no repacked kernel at this level (callers ask sv_i8_cols16_ok first) */
+    for (int32_t r = 0; r < rows; r++)
+        sv_i8_dots(lv, t, w, row_bytes, 16, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy);
 }
 
 sv_i8_level sv_i8_best_level(void) {

@@ -26,6 +26,9 @@ import numpy as np
 import gguf
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "tests" / "fixtures")]
+import make_tiny_llama  # noqa: E402  (add_shape: the GGUF shape keys)
+
 TOKENIZER = ROOT / ".." / "shared" / "data" / "tokenizers" / "qwen3" / "tokenizer.json"
 
 SHAPE = {"hidden": 896, "layers": 24, "heads": 14, "kv_heads": 2, "head_dim": 64, "ffn": 4864,
@@ -71,14 +74,7 @@ def main(argv=None):
     arch = "qwen2"
     wr = gguf.GGUFWriter(a.out, arch)
     wr.add_name("sieve random qwen2-0.5b-shape %s" % a.type)
-    wr.add_uint32(arch + ".context_length", s["context"])
-    wr.add_uint32(arch + ".embedding_length", h)
-    wr.add_uint32(arch + ".block_count", s["layers"])
-    wr.add_uint32(arch + ".feed_forward_length", f)
-    wr.add_uint32(arch + ".attention.head_count", s["heads"])
-    wr.add_uint32(arch + ".attention.head_count_kv", s["kv_heads"])
-    wr.add_float32(arch + ".attention.layer_norm_rms_epsilon", s["eps"])
-    wr.add_float32(arch + ".rope.freq_base", s["theta"])
+    make_tiny_llama.add_shape(wr, arch, dict(s, vocab=v))
     wr.add_tokenizer_model("gpt2")
     wr.add_tokenizer_pre("qwen2")
     wr.add_token_list(tokens)
