@@ -132,6 +132,13 @@ sv_status sv_sc_dfa(sctx_t *c, sv_ast_t *ast, sv_dfa_t **out) {
     if (st == SV_ERR_EMPTY) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema at this location matches no value");
     if (st) return sv_sc_fail(c, st, NULL, "%s", e.message);
     if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) return sv_sc_nomem(c);
+    /* The node now stands for its minimized DFA: an automaton that holds it
+     * later (a member value, a tool's arguments, a union of tools) embeds
+     * these states instead of building the node's NFA again, which was most
+     * of a big constraint's subset construction. Same language, same arena
+     * lifetime; schema ASTs hold no ^/$ assertions, whose meaning an
+     * embedded DFA would change. */
+    *ast = (sv_ast_t){.kind = SV_AST_DFA, .dfa = *out};
     return SV_OK;
 }
 
@@ -741,7 +748,7 @@ static const char *const type_kw[] = {
 
 /* A $ref whose siblings constrain nothing ($defs, annotations): the ref
  * alone decides the language, in every draft. */
-static bool ref_alone(json_t *s) {
+bool sv_sc_ref_alone(json_t *s) {
     static const char *const inert[] = {"$ref", "$defs", "definitions", "$schema", "$id", "id", "$comment", "title",
                                         "description", "examples", "default", "$anchor", "deprecated", "readOnly",
                                         "writeOnly"};
@@ -799,7 +806,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
             if (rec != UINT32_MAX && (st = rec_close(c, rec, st, &ta))) return st;
             if (st) return st;
         }
-        if (c->draft <= 7 || ref_alone(s)) {
+        if (c->draft <= 7 || sv_sc_ref_alone(s)) {
             if (c->draft > 7 && json_object_size(s) > 1 && ta->kind == SV_AST_NONE) /* as meet() reports it */
                 return sv_sc_fail(c, SV_ERR_EMPTY, "$ref", "no value satisfies $ref together with the rest of this schema");
             *out = ta;
@@ -882,11 +889,19 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
         base = sv_ast_alt(c->arena, tl, nt);
     }
 
-    /* anyOf: union. */
-    json_t *any = json_object_get(s, "anyOf");
+    /* anyOf: union. So is a oneOf whose branches share no value (proven
+     * from their text, schema_disjoint.c) where no anyOf stands beside it. */
+    json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
+    const char *any_kw = "anyOf";
+    bool one_disjoint = one && sv_sc_oneof_union(c, one);
+    if (one_disjoint && !any && json_array_size(one) > 0) {
+        any = one;
+        any_kw = "oneOf";
+        one = NULL;
+    }
     sv_ast_t *anyl = NULL;
     if (any) {
-        if (!json_is_array(any) || json_array_size(any) == 0) return sv_sc_fail(c, SV_ERR_SYNTAX, "anyOf", "anyOf must be a non-empty array");
+        if (!json_is_array(any) || json_array_size(any) == 0) return sv_sc_fail(c, SV_ERR_SYNTAX, any_kw, "%s must be a non-empty array", any_kw);
         size_t n = json_array_size(any);
         sv_ast_t **alts = sv_arena_alloc(c->arena, n * sizeof *alts);
         if (!alts) return sv_sc_nomem(c);
@@ -898,10 +913,10 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
          * order. The shared order matters only where a difference must see
          * one spelling per value. */
         bool split = sv_sc_calls(c) && base == NULL && unset && !json_object_get(s, "allOf") &&
-                     !json_object_get(s, "oneOf") && !json_object_get(s, "not") && !json_object_get(s, "if") &&
+                     !one && !json_object_get(s, "not") && !json_object_get(s, "if") &&
                      !json_object_get(s, "dependentSchemas") && !json_object_get(s, "dependencies");
         for (size_t i = 0; i < n; i++) {
-            size_t m = sv_sc_push(c, "anyOf");
+            size_t m = sv_sc_push(c, any_kw);
             push_index(c, i);
             sv_loc_t bl;
             const sv_loc_t *use = loc;
@@ -920,6 +935,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
             if (st) return st;
             k++;
         }
+        if (k == 0) return sv_sc_fail(c, SV_ERR_EMPTY, any_kw, "no branch of %s matches any value", any_kw);
         anyl = sv_ast_alt(c->arena, alts, k);
     }
 
@@ -927,7 +943,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
     json_t *dj = json_object_get(s, "dependencies"), *dx;
     const char *dk;
     if (json_is_object(dj)) json_object_foreach(dj, dk, dx) dep_schemas |= !json_is_array(dx);
-    bool needs_dfa = !unset || json_object_get(s, "allOf") || json_object_get(s, "oneOf") || json_object_get(s, "not") ||
+    bool needs_dfa = !unset || json_object_get(s, "allOf") || one || json_object_get(s, "not") ||
                      json_object_get(s, "if") || (base && anyl) || dep_schemas;
     if (!needs_dfa) {
         if (base && !anyl) *out = base;
@@ -944,7 +960,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
     if (anyl) {
         st = sv_sc_to_dfa(c, anyl, &d);
         if (st == SV_ERR_EMPTY) d = NULL, st = SV_OK;
-        if (st || (st = meet(c, &acc, &unset, d, "anyOf"))) return st;
+        if (st || (st = meet(c, &acc, &unset, d, any_kw))) return st;
     }
     json_t *all = json_object_get(s, "allOf");
     if (all) {
@@ -958,7 +974,6 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
         }
     }
     sv_dfa_t *U = NULL;
-    json_t *one = json_object_get(s, "oneOf");
     if (one) {
         if (!json_is_array(one) || json_array_size(one) == 0) return sv_sc_fail(c, SV_ERR_SYNTAX, "oneOf", "oneOf must be a non-empty array");
         size_t n = json_array_size(one);
@@ -976,7 +991,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
         }
         /* Pairwise disjoint branches: the union is exact as it is. */
         bool disjoint = true;
-        for (size_t i = 0; i < n && disjoint; i++)
+        for (size_t i = 0; i < n && disjoint && !one_disjoint; i++)
             for (size_t j = i + 1; j < n && disjoint; j++) {
                 if (!br[i] || !br[j]) continue;
                 sv_dfa_t *x;
@@ -1135,11 +1150,15 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     /* A schema whose keywords are combined by products builds its pieces
      * flat (calls reach no product); a superset of lang_object's cases. */
     bool ty = json_object_get(s, "type") != NULL, lit = json_object_get(s, "const") || json_object_get(s, "enum");
-    bool products = json_object_get(s, "allOf") || json_object_get(s, "oneOf") || json_object_get(s, "not") ||
+    /* A oneOf of disjoint branches is a union, as anyOf is (lang_object),
+     * unless an anyOf stands beside it. */
+    json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
+    bool one_union = one && sv_sc_oneof_union(c, one);
+    bool products = json_object_get(s, "allOf") || (one && (!one_union || any)) || json_object_get(s, "not") ||
                     json_object_get(s, "if") || json_object_get(s, "dependentSchemas") ||
                     json_object_get(s, "dependencies") ||
-                    (json_object_get(s, "$ref") && c->draft > 7 && !ref_alone(s)) ||
-                    (json_object_get(s, "anyOf") && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s))) ||
+                    (json_object_get(s, "$ref") && c->draft > 7 && !sv_sc_ref_alone(s)) ||
+                    ((any || one_union) && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s))) ||
                     (lit && (ty || has_type_keywords(s)));
     if (products) c->no_calls++;
     c->lang_depth++;

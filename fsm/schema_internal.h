@@ -1,7 +1,8 @@
 /* schema_internal.h — shared state of the JSON Schema compiler's files:
  * schema.c (loading, $ref, keyword dispatch, boolean keywords),
  * schema_text.c (whitespace, strings, literals, the universe of values),
- * schema_container.c (objects and arrays). */
+ * schema_container.c (objects and arrays), schema_disjoint.c (oneOf
+ * branches that share no value). */
 #ifndef SV_FSM_SCHEMA_INTERNAL_H
 #define SV_FSM_SCHEMA_INTERNAL_H
 
@@ -76,6 +77,8 @@ typedef struct sctx {
     uint32_t nmemo, capmemo;
     sv_ast_t *any_number[2];   /* [with exponents] */
     sv_dfa_t *py_numbers;      /* the Python number spellings */
+    struct sv_quoted { const sv_dfa_t *content; sv_ast_t *ast; } quoted[32]; /* sv_sc_quoted's DFAs by content */
+    uint32_t nquoted;
     /* Free-form containers as calls (program.c): on for the compilation,
      * off (no_calls > 0) while building a language that enters a product,
      * which needs flat automata; a marker that reaches a product anyway
@@ -144,6 +147,14 @@ sv_status sv_sc_loc_context(sctx_t *c, json_t *const *seeds, uint32_t n, sv_loc_
  * leaving out those that constrain nothing ({} and true); arena memory. */
 sv_status sv_sc_ctx_sources(sctx_t *c, const sv_loc_t *loc, const char *key, json_t ***out, uint32_t *n);
 sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_t *out);
+/* Whether a $ref's siblings constrain nothing ($defs, annotations), so that
+ * the ref alone decides the language in every draft (schema.c). */
+bool sv_sc_ref_alone(json_t *s);
+/* Whether a oneOf compiles as the union of its branches here: no value
+ * satisfies two of them, proven from their text (schema_disjoint.c). False
+ * when not proven, and with keys in any order when a branch is an open
+ * object. */
+bool sv_sc_oneof_union(sctx_t *c, json_t *branches);
 /* $id/$anchor index of the document (schema_ref.c), built once. */
 sv_status sv_sc_refs_index(sctx_t *c);
 /* Resolves the $ref string held by schema `from` to its target. */

@@ -54,8 +54,28 @@ sv_ast_t *sv_sc_sep(sctx_t *c) { return punct(c, ',', ", "); }
 sv_ast_t *sv_sc_colon(sctx_t *c) { return punct(c, ':', ": "); }
 
 sv_ast_t *sv_sc_quoted(sctx_t *c, const sv_dfa_t *content) {
+    for (uint32_t i = 0; i < c->nquoted; i++)
+        if (c->quoted[i].content == content) return c->quoted[i].ast;
     sv_ast_t *q = sv_ast_bytes(c->arena, '"', '"');
-    return sv_sc_cat3(c, q, sv_ast_dfa(c->arena, content, true), q);
+    sv_ast_t *a = sv_sc_cat3(c, q, sv_ast_dfa(c->arena, content, true), q);
+    if (!a) return NULL;
+    /* Compiled once: the escaped spelling of the content written out as an
+     * NFA is several times the DFA's size, and a string member's value is
+     * in every object automaton that holds the member. A budget stop here
+     * leaves the AST, for the caller's own compile to report. */
+    sv_error_t e;
+    sv_error_clear(&e);
+    sv_dfa_t *d;
+    if (sv_dfa_from_ast(a, sv_sc_lim(c), &d, &e) == SV_OK) {
+        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, d)) {
+            sv_dfa_destroy(d);
+            return NULL;
+        }
+        a = sv_ast_dfa(c->arena, d, false);
+        if (a && c->nquoted < sizeof c->quoted / sizeof c->quoted[0])
+            c->quoted[c->nquoted++] = (struct sv_quoted){content, a};
+    }
+    return a;
 }
 
 size_t sv_sc_escape_json(const char *s, size_t n, char *buf) {

@@ -1,0 +1,237 @@
+/* schema_disjoint.c — oneOf branches that no value can satisfy together.
+ *
+ * oneOf accepts the values valid in exactly one branch. When no value is
+ * valid in two branches, that is their union, which schema.c compiles as it
+ * compiles anyOf: an alternation, with free-form values, big $ref targets and
+ * key sets as parts, and no product. Otherwise oneOf needs a difference per
+ * branch (schema.c), built from flat automata; and checking disjointness by
+ * products alone costs one product per pair of branches.
+ *
+ * This file proves disjointness from the schemas' text, before any
+ * automaton is built. Each branch is over-approximated by a few keywords:
+ * its types (type, nullable, the types of const/enum values), its literals
+ * (const/enum), and for objects what a required member's value may be. Any
+ * other keyword only narrows a branch, so two over-approximations that share
+ * no value prove the branches share none. The test is sound and incomplete:
+ * "false" means "not proven", and schema.c then falls back to products.
+ *
+ * The common shapes it proves: branches of different types (a label given as
+ * a string or as an object), tagged unions (a required "type" or "kind"
+ * member with a different const in each branch, OpenAPI's discriminator
+ * pattern), and closed objects told apart by a required key the other branch
+ * does not allow (additionalProperties: false). */
+#include <math.h>
+#include <string.h>
+
+#include "schema_internal.h"
+
+/* Value classes. Numbers split into integral and non-integral values, the
+ * two sets "integer" and "number" are built from. */
+enum { V_NULL = 1, V_BOOL = 2, V_OBJECT = 4, V_ARRAY = 8, V_STRING = 16, V_INT = 32, V_FRAC = 64, V_ALL = 127 };
+
+/* Proof depth through member values (a tag inside a tag). */
+#define DISJOINT_MAX_DEPTH 4
+/* $ref hops followed to reach a branch's schema. */
+#define DISJOINT_MAX_HOPS 16
+
+static int name_class(const char *t) {
+    static const struct { const char *n; int v; } map[] = {
+        {"null", V_NULL},     {"boolean", V_BOOL},  {"object", V_OBJECT},           {"array", V_ARRAY},
+        {"string", V_STRING}, {"integer", V_INT}, {"number", V_INT | V_FRAC},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(t, map[i].n)) return map[i].v;
+    return V_ALL; /* an error the compile reports: prove nothing */
+}
+
+static int value_class(json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_NULL: return V_NULL;
+    case JSON_TRUE: case JSON_FALSE: return V_BOOL;
+    case JSON_OBJECT: return V_OBJECT;
+    case JSON_ARRAY: return V_ARRAY;
+    case JSON_STRING: return V_STRING;
+    case JSON_INTEGER: return V_INT;
+    case JSON_REAL: {
+        /* An integral decimal always parses to an integral double, so a
+         * non-integral double is a non-integral value. */
+        double d = json_real_value(v);
+        return isfinite(d) && d == trunc(d) ? V_INT : V_FRAC;
+    }
+    }
+    return V_ALL;
+}
+
+/* Whether two JSON values may be equal as JSON Schema compares them (numbers
+ * by value, 1 equals 1.0). "true" when unsure. */
+static bool maybe_equal(json_t *a, json_t *b, int depth) {
+    if (depth > 32) return true;
+    if (json_is_number(a) && json_is_number(b)) return json_number_value(a) == json_number_value(b);
+    if (json_typeof(a) != json_typeof(b)) return false;
+    switch (json_typeof(a)) {
+    case JSON_STRING:
+        return json_string_length(a) == json_string_length(b) &&
+               !memcmp(json_string_value(a), json_string_value(b), json_string_length(a));
+    case JSON_ARRAY:
+        if (json_array_size(a) != json_array_size(b)) return false;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!maybe_equal(json_array_get(a, i), json_array_get(b, i), depth + 1)) return false;
+        return true;
+    case JSON_OBJECT: {
+        if (json_object_size(a) != json_object_size(b)) return false;
+        const char *k;
+        json_t *x;
+        json_object_foreach(a, k, x) {
+            json_t *y = json_object_get(b, k);
+            if (!y || !maybe_equal(x, y, depth + 1)) return false;
+        }
+        return true;
+    }
+    default: return true; /* null, true, false: same type, same value */
+    }
+}
+
+/* The schema a branch stands for after its $refs: in drafts up to 7 a $ref
+ * replaces its siblings, and from 2019 a $ref with only inert siblings is
+ * its target. A $ref beside other keywords in 2019+ keeps the object (its
+ * siblings alone over-approximate it). NULL when a ref does not resolve. */
+static json_t *follow(sctx_t *c, json_t *s) {
+    for (int hop = 0; hop < DISJOINT_MAX_HOPS && json_is_object(s); hop++) {
+        json_t *ref = json_object_get(s, "$ref");
+        if (!ref) return s;
+        if (!json_is_string(ref) || (c->draft > 7 && !sv_sc_ref_alone(s))) return s;
+        sv_error_t *keep = c->err, scratch;
+        c->err = &scratch; /* a bad $ref is reported where it is compiled */
+        json_t *t;
+        bool ok = sv_sc_resolve_ref(c, s, json_string_value(ref), &t) == SV_OK;
+        c->err = keep;
+        if (!ok) return NULL;
+        s = t;
+    }
+    return json_is_object(s) || json_is_boolean(s) ? s : NULL;
+}
+
+/* What a branch allows, over-approximated. */
+typedef struct {
+    int cls;        /* value classes */
+    json_t *lits;   /* const (one value) or enum (an array), or NULL */
+    bool one;       /* lits is a const */
+} approx_t;
+
+static size_t lits_n(const approx_t *a) { return a->one ? 1 : json_array_size(a->lits); }
+static json_t *lits_at(const approx_t *a, size_t i) { return a->one ? a->lits : json_array_get(a->lits, i); }
+
+static bool approx(json_t *s, approx_t *a) {
+    a->cls = V_ALL;
+    a->lits = NULL;
+    a->one = false;
+    json_t *t = json_object_get(s, "type");
+    if (json_is_string(t)) {
+        a->cls = name_class(json_string_value(t));
+    } else if (json_is_array(t)) {
+        a->cls = 0;
+        for (size_t i = 0; i < json_array_size(t); i++) {
+            json_t *x = json_array_get(t, i);
+            a->cls |= json_is_string(x) ? name_class(json_string_value(x)) : V_ALL;
+        }
+    } else if (t) {
+        return false;
+    }
+    if (t && json_is_true(json_object_get(s, "nullable"))) a->cls |= V_NULL; /* as schema.c's type_mask */
+    json_t *cn = json_object_get(s, "const"), *en = json_object_get(s, "enum");
+    if (en && !json_is_array(en)) return false;
+    if (cn) a->lits = cn, a->one = true;
+    else if (en) a->lits = en;
+    if (a->lits) {
+        int lc = 0;
+        for (size_t i = 0; i < lits_n(a); i++) lc |= value_class(lits_at(a, i));
+        a->cls &= lc;
+    }
+    return true;
+}
+
+/* The schema a object schema s puts on the value of member key: NULL for
+ * "any value" (not known), &forbidden when s allows no such member. */
+static json_t forbidden_mark;
+#define FORBIDDEN (&forbidden_mark)
+static json_t *member(json_t *s, const char *key) {
+    json_t *props = json_object_get(s, "properties");
+    json_t *p = json_is_object(props) ? json_object_get(props, key) : NULL;
+    if (p) return p;
+    json_t *pp = json_object_get(s, "patternProperties");
+    if (pp && !(json_is_object(pp) && json_object_size(pp) == 0)) return NULL; /* a pattern may match key */
+    json_t *ap = json_object_get(s, "additionalProperties");
+    if (json_is_false(ap)) return FORBIDDEN;
+    return json_is_object(ap) || json_is_boolean(ap) ? ap : NULL;
+}
+
+static bool disjoint(sctx_t *c, json_t *x, json_t *y, int depth);
+
+/* Whether a required member of object schema a (in a's "required") takes
+ * values b cannot give it, or b forbids it. */
+static bool member_apart(sctx_t *c, json_t *a, json_t *b, int depth) {
+    json_t *req = json_object_get(a, "required");
+    if (!json_is_array(req)) return false;
+    for (size_t i = 0; i < json_array_size(req); i++) {
+        json_t *k = json_array_get(req, i);
+        if (!json_is_string(k)) continue;
+        json_t *mb = member(b, json_string_value(k));
+        if (mb == FORBIDDEN) return true;
+        json_t *ma = member(a, json_string_value(k));
+        if (ma && ma != FORBIDDEN && mb && depth < DISJOINT_MAX_DEPTH && disjoint(c, ma, mb, depth + 1)) return true;
+        if (ma == FORBIDDEN) return true; /* a requires what it forbids: a is empty for objects */
+    }
+    return false;
+}
+
+static bool disjoint(sctx_t *c, json_t *x, json_t *y, int depth) {
+    x = follow(c, x);
+    y = follow(c, y);
+    if (!x || !y) return false;
+    if (json_is_false(x) || json_is_false(y)) return true;
+    if (!json_is_object(x) || !json_is_object(y)) return false; /* true, or an error the compile reports */
+    approx_t a, b;
+    if (!approx(x, &a) || !approx(y, &b)) return false;
+    int both = a.cls & b.cls;
+    if (!both) return true;
+    if (a.lits && b.lits) {
+        bool meet = false;
+        for (size_t i = 0; i < lits_n(&a) && !meet; i++)
+            for (size_t j = 0; j < lits_n(&b) && !meet; j++) meet = maybe_equal(lits_at(&a, i), lits_at(&b, j), 0);
+        if (!meet) return true;
+    }
+    /* Only objects in common: a required member apart is enough. */
+    if (both == V_OBJECT && !a.lits && !b.lits)
+        return member_apart(c, x, y, depth) || member_apart(c, y, x, depth);
+    return false;
+}
+
+/* Whether branch s may hold object members no schema names (a free-form
+ * value is then a call). */
+static bool open_object(sctx_t *c, json_t *s) {
+    s = follow(c, s);
+    if (!s || json_is_false(s)) return false;
+    if (!json_is_object(s)) return true;
+    approx_t a;
+    if (!approx(s, &a)) return true;
+    if (!(a.cls & V_OBJECT)) return false;
+    return a.lits || !json_is_false(json_object_get(s, "additionalProperties")) ||
+           json_object_get(s, "patternProperties");
+}
+
+bool sv_sc_oneof_union(sctx_t *c, json_t *branches) {
+    if (!json_is_array(branches)) return false;
+    size_t n = json_array_size(branches);
+    /* With keys in any order, two open objects in one union would meet at
+     * a key that is one branch's member and the other's extra member (a
+     * call beside bytes), which the program linker refuses, and the whole
+     * compile would go flat: such a oneOf keeps its difference, whose
+     * objects keep their key order, as before. */
+    if (sv_sc_keysets(c))
+        for (size_t i = 0; i < n; i++)
+            if (open_object(c, json_array_get(branches, i))) return false;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (!disjoint(c, json_array_get(branches, i), json_array_get(branches, j), 0)) return false;
+    return true;
+}

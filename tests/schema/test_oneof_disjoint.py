@@ -1,0 +1,267 @@
+"""oneOf branches that share no value (fsm/schema_disjoint.c), checked
+against Python's jsonschema.
+
+When the branches are proven disjoint from their text (different types,
+a required tag with a different const in each branch, closed objects told
+apart by a required key), oneOf compiles as a union, with parts: recursion
+and free-form values go to any depth inside it. When they are not proven
+(a tag that is not required, open objects), the exact difference stays, and
+a value valid in two branches is refused.
+
+- Random tagged unions, type unions and closed-object unions: `sieve match
+  --key-order any` agrees with jsonschema on every instance, including
+  instances that mix two branches and instances with a wrong or missing tag.
+- Random unions the proof cannot take: every accepted instance is valid,
+  and instances valid in two branches are refused.
+- A recursive tagged union (a tree) is accepted 50 levels deep and refused
+  when broken at any level; free-form values nest 40 levels deep in a
+  branch. Before the proof both were cut at a fixed depth.
+"""
+import json
+import random
+
+import jsonschema
+
+from suite import sieve as run, sieve_match as match
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def stats(schema, *args):
+    r = run("compile", schema, *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError("duplicate key")
+    return dict(pairs)
+
+
+def oracle(schema, text):
+    try:
+        v = json.loads(text, object_pairs_hook=no_duplicates)
+    except ValueError:
+        return False
+    return jsonschema.Draft202012Validator(schema).is_valid(v)
+
+
+FIELDS = [
+    ("id", {"type": "integer", "minimum": 0}, [0, 7, 12], [-1, "7", None]),
+    ("name", {"type": "string", "maxLength": 4}, ["", "ab", "abcd"], ["toolong", 3]),
+    ("ok", {"type": "boolean"}, [True, False], ["true", 1]),
+    ("size", {"enum": ["s", "m", "l"]}, ["s", "l"], ["xl", None]),
+    ("where", {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"],
+               "additionalProperties": False}, [{"x": 1}], [{"y": 1}, {"x": "1"}]),
+]
+
+
+def tagged_branch(rng, tag_key, tag, closed, tag_required=True):
+    fields = rng.sample(FIELDS, rng.randint(1, 3))
+    props = {tag_key: {"const": tag}}
+    for name, s, _, _ in fields:
+        props[name] = s
+    req = ([tag_key] if tag_required else []) + [f[0] for f in fields if rng.random() < 0.5]
+    schema = {"type": "object", "properties": props, "required": req}
+    if closed:
+        schema["additionalProperties"] = False
+    return schema, fields
+
+
+def instances(rng, tag_key, tags, branches, n, shuffle):
+    """Objects built from the branches' fields, with right, wrong or no tags,
+    fields of other branches, and bad values. Unshuffled, the keys of the
+    branch the tag names come in its order and other keys after them (the
+    order sieve's default writes); shuffled, in any order."""
+    pool = {f[0]: f for _, fields in branches for f in fields}
+    out = []
+    for _ in range(n):
+        _, fields = rng.choice(branches)
+        inst = {}
+        r = rng.random()
+        if r < 0.75:
+            inst[tag_key] = rng.choice(tags)
+        elif r < 0.85:
+            inst[tag_key] = "other"
+        for name, _, good, bad in fields:
+            if rng.random() < 0.8:
+                inst[name] = rng.choice(good if rng.random() < 0.85 else bad)
+        if rng.random() < 0.25:  # a field of another branch
+            name, _, good, _ = rng.choice(list(pool.values()))
+            inst[name] = rng.choice(good)
+        if rng.random() < 0.1:
+            inst["extra"] = 1
+        keys = list(inst)
+        if shuffle:
+            rng.shuffle(keys)
+        else:
+            named = [b for b, _ in branches if b["properties"][tag_key]["const"] == inst.get(tag_key)]
+            order = list(named[0]["properties"]) if named else []
+            keys.sort(key=lambda k: order.index(k) if k in order else len(order))
+        out.append("{" + ", ".join(json.dumps(k) + ": " + json.dumps(inst[k]) for k in keys) + "}")
+    return out
+
+
+def test_tagged_unions_agree_with_jsonschema():
+    rng = random.Random(20261202)
+    checked = accepted = 0
+    for case in range(30):
+        tag_key = rng.choice(["type", "kind", "op"])
+        tags = rng.sample(["get", "put", "scan", "query", "delete"], rng.randint(2, 4))
+        closed = rng.random() < 0.5
+        branches = [tagged_branch(rng, tag_key, t, closed) for t in tags]
+        schema = {"$schema": DRAFT, "oneOf": [b for b, _ in branches]}
+        if rng.random() < 0.3:  # branches behind $refs, as Pydantic writes them
+            schema = {"$schema": DRAFT, "$defs": {f"B{i}": b for i, (b, _) in enumerate(branches)},
+                      "oneOf": [{"$ref": f"#/$defs/B{i}"} for i in range(len(branches))]}
+        st = stats(schema)
+        assert st["narrowed_by_budget"] == [] and not st["recursion_truncated"], (case, st)
+        texts = instances(rng, tag_key, tags, branches, 60, shuffle=False)
+        got = match(schema, texts)
+        for t, g in zip(texts, got):
+            assert g == oracle(schema, t), (case, json.dumps(schema), t, g)
+        checked += len(texts)
+        accepted += sum(got)
+        # keys in any order: exact for closed objects; open ones keep their
+        # difference and its key order (schema_disjoint.c), so only sound
+        texts = instances(rng, tag_key, tags, branches, 60, shuffle=True)
+        got = match(schema, texts, "--key-order", "any")
+        for t, g in zip(texts, got):
+            if closed:
+                assert g == oracle(schema, t), (case, json.dumps(schema), t, g)
+            elif g:
+                assert oracle(schema, t), (case, json.dumps(schema), t)
+        checked += len(texts)
+        accepted += sum(got)
+    assert checked == 3600 and 0.1 * checked < accepted < 0.8 * checked, accepted
+
+
+def test_type_unions_agree_with_jsonschema():
+    rng = random.Random(7)
+    branches = [
+        {"type": "string", "maxLength": 3},
+        {"type": "integer", "minimum": 0},
+        {"type": "null"},
+        {"type": "array", "items": {"type": "boolean"}, "maxItems": 2},
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": False},
+        {"enum": [1.5, "long string", True]},
+    ]
+    values = ["", "abc", "abcd", 0, 5, -3, 1.5, 2.5, None, [], [True], [True, False, True], [1],
+              {"a": 1}, {"a": 1, "b": 2}, {}, "long string", True, False]
+    for k in range(2, len(branches) + 1):
+        for _ in range(6):
+            pick = rng.sample(branches, k)
+            # integer and 1.5 share no value; "long string" is no string of length <= 3
+            schema = {"$schema": DRAFT, "oneOf": pick}
+            texts = [json.dumps(v) for v in values]
+            got = match(schema, texts, "--key-order", "any")
+            assert got == [oracle(schema, t) for t in texts], (json.dumps(schema), list(zip(texts, got)))
+
+
+def test_closed_objects_told_apart_by_a_required_key():
+    schema = {"$schema": DRAFT, "type": "array", "items": {"oneOf": [
+        {"type": "object", "properties": {"node_id": {"type": "string"}}, "required": ["node_id"],
+         "additionalProperties": False},
+        {"type": "object", "properties": {"item_id": {"type": "integer"}}, "required": ["item_id"],
+         "additionalProperties": False},
+        {"type": "object", "properties": {"owner": {"type": "string"}, "repo": {"type": "string"},
+                                          "number": {"type": "integer"}},
+         "required": ["owner", "repo", "number"], "additionalProperties": False}]}}
+    texts = ['[{"node_id": "x"}]', '[{"item_id": 3}, {"owner": "a", "repo": "b", "number": 1}]',
+             '[{"node_id": "x", "item_id": 3}]', '[{"owner": "a", "repo": "b"}]', '[{"item_id": "3"}]', "[]",
+             '[{"number": 1, "repo": "b", "owner": "a"}]']
+    assert match(schema, texts, "--key-order", "any") == [oracle(schema, t) for t in texts]
+    assert match(schema, texts, "--key-order", "any") == [True, True, False, False, False, True, True]
+
+
+def test_unproven_overlap_stays_exact():
+    """A tag that no branch requires (Pydantic's discriminator with a
+    default): an object without the tag may be valid in several branches,
+    and then oneOf refuses it."""
+    rng = random.Random(11)
+    for case in range(12):
+        tags = rng.sample(["get", "put", "scan", "query"], 3)
+        closed = rng.random() < 0.5
+        branches = [tagged_branch(rng, "op", t, closed, tag_required=False) for t in tags]
+        schema = {"$schema": DRAFT, "oneOf": [b for b, _ in branches]}
+        texts = instances(rng, "op", tags, branches, 50, shuffle=False)
+        # with no tag and only the shared field: in every branch that allows it
+        texts.append("{}")
+        got = match(schema, texts)
+        for t, g in zip(texts, got):
+            if g:
+                assert oracle(schema, t), (case, json.dumps(schema), t)
+        assert not got[-1] or oracle(schema, "{}"), json.dumps(schema)
+    # the plain case: two open objects, a value in both is refused
+    schema = {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                        {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]}]}
+    assert match(schema, ['{"a": 1}', '{"b": 1}', '{"a": 1, "b": 2}']) == [True, True, False]
+
+
+TREE = {"$schema": DRAFT, "$defs": {"node": {"oneOf": [
+    {"type": "object", "properties": {"kind": {"const": "leaf"}, "value": {"type": "integer"}},
+     "required": ["kind", "value"], "additionalProperties": False},
+    {"type": "object", "properties": {"kind": {"const": "node"},
+                                      "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+     "required": ["kind", "children"], "additionalProperties": False}]}},
+    "$ref": "#/$defs/node"}
+
+
+def chain(depth, broken_at=None):
+    v = {"kind": "leaf", "value": 1}
+    for d in range(depth, 0, -1):
+        v = {"kind": "node", "children": [v, {"kind": "leaf", "value": d}]}
+        if d == broken_at:
+            v["kind"] = "leaf"  # a leaf with children: in no branch
+    return json.dumps(v)
+
+
+def test_recursive_tagged_union_to_any_depth():
+    st = stats(TREE)
+    assert not st["recursion_truncated"], st
+    texts = [chain(d) for d in (0, 1, 5, 20, 50)] + [chain(50, broken_at=b) for b in (1, 2, 17, 49, 50)]
+    got = match(TREE, texts)
+    assert got == [oracle(TREE, t) for t in texts] == [True] * 5 + [False] * 5
+
+
+def test_free_form_values_nest_deep_inside_a_branch():
+    schema = {"$schema": DRAFT, "oneOf": [
+        {"type": "object", "properties": {"kind": {"const": "raw"}, "data": {}}, "required": ["kind", "data"]},
+        {"type": "string"}]}
+    deep = 1
+    for i in range(40):
+        deep = [deep] if i % 2 else {"k": deep}
+    texts = [json.dumps({"kind": "raw", "data": deep}), json.dumps("s"),
+             json.dumps({"kind": "raw", "data": deep})[:-2] + "}"]
+    assert match(schema, texts) == [True, True, False]
+
+
+def test_errors_inside_a_proven_union_keep_their_pointer():
+    schema = {"oneOf": [{"type": "string"}, {"type": "object", "properties": {"a": {"type": "strin"}}}]}
+    r = run("compile", schema)
+    assert r.returncode != 0
+    err = json.loads(r.stdout)["error"]
+    assert err["pointer"] == "/oneOf/1/properties/a/type" and err["keyword"] == "type", err
+
+
+def test_near_misses_are_not_taken_for_disjoint():
+    """Branches that look apart but share a value: the value is refused."""
+    cases = [
+        ({"oneOf": [{"const": 1}, {"const": 1.0}, {"const": 2}]}, ["1", "1.0", "2"]),
+        ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, ["1", "1.5", "1.0"]),
+        ({"oneOf": [{"enum": [2.0, "a"]}, {"type": "integer"}]}, ["2", "2.0", "3", '"a"']),
+        ({"oneOf": [{"type": "object", "required": ["a"]},
+                    {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}]},
+         ['{"a": "x"}', '{"a": 1}']),
+        ({"oneOf": [{"type": "object", "properties": {"t": {"const": "x"}}},
+                    {"type": "object", "properties": {"t": {"const": "y"}}}]},
+         ['{"t": "x"}', "{}"]),
+        ({"oneOf": [{"type": ["string", "null"]}, {"type": "null", "nullable": True}, {"type": "boolean"}]},
+         ["null", '"s"', "true"]),
+        ({"oneOf": [{"const": {"a": [1, 2]}}, {"const": {"a": [1, 2.0]}}, {"const": [1]}]},
+         ['{"a": [1, 2]}', "[1]"]),
+    ]
+    for schema, texts in cases:
+        assert match(schema, texts) == [oracle(schema, t) for t in texts], (schema, texts)
