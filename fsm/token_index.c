@@ -38,21 +38,6 @@ typedef struct root_sig {
     uint8_t utf8_first, utf8_loop;
 } root_sig_t;
 
-/* A trie of byte strings in depth-first preorder, walked like the main
- * trie but without summaries: node i's tokens are ids[tok_lo ..
- * tok_lo + tok_n). */
-typedef struct tail_node {
-    uint32_t skip, tok_lo, tok_n;
-    uint16_t depth;
-    uint8_t byte;
-} tail_node_t;
-
-typedef struct tail_trie {
-    tail_node_t *nodes;
-    int32_t *ids;
-    uint32_t nnodes, nids;
-} tail_trie_t;
-
 /* Entries shared through an LRU of the token set (under root_lock): refs
  * counts the walks using one, so an entry evicted meanwhile is freed by its
  * last user. */
@@ -849,6 +834,17 @@ static bool chain_ok(const sv_token_index_t *ix, int32_t s, const uint64_t *sb, 
     return true;
 }
 
+bool sv_ti_chain_fits(const sv_token_index_t *ix, int32_t s, const uint64_t *sb, bool high, uint32_t h,
+                      uint32_t *maxd) {
+    uint64_t set[2];
+    int32_t t = state_uni(ix, s, set);
+    if (t < 0 || (sb[0] & ~set[0]) || (sb[1] & ~set[1]) || (high && !state_uni8(ix, s, t))) return false;
+    uint32_t rm, run = state_run(ix, s, &rm);
+    if (h > run) return false;
+    *maxd = rm + (high ? 3 : 0);
+    return true;
+}
+
 static bool state_utf8(const sv_token_index_t *ix, int32_t s) {
     uint8_t f = atomic_load_explicit(&ix->st_flags[s], memory_order_acquire);
     if (f & ST_UTF8_KNOWN) return f & ST_UTF8;
@@ -1280,6 +1276,26 @@ static bool root_signature(const sv_token_index_t *ix, int32_t s0, root_sig_t *s
     sig->utf8_loop = state_utf8(ix, best);
     *c_out = best;
     return true;
+}
+
+bool sv_ti_tails_acquire(const sv_token_index_t *ix, int32_t s0, sv_ti_tails_t *out) {
+    root_sig_t sig;
+    int32_t c;
+    if (!root_signature(ix, s0, &sig, &c)) return false;
+    loop_entry_t *le = loop_acquire(ix->ts, &sig);
+    if (!le) return false;
+    if (!le->have_tails) {
+        lru_release(ix->ts, le, loop_entry_free);
+        return false;
+    }
+    *out = (sv_ti_tails_t){.trie = &le->tails, .entry = le, .first = {sig.first[0], sig.first[1]},
+                           .utf8_first = sig.utf8_first, .c = c};
+    return true;
+}
+
+void sv_ti_tails_release(const sv_token_index_t *ix, sv_ti_tails_t *t) {
+    lru_release(ix->ts, t->entry, loop_entry_free);
+    t->entry = NULL;
 }
 
 /* dst = the tokens of le's loop set whose first character is a first[]

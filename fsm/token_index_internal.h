@@ -119,7 +119,47 @@ static inline bool sv_ti_ws_ok(const sv_token_set_t *ts, uint32_t cap, uint32_t 
 }
 
 
+/* A trie of byte strings in depth-first preorder, walked like the main
+ * trie but without summaries: node i's tokens are ids[tok_lo ..
+ * tok_lo + tok_n). */
+typedef struct tail_node {
+    uint32_t skip, tok_lo, tok_n;
+    uint16_t depth;
+    uint8_t byte;
+} tail_node_t;
+
+typedef struct tail_trie {
+    tail_node_t *nodes;
+    int32_t *ids;
+    uint32_t nnodes, nids;
+} tail_trie_t;
+
+/* The tokens of state s0's root signature (token_index.c, "Tokens merged
+ * by what follows their looping characters"): from s0, a first[] byte (or,
+ * with utf8_first, a whole multi-byte character, labeled by its lead byte)
+ * leads to c by a direct move, and c's loop bytes keep it in c. A token made
+ * of such a first character and looping ones ends in c having crossed no
+ * boundary; any other token whose first character is one of those is in the
+ * trie as (first byte, what follows the looping run), walked from c. */
+typedef struct sv_ti_tails {
+    const tail_trie_t *trie;
+    void *entry;              /* the shared loop entry held */
+    uint64_t first[2];
+    bool utf8_first;
+    int32_t c;
+} sv_ti_tails_t;
+
 /* token_index.c, for token_config.c */
+/* Whether every string of at most h bytes over the ASCII bytes sb[0..1]
+ * (and whole multi-byte characters, with high) walks from s by uniform
+ * steps, all direct moves (token_index.c, "Chains": a string with
+ * maxLength); *maxd is then the largest distance on the way (plus 3 for a
+ * character cut short). */
+bool sv_ti_chain_fits(const sv_token_index_t *ix, int32_t s, const uint64_t *sb, bool high, uint32_t h,
+                      uint32_t *maxd);
+/* False when s0 has no signature or its loop set no tails trie. */
+bool sv_ti_tails_acquire(const sv_token_index_t *ix, int32_t s0, sv_ti_tails_t *out);
+void sv_ti_tails_release(const sv_token_index_t *ix, sv_ti_tails_t *t);
 void sv_ti_state_loops(const sv_token_index_t *ix, int32_t s, uint64_t out[2]);
 bool sv_ti_state_utf8(const sv_token_index_t *ix, int32_t s);
 sv_status sv_ti_cons_insert(sv_token_index_t *ix, const uint32_t *m, const uint32_t **out);

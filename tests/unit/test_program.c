@@ -40,6 +40,13 @@ static void vocab(vocab_t *v, sv_rng_t *rng) {
         "]]", "]]]", "}}", "}}}", "}]}", "]}", "\"}]", "\"]}", "\"}}", "1}", "1]", "0]]", "e]", "\": {", "\": [",
         "\": {\"", "[[[", "{\"a\": ", "\"a\"", "\": null}", "], [", "}, [", "], {", "\\\"", "\\n", "\\u00", "é",
         "日本", "\xf0\x9f\x98\x80", "\xe2\x82", "name", "1.5", "-0", "10", "  ", "\n", " ", "\n  ", "\t",
+        /* string content, then out of a part: the boundary walk's tails
+         * (token_config.c boundary_tails) */
+        "a\"}", "xy\"}]", "é\"}", "ab\"]}", "1\"}, {\"", "z\\\"\"}", "日\"]]", "b\"}}", "a\", \"", "q\"]",
+        "\xe2\x82\xac\"}]",
+        /* into a part and on in its string content: summarized subtrees
+         * after a crossing */
+        "\"ab", "\"abc", "\"abx", "\"ab 1", "\"日本", "\"日本語", "\"é", "\"éa", "[\"xy", "[\"xyz", "{\"ab", "{\"abc",
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) adds(v, fixed[i]);
     add(v, "<|eot|>", 7, SV_TOKKIND_EOG);
@@ -279,6 +286,9 @@ int main(void) {
         "{\"type\": \"array\"}",
         "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {}}, \"required\": [\"a\"]}",
         "{\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"string\"}, \"v\": {}}}}",
+        /* counted strings inside parts and beside them: chains in the boundary walk */
+        "{\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": {\"s\": {\"type\": \"string\", "
+        "\"maxLength\": 6}, \"v\": {}, \"t\": {\"type\": \"string\", \"maxLength\": 3}}}}",
     };
     uint32_t deepest = 0;
     for (size_t i = 0; i < sizeof schemas / sizeof *schemas; i++) {
@@ -296,6 +306,16 @@ int main(void) {
     key_order = SV_KEY_ORDER_ANY;
     for (size_t i = 0; i < sizeof any_order / sizeof *any_order; i++) walks(any_order[i], &v, ts, 4, 160);
     key_order = SV_KEY_ORDER_SCHEMA;
+    {   /* A wide object: each value a part, counted strings among them, so
+         * chains meet part ends (the boundary walk's chain shortcut). */
+        char wide[4096];
+        int at = snprintf(wide, sizeof wide, "{\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": {");
+        for (int i = 0; i < 34; i++)
+            at += snprintf(wide + at, sizeof wide - (size_t)at, "%s\"p%d\": {\"type\": \"string\", \"maxLength\": %d}",
+                           i ? ", " : "", i, 2 + i % 5);
+        snprintf(wide + at, sizeof wide - (size_t)at, "}, \"required\": [\"p0\"]}}");
+        walks(wide, &v, ts, 4, 160);
+    }
     deep();
     budgets(&v, ts);
     sv_token_set_destroy(ts);
