@@ -762,6 +762,33 @@ bool sv_sc_ref_alone(json_t *s) {
     return true;
 }
 
+static bool has_type_keywords(json_t *s);
+
+bool sv_sc_any_required(json_t *s) {
+    json_t *a = json_object_get(s, "anyOf");
+    if (!json_is_array(a) || json_array_size(a) == 0) return false;
+    /* Only where s builds its object language from its type keywords
+     * (lang_object's base): literals and a bare {"anyOf": ...} take the
+     * union as before. */
+    if (json_object_get(s, "const") || json_object_get(s, "enum") ||
+        !(json_object_get(s, "type") || has_type_keywords(s)))
+        return false;
+    static const char *const inert[] = {"required", "title", "description", "$comment"};
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *b = json_array_get(a, i), *v, *req = json_object_get(b, "required");
+        const char *k;
+        if (!json_is_object(b) || !json_is_array(req) || json_array_size(req) != 1 ||
+            !json_is_string(json_array_get(req, 0)))
+            return false;
+        json_object_foreach(b, k, v) {
+            bool ok = false;
+            for (size_t j = 0; j < sizeof inert / sizeof *inert && !ok; j++) ok = !strcmp(k, inert[j]);
+            if (!ok) return false;
+        }
+    }
+    return true;
+}
+
 static bool has_type_keywords(json_t *s) {
     for (size_t i = 0; i < sizeof type_kw / sizeof type_kw[0]; i++)
         if (json_object_get(s, type_kw[i])) return true;
@@ -892,6 +919,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
     /* anyOf: union. So is a oneOf whose branches share no value (proven
      * from their text, schema_disjoint.c) where no anyOf stands beside it. */
     json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
+    if (sv_sc_any_required(s)) any = NULL; /* a condition on the object's keys (schema_container.c) */
     const char *any_kw = "anyOf";
     bool one_disjoint = one && sv_sc_oneof_union(c, one);
     if (one_disjoint && !any && json_array_size(one) > 0) {
@@ -1153,6 +1181,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     /* A oneOf of disjoint branches is a union, as anyOf is (lang_object),
      * unless an anyOf stands beside it. */
     json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
+    if (sv_sc_any_required(s)) any = NULL; /* folded into the object (schema_container.c) */
     bool one_union = one && sv_sc_oneof_union(c, one);
     bool products = json_object_get(s, "allOf") || (one && (!one_union || any)) || json_object_get(s, "not") ||
                     json_object_get(s, "if") || json_object_get(s, "dependentSchemas") ||

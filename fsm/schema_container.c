@@ -231,6 +231,7 @@ typedef struct {
     bool allowed, required;
     sv_ast_t *value;   /* NULL when no value is allowed */
     int dep_bit;       /* -1 if the key takes no part in dependentRequired */
+    bool any_req;      /* one of the keys an anyOf of single required keys asks for */
 } member_t;
 
 /* Whether the JSON string of key k is in L(propertyNames). */
@@ -371,6 +372,7 @@ typedef struct {
     uint32_t n;
     const dep_t *deps;
     uint32_t ndeps, nbits;
+    int any_bit;        /* the bit "some any_req key was written", or -1 */
     bool has_min, has_max;
     uint64_t minp, C;   /* C: the member count saturates (or stops, with a max) at C */
     sv_ast_t *extra;    /* the extra members, or NULL */
@@ -423,6 +425,7 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
                     else cnt2 = C;
                 }
                 uint64_t bits2 = m->dep_bit >= 0 ? bits | (1ull << m->dep_bit) : bits;
+                if (m->any_req && o->any_bit >= 0) bits2 |= 1ull << o->any_bit;
                 for (int md = 0; md < 2 && !st; md++) {
                     if (can_skip) st = edge(c, &ev, NODE(i, md, cnt, bits), NODE(i + 1, md, cnt, bits), NULL);
                     if (can_take && !st)
@@ -444,7 +447,7 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
     }
     for (uint64_t cnt = 0; cnt <= C && !st; cnt++)
         for (uint64_t bits = 0; bits < B && !st; bits++) {
-            bool ok = !has_min || cnt >= minp;
+            bool ok = (!has_min || cnt >= minp) && (o->any_bit < 0 || (bits >> o->any_bit & 1));
             final[NODE(n, 0, cnt, bits)] = ok;
             final[NODE(n, 1, cnt, bits)] = ok;
             if (!extra) continue;
@@ -526,11 +529,13 @@ static sv_status object_anyorder(sctx_t *c, const object_shape_t *o, sv_ast_t **
     uint64_t C = counted ? o->C : 0;
     /* Bits of the required keys, and the dependencies between allowed keys
      * (a key whose dependency is not allowed cannot be written at all). */
-    uint64_t req = 0, never = 0;
+    uint64_t req = 0, never = 0, anyreq = 0;
     struct { uint64_t a, b; } dep[64];
     uint32_t ndep = 0;
-    for (uint32_t k = 0; k < na; k++)
+    for (uint32_t k = 0; k < na; k++) {
         if (mem[idx[k]].required) req |= 1ull << k;
+        if (mem[idx[k]].any_req) anyreq |= 1ull << k;
+    }
     for (uint32_t d = 0; d < o->ndeps; d++) {
         int ka = -1, kb = -1;
         for (uint32_t k = 0; k < na; k++) {
@@ -560,7 +565,7 @@ static sv_status object_anyorder(sctx_t *c, const object_shape_t *o, sv_ast_t **
     sv_status st = final && mid_done && sep ? SV_OK : sv_sc_nomem(c);
     for (uint64_t set = 0; set < nsets && !st; set++) {
         uint32_t written = (uint32_t)__builtin_popcountll(set);
-        bool ok = (set & req) == req;
+        bool ok = (set & req) == req && (o->any_bit < 0 || (set & anyreq));
         for (uint32_t d = 0; d < ndep && ok; d++)
             if ((set & dep[d].a) && !(set & dep[d].b)) ok = false;
         for (uint64_t cnt = 0; cnt <= C && !st; cnt++) {
@@ -681,6 +686,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         m->key = keys[i];
         m->dep_bit = -1;
         m->required = false;
+        m->any_req = false;
         for (size_t j = 0; json_is_array(req) && j < json_array_size(req); j++)
             if (json_is_string(json_array_get(req, j)) && strcmp(json_string_value(json_array_get(req, j)), m->key) == 0)
                 m->required = true;
@@ -790,6 +796,19 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
             }
         }
     }
+    /* anyOf of single required keys (sv_sc_any_required): one more bit,
+     * set by any of those keys. A key no member stands for can never be
+     * written, so its branch never holds. */
+    int any_bit = -1;
+    if (s && !canonical_any && sv_sc_any_required(s)) {
+        json_t *a = json_object_get(s, "anyOf");
+        for (size_t b = 0; b < json_array_size(a); b++) {
+            const char *k = json_string_value(json_array_get(json_object_get(json_array_get(a, b), "required"), 0));
+            for (uint32_t i = 0; i < n; i++)
+                if (strcmp(keys[i], k) == 0) mem[i].any_req = true;
+        }
+        any_bit = (int)nbits++;
+    }
     if (nbits > 8) return sv_sc_fail(c, SV_ERR_BUDGET, "dependentRequired", "dependencies involve more than 8 keys at one location");
     /* Counting only when min/maxProperties can bind. */
     bool has_min, has_max;
@@ -819,7 +838,8 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         return sv_sc_fail(c, SV_ERR_BUDGET, has_max ? "maxProperties" : "minProperties",
                           "the object needs %llu automaton nodes to count its properties (limit %u)",
                           (unsigned long long)nnodes, MAX_GRAPH_NODES);
-    object_shape_t shape = {.mem = mem, .n = n, .deps = deps, .ndeps = ndeps, .nbits = nbits, .has_min = has_min,
+    object_shape_t shape = {.mem = mem, .n = n, .deps = deps, .ndeps = ndeps, .nbits = nbits, .any_bit = any_bit,
+                            .has_min = has_min,
                             .has_max = has_max, .minp = minp, .C = C, .extra = extra};
     shape.kv = sv_arena_alloc(c->arena, (n + 1) * sizeof *shape.kv);
     if (!shape.kv) return sv_sc_nomem(c);

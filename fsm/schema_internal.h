@@ -150,6 +150,12 @@ sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_
 /* Whether a $ref's siblings constrain nothing ($defs, annotations), so that
  * the ref alone decides the language in every draft (schema.c). */
 bool sv_sc_ref_alone(json_t *s);
+/* Whether s's anyOf only asks for one of some keys: every branch is
+ * {"required": [one key]} (and annotations), and s builds its object
+ * language from type keywords (no const/enum). The object language of s
+ * then takes it as a condition on its key set (schema_container.c), with no
+ * union and no product; non-objects satisfy it as they do every branch. */
+bool sv_sc_any_required(json_t *s);
 /* Whether a oneOf compiles as the union of its branches here: no value
  * satisfies two of them, proven from their text (schema_disjoint.c). False
  * when not proven, and with keys in any order when a branch is an open
