@@ -58,6 +58,25 @@ def sieve(verb, schema, *args, stdin=None):
                               capture_output=True, text=True, timeout=300)
 
 
+def no_duplicates(pairs):
+    """json.loads object_pairs_hook: a key written twice is an error."""
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError("duplicate key")
+    return dict(pairs)
+
+
+def oracle(schema, text):
+    """Whether Python's jsonschema (draft 2020-12) accepts the JSON text; a
+    duplicate key or a JSON error is a rejection."""
+    import jsonschema
+    try:
+        v = json.loads(text, object_pairs_hook=no_duplicates)
+    except ValueError:
+        return False
+    return jsonschema.Draft202012Validator(schema).is_valid(v)
+
+
 def sieve_match(schema, texts, *args):
     """Whether `sieve match` accepts each text."""
     r = sieve("match", schema, *args, stdin="".join(json.dumps(t) + "\n" for t in texts))

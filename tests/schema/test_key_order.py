@@ -20,7 +20,7 @@ import random
 import jsonschema
 
 import suite
-from suite import sieve as run, sieve_match as match
+from suite import no_duplicates, oracle, sieve as run, sieve_match as match
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -40,21 +40,6 @@ def spell(v, rng):
     if isinstance(v, list):
         return "[" + ", ".join(spell(x, rng) for x in v) + "]"
     return json.dumps(v)
-
-
-def no_duplicates(pairs):
-    keys = [k for k, _ in pairs]
-    if len(keys) != len(set(keys)):
-        raise ValueError("duplicate key")
-    return dict(pairs)
-
-
-def oracle(schema, text):
-    try:
-        v = json.loads(text, object_pairs_hook=no_duplicates)
-    except ValueError:
-        return False
-    return jsonschema.Draft202012Validator(schema).is_valid(v)
 
 
 VALUE_TYPES = [
