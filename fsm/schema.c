@@ -764,12 +764,11 @@ bool sv_sc_ref_alone(json_t *s) {
 
 static bool has_type_keywords(json_t *s);
 
-bool sv_sc_any_required(json_t *s) {
-    json_t *a = json_object_get(s, "anyOf");
+/* Whether every branch of array a is {"required": [one key]} (and
+ * annotations), and s builds its object language from type keywords (no
+ * const/enum): sv_sc_any_required, sv_sc_one_required. */
+static bool required_branches(json_t *s, json_t *a) {
     if (!json_is_array(a) || json_array_size(a) == 0) return false;
-    /* Only where s builds its object language from its type keywords
-     * (lang_object's base): literals and a bare {"anyOf": ...} take the
-     * union as before. */
     if (json_object_get(s, "const") || json_object_get(s, "enum") ||
         !(json_object_get(s, "type") || has_type_keywords(s)))
         return false;
@@ -787,6 +786,16 @@ bool sv_sc_any_required(json_t *s) {
         }
     }
     return true;
+}
+
+bool sv_sc_any_required(json_t *s) { return required_branches(s, json_object_get(s, "anyOf")); }
+
+bool sv_sc_one_required(json_t *s) {
+    /* Non-objects satisfy every branch, so two or more branches exclude
+     * them: only where s admits objects alone. */
+    json_t *t = json_object_get(s, "type");
+    return json_is_string(t) && !strcmp(json_string_value(t), "object") && !json_object_get(s, "nullable") &&
+           required_branches(s, json_object_get(s, "oneOf"));
 }
 
 static bool has_type_keywords(json_t *s) {
@@ -920,6 +929,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
      * from their text, schema_disjoint.c) where no anyOf stands beside it. */
     json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
     if (sv_sc_any_required(s)) any = NULL; /* a condition on the object's keys (schema_container.c) */
+    if (sv_sc_one_required(s)) one = NULL;
     const char *any_kw = "anyOf";
     bool one_disjoint = one && sv_sc_oneof_union(c, one);
     if (one_disjoint && !any && json_array_size(one) > 0) {
@@ -1182,6 +1192,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
      * unless an anyOf stands beside it. */
     json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
     if (sv_sc_any_required(s)) any = NULL; /* folded into the object (schema_container.c) */
+    if (sv_sc_one_required(s)) one = NULL;
     bool one_union = one && sv_sc_oneof_union(c, one);
     bool products = json_object_get(s, "allOf") || (one && (!one_union || any)) || json_object_get(s, "not") ||
                     json_object_get(s, "if") || json_object_get(s, "dependentSchemas") ||

@@ -232,6 +232,7 @@ typedef struct {
     sv_ast_t *value;   /* NULL when no value is allowed */
     int dep_bit;       /* -1 if the key takes no part in dependentRequired */
     bool any_req;      /* one of the keys an anyOf of single required keys asks for */
+    uint8_t one_w;     /* how many branches of a oneOf of single required keys name it */
 } member_t;
 
 /* Whether the JSON string of key k is in L(propertyNames). */
@@ -373,6 +374,7 @@ typedef struct {
     const dep_t *deps;
     uint32_t ndeps, nbits;
     int any_bit;        /* the bit "some any_req key was written", or -1 */
+    int one_bit;        /* two bits from here: the oneOf branches met so far, 0, 1 or 2 (more), or -1 */
     bool has_min, has_max;
     uint64_t minp, C;   /* C: the member count saturates (or stops, with a max) at C */
     sv_ast_t *extra;    /* the extra members, or NULL */
@@ -426,6 +428,10 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
                 }
                 uint64_t bits2 = m->dep_bit >= 0 ? bits | (1ull << m->dep_bit) : bits;
                 if (m->any_req && o->any_bit >= 0) bits2 |= 1ull << o->any_bit;
+                if (m->one_w && o->one_bit >= 0) {
+                    uint64_t met = (bits2 >> o->one_bit & 3) + m->one_w;
+                    bits2 = (bits2 & ~(3ull << o->one_bit)) | (met > 2 ? 2 : met) << o->one_bit;
+                }
                 for (int md = 0; md < 2 && !st; md++) {
                     if (can_skip) st = edge(c, &ev, NODE(i, md, cnt, bits), NODE(i + 1, md, cnt, bits), NULL);
                     if (can_take && !st)
@@ -447,7 +453,8 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
     }
     for (uint64_t cnt = 0; cnt <= C && !st; cnt++)
         for (uint64_t bits = 0; bits < B && !st; bits++) {
-            bool ok = (!has_min || cnt >= minp) && (o->any_bit < 0 || (bits >> o->any_bit & 1));
+            bool ok = (!has_min || cnt >= minp) && (o->any_bit < 0 || (bits >> o->any_bit & 1)) &&
+                      (o->one_bit < 0 || (bits >> o->one_bit & 3) == 1);
             final[NODE(n, 0, cnt, bits)] = ok;
             final[NODE(n, 1, cnt, bits)] = ok;
             if (!extra) continue;
@@ -566,6 +573,12 @@ static sv_status object_anyorder(sctx_t *c, const object_shape_t *o, sv_ast_t **
     for (uint64_t set = 0; set < nsets && !st; set++) {
         uint32_t written = (uint32_t)__builtin_popcountll(set);
         bool ok = (set & req) == req && (o->any_bit < 0 || (set & anyreq));
+        if (ok && o->one_bit >= 0) {
+            uint32_t met = 0;
+            for (uint32_t k = 0; k < na; k++)
+                if (set >> k & 1) met += mem[idx[k]].one_w;
+            ok = met == 1;
+        }
         for (uint32_t d = 0; d < ndep && ok; d++)
             if ((set & dep[d].a) && !(set & dep[d].b)) ok = false;
         for (uint64_t cnt = 0; cnt <= C && !st; cnt++) {
@@ -687,6 +700,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         m->dep_bit = -1;
         m->required = false;
         m->any_req = false;
+        m->one_w = 0;
         for (size_t j = 0; json_is_array(req) && j < json_array_size(req); j++)
             if (json_is_string(json_array_get(req, j)) && strcmp(json_string_value(json_array_get(req, j)), m->key) == 0)
                 m->required = true;
@@ -809,6 +823,19 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         }
         any_bit = (int)nbits++;
     }
+    /* oneOf of single required keys (sv_sc_one_required): a count of the
+     * branches met, saturating at 2, in two bits. */
+    int one_bit = -1;
+    if (s && !canonical_any && sv_sc_one_required(s)) {
+        json_t *a = json_object_get(s, "oneOf");
+        for (size_t b = 0; b < json_array_size(a); b++) {
+            const char *k = json_string_value(json_array_get(json_object_get(json_array_get(a, b), "required"), 0));
+            for (uint32_t i = 0; i < n; i++)
+                if (strcmp(keys[i], k) == 0 && mem[i].one_w < 2) mem[i].one_w++;
+        }
+        one_bit = (int)nbits;
+        nbits += 2;
+    }
     if (nbits > 8) return sv_sc_fail(c, SV_ERR_BUDGET, "dependentRequired", "dependencies involve more than 8 keys at one location");
     /* Counting only when min/maxProperties can bind. */
     bool has_min, has_max;
@@ -838,7 +865,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         return sv_sc_fail(c, SV_ERR_BUDGET, has_max ? "maxProperties" : "minProperties",
                           "the object needs %llu automaton nodes to count its properties (limit %u)",
                           (unsigned long long)nnodes, MAX_GRAPH_NODES);
-    object_shape_t shape = {.mem = mem, .n = n, .deps = deps, .ndeps = ndeps, .nbits = nbits, .any_bit = any_bit,
+    object_shape_t shape = {.mem = mem, .n = n, .deps = deps, .ndeps = ndeps, .nbits = nbits, .any_bit = any_bit, .one_bit = one_bit,
                             .has_min = has_min,
                             .has_max = has_max, .minp = minp, .C = C, .extra = extra};
     shape.kv = sv_arena_alloc(c->arena, (n + 1) * sizeof *shape.kv);

@@ -156,6 +156,9 @@ bool sv_sc_ref_alone(json_t *s);
  * then takes it as a condition on its key set (schema_container.c), with no
  * union and no product; non-objects satisfy it as they do every branch. */
 bool sv_sc_any_required(json_t *s);
+/* The same for s's oneOf ("exactly one of these keys"), where s's type is
+ * "object" alone (non-objects would satisfy every branch). */
+bool sv_sc_one_required(json_t *s);
 /* Whether a oneOf compiles as the union of its branches here: no value
  * satisfies two of them, proven from their text (schema_disjoint.c). False
  * when not proven, and with keys in any order when a branch is an open
