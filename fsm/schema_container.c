@@ -231,8 +231,6 @@ typedef struct {
     bool allowed, required;
     sv_ast_t *value;   /* NULL when no value is allowed */
     int dep_bit;       /* -1 if the key takes no part in dependentRequired */
-    bool any_req;      /* one of the keys an anyOf of single required keys asks for */
-    uint8_t one_w;     /* how many branches of a oneOf of single required keys name it */
 } member_t;
 
 /* Whether the JSON string of key k is in L(propertyNames). */
@@ -373,8 +371,13 @@ typedef struct {
     uint32_t n;
     const dep_t *deps;
     uint32_t ndeps, nbits;
-    int any_bit;        /* the bit "some any_req key was written", or -1 */
-    int one_bit;        /* two bits from here: the oneOf branches met so far, 0, 1 or 2 (more), or -1 */
+    /* anyOf / oneOf of single required keys (sv_sc_any_required,
+     * sv_sc_one_required): per member, how many branches name its key (at
+     * most 2), or NULL; any_bit: "a branch was met"; one_bit: two bits
+     * from there counting the branches met, 0, 1 or 2 (more); -1 if none */
+    const uint8_t *any_w, *one_w;
+    int any_bit;
+    int one_bit;
     bool has_min, has_max;
     uint64_t minp, C;   /* C: the member count saturates (or stops, with a max) at C */
     sv_ast_t *extra;    /* the extra members, or NULL */
@@ -427,9 +430,9 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
                     else cnt2 = C;
                 }
                 uint64_t bits2 = m->dep_bit >= 0 ? bits | (1ull << m->dep_bit) : bits;
-                if (m->any_req && o->any_bit >= 0) bits2 |= 1ull << o->any_bit;
-                if (m->one_w && o->one_bit >= 0) {
-                    uint64_t met = (bits2 >> o->one_bit & 3) + m->one_w;
+                if (o->any_w && o->any_w[mi]) bits2 |= 1ull << o->any_bit;
+                if (o->one_w && o->one_w[mi]) {
+                    uint64_t met = (bits2 >> o->one_bit & 3) + o->one_w[mi];
                     bits2 = (bits2 & ~(3ull << o->one_bit)) | (met > 2 ? 2 : met) << o->one_bit;
                 }
                 for (int md = 0; md < 2 && !st; md++) {
@@ -541,7 +544,7 @@ static sv_status object_anyorder(sctx_t *c, const object_shape_t *o, sv_ast_t **
     uint32_t ndep = 0;
     for (uint32_t k = 0; k < na; k++) {
         if (mem[idx[k]].required) req |= 1ull << k;
-        if (mem[idx[k]].any_req) anyreq |= 1ull << k;
+        if (o->any_w && o->any_w[idx[k]]) anyreq |= 1ull << k;
     }
     for (uint32_t d = 0; d < o->ndeps; d++) {
         int ka = -1, kb = -1;
@@ -576,7 +579,7 @@ static sv_status object_anyorder(sctx_t *c, const object_shape_t *o, sv_ast_t **
         if (ok && o->one_bit >= 0) {
             uint32_t met = 0;
             for (uint32_t k = 0; k < na; k++)
-                if (set >> k & 1) met += mem[idx[k]].one_w;
+                if (set >> k & 1) met += o->one_w[idx[k]];
             ok = met == 1;
         }
         for (uint32_t d = 0; d < ndep && ok; d++)
@@ -624,6 +627,20 @@ static sv_status object_anyorder(sctx_t *c, const object_shape_t *o, sv_ast_t **
     if (st) return st;
     *out = g;
     return g ? SV_OK : sv_sc_nomem(c);
+}
+
+/* Per key of keys[0..n), how many of the branches (each {"required":
+ * [one key]}) name it, at most 2; arena memory, NULL when out of it. */
+static uint8_t *required_weights(sctx_t *c, json_t *branches, const char **keys, uint32_t n) {
+    uint8_t *w = sv_arena_alloc(c->arena, n + 1);
+    if (!w) return NULL;
+    memset(w, 0, n + 1);
+    for (size_t b = 0; b < json_array_size(branches); b++) {
+        const char *k = json_string_value(json_array_get(json_object_get(json_array_get(branches, b), "required"), 0));
+        for (uint32_t i = 0; k && i < n; i++)
+            if (strcmp(keys[i], k) == 0 && w[i] < 2) w[i]++;
+    }
+    return w;
 }
 
 /* The intersection of n member-value languages (NULL ones match nothing). */
@@ -699,8 +716,6 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         m->key = keys[i];
         m->dep_bit = -1;
         m->required = false;
-        m->any_req = false;
-        m->one_w = 0;
         for (size_t j = 0; json_is_array(req) && j < json_array_size(req); j++)
             if (json_is_string(json_array_get(req, j)) && strcmp(json_string_value(json_array_get(req, j)), m->key) == 0)
                 m->required = true;
@@ -810,29 +825,18 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
             }
         }
     }
-    /* anyOf of single required keys (sv_sc_any_required): one more bit,
-     * set by any of those keys. A key no member stands for can never be
-     * written, so its branch never holds. */
-    int any_bit = -1;
+    /* anyOf of single required keys: one more bit, set by any of those
+     * keys; oneOf: a count of the branches met, saturating at 2, in two
+     * bits. A key no member stands for can never be written, so its branch
+     * never holds. */
+    const uint8_t *any_w = NULL, *one_w = NULL;
+    int any_bit = -1, one_bit = -1;
     if (s && !canonical_any && sv_sc_any_required(s)) {
-        json_t *a = json_object_get(s, "anyOf");
-        for (size_t b = 0; b < json_array_size(a); b++) {
-            const char *k = json_string_value(json_array_get(json_object_get(json_array_get(a, b), "required"), 0));
-            for (uint32_t i = 0; i < n; i++)
-                if (strcmp(keys[i], k) == 0) mem[i].any_req = true;
-        }
+        if (!(any_w = required_weights(c, json_object_get(s, "anyOf"), keys, n))) return sv_sc_nomem(c);
         any_bit = (int)nbits++;
     }
-    /* oneOf of single required keys (sv_sc_one_required): a count of the
-     * branches met, saturating at 2, in two bits. */
-    int one_bit = -1;
     if (s && !canonical_any && sv_sc_one_required(s)) {
-        json_t *a = json_object_get(s, "oneOf");
-        for (size_t b = 0; b < json_array_size(a); b++) {
-            const char *k = json_string_value(json_array_get(json_object_get(json_array_get(a, b), "required"), 0));
-            for (uint32_t i = 0; i < n; i++)
-                if (strcmp(keys[i], k) == 0 && mem[i].one_w < 2) mem[i].one_w++;
-        }
+        if (!(one_w = required_weights(c, json_object_get(s, "oneOf"), keys, n))) return sv_sc_nomem(c);
         one_bit = (int)nbits;
         nbits += 2;
     }
@@ -865,8 +869,8 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         return sv_sc_fail(c, SV_ERR_BUDGET, has_max ? "maxProperties" : "minProperties",
                           "the object needs %llu automaton nodes to count its properties (limit %u)",
                           (unsigned long long)nnodes, MAX_GRAPH_NODES);
-    object_shape_t shape = {.mem = mem, .n = n, .deps = deps, .ndeps = ndeps, .nbits = nbits, .any_bit = any_bit, .one_bit = one_bit,
-                            .has_min = has_min,
+    object_shape_t shape = {.mem = mem, .n = n, .deps = deps, .ndeps = ndeps, .nbits = nbits, .any_w = any_w,
+                            .one_w = one_w, .any_bit = any_bit, .one_bit = one_bit, .has_min = has_min,
                             .has_max = has_max, .minp = minp, .C = C, .extra = extra};
     shape.kv = sv_arena_alloc(c->arena, (n + 1) * sizeof *shape.kv);
     if (!shape.kv) return sv_sc_nomem(c);
