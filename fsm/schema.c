@@ -798,13 +798,37 @@ bool sv_sc_one_required(json_t *s) {
            required_branches(s, json_object_get(s, "oneOf"));
 }
 
+/* The anyOf and oneOf that lang_object compiles as unions or products
+ * (not the conditions on keys, sv_sc_any_required / sv_sc_one_required),
+ * decided once per schema by sv_sc_lang: whether the oneOf's branches are
+ * proven disjoint (schema_disjoint.c), and whether one may be an open
+ * object. */
+typedef struct {
+    json_t *any, *one;
+    bool disjoint, open;
+} unions_t;
+
+static void unions_of(sctx_t *c, json_t *s, unions_t *u) {
+    u->any = sv_sc_any_required(s) ? NULL : json_object_get(s, "anyOf");
+    u->one = sv_sc_one_required(s) ? NULL : json_object_get(s, "oneOf");
+    u->disjoint = u->one && sv_sc_oneof_disjoint(c, u->one);
+    u->open = u->disjoint && sv_sc_oneof_open(c, u->one);
+}
+
+/* Whether the oneOf is a union here. With keys in any order, two open
+ * objects in one union would meet at a key that is one branch's member and
+ * the other's extra member (a call beside bytes), which the program linker
+ * refuses, and the whole compile would go flat: such a oneOf keeps its
+ * difference, whose objects keep their key order. */
+static bool one_union(const sctx_t *c, const unions_t *u) { return u->disjoint && !(u->open && sv_sc_keysets(c)); }
+
 static bool has_type_keywords(json_t *s) {
     for (size_t i = 0; i < sizeof type_kw / sizeof type_kw[0]; i++)
         if (json_object_get(s, type_kw[i])) return true;
     return false;
 }
 
-static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) {
+static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const unions_t *u, sv_ast_t **out) {
     sv_status st = check_keywords(c, s);
     if (st) return st;
     int mask = T_ALL;
@@ -927,11 +951,9 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t
 
     /* anyOf: union. So is a oneOf whose branches share no value (proven
      * from their text, schema_disjoint.c) where no anyOf stands beside it. */
-    json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
-    if (sv_sc_any_required(s)) any = NULL; /* a condition on the object's keys (schema_container.c) */
-    if (sv_sc_one_required(s)) one = NULL;
+    json_t *any = u->any, *one = u->one;
     const char *any_kw = "anyOf";
-    bool one_disjoint = one && sv_sc_oneof_union(c, one);
+    bool one_disjoint = one && one_union(c, u);
     if (one_disjoint && !any && json_array_size(one) > 0) {
         any = one;
         any_kw = "oneOf";
@@ -1190,19 +1212,18 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     bool ty = json_object_get(s, "type") != NULL, lit = json_object_get(s, "const") || json_object_get(s, "enum");
     /* A oneOf of disjoint branches is a union, as anyOf is (lang_object),
      * unless an anyOf stands beside it. */
-    json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
-    if (sv_sc_any_required(s)) any = NULL; /* folded into the object (schema_container.c) */
-    if (sv_sc_one_required(s)) one = NULL;
-    bool one_union = one && sv_sc_oneof_union(c, one);
-    bool products = json_object_get(s, "allOf") || (one && (!one_union || any)) || json_object_get(s, "not") ||
+    unions_t u;
+    unions_of(c, s, &u);
+    bool ou = u.one && one_union(c, &u);
+    bool products = json_object_get(s, "allOf") || (u.one && (!ou || u.any)) || json_object_get(s, "not") ||
                     json_object_get(s, "if") || json_object_get(s, "dependentSchemas") ||
                     json_object_get(s, "dependencies") ||
                     (json_object_get(s, "$ref") && c->draft > 7 && !sv_sc_ref_alone(s)) ||
-                    ((any || one_union) && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s))) ||
+                    ((u.any || ou) && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s))) ||
                     (lit && (ty || has_type_keywords(s)));
     if (products) c->no_calls++;
     c->lang_depth++;
-    sv_status st = lang_object(c, s, loc, out);
+    sv_status st = lang_object(c, s, loc, &u, out);
     c->lang_depth--;
     if (products) c->no_calls--;
     bool cut = c->truncated;

@@ -159,11 +159,12 @@ bool sv_sc_any_required(json_t *s);
 /* The same for s's oneOf ("exactly one of these keys"), where s's type is
  * "object" alone (non-objects would satisfy every branch). */
 bool sv_sc_one_required(json_t *s);
-/* Whether a oneOf compiles as the union of its branches here: no value
- * satisfies two of them, proven from their text (schema_disjoint.c). False
- * when not proven, and with keys in any order when a branch is an open
- * object. */
-bool sv_sc_oneof_union(sctx_t *c, json_t *branches);
+/* Whether no value satisfies two of the oneOf branches, proven from their
+ * text (schema_disjoint.c); false when not proven. */
+bool sv_sc_oneof_disjoint(sctx_t *c, json_t *branches);
+/* Whether a branch may be an object with members no schema names (its
+ * free-form values are then calls). */
+bool sv_sc_oneof_open(sctx_t *c, json_t *branches);
 /* $id/$anchor index of the document (schema_ref.c), built once. */
 sv_status sv_sc_refs_index(sctx_t *c);
 /* Resolves the $ref string held by schema `from` to its target. */

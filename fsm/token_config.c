@@ -386,6 +386,9 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
     /* With s0's tails, the main trie is walked only under the other first
      * bytes (a multi-byte first character that leads to c, or a piece of
      * one, moves directly and crosses nothing either). */
+    if (!t->bdist) build_bdist(ix); /* without it (out of memory), no pruning */
+    const uint16_t *bd = t->bdist;
+    if (bd && bd[s0] > ts->max_len) return; /* no token is long enough to cross */
     uint64_t skip_first[4] = {0, 0, 0, 0};
     sv_ti_tails_t tv;
     bool tails = sv_ti_tails_acquire(ix, s0, &tv);
@@ -404,9 +407,6 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
     cs[0] = (cur_t){s0, -1, 0, 0, false};
     t->nl = 0;
     nls[0] = 0;
-    if (!t->bdist) build_bdist(ix); /* without it (out of memory), no pruning */
-    const uint16_t *bd = t->bdist;
-    if (bd && bd[s0] > ts->max_len) return; /* no token is long enough to cross */
     const uint32_t N = ts->nnodes;
     uint32_t i = 0;
     while (i < N) {
@@ -425,8 +425,10 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
         t->nl = nls[nd.depth - 1]; /* local frames pushed below this depth are dropped */
         if ((nd.flags & NODE_SUMMARY) && (c.crossed || (!d->accept[c.x] && !sv_dfa_has_calls(d, c.x)))) {
             /* A subtree whose bytes all loop on the state by direct moves
-             * (string content): its tokens end there, or cut short inside
-             * a character at most 3 bytes before. Before a crossing they
+             * (string content), or step uniformly along a chain (a string
+             * with maxLength) for as many steps as its longest token: its
+             * tokens move only directly and end alive (or cut short inside
+             * a character, at most 3 bytes before). Before a crossing they
              * stay pure and are skipped; after one, they all cross. */
             int32_t ps = c.x;
             const summary_t *sm = &ts->sums[ts->nsum[i]];
@@ -434,22 +436,14 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
             bool high = sb[2] | sb[3];
             uint64_t lp[2] = {0, 0};
             sv_ti_state_loops(ix, ps, lp);
-            if (!(sb[0] & ~lp[0]) && !(sb[1] & ~lp[1]) && (!high || (sm->utf8 && sv_ti_state_utf8(ix, ps)))) {
-                if (c.crossed) {
-                    int64_t dd = cur_dist(ix, &c) + (high ? 3 : 0);
-                    for (uint32_t j = sm->lo; j < sm->hi; j++) cross_mark(ix, ts->sorted[j], run, dd, dst, maxd_rel, any);
-                }
-                i = nd.skip;
-                continue;
-            }
-            /* The same for a chain (a string with maxLength): bytes that
-             * step uniformly, for as many steps as the longest token. */
+            bool whole = !(sb[0] & ~lp[0]) && !(sb[1] & ~lp[1]) && (!high || (sm->utf8 && sv_ti_state_utf8(ix, ps)));
+            int64_t dd = cur_dist(ix, &c) + (high ? 3 : 0);
             uint32_t cm;
-            if ((!high || sm->utf8) && sv_ti_chain_fits(ix, ps, sb, high, sm->maxlen - (nd.depth - 1u), &cm)) {
-                if (c.crossed) {
-                    int64_t dd = (int64_t)cm + c.rel;
+            if (!whole && (!high || sm->utf8) && sv_ti_chain_fits(ix, ps, sb, high, sm->maxlen - (nd.depth - 1u), &cm))
+                whole = true, dd = (int64_t)cm + c.rel;
+            if (whole) {
+                if (c.crossed)
                     for (uint32_t j = sm->lo; j < sm->hi; j++) cross_mark(ix, ts->sorted[j], run, dd, dst, maxd_rel, any);
-                }
                 i = nd.skip;
                 continue;
             }

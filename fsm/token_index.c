@@ -798,21 +798,22 @@ static uint32_t state_run(const sv_token_index_t *ix, int32_t s, uint32_t *maxd)
     return atomic_load_explicit(&ix->st_run[s], memory_order_relaxed);
 }
 
+bool sv_ti_chain_fits(const sv_token_index_t *ix, int32_t s, const uint64_t *sb, bool high, uint32_t h,
+                      uint32_t *maxd) {
+    uint64_t set[2];
+    int32_t t = state_uni(ix, s, set);
+    if (t < 0 || (sb[0] & ~set[0]) || (sb[1] & ~set[1]) || (high && !state_uni8(ix, s, t))) return false;
+    uint32_t rm, run = state_run(ix, s, &rm);
+    if (h > run) return false;
+    *maxd = rm + (high ? 3 : 0);
+    return true;
+}
+
 static bool chain_ok(const sv_token_index_t *ix, int32_t s, const uint64_t *sb, bool high, uint32_t h,
                      uint32_t *maxd, uint32_t *limit) {
     uint32_t md = 0;
     *limit = h;
-    {   /* the common case in O(1): the whole subtree fits in s's run */
-        uint64_t set[2];
-        int32_t t = state_uni(ix, s, set);
-        if (t >= 0 && !(sb[0] & ~set[0]) && !(sb[1] & ~set[1]) && (!high || state_uni8(ix, s, t))) {
-            uint32_t rm, run = state_run(ix, s, &rm);
-            if (h <= run) {
-                *maxd = rm + (high ? 3 : 0);
-                return true;
-            }
-        }
-    }
+    if (sv_ti_chain_fits(ix, s, sb, high, h, maxd)) return true; /* the whole subtree fits in s's run, in O(1) */
     for (uint32_t k = 0; k < h; k++) {
         uint64_t set[2];
         int32_t t = state_uni(ix, s, set);
@@ -831,17 +832,6 @@ static bool chain_ok(const sv_token_index_t *ix, int32_t s, const uint64_t *sb, 
         if (ix->dfa->dist[s] > md) md = ix->dfa->dist[s];
     }
     *maxd = md + (high ? 3 : 0);
-    return true;
-}
-
-bool sv_ti_chain_fits(const sv_token_index_t *ix, int32_t s, const uint64_t *sb, bool high, uint32_t h,
-                      uint32_t *maxd) {
-    uint64_t set[2];
-    int32_t t = state_uni(ix, s, set);
-    if (t < 0 || (sb[0] & ~set[0]) || (sb[1] & ~set[1]) || (high && !state_uni8(ix, s, t))) return false;
-    uint32_t rm, run = state_run(ix, s, &rm);
-    if (h > run) return false;
-    *maxd = rm + (high ? 3 : 0);
     return true;
 }
 
