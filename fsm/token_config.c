@@ -276,13 +276,15 @@ static inline int64_t cur_dist(const sv_token_index_t *ix, const cur_t *c) {
  * character, tail) once, from c. A token whose first character leads s0 to
  * c and whose other characters loop there ends in c by direct moves, which
  * cstep always takes first, so it crosses nothing and is not walked at all.
- * Without tv, tt is a trie of whole tokens walked from s0 (the token set's
- * partial trie: tokens that start inside a character).
+ * With ch instead, tt is the chain's trie of (k, tail): the first k
+ * characters take s0 to sk[k] by direct moves, and the tail is walked from
+ * there. Without either, tt is a trie of whole tokens walked from s0 (the
+ * token set's partial trie: tokens that start inside a character).
  * For string content that leaves about 3,300 of Llama 3's 128k tokens, in a
  * trie of under 2,000 nodes, where the main trie walk visited tens of
  * thousands of nodes whose subtrees hold some `"`. */
-static void boundary_tails(sv_token_index_t *ix, const tail_trie_t *tt, const sv_ti_tails_t *tv, int32_t s0,
-                           uint32_t run, uint32_t depth, uint32_t *dst, uint32_t *read, bool *bottom,
+static void boundary_tails(sv_token_index_t *ix, const tail_trie_t *tt, const sv_ti_tails_t *tv,
+                           const sv_ti_chain_t *ch, int32_t s0, uint32_t run, uint32_t depth, uint32_t *dst, uint32_t *read, bool *bottom,
                            int64_t *maxd_rel, bool *any) {
     cfgtab_t *t = ix->cfg;
     static _Thread_local cur_t cs[SV_TOKEN_SET_MAX_BYTES + 2];
@@ -299,6 +301,13 @@ static void boundary_tails(sv_token_index_t *ix, const tail_trie_t *tt, const sv
                 continue;
             }
             c = (cur_t){tv->c, -1, 0, 0, false};
+            t->nl = 0;
+        } else if (ch && nd.depth == 1) { /* a count of chain characters */
+            if (nd.byte > ch->nk) {
+                i = nd.skip;
+                continue;
+            }
+            c = (cur_t){ch->sk[nd.byte], -1, 0, 0, false};
             t->nl = 0;
         } else {
             c = cs[nd.depth - 1];
@@ -370,6 +379,21 @@ static bool build_bdist(sv_token_index_t *ix) {
     return true;
 }
 
+/* s0's chain for the boundary walk: as the plain walk's, and when finite,
+ * its last state neither accepts nor calls, so that a token of U characters
+ * that outruns it cannot cross there either: it dies. */
+static bool boundary_chain(sv_token_index_t *ix, int32_t s0, sv_ti_chain_t *ch) {
+    static _Thread_local int32_t sk[SV_TOKEN_SET_MAX_BYTES + 1];
+    if (!sv_ti_chain_acquire(ix, s0, sk, ch)) return false;
+    const sv_dfa_t *d = ix->dfa;
+    int32_t end = sk[ch->nk];
+    if (ch->finite && (d->accept[end] || sv_dfa_has_calls(d, end))) {
+        sv_ti_chain_release(ix, ch);
+        return false;
+    }
+    return true;
+}
+
 /* The boundary walk of the header comment into dst (zeroed by the caller). */
 static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32_t depth, uint32_t *dst,
                           uint32_t *read, bool *bottom, int64_t *maxd_rel, bool *any) {
@@ -391,18 +415,32 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
     if (bd && bd[s0] > ts->max_len) return; /* no token is long enough to cross */
     uint64_t skip_first[4] = {0, 0, 0, 0};
     sv_ti_tails_t tv;
+    sv_ti_chain_t ch;
     bool tails = sv_ti_tails_acquire(ix, s0, &tv);
     if (tails) {
-        boundary_tails(ix, tv.trie, &tv, s0, run, depth, dst, read, bottom, maxd_rel, any);
+        boundary_tails(ix, tv.trie, &tv, NULL, s0, run, depth, dst, read, bottom, maxd_rel, any);
         skip_first[0] = tv.first[0];
         skip_first[1] = tv.first[1];
         if (tv.utf8_first && ts->have_partial) {
             /* tokens that start inside a character (or with no character
              * at all) are not in the tails: walk them whole */
             skip_first[2] = skip_first[3] = ~0ull;
-            boundary_tails(ix, ts->partial, NULL, s0, run, depth, dst, read, bottom, maxd_rel, any);
+            boundary_tails(ix, ts->partial, NULL, NULL, s0, run, depth, dst, read, bottom, maxd_rel, any);
         }
         sv_ti_tails_release(ix, &tv);
+    } else if (boundary_chain(ix, s0, &ch)) {
+        /* A chain (a string with maxLength): a token made of U characters
+         * moves directly along it and crosses nothing, also past its end,
+         * where they have no move at all; the others are in its trie. */
+        tails = true;
+        boundary_tails(ix, ch.ktails, NULL, &ch, s0, run, depth, dst, read, bottom, maxd_rel, any);
+        skip_first[0] = ch.first[0];
+        skip_first[1] = ch.first[1];
+        if (ch.utf8 && ts->have_partial) {
+            skip_first[2] = skip_first[3] = ~0ull;
+            boundary_tails(ix, ts->partial, NULL, NULL, s0, run, depth, dst, read, bottom, maxd_rel, any);
+        }
+        sv_ti_chain_release(ix, &ch);
     }
     cs[0] = (cur_t){s0, -1, 0, 0, false};
     t->nl = 0;
@@ -501,7 +539,8 @@ static sv_status ctx_lookup(sv_token_index_t *ix, int32_t s, uint32_t ws, uint32
         if (!e->rets) { free(e); return SV_ERR_NOMEM; }
         memcpy(e->rets, t->rets, e->depth_read * sizeof *e->rets);
     }
-    sv_status st = sv_ti_cons_insert(ix, t->bits, &e->mask);
+    /* no crossing token: no mask (cfg_mask then takes the pure one as is) */
+    sv_status st = e->any ? sv_ti_cons_insert(ix, t->bits, &e->mask) : SV_OK;
     if (st) { free(e->rets); free(e); return st; }
     e->next = *head;
     *head = e;
@@ -541,14 +580,20 @@ sv_status sv_ti_cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, const
         return st;
     }
     uint32_t words = ts->words;
-    for (uint32_t w = 0; w < words; w++) ix->scratch[w] = pure[w] | e->mask[w];
-    if (cfg_ends(ix, v))
-        for (uint32_t j = 0; j < ts->neog; j++) ix->scratch[ts->eog[j] >> 5] |= 1u << (ts->eog[j] & 31);
-    const uint32_t *m;
-    st = sv_ti_cons_insert(ix, ix->scratch, &m);
-    if (st) {
-        pthread_mutex_unlock(&ix->lock);
-        return st;
+    bool ends = cfg_ends(ix, v);
+    const uint32_t *m = pure;
+    if (e->mask || ends) {
+        if (e->mask)
+            for (uint32_t w = 0; w < words; w++) ix->scratch[w] = pure[w] | e->mask[w];
+        else
+            memcpy(ix->scratch, pure, (size_t)words * sizeof *pure);
+        if (ends)
+            for (uint32_t j = 0; j < ts->neog; j++) ix->scratch[ts->eog[j] >> 5] |= 1u << (ts->eog[j] & 31);
+        st = sv_ti_cons_insert(ix, ix->scratch, &m);
+        if (st) {
+            pthread_mutex_unlock(&ix->lock);
+            return st;
+        }
     }
     uint64_t sum = cfg_sum(ix, v);
     uint64_t md = (uint64_t)pmaxd + sum;

@@ -80,16 +80,19 @@ typedef struct loop_entry {
      * (number of characters of their longest all-loop prefix, what
      * follows). Built on first use (chain_built, under root_lock). longs:
      * the all-loop tokens longer than CHAIN_MIN_RUN characters, longest
-     * first, with their character counts. */
+     * first, with their character counts. short_gt: for k below
+     * CHAIN_MIN_RUN, the bitset (words each) of the all-loop tokens of more
+     * than k characters, which a chain of k characters left takes out. */
     bool chain_built, have_chain;
     tail_trie_t ktails;
     int32_t *long_ids;
     uint16_t *long_chars;
     uint32_t nlongs;
+    uint32_t *short_gt;
 } loop_entry_t;
 
 #define TAIL_MAX_ENTRIES 16384u
-#define CHAIN_MIN_RUN 16u  /* a chain shorter than this (near its end) takes the main trie */
+#define CHAIN_MIN_RUN 16u  /* a chain shorter than this (near its end) takes its tokens out by bitsets */
 #define TAIL_MAX_NODES 32768u
 
 
@@ -130,6 +133,7 @@ static void loop_entry_free(void *p) {
     tail_trie_free(&e->ktails);
     free(e->long_ids);
     free(e->long_chars);
+    free(e->short_gt);
     free(e->rl_ascii);
     free(e->rl_high);
     free(e);
@@ -1062,7 +1066,8 @@ static loop_entry_t *loop_build(const sv_token_set_t *ts, const uint64_t loop[2]
 /* The chain data of a loop entry (built once, under root_lock): for every
  * token made of loop characters from its first byte on, the number k of
  * those characters and what follows; the tokens made only of them and
- * longer than CHAIN_MIN_RUN characters, longest first. */
+ * longer than CHAIN_MIN_RUN characters, longest first; and by bitsets
+ * those longer than each k below CHAIN_MIN_RUN. */
 static int cmp_long(const void *a, const void *b) {
     const uint32_t *x = a, *y = b; /* (chars, id) pairs */
     if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
@@ -1074,10 +1079,12 @@ static void loop_chain_build(const sv_token_set_t *ts, loop_entry_t *r) {
     tail_ent_t *e = malloc((size_t)TAIL_MAX_ENTRIES * sizeof *e);
     uint8_t *lab = malloc(TAIL_MAX_ENTRIES);
     uint32_t (*longs)[2] = malloc((size_t)ts->n * sizeof *longs);
+    const uint32_t W = ts->words;
+    r->short_gt = calloc((size_t)CHAIN_MIN_RUN * W, sizeof *r->short_gt);
     uint32_t nlong = 0, n = 0;
     uint8_t *arena = NULL;
     size_t bytes = 0;
-    bool ok = e && lab && longs;
+    bool ok = e && lab && longs && r->short_gt;
     for (uint32_t id = 0; ok && id < ts->n; id++) {
         if (ts->kind[id] != SV_TOKKIND_NORMAL) continue;
         const uint8_t *b = ts->buf + ts->off[id];
@@ -1086,6 +1093,7 @@ static void loop_chain_build(const sv_token_set_t *ts, loop_entry_t *r) {
         if (k == 0) continue; /* the main walk's */
         if (k == len) {
             if (chars > CHAIN_MIN_RUN) longs[nlong][0] = chars, longs[nlong++][1] = id;
+            for (uint32_t j = 0; j < chars && j < CHAIN_MIN_RUN; j++) r->short_gt[(size_t)j * W + (id >> 5)] |= 1u << (id & 31);
         } else if (n == TAIL_MAX_ENTRIES || chars > 255) {
             ok = false;
         } else {
@@ -1121,8 +1129,10 @@ static void loop_chain_build(const sv_token_set_t *ts, loop_entry_t *r) {
         tail_trie_free(&r->ktails);
         free(r->long_ids);
         free(r->long_chars);
+        free(r->short_gt);
         r->long_ids = NULL;
         r->long_chars = NULL;
+        r->short_gt = NULL;
         r->nlongs = 0;
     }
     r->have_chain = ok;
@@ -1313,13 +1323,11 @@ static void rest_loops(const sv_token_set_t *ts, const loop_entry_t *le, const u
  * characters. A token whose first k characters are in U reaches sk after
  * them, whatever they are, so the tokens are merged by (k, what follows):
  * the loop entry of (U, u) holds that trie, the tokens made only of U
- * characters (in the "rest loops" bitsets) and those longer than
- * CHAIN_MIN_RUN characters. Exact only when no token can outrun the chain,
- * or when every character of U dies at its end (maxLength reached); then
- * the tokens of more than R characters are taken out. On success fills dst
- * (except for the first bytes outside U, which the caller's main walk
- * takes: skip_first) and raises *maxd. */
-static bool chain_walk(const sv_token_index_t *ix, int32_t s0, uint32_t *dst, uint32_t *maxd, uint64_t skip_first[4]) {
+ * characters (in the "rest loops" bitsets) and, by their character counts,
+ * those that outrun a chain of R characters. Exact only when no token can
+ * outrun the chain, or when every character of U dies at its end
+ * (maxLength reached). */
+bool sv_ti_chain_acquire(const sv_token_index_t *ix, int32_t s0, int32_t *sk, sv_ti_chain_t *out) {
     const sv_token_set_t *ts = ix->ts;
     const sv_dfa_t *d = ix->dfa;
     uint64_t U[2];
@@ -1329,9 +1337,7 @@ static bool chain_walk(const sv_token_index_t *ix, int32_t s0, uint32_t *dst, ui
     uint32_t rmd, R = state_run(ix, s0, &rmd);
     uint32_t K = ts->max_len; /* no token has more characters */
     bool finite = R != RUN_INF && R < K;
-    if (finite && R < CHAIN_MIN_RUN) return false;
-    int32_t sk[SV_TOKEN_SET_MAX_BYTES + 1];
-    uint32_t nk = finite ? R : K, md = *maxd;
+    uint32_t nk = finite ? R : K, md = 0;
     sk[0] = s0;
     for (uint32_t k = 1; k <= nk; k++) {
         uint64_t set[2];
@@ -1353,25 +1359,49 @@ static bool chain_walk(const sv_token_index_t *ix, int32_t s0, uint32_t *dst, ui
     root_sig_t sig = {.first = {U[0], U[1]}, .loop = {U[0], U[1]}, .utf8_first = u, .utf8_loop = u};
     loop_entry_t *le = loop_acquire(ts, &sig);
     if (!le) return false;
-    bool ok = le->have_tails && loop_chain(ts, le);
-    if (ok) {
-        rest_loops(ts, le, U, u, dst);
-        if (finite)
-            for (uint32_t i = 0; i < le->nlongs && le->long_chars[i] > R; i++) {
-                int32_t id = le->long_ids[i];
-                dst[id >> 5] &= ~(1u << (id & 31));
-            }
-        walk_tails(d, &le->ktails, NULL, sk, nk, s0, dst, &md);
-        skip_first[0] = U[0];
-        skip_first[1] = U[1];
-        if (u && ts->have_partial) {
-            skip_first[2] = skip_first[3] = ~0ull;
-            walk_tails(d, ts->partial, NULL, NULL, 0, s0, dst, &md);
-        }
-        *maxd = md;
+    if (!(le->have_tails && loop_chain(ts, le))) {
+        lru_release(ts, le, loop_entry_free);
+        return false;
     }
-    lru_release(ts, le, loop_entry_free);
-    return ok;
+    *out = (sv_ti_chain_t){.ktails = &le->ktails, .entry = le, .first = {U[0], U[1]}, .utf8 = u, .finite = finite,
+                           .nk = nk, .maxd = md, .sk = sk};
+    return true;
+}
+
+void sv_ti_chain_release(const sv_token_index_t *ix, sv_ti_chain_t *ch) {
+    lru_release(ix->ts, ch->entry, loop_entry_free);
+    ch->entry = NULL;
+}
+
+/* The chain's tokens into dst (except for the first bytes outside U, which
+ * the caller's main walk takes: skip_first); raises *maxd. */
+static bool chain_walk(const sv_token_index_t *ix, int32_t s0, uint32_t *dst, uint32_t *maxd, uint64_t skip_first[4]) {
+    const sv_token_set_t *ts = ix->ts;
+    static _Thread_local int32_t sk[SV_TOKEN_SET_MAX_BYTES + 1];
+    sv_ti_chain_t ch;
+    if (!sv_ti_chain_acquire(ix, s0, sk, &ch)) return false;
+    const loop_entry_t *le = ch.entry;
+    uint32_t md = *maxd > ch.maxd ? *maxd : ch.maxd;
+    rest_loops(ts, le, ch.first, ch.utf8, dst);
+    if (ch.finite && ch.nk < CHAIN_MIN_RUN) {
+        const uint32_t *gt = le->short_gt + (size_t)ch.nk * ts->words;
+        for (uint32_t w = 0; w < ts->words; w++) dst[w] &= ~gt[w];
+    } else if (ch.finite) {
+        for (uint32_t i = 0; i < le->nlongs && le->long_chars[i] > ch.nk; i++) {
+            int32_t id = le->long_ids[i];
+            dst[id >> 5] &= ~(1u << (id & 31));
+        }
+    }
+    walk_tails(ix->dfa, ch.ktails, NULL, sk, ch.nk, s0, dst, &md);
+    skip_first[0] = ch.first[0];
+    skip_first[1] = ch.first[1];
+    if (ch.utf8 && ts->have_partial) {
+        skip_first[2] = skip_first[3] = ~0ull;
+        walk_tails(ix->dfa, ts->partial, NULL, NULL, 0, s0, dst, &md);
+    }
+    *maxd = md;
+    sv_ti_chain_release(ix, &ch);
+    return true;
 }
 
 #ifdef TI_STATS
@@ -1567,14 +1597,22 @@ uint32_t sv_token_index_fill(const sv_token_index_t *ix, int32_t state, uint32_t
     return popcount_words(dst, ix->ts->words);
 }
 
+/* Four independent lanes of 64 bits, so that the multiplies overlap: a
+ * mask of Llama 3 (16 KB) hashes in about a quarter of one chain's time. */
 static uint64_t hash_words(const uint32_t *w, uint32_t n) {
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (uint32_t i = 0; i < n; i++) {
-        h ^= w[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    return h;
+    uint64_t h[4] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull, 0x27d4eb2f165667c5ull};
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 4; l++) {
+            uint64_t x;
+            memcpy(&x, w + i + 2 * l, sizeof x);
+            h[l] = (h[l] ^ x) * 0xff51afd7ed558ccdull;
+            h[l] ^= h[l] >> 32;
+        }
+    for (; i < n; i++) h[0] = ((h[0] ^ w[i]) * 0xff51afd7ed558ccdull) ^ (h[0] >> 29);
+    uint64_t r = h[0];
+    for (int l = 1; l < 4; l++) r = ((r ^ h[l]) * 0xff51afd7ed558ccdull) ^ (r >> 32);
+    return r ^ (r >> 29);
 }
 
 static sv_status cons_insert(sv_token_index_t *ix, const uint32_t *m, const uint32_t **out) {

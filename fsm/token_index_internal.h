@@ -149,7 +149,29 @@ typedef struct sv_ti_tails {
     int32_t c;
 } sv_ti_tails_t;
 
+/* The chain from state s0 (token_index.c, "Chains": a string with
+ * maxLength): its uniform successors sk[1..nk] take the ASCII byte set U
+ * (first[]), and every whole multi-byte character when utf8, one state a
+ * character, by direct moves. ktails holds every token whose first k
+ * characters are in U and which goes on with another byte, as (k, what
+ * follows), walked from sk[k]; a token made only of U characters reaches
+ * sk[its characters] by direct moves. When finite, U characters (and
+ * multi-byte ones, with utf8) have no direct move at sk[nk]. */
+typedef struct sv_ti_chain {
+    const tail_trie_t *ktails;
+    void *entry;              /* the shared loop entry held */
+    uint64_t first[2];
+    bool utf8, finite;
+    uint32_t nk;
+    uint32_t maxd;            /* the largest dist[] of sk[1..nk] */
+    int32_t *sk;              /* the caller's SV_TOKEN_SET_MAX_BYTES + 1 states */
+} sv_ti_chain_t;
+
 /* token_index.c, for token_config.c */
+/* False when s0 starts no chain of at least ROOT_MIN_LOOP ASCII bytes, or
+ * its loop entry has no chain data. */
+bool sv_ti_chain_acquire(const sv_token_index_t *ix, int32_t s0, int32_t *sk, sv_ti_chain_t *out);
+void sv_ti_chain_release(const sv_token_index_t *ix, sv_ti_chain_t *ch);
 /* Whether every string of at most h bytes over the ASCII bytes sb[0..1]
  * (and whole multi-byte characters, with high) walks from s by uniform
  * steps, all direct moves (token_index.c, "Chains": a string with

@@ -97,6 +97,7 @@ typedef struct {
     sv_dfa_t **dfa;
     char **name;
     bool *flexible;
+    bool *every;              /* every state checked, not a sample */
     uint32_t n;
 } set_t;
 
@@ -104,6 +105,8 @@ static void keep(set_t *s, sv_dfa_t *d, const char *name, bool flexible) {
     s->dfa = realloc(s->dfa, (s->n + 1) * sizeof *s->dfa);
     s->name = realloc(s->name, (s->n + 1) * sizeof *s->name);
     s->flexible = realloc(s->flexible, (s->n + 1) * sizeof *s->flexible);
+    s->every = realloc(s->every, (s->n + 1) * sizeof *s->every);
+    s->every[s->n] = false;
     s->dfa[s->n] = d;
     s->name[s->n] = strdup(name);
     s->flexible[s->n] = flexible;
@@ -285,6 +288,21 @@ int main(int argc, char **argv) {
         if (sv_regex_compile(regexes[i], strlen(regexes[i]), NULL, &d, NULL) == SV_OK) keep(&cs, d, regexes[i], false);
         else CHECK(0, "regex %s does not compile", regexes[i]);
     }
+    /* Chains checked at every state, so that each count left (below and
+     * above the index's CHAIN_MIN_RUN of 16) is seen: string content with
+     * maxLength, a run that ends alive, multi-byte characters counted. */
+    static const char *const chains[] = {
+        "\"[^\"\\\\]{0,20}\"", "\"[a-z ]{1,18}\",", "[ -~]{5,19}x", "\"[^\"]{0,17}\"}",
+    };
+    for (size_t i = 0; i < sizeof chains / sizeof chains[0]; i++) {
+        sv_dfa_t *d;
+        if (sv_regex_compile(chains[i], strlen(chains[i]), NULL, &d, NULL) == SV_OK) {
+            keep(&cs, d, chains[i], false);
+            cs.every[cs.n - 1] = true;
+        } else {
+            CHECK(0, "regex %s does not compile", chains[i]);
+        }
+    }
     CHECK(cs.n >= min_constraints, "only %u constraints compiled (want %u)", cs.n, min_constraints);
 
     uint64_t checked = 0, states = 0;
@@ -299,8 +317,8 @@ int main(int argc, char **argv) {
             continue;
         }
         uint32_t n = sv_dfa_num_states(cs.dfa[c]);
-        for (uint32_t k = 0; k <= nstates && k < n + 1; k++) {
-            int32_t s = k == 0 ? 0 : (int32_t)sv_rng_below(&rng, n);
+        for (uint32_t k = 0; cs.every[c] ? k < n : (k <= nstates && k < n + 1); k++) {
+            int32_t s = cs.every[c] ? (int32_t)k : k == 0 ? 0 : (int32_t)sv_rng_below(&rng, n);
             uint32_t run = io.ws_cap ? (uint32_t)sv_rng_below(&rng, io.ws_cap + 1) : 0;
             check_state(ix, &v, s, run, cs.name[c]);
             states++;
@@ -331,6 +349,7 @@ int main(int argc, char **argv) {
     free(cs.dfa);
     free(cs.name);
     free(cs.flexible);
+    free(cs.every);
     sv_token_set_destroy(own);
     sv_tokens_destroy(tok);
     return failures ? 1 : 0;
