@@ -159,6 +159,11 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
  * class_rep, trans and accept are set (minimal and trimmed). */
 sv_status sv_dfa_analyze(sv_dfa_t *d, sv_error_t *err);
 
+/* sv_dfa_product without the memo (dfa_ops.c; sv_dfa_product, in
+ * dfa_cache.c, looks the result up first). */
+sv_status sv_dfa_product_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, const sv_fsm_limits_t *lim,
+                                  sv_dfa_t **out, sv_error_t *err);
+
 /* The whole pipeline from an AST. */
 sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
 

@@ -7,7 +7,8 @@
  * union and difference keep walking one side after the other has died. The
  * result goes through the same minimizer as everything else, so it is
  * canonical and trimmed. This is what makes JSON Schema's allOf, not, oneOf
- * and if/then/else exact rather than approximated. */
+ * and if/then/else exact rather than approximated. sv_dfa_product itself
+ * (dfa_cache.c) looks the result up in the process-wide memo first. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,8 +43,8 @@ static uint32_t hash_pair(pair_t p) {
     return (uint32_t)(h >> 32);
 }
 
-sv_status sv_dfa_product(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, const sv_fsm_limits_t *lim,
-                         sv_dfa_t **out, sv_error_t *err) {
+sv_status sv_dfa_product_uncached(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, const sv_fsm_limits_t *lim,
+                                  sv_dfa_t **out, sv_error_t *err) {
     sv_fsm_limits_t def;
     if (!lim) sv_fsm_limits_default(&def), lim = &def;
     uint64_t deadline = lim->max_time_us ? sv_now_ns() + lim->max_time_us * 1000 : 0;
