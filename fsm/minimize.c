@@ -1,5 +1,6 @@
 /* minimize.c — from the raw subset-construction DFA to the canonical DFA.
  *
+ * (Before it, products call sv_rawdfa_merge_classes: see there.)
  * 1. Trim: states that cannot reach acceptance are the dead state.
  * 2. Hopcroft's partition refinement on the completed DFA (live states plus
  *    one sink). Blocks live in one array (elems), each a contiguous slice;
@@ -9,7 +10,7 @@
  *    the smaller half is added, which gives O(k n log n).
  * 3. Renumber the surviving blocks breadth-first from the start, so equal
  *    languages give identical tables.
- * 4. Coarsen byte classes: bytes whose columns agree in every state merge.
+ * 4. Coarsen byte classes again: columns may agree only once states merged.
  * 5. Analyze: distance to acceptance (reverse BFS) and forced chains. */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,50 @@
 
 static sv_status oom(sv_error_t *err) {
     return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory while minimizing the DFA");
+}
+
+/* Groups the k columns of the row-major table t (n rows) into classes of
+ * equal columns: cmap[c] is c's new class, repc[j] the first column of
+ * class j, in order of first appearance (so equal tables give equal
+ * results). Columns are hashed row by row and each checked against the
+ * first column of its hash in one more row-by-row pass; a column that
+ * differs there (a hash collision) is compared whole against every class.
+ * Returns the number of classes. */
+static uint32_t merge_columns(const int32_t *t, uint32_t n, uint32_t k, int32_t cmap[256], uint32_t repc[256]) {
+    uint64_t h[256];
+    for (uint32_t c = 0; c < k; c++) h[c] = 1469598103934665603ull;
+    for (uint32_t q = 0; q < n; q++)
+        for (uint32_t c = 0; c < k; c++) h[c] = (h[c] ^ (uint32_t)t[(size_t)q * k + c]) * 1099511628211ull;
+    uint32_t first[256]; /* the first column with c's hash */
+    bool any = false;
+    for (uint32_t c = 0; c < k; c++) {
+        first[c] = c;
+        for (uint32_t j = 0; j < c; j++)
+            if (h[j] == h[c]) { first[c] = j; any = true; break; }
+    }
+    bool ok[256];
+    for (uint32_t c = 0; c < k; c++) ok[c] = true;
+    if (any)
+        for (uint32_t q = 0; q < n; q++) {
+            const int32_t *row = t + (size_t)q * k;
+            for (uint32_t c = 0; c < k; c++)
+                if (first[c] != c && row[c] != row[first[c]]) ok[c] = false;
+        }
+    uint32_t nc = 0;
+    for (uint32_t c = 0; c < k; c++) {
+        cmap[c] = -1;
+        if (first[c] != c && ok[c]) {
+            cmap[c] = cmap[first[c]];
+        } else if (first[c] != c) {
+            for (uint32_t j = 0; j < nc && cmap[c] < 0; j++) {
+                uint32_t r = repc[j], q = 0;
+                while (q < n && t[(size_t)q * k + c] == t[(size_t)q * k + r]) q++;
+                if (q == n) cmap[c] = (int32_t)j;
+            }
+        }
+        if (cmap[c] < 0) repc[nc] = c, cmap[c] = (int32_t)nc++;
+    }
+    return nc;
 }
 
 /* Marks in live[] the states that can reach an accepting state: a BFS
@@ -82,6 +127,23 @@ static void split_block(part_t *p, uint32_t b) {
     if (p->inw[b]) push_work(p, nb);
     else if (p->blk[p->sink] == nb) push_work(p, b);
     else push_work(p, nb);
+}
+
+sv_status sv_rawdfa_merge_classes(sv_rawdfa_t *raw, sv_error_t *err) {
+    int32_t cmap[256];
+    uint32_t repc[256], k = raw->nclasses, n = raw->nstates;
+    uint32_t nc = merge_columns(raw->trans, n, k, cmap, repc);
+    if (nc == k) return SV_OK;
+    /* in place, row by row: row q's new cells never pass its old ones */
+    for (uint32_t q = 0; q < n; q++)
+        for (uint32_t j = 0; j < nc; j++) raw->trans[(size_t)q * nc + j] = raw->trans[(size_t)q * k + repc[j]];
+    size_t cells = (size_t)n * nc;
+    int32_t *t = realloc(raw->trans, (cells ? cells : 1) * sizeof *t);
+    if (t) raw->trans = t;
+    raw->nclasses = nc;
+    for (int b = 0; b < 256; b++) raw->classes[b] = (uint8_t)cmap[raw->classes[b]];
+    (void)err;
+    return SV_OK;
 }
 
 sv_status sv_dfa_minimize_budget(const sv_rawdfa_t *raw, size_t held, const sv_fsm_limits_t *lim, sv_error_t *err) {
@@ -243,25 +305,11 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
         }
     }
 #undef TR
-    /* Coarsen classes: merge raw classes whose columns are equal (hash the
-     * columns, compare only on equal hashes). */
+    /* Coarsen classes: merge classes whose columns are now equal. */
     {
-        uint64_t h[256];
-        for (uint32_t c = 0; c < k; c++) h[c] = 1469598103934665603ull;
-        for (uint32_t q = 0; q < m; q++) /* row by row: the table is row-major */
-            for (uint32_t c = 0; c < k; c++) h[c] = (h[c] ^ (uint32_t)d->trans[(size_t)q * k + c]) * 1099511628211ull;
         int32_t cmap[256];
-        uint32_t nc = 0, repc[256];
-        for (uint32_t c = 0; c < k; c++) {
-            cmap[c] = -1;
-            for (uint32_t j = 0; j < nc && cmap[c] < 0; j++) {
-                uint32_t r = repc[j], q = 0;
-                if (h[r] != h[c]) continue;
-                while (q < m && d->trans[(size_t)q * k + c] == d->trans[(size_t)q * k + r]) q++;
-                if (q == m) cmap[c] = (int32_t)j;
-            }
-            if (cmap[c] < 0) { repc[nc] = c; cmap[c] = (int32_t)nc++; }
-        }
+        uint32_t repc[256];
+        uint32_t nc = merge_columns(d->trans, m, k, cmap, repc);
         int32_t *t2 = malloc((size_t)m * nc * sizeof *t2);
         if (!t2) { st = oom(err); goto done; }
         for (uint32_t q = 0; q < m; q++)

@@ -2,13 +2,16 @@
  * result: every schema of schemas/ and of the JSON-Schema-Test-Suite (draft
  * 2020-12), in canonical and flexible whitespace, compiles to the same DFA with the
  * memo off, cold and warm, and under a tiny budget that evicts all the time;
- * and errors stay errors. */
+ * and errors stay errors. Products are memoized too: the same operands and
+ * operator hit, another operator does not, and the results equal those
+ * built with the memo off. */
 #include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsm/regex.h"
 #include "fsm/schema.h"
 
 #ifndef SV_SOURCE_DIR
@@ -57,7 +60,68 @@ static void check(const char *text, const char *name) {
     }
 }
 
+static void product_memo(void) {
+    static const char *const pats[][2] = {
+        {"[a-z]{2,40}", "(ab|cd)*x?"},
+        {"\"[^\"]{0,30}\"", "\"(a|b)*\""},
+        {"-?[0-9]+(\\.[0-9]+)?", "[0-9]{1,3}"},
+    };
+    static const sv_dfa_op ops[] = {SV_DFA_AND, SV_DFA_OR, SV_DFA_DIFF, SV_DFA_XOR};
+    for (size_t i = 0; i < sizeof pats / sizeof pats[0]; i++) {
+        sv_dfa_cache_configure((size_t)64 << 20);
+        sv_dfa_t *a = NULL, *b = NULL;
+        if (sv_regex_compile(pats[i][0], strlen(pats[i][0]), NULL, &a, NULL) ||
+            sv_regex_compile(pats[i][1], strlen(pats[i][1]), NULL, &b, NULL)) {
+            fprintf(stderr, "FAIL product_memo: %s or %s does not compile\n", pats[i][0], pats[i][1]);
+            failures++;
+            sv_dfa_destroy(a);
+            continue;
+        }
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+            sv_dfa_t *p[3] = {0};
+            sv_status st[3];
+            uint64_t h[3];
+            for (int r = 0; r < 2; r++) { /* cold, then warm */
+                st[r] = sv_dfa_product(a, b, ops[o], NULL, &p[r], NULL);
+                sv_dfa_cache_stats(&h[r], NULL, NULL);
+            }
+            sv_dfa_cache_configure(0);
+            st[2] = sv_dfa_product(a, b, ops[o], NULL, &p[2], NULL);
+            sv_dfa_cache_configure((size_t)64 << 20);
+            if (st[0] || st[1] || st[2]) {
+                /* an empty result (SV_ERR_EMPTY) is never cached: all alike */
+                if (st[0] != st[2] || st[1] != st[2] || st[2] != SV_ERR_EMPTY)
+                    fprintf(stderr, "FAIL product_memo %s op %zu: status %d %d %d\n", pats[i][0], o, st[0], st[1], st[2]),
+                        failures++;
+            } else if (h[1] != h[0] + 1 || !sv_dfa_equal(p[0], p[2]) || !sv_dfa_equal(p[1], p[2])) {
+                fprintf(stderr, "FAIL product_memo %s op %zu: hits %llu -> %llu, equal %d %d\n", pats[i][0], o,
+                        (unsigned long long)h[0], (unsigned long long)h[1], sv_dfa_equal(p[0], p[2]),
+                        sv_dfa_equal(p[1], p[2]));
+                failures++;
+            }
+            if (o > 0 && !st[2]) { /* another operator's entry is not this one's */
+                sv_dfa_t *and_ = NULL;
+                if (sv_dfa_product(a, b, SV_DFA_AND, NULL, &and_, NULL) == SV_OK && sv_dfa_equal(and_, p[2]) &&
+                    sv_dfa_num_states(p[2]) > 0) {
+                    sv_dfa_t *plain = NULL;
+                    sv_dfa_cache_configure(0);
+                    bool same = sv_dfa_product(a, b, SV_DFA_AND, NULL, &plain, NULL) == SV_OK && sv_dfa_equal(plain, p[2]);
+                    sv_dfa_cache_configure((size_t)64 << 20);
+                    if (!same) fprintf(stderr, "FAIL product_memo %s op %zu: got AND's result\n", pats[i][0], o), failures++;
+                    sv_dfa_destroy(plain);
+                }
+                sv_dfa_destroy(and_);
+            }
+            for (int r = 0; r < 3; r++) sv_dfa_destroy(p[r]);
+            compared++;
+        }
+        sv_dfa_destroy(a);
+        sv_dfa_destroy(b);
+    }
+}
+
 int main(void) {
+    product_memo();
     const char *dirs[] = {SV_SOURCE_DIR "/schemas", SV_SOURCE_DIR "/tests/data/json-schema-test-suite/draft2020-12"};
     for (int di = 0; di < 2; di++) {
         DIR *dp = opendir(dirs[di]);
