@@ -1,4 +1,5 @@
 #include "ast.h"
+#include "dfa.h"
 
 #include <string.h>
 
@@ -94,4 +95,33 @@ sv_ast_t *sv_ast_graph(sv_arena_t *a, uint32_t nnodes, const sv_ast_edge_t *edge
     n->nnodes = nnodes;
     n->nedges = nedges;
     return n;
+}
+
+uint64_t sv_ast_weight(const sv_ast_t *a, uint64_t cap) {
+    if (!a) return 0;
+    uint64_t w = 0;
+    switch (a->kind) {
+    case SV_AST_NONE:
+    case SV_AST_EMPTY:
+    case SV_AST_BOL:
+    case SV_AST_EOL: return 0;
+    case SV_AST_BYTES: return 1;
+    case SV_AST_CLASS: return a->ranges[a->nranges - 1].hi < 0x80 ? 1 : 4;
+    case SV_AST_DFA: return a->dfa ? sv_dfa_num_states(a->dfa) : 0;
+    case SV_AST_CAT:
+    case SV_AST_ALT:
+        for (uint32_t i = 0; i < a->nkids && w < cap; i++) w += sv_ast_weight(a->kids[i], cap);
+        break;
+    case SV_AST_REPEAT: {
+        uint64_t k = sv_ast_weight(a->kids[0], cap);
+        uint64_t times = a->max == SV_AST_INF ? (uint64_t)a->min + 1 : a->max;
+        w = k && times > cap / k ? cap : k * times;
+        break;
+    }
+    case SV_AST_GRAPH:
+        w = a->nnodes;
+        for (uint32_t i = 0; i < a->nedges && w < cap; i++) w += sv_ast_weight(a->edges[i].label, cap);
+        break;
+    }
+    return w < cap ? w : cap;
 }

@@ -75,6 +75,14 @@ sv_ast_t *sv_ast_assert(sv_arena_t *a, sv_ast_kind bol_or_eol);
  * \t, else \u00xx in lower-case hex); every other byte stands for itself. */
 sv_ast_t *sv_ast_dfa(sv_arena_t *a, const struct sv_dfa *dfa, bool json_escape);
 
+/* An estimate of the size of a's automaton: the states of embedded DFAs,
+ * one a byte or class (four for a class beyond ASCII), repeats multiplied
+ * out (an unbounded one counted once more than its minimum), graphs by
+ * their nodes and labels; saturating at cap. Not a bound on the DFA, which
+ * subset construction can blow up: a filter for work that only pays on big
+ * automata. */
+uint64_t sv_ast_weight(const sv_ast_t *a, uint64_t cap);
+
 /* A graph of nnodes nodes (start 0) with the given edges and accepting
  * nodes; edges and final are copied into the arena. Each edge's label is
  * built once per edge. */

@@ -221,6 +221,7 @@ static sv_status get_uint(sctx_t *c, json_t *s, const char *kw, bool *set, uint6
 #define ITEM_PART_MIN 4096u
 #define WIDE_OBJECT_MIN 32u  /* members from which values become parts */
 #define VALUE_PART_MIN 8u    /* smaller values stay inline */
+#define BIG_VALUE_PART_MIN 256u /* in any object, values this big become parts */
 #define CTX_MAX_NESTING 16u  /* member contexts inside member contexts */
 #define KEYSET_MAX_KEYS 16u  /* --key-order any: objects with more keys keep their orders */
 
@@ -793,13 +794,21 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     /* A wide object holds every member's value once or twice (before and
      * after the first member written); with calls, the values of a wide
      * object are parts, equal ones shared, so the object's automaton holds
-     * its keys and calls. */
-    if (sv_sc_calls(c) && !canonical_any && (n >= WIDE_OBJECT_MIN || try_any))
+     * its keys and calls. In any object, so does a big value (a string with
+     * maxLength 280 is 3,900 states): the object holds it once per key
+     * order it accepts (the schema's and the required keys' first), and
+     * every tool or object that has it shares one compiled part. Not in the
+     * retry without $ref parts (ref_parts), which a refused program takes. */
+    bool wide = n >= WIDE_OBJECT_MIN || try_any;
+    if (sv_sc_calls(c) && !canonical_any && (wide || c->ref_parts))
         for (uint32_t i = 0; i < n; i++) {
             if (!mem[i].value) continue;
+            /* compiling each value only pays where it may be big */
+            if (!wide && sv_ast_weight(mem[i].value, BIG_VALUE_PART_MIN) < BIG_VALUE_PART_MIN) continue;
             sv_dfa_t *d;
             if ((st = sv_sc_to_dfa(c, mem[i].value, &d))) return st;
-            if (d && sv_dfa_num_states(d) >= VALUE_PART_MIN && (st = sv_sc_part(c, d, &mem[i].value))) return st;
+            uint32_t min = wide ? VALUE_PART_MIN : BIG_VALUE_PART_MIN;
+            if (d && sv_dfa_num_states(d) >= min && (st = sv_sc_part(c, d, &mem[i].value))) return st;
         }
     /* dependentRequired (and the array form of dependencies). */
     dep_t deps[64];

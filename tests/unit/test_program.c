@@ -289,6 +289,10 @@ int main(void) {
         /* counted strings inside parts and beside them: chains in the boundary walk */
         "{\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": {\"s\": {\"type\": \"string\", "
         "\"maxLength\": 6}, \"v\": {}, \"t\": {\"type\": \"string\", \"maxLength\": 3}}}}",
+        /* a big value (schema_container.c BIG_VALUE_PART_MIN) between required keys, which two key orders
+         * hold: the only part of a closed object, so a program only through it */
+        "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {\"a\": {\"type\": \"integer\"}, "
+        "\"r\": {\"type\": \"string\", \"maxLength\": 40}, \"b\": {\"type\": \"boolean\"}}, \"required\": [\"a\", \"b\"]}",
     };
     uint32_t deepest = 0;
     for (size_t i = 0; i < sizeof schemas / sizeof *schemas; i++) {
