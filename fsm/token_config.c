@@ -284,8 +284,8 @@ static inline int64_t cur_dist(const sv_token_index_t *ix, const cur_t *c) {
  * trie of under 2,000 nodes, where the main trie walk visited tens of
  * thousands of nodes whose subtrees hold some `"`. */
 static void boundary_tails(sv_token_index_t *ix, const tail_trie_t *tt, const sv_ti_tails_t *tv,
-                           const sv_ti_chain_t *ch, int32_t s0, uint32_t run, uint32_t depth, uint32_t *dst, uint32_t *read, bool *bottom,
-                           int64_t *maxd_rel, bool *any) {
+                           const sv_ti_chain_t *ch, int32_t s0, uint32_t run, uint32_t depth, uint32_t *dst,
+                           uint32_t *read, bool *bottom, int64_t *maxd_rel, bool *any) {
     cfgtab_t *t = ix->cfg;
     static _Thread_local cur_t cs[SV_TOKEN_SET_MAX_BYTES + 2];
     static _Thread_local uint32_t nls[SV_TOKEN_SET_MAX_BYTES + 2];

@@ -1093,7 +1093,8 @@ static void loop_chain_build(const sv_token_set_t *ts, loop_entry_t *r) {
         if (k == 0) continue; /* the main walk's */
         if (k == len) {
             if (chars > CHAIN_MIN_RUN) longs[nlong][0] = chars, longs[nlong++][1] = id;
-            for (uint32_t j = 0; j < chars && j < CHAIN_MIN_RUN; j++) r->short_gt[(size_t)j * W + (id >> 5)] |= 1u << (id & 31);
+            for (uint32_t j = 0; j < chars && j < CHAIN_MIN_RUN; j++)
+                r->short_gt[(size_t)j * W + (id >> 5)] |= 1u << (id & 31);
         } else if (n == TAIL_MAX_ENTRIES || chars > 255) {
             ok = false;
         } else {

@@ -90,9 +90,11 @@ static void product_memo(void) {
             sv_dfa_cache_configure((size_t)64 << 20);
             if (st[0] || st[1] || st[2]) {
                 /* an empty result (SV_ERR_EMPTY) is never cached: all alike */
-                if (st[0] != st[2] || st[1] != st[2] || st[2] != SV_ERR_EMPTY)
-                    fprintf(stderr, "FAIL product_memo %s op %zu: status %d %d %d\n", pats[i][0], o, st[0], st[1], st[2]),
-                        failures++;
+                if (st[0] != st[2] || st[1] != st[2] || st[2] != SV_ERR_EMPTY) {
+                    fprintf(stderr, "FAIL product_memo %s op %zu: status %d %d %d\n", pats[i][0], o, st[0], st[1],
+                            st[2]);
+                    failures++;
+                }
             } else if (h[1] != h[0] + 1 || !sv_dfa_equal(p[0], p[2]) || !sv_dfa_equal(p[1], p[2])) {
                 fprintf(stderr, "FAIL product_memo %s op %zu: hits %llu -> %llu, equal %d %d\n", pats[i][0], o,
                         (unsigned long long)h[0], (unsigned long long)h[1], sv_dfa_equal(p[0], p[2]),
@@ -105,9 +107,13 @@ static void product_memo(void) {
                     sv_dfa_num_states(p[2]) > 0) {
                     sv_dfa_t *plain = NULL;
                     sv_dfa_cache_configure(0);
-                    bool same = sv_dfa_product(a, b, SV_DFA_AND, NULL, &plain, NULL) == SV_OK && sv_dfa_equal(plain, p[2]);
+                    bool same =
+                        sv_dfa_product(a, b, SV_DFA_AND, NULL, &plain, NULL) == SV_OK && sv_dfa_equal(plain, p[2]);
                     sv_dfa_cache_configure((size_t)64 << 20);
-                    if (!same) fprintf(stderr, "FAIL product_memo %s op %zu: got AND's result\n", pats[i][0], o), failures++;
+                    if (!same) {
+                        fprintf(stderr, "FAIL product_memo %s op %zu: got AND's result\n", pats[i][0], o);
+                        failures++;
+                    }
                     sv_dfa_destroy(plain);
                 }
                 sv_dfa_destroy(and_);
