@@ -739,6 +739,58 @@ static sv_status rec_close(sctx_t *c, uint32_t idx, sv_status st, sv_ast_t **ta)
     return *ta ? SV_OK : sv_sc_nomem(c);
 }
 
+/* The part a branch calls when the branch is a call marker alone (the
+ * bytes of sv_call_marker), else -1. */
+static int32_t marker_part(const sctx_t *c, const sv_ast_t *a) {
+    if (!a || a->kind != SV_AST_CAT || a->nkids != 1 + SV_CALL_DIGITS) return -1;
+    const sv_ast_t *m = a->kids[0];
+    if (m->kind != SV_AST_BYTES || m->lo != SV_CALL_MARK || m->hi != SV_CALL_MARK) return -1;
+    uint32_t id = 0;
+    for (int i = 1; i <= SV_CALL_DIGITS; i++) {
+        const sv_ast_t *d = a->kids[i];
+        if (d->kind != SV_AST_BYTES || d->lo != d->hi || d->lo < SV_CALL_DIGIT0 || d->lo > SV_CALL_DIGIT0 + 9) return -1;
+        id = id * 10 + (uint32_t)(d->lo - SV_CALL_DIGIT0);
+    }
+    if (id < SV_SCHEMA_PART_FIRST || id - SV_SCHEMA_PART_FIRST >= c->nparts || !c->parts[id - SV_SCHEMA_PART_FIRST])
+        return -1; /* the free-form part, or a recursive one still open */
+    return (int32_t)(id - SV_SCHEMA_PART_FIRST);
+}
+
+/* Branches of one union that call parts starting with a common byte (two
+ * $refs to objects: both start with `{`) are a choice the linker cannot
+ * make, and it would refuse the whole program, which then compiles again
+ * without $ref parts. Such branches take their parts' DFAs inline instead:
+ * the union of the languages, the parts' own inner calls kept (a union of
+ * strings that hold call markers is the union of what they stand for). */
+static void inline_alike_calls(sctx_t *c, sv_ast_t **alts, uint32_t n) {
+    int32_t part[64];
+    uint64_t first[64][4];
+    if (n < 2 || n > 64) return;
+    uint32_t calls = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        part[i] = marker_part(c, alts[i]);
+        memset(first[i], 0, sizeof first[i]);
+        if (part[i] < 0) continue;
+        const sv_dfa_t *d = c->parts[part[i]];
+        for (int b = 0; b < 256; b++)
+            if (d->trans[d->classes[b]] >= 0) first[i][b >> 6] |= 1ull << (b & 63);
+        calls++;
+    }
+    if (calls < 2) return;
+    bool alike[64] = {false};
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = i + 1; j < n; j++)
+            if (part[i] >= 0 && part[j] >= 0 && part[i] != part[j] &&
+                ((first[i][0] & first[j][0]) | (first[i][1] & first[j][1]) | (first[i][2] & first[j][2]) |
+                 (first[i][3] & first[j][3])))
+                alike[i] = alike[j] = true;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!alike[i]) continue;
+        sv_ast_t *x = sv_ast_dfa(c->arena, c->parts[part[i]], false);
+        if (x) alts[i] = x;
+    }
+}
+
 static const char *const type_kw[] = {
     "properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
     "maxProperties", "dependentRequired", "dependencies", "items", "prefixItems", "additionalItems", "minItems",
@@ -996,6 +1048,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             k++;
         }
         if (k == 0) return sv_sc_fail(c, SV_ERR_EMPTY, any_kw, "no branch of %s matches any value", any_kw);
+        inline_alike_calls(c, alts, k);
         anyl = sv_ast_alt(c->arena, alts, k);
     }
 

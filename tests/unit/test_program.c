@@ -270,6 +270,12 @@ static void budgets(const vocab_t *v, const sv_token_set_t *ts) {
     sv_token_index_destroy(ix);
 }
 
+/* A closed object of 256 states or more (a $ref part), told apart by its kind. */
+#define OBJ(kind)                                                                                                    \
+    "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {\"kind\": {\"const\": \"" kind "\"}, " \
+    "\"s\": {\"type\": \"string\", \"maxLength\": 12}, \"t\": {\"type\": \"string\", \"maxLength\": 12}}, "             \
+    "\"required\": [\"kind\", \"s\"]}"
+
 int main(void) {
     sv_rng_t rng;
     sv_rng_seed(&rng, 7);
@@ -293,6 +299,12 @@ int main(void) {
          * hold: the only part of a closed object, so a program only through it */
         "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {\"a\": {\"type\": \"integer\"}, "
         "\"r\": {\"type\": \"string\", \"maxLength\": 40}, \"b\": {\"type\": \"boolean\"}}, \"required\": [\"a\", \"b\"]}",
+        /* $ref parts: C called at x; A and B both start with `{`, so their union at y takes them inline
+         * (schema.c inline_alike_calls) instead of the linker refusing the program; a program only
+         * through C's part */
+        "{\"$defs\": {\"A\": " OBJ("a") ", \"B\": " OBJ("b") ", \"C\": " OBJ("c") "}, \"type\": \"object\", "
+        "\"additionalProperties\": false, \"properties\": {\"x\": {\"$ref\": \"#/$defs/C\"}, \"y\": {\"anyOf\": "
+        "[{\"$ref\": \"#/$defs/A\"}, {\"$ref\": \"#/$defs/B\"}]}}, \"required\": [\"x\", \"y\"]}",
     };
     uint32_t deepest = 0;
     for (size_t i = 0; i < sizeof schemas / sizeof *schemas; i++) {
