@@ -416,32 +416,34 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
     uint64_t skip_first[4] = {0, 0, 0, 0};
     sv_ti_tails_t tv;
     sv_ti_chain_t ch;
-    bool tails = sv_ti_tails_acquire(ix, s0, &tv);
+    bool tails = sv_ti_tails_acquire(ix, s0, &tv), chain = !tails && boundary_chain(ix, s0, &ch);
+    const uint64_t *first = NULL;
+    bool utf8_first = false;
     if (tails) {
         boundary_tails(ix, tv.trie, &tv, NULL, s0, run, depth, dst, read, bottom, maxd_rel, any);
-        skip_first[0] = tv.first[0];
-        skip_first[1] = tv.first[1];
-        if (tv.utf8_first && ts->have_partial) {
+        first = tv.first;
+        utf8_first = tv.utf8_first;
+    } else if (chain) {
+        /* A chain (a string with maxLength): a token made of U characters
+         * moves directly along it and crosses nothing, also past its end,
+         * where they have no move at all; the others are in its trie. */
+        boundary_tails(ix, ch.ktails, NULL, &ch, s0, run, depth, dst, read, bottom, maxd_rel, any);
+        first = ch.first;
+        utf8_first = ch.utf8;
+    }
+    if (first) {
+        skip_first[0] = first[0];
+        skip_first[1] = first[1];
+        if (utf8_first && ts->have_partial) {
             /* tokens that start inside a character (or with no character
              * at all) are not in the tails: walk them whole */
             skip_first[2] = skip_first[3] = ~0ull;
             boundary_tails(ix, ts->partial, NULL, NULL, s0, run, depth, dst, read, bottom, maxd_rel, any);
         }
-        sv_ti_tails_release(ix, &tv);
-    } else if (boundary_chain(ix, s0, &ch)) {
-        /* A chain (a string with maxLength): a token made of U characters
-         * moves directly along it and crosses nothing, also past its end,
-         * where they have no move at all; the others are in its trie. */
-        tails = true;
-        boundary_tails(ix, ch.ktails, NULL, &ch, s0, run, depth, dst, read, bottom, maxd_rel, any);
-        skip_first[0] = ch.first[0];
-        skip_first[1] = ch.first[1];
-        if (ch.utf8 && ts->have_partial) {
-            skip_first[2] = skip_first[3] = ~0ull;
-            boundary_tails(ix, ts->partial, NULL, NULL, s0, run, depth, dst, read, bottom, maxd_rel, any);
-        }
-        sv_ti_chain_release(ix, &ch);
     }
+    if (tails) sv_ti_tails_release(ix, &tv);
+    if (chain) sv_ti_chain_release(ix, &ch);
+    tails |= chain;
     cs[0] = (cur_t){s0, -1, 0, 0, false};
     t->nl = 0;
     nls[0] = 0;
