@@ -80,31 +80,18 @@ static sv_dfa_t *clone(const sv_dfa_t *d) {
     return c;
 }
 
-static uint64_t mix(uint64_t h, uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h * 0xff51afd7ed558ccdull;
-}
-
 /* A fingerprint of the language: minimal BFS-numbered DFAs of one language
- * have identical tables. Cached in the DFA (immutable once built). The
- * table is hashed in four independent lanes, so that the multiplies
- * overlap. */
+ * have identical tables (sv_dfa_fingerprint_of). Cached in the DFA
+ * (immutable once built); the minimizer stores it as it builds the DFA. */
 static uint64_t fingerprint(const sv_dfa_t *cd) {
     sv_dfa_t *d = (sv_dfa_t *)cd;
     uint64_t fp = atomic_load_explicit(&d->fp, memory_order_relaxed);
     if (fp) return fp;
-    uint64_t h = mix(d->nstates, d->nclasses);
-    for (int b = 0; b < 256; b++) h = mix(h, d->classes[b]);
-    uint64_t lane[4] = {1, 2, 3, 4};
-    size_t n = (size_t)d->nstates * d->nclasses, i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int l = 0; l < 4; l++) lane[l] = mix(lane[l], (uint32_t)d->trans[i + (size_t)l]);
-    for (; i < n; i++) lane[0] = mix(lane[0], (uint32_t)d->trans[i]);
-    for (int l = 0; l < 4; l++) h = mix(h, lane[l]);
-    for (uint32_t s = 0; s < d->nstates; s++) h = mix(h, d->accept[s]);
-    if (!h) h = 1;
-    atomic_store_explicit(&d->fp, h, memory_order_relaxed);
-    return h;
+    uint64_t colh[256];
+    sv_dfa_column_hashes(d->trans, d->nstates, d->nclasses, colh);
+    fp = sv_dfa_fingerprint_of(d, colh);
+    atomic_store_explicit(&d->fp, fp, memory_order_relaxed);
+    return fp;
 }
 
 /* ---- keys ----------------------------------------------------------------- */

@@ -150,6 +150,14 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
  * what is left of lim->max_memory (src/util/memacct.h). */
 sv_status sv_dfa_minimize_budget(const sv_rawdfa_t *raw, size_t held, const sv_fsm_limits_t *lim, sv_error_t *err);
 
+/* The hashes of the k columns of the row-major table t (n rows), and a
+ * DFA's fingerprint from the hashes of its own columns: sizes, class map,
+ * columns, accepting states. Minimal BFS-numbered DFAs of one language have
+ * equal fingerprints; the minimizer stores it as it coarsens the classes,
+ * dfa_cache.c computes it for a DFA that has none. */
+void sv_dfa_column_hashes(const int32_t *t, uint32_t n, uint32_t k, uint64_t h[256]);
+uint64_t sv_dfa_fingerprint_of(const sv_dfa_t *d, const uint64_t *colh);
+
 /* Merges the classes of raw whose columns are equal in every row, in
  * place. Products call it before minimizing: they run over the common
  * refinement of two DFAs' classes, and most of those pairs move alike (47

@@ -11,7 +11,9 @@
  * 3. Renumber the surviving blocks breadth-first from the start, so equal
  *    languages give identical tables.
  * 4. Coarsen byte classes again: columns may agree only once states merged.
+ *    The column hashes also give the DFA's fingerprint (dfa_cache.c).
  * 5. Analyze: distance to acceptance (reverse BFS) and forced chains. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,11 +31,25 @@ static sv_status oom(sv_error_t *err) {
  * first column of its hash in one more row-by-row pass; a column that
  * differs there (a hash collision) is compared whole against every class.
  * Returns the number of classes. */
-static uint32_t merge_columns(const int32_t *t, uint32_t n, uint32_t k, int32_t cmap[256], uint32_t repc[256]) {
-    uint64_t h[256];
+void sv_dfa_column_hashes(const int32_t *t, uint32_t n, uint32_t k, uint64_t h[256]) {
     for (uint32_t c = 0; c < k; c++) h[c] = 1469598103934665603ull;
     for (uint32_t q = 0; q < n; q++)
         for (uint32_t c = 0; c < k; c++) h[c] = (h[c] ^ (uint32_t)t[(size_t)q * k + c]) * 1099511628211ull;
+}
+
+uint64_t sv_dfa_fingerprint_of(const sv_dfa_t *d, const uint64_t *colh) {
+    uint64_t h = ((uint64_t)d->nstates << 32 | d->nclasses) * 0x9e3779b97f4a7c15ull;
+    for (int b = 0; b < 256; b++) h = (h ^ d->classes[b]) * 0x100000001b3ull;
+    for (uint32_t c = 0; c < d->nclasses; c++) h = ((h ^ colh[c]) * 0xff51afd7ed558ccdull) ^ (h >> 29);
+    for (uint32_t s = 0; s < d->nstates; s++) h = (h ^ d->accept[s]) * 0x100000001b3ull;
+    h ^= h >> 31;
+    return h ? h : 1;
+}
+
+/* (h: the hashes of t's columns, sv_dfa_column_hashes, filled here.) */
+static uint32_t merge_columns(const int32_t *t, uint32_t n, uint32_t k, int32_t cmap[256], uint32_t repc[256],
+                              uint64_t h[256]) {
+    sv_dfa_column_hashes(t, n, k, h);
     uint32_t first[256]; /* the first column with c's hash */
     bool any = false;
     for (uint32_t c = 0; c < k; c++) {
@@ -132,7 +148,8 @@ static void split_block(part_t *p, uint32_t b) {
 sv_status sv_rawdfa_merge_classes(sv_rawdfa_t *raw, sv_error_t *err) {
     int32_t cmap[256];
     uint32_t repc[256], k = raw->nclasses, n = raw->nstates;
-    uint32_t nc = merge_columns(raw->trans, n, k, cmap, repc);
+    uint64_t h[256];
+    uint32_t nc = merge_columns(raw->trans, n, k, cmap, repc, h);
     if (nc == k) return SV_OK;
     /* in place, row by row: row q's new cells never pass its old ones */
     for (uint32_t q = 0; q < n; q++)
@@ -309,7 +326,8 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     {
         int32_t cmap[256];
         uint32_t repc[256];
-        uint32_t nc = merge_columns(d->trans, m, k, cmap, repc);
+        uint64_t h[256];
+        uint32_t nc = merge_columns(d->trans, m, k, cmap, repc, h);
         int32_t *t2 = malloc((size_t)m * nc * sizeof *t2);
         if (!t2) { st = oom(err); goto done; }
         for (uint32_t q = 0; q < m; q++)
@@ -323,6 +341,11 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
             d->classes[b] = c;
             if (!seen[c]) seen[c] = true, d->class_rep[c] = (uint8_t)b;
         }
+        /* The fingerprint (dfa_cache.c) from the columns just hashed: the
+         * final table's columns are the representatives'. */
+        uint64_t colh[256];
+        for (uint32_t j = 0; j < nc; j++) colh[j] = h[repc[j]];
+        atomic_store_explicit(&d->fp, sv_dfa_fingerprint_of(d, colh), memory_order_relaxed);
     }
     if ((st = sv_dfa_analyze(d, err)) || (st = sv_dfa_charge(d, err))) goto done;
     *out = d;

@@ -1236,6 +1236,8 @@ static bool loc_equal(const sv_loc_t *a, const sv_loc_t *b) {
            (a->nctx == 0 || memcmp(a->ctx, b->ctx, a->nctx * sizeof *a->ctx) == 0);
 }
 
+static sv_status merge_allof(sctx_t *c, json_t *s, json_t **out, uint32_t *idx);
+
 sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) {
     if (json_is_true(s)) return sv_sc_any_value(c, sv_sc_any_depth(c, loc->level), out);
     if (json_is_false(s)) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema false matches no value");
@@ -1246,6 +1248,20 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
             *out = c->memo[i].ast;
             return SV_OK;
         }
+    if (json_object_get(s, "allOf")) {
+        json_t *m;
+        uint32_t mi;
+        sv_status st = merge_allof(c, s, &m, &mi);
+        if (st) return st;
+        /* The merge resolved the $refs that guard recursion (schema.c
+         * rec_open): met again inside itself, s takes the product path. */
+        if (m && !c->merges[mi].active) {
+            c->merges[mi].active = true;
+            st = sv_sc_lang(c, m, loc, out);
+            c->merges[mi].active = false;
+            return st;
+        }
+    }
     /* Nesting is bounded here, where every path of the compiler recurses:
      * $ref counts its own expansions, but a member context (schema_container.c)
      * can reach a schema again without a $ref, which would recurse until the
@@ -1291,6 +1307,139 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
         c->capmemo = cap;
     }
     c->memo[c->nmemo++] = (memo_t){s, sv_sc_calls(c), c->no_calls > 0, *loc, *out};
+    return SV_OK;
+}
+
+/* ---- allOf of plain objects ----------------------------------------------------- */
+
+/* An allOf whose conjuncts (the schema itself, its allOf branches, the
+ * targets of their $refs, recursively) use only type "object", properties
+ * and required, besides keywords sieve ignores, is one object: each key's
+ * value meets every conjunct that names it, the required keys are the
+ * union, and a key no conjunct names is free in all of them. Compiled as
+ * that object, it needs no product: its free-form values stay calls and nest
+ * to any depth, and its members are built once instead of once per branch
+ * and intersected. The merged schema holds the original subschemas (their
+ * $refs resolve from where they are); a key named by several conjuncts gets
+ * a new {"allOf": [...]} of them. Key order is unchanged: the location, which
+ * the caller built from the same closure, fixes it. */
+#define MERGE_MAX_CONJUNCTS 64
+
+static bool merge_kw_ok(const char *k) {
+    static const char *const ok[] = {"type", "properties", "required", "allOf", "$ref", "$defs", "definitions"};
+    if (in_list(k, ok, sizeof ok / sizeof ok[0])) return true;
+    /* any other keyword sieve compiles or refuses constrains the instance */
+    return !in_list(k, handled, sizeof handled / sizeof handled[0]) &&
+           !in_list(k, refused, sizeof refused / sizeof refused[0]);
+}
+
+/* Adds x and what it implies to conj; false when some conjunct cannot merge. */
+static bool merge_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32_t *n, bool *object) {
+    if (json_is_true(x)) return true;
+    if (!json_is_object(x) || depth > 16) return false;
+    for (uint32_t i = 0; i < *n; i++)
+        if (conj[i] == x) return true; /* allOf is idempotent (and a $ref cycle ends here) */
+    const char *k;
+    json_t *v;
+    json_object_foreach(x, k, v) if (!merge_kw_ok(k)) return false;
+    json_t *ref = json_object_get(x, "$ref");
+    if (ref) {
+        json_t *t;
+        if (!json_is_string(ref)) return false;
+        sv_error_t keep;
+        if (c->err) keep = *c->err;
+        bool ok = sv_sc_resolve_ref(c, x, json_string_value(ref), &t) == SV_OK;
+        if (c->err) *c->err = keep; /* an unresolved $ref is reported by the compile that follows */
+        if (!ok || !merge_collect(c, t, depth + 1, conj, n, object)) return false;
+        if (c->draft <= 7) return true; /* a $ref's siblings are ignored before 2019-09 */
+    }
+    json_t *ty = json_object_get(x, "type");
+    if (ty && !(json_is_string(ty) && strcmp(json_string_value(ty), "object") == 0)) return false;
+    if (ty) *object = true;
+    json_t *props = json_object_get(x, "properties"), *req = json_object_get(x, "required");
+    if ((props && !json_is_object(props)) || (req && !json_is_array(req))) return false;
+    if (*n == MERGE_MAX_CONJUNCTS) return false;
+    conj[(*n)++] = x;
+    json_t *all = json_object_get(x, "allOf");
+    if (all) {
+        if (!json_is_array(all) || json_array_size(all) == 0) return false;
+        for (size_t i = 0; i < json_array_size(all); i++)
+            if (!merge_collect(c, json_array_get(all, i), depth + 1, conj, n, object)) return false;
+    }
+    return true;
+}
+
+/* *out: s's allOf merged into one object schema (kept until the compile
+ * ends), or NULL when it cannot merge; *idx: its entry in c->merges. */
+static sv_status merge_allof(sctx_t *c, json_t *s, json_t **out, uint32_t *idx) {
+    *out = NULL;
+    for (uint32_t i = 0; i < c->nmerges; i++)
+        if (c->merges[i].from == s) {
+            *out = c->merges[i].merged;
+            *idx = i;
+            return SV_OK;
+        }
+    json_t *conj[MERGE_MAX_CONJUNCTS];
+    uint32_t n = 0;
+    bool object = false, ok = merge_collect(c, s, 0, conj, &n, &object);
+    json_t *m = NULL;
+    sv_status st = SV_OK;
+    for (uint32_t i = 0; ok && i < n && !st; i++) st = check_keywords(c, conj[i]); /* refused keywords, ignored ones */
+    if (st) return st;
+    if (ok) {
+        /* per key, the subschemas that name it, in conjunct order */
+        json_t *lists = json_object(), *props = json_object(), *req = json_array();
+        m = json_object();
+        ok = lists && props && req && m;
+        for (uint32_t i = 0; ok && i < n; i++) {
+            const char *k;
+            json_t *v, *r = json_object_get(conj[i], "required");
+            json_object_foreach(json_object_get(conj[i], "properties"), k, v) {
+                json_t *l = json_object_get(lists, k);
+                if (!l && ok) ok = (l = json_array()) && json_object_set_new(lists, k, l) == 0;
+                if (ok) ok = json_array_append(l, v) == 0;
+            }
+            for (size_t j = 0; ok && json_is_array(r) && j < json_array_size(r); j++) {
+                json_t *x = json_array_get(r, j);
+                bool dup = false;
+                for (size_t q = 0; q < json_array_size(req) && !dup; q++) dup = json_equal(json_array_get(req, q), x);
+                if (!dup) ok = json_array_append(req, x) == 0;
+            }
+        }
+        const char *k;
+        json_t *l;
+        json_object_foreach(lists, k, l) {
+            if (!ok) break;
+            if (json_array_size(l) == 1) ok = json_object_set(props, k, json_array_get(l, 0)) == 0;
+            else ok = json_object_set_new(props, k, json_pack("{s:O}", "allOf", l)) == 0;
+        }
+        if (ok && object) ok = json_object_set_new(m, "type", json_string("object")) == 0;
+        if (ok) ok = json_object_set(m, "properties", props) == 0 && json_object_set(m, "required", req) == 0;
+        json_decref(lists);
+        json_decref(props);
+        json_decref(req);
+        if (!ok) {
+            json_decref(m);
+            return sv_sc_nomem(c);
+        }
+        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, m)) {
+            json_decref(m);
+            return sv_sc_nomem(c);
+        }
+    }
+    if (c->nmerges == c->capmerges) {
+        uint32_t cap = c->capmerges ? 2 * c->capmerges : 16;
+        void *p = sv_arena_alloc(c->arena, cap * sizeof *c->merges);
+        if (!p) return sv_sc_nomem(c);
+        if (c->nmerges) memcpy(p, c->merges, c->nmerges * sizeof *c->merges);
+        c->merges = p;
+        c->capmerges = cap;
+    }
+    c->merges[c->nmerges].from = s;
+    c->merges[c->nmerges].merged = m;
+    c->merges[c->nmerges].active = false;
+    *idx = c->nmerges++;
+    *out = m;
     return SV_OK;
 }
 

@@ -93,6 +93,9 @@ typedef struct sctx {
     struct { sv_ast_t *ast, *call; } *refparts;
     uint32_t nrefparts, caprefparts;
     struct sv_rec { json_t *t; uint32_t id; bool used; } recs[64]; /* $ref targets open as parts */
+    struct { json_t *from, *merged; bool active; } *merges; /* allOf of plain objects, merged (schema.c
+                                                                 merge_allof); active while compiled */
+    uint32_t nmerges, capmerges;
     uint32_t nrecs;
 } sctx_t;
 
