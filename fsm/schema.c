@@ -1310,6 +1310,19 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     return SV_OK;
 }
 
+/* Room for one more element in an arena array of n used, *cap allocated
+ * (doubling from 16; the old block stays in the arena). */
+static bool arena_room(sctx_t *c, void **v, uint32_t n, uint32_t *cap, size_t elem) {
+    if (n < *cap) return true;
+    uint32_t ncap = *cap ? 2 * *cap : 16;
+    void *p = sv_arena_alloc(c->arena, (size_t)ncap * elem);
+    if (!p) return false;
+    if (n) memcpy(p, *v, (size_t)n * elem);
+    *v = p;
+    *cap = ncap;
+    return true;
+}
+
 /* ---- allOf of plain objects ----------------------------------------------------- */
 
 /* An allOf whose conjuncts (the schema itself, its allOf branches, the
@@ -1427,14 +1440,7 @@ static sv_status merge_allof(sctx_t *c, json_t *s, json_t **out, uint32_t *idx) 
             return sv_sc_nomem(c);
         }
     }
-    if (c->nmerges == c->capmerges) {
-        uint32_t cap = c->capmerges ? 2 * c->capmerges : 16;
-        void *p = sv_arena_alloc(c->arena, cap * sizeof *c->merges);
-        if (!p) return sv_sc_nomem(c);
-        if (c->nmerges) memcpy(p, c->merges, c->nmerges * sizeof *c->merges);
-        c->merges = p;
-        c->capmerges = cap;
-    }
+    if (!arena_room(c, (void **)&c->merges, c->nmerges, &c->capmerges, sizeof *c->merges)) return sv_sc_nomem(c);
     c->merges[c->nmerges].from = s;
     c->merges[c->nmerges].merged = m;
     c->merges[c->nmerges].active = false;
@@ -1467,14 +1473,8 @@ static sv_status ref_part(sctx_t *c, sv_ast_t *ta, sv_ast_t **out) {
     if (sv_dfa_num_states(d) < REF_PART_MIN) return SV_OK;
     sv_ast_t *call;
     if ((st = sv_sc_part(c, d, &call))) return st;
-    if (c->nrefparts == c->caprefparts) {
-        uint32_t cap = c->caprefparts ? 2 * c->caprefparts : 16;
-        void *p = sv_arena_alloc(c->arena, cap * sizeof *c->refparts);
-        if (!p) return sv_sc_nomem(c);
-        if (c->nrefparts) memcpy(p, c->refparts, c->nrefparts * sizeof *c->refparts);
-        c->refparts = p;
-        c->caprefparts = cap;
-    }
+    if (!arena_room(c, (void **)&c->refparts, c->nrefparts, &c->caprefparts, sizeof *c->refparts))
+        return sv_sc_nomem(c);
     c->refparts[c->nrefparts].ast = ta;
     c->refparts[c->nrefparts++].call = call;
     *out = call;
