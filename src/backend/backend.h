@@ -85,12 +85,16 @@ typedef enum {
     SV_QT_Q8_0,
     SV_QT_Q4_0,
     SV_QT_Q4_1,
+    SV_QT_Q4_K, /* 256-element super-blocks (src/model/quant.h) */
+    SV_QT_Q5_K,
+    SV_QT_Q6_K,
 } sv_qtype;
 
 /* Elements per block; 0 for a value that is no sv_qtype. */
 static inline int32_t sv_qtype_block(sv_qtype t) {
     return t == SV_QT_F16 || t == SV_QT_BF16 ? 1
            : t == SV_QT_Q8_0 || t == SV_QT_Q4_0 || t == SV_QT_Q4_1 ? 32
+           : t == SV_QT_Q4_K || t == SV_QT_Q5_K || t == SV_QT_Q6_K ? 256
                                                                      : 0;
 }
 /* Bytes per block; 0 for a value that is no sv_qtype. */
@@ -100,6 +104,9 @@ static inline size_t sv_qtype_block_bytes(sv_qtype t) {
     case SV_QT_Q8_0: return 34;
     case SV_QT_Q4_0: return 18;
     case SV_QT_Q4_1: return 20;
+    case SV_QT_Q4_K: return 144;
+    case SV_QT_Q5_K: return 176;
+    case SV_QT_Q6_K: return 210;
     }
     return 0;
 }

@@ -61,7 +61,7 @@
 #include "src/backend/cpu.h"
 
 #include "src/backend/cpu_int8.h"
-#include "src/model/quant.h" /* sv_f16_to_f32 */
+#include "src/model/quant.h" /* sv_f16_to_f32, sv_dequantize */
 #include "src/util/clock.h"
 
 #include <math.h>
@@ -451,6 +451,12 @@ SV_INLINE void decode_row(sv_qtype t, const uint8_t *b, int32_t n, float *y) {
             memcpy(&y[i], &u, sizeof u);
         }
         break;
+    case SV_QT_Q4_K: case SV_QT_Q5_K: case SV_QT_Q6_K: { /* quant.c's own decoders */
+        sv_ggml_type g = t == SV_QT_Q4_K ? SV_GGML_Q4_K : t == SV_QT_Q5_K ? SV_GGML_Q5_K : SV_GGML_Q6_K;
+        sv_error_t e;
+        sv_dequantize(g, b, (size_t)(n / 256) * sv_qtype_block_bytes(t), y, (uint64_t)n, &e); /* cannot fail: n checked */
+        break;
+    }
     default: {
         size_t bb = sv_qtype_block_bytes(t);
         for (int32_t k = 0; k < n; k += 32, b += bb, y += 32) {
@@ -639,9 +645,9 @@ static sv_status gemm_q_int8(cpu_backend_t *cb, int32_t rows, int32_t in, int32_
     }
     quant_job_t qj = {x, in, cb->qx, cb->i8};
     pool_run(&cb->pool, rows, (65536 + in - 1) / in, quant_rows, &qj);
-    gemm_i8_job_t j = {rows, out, nb, cb->qx, w, t, (size_t)nb * sv_qtype_block_bytes(t), bias, y, cb->i8,
-                       GEMM_CB, NULL, 0};
-    if (rows >= GEMM_I8_WIDE_ROWS && sv_i8_cols16_ok(cb->i8)) {
+    gemm_i8_job_t j = {rows, out, nb, cb->qx, w, t, (size_t)(in / sv_qtype_block(t)) * sv_qtype_block_bytes(t),
+                       bias, y, cb->i8, GEMM_CB, NULL, 0};
+    if (rows >= GEMM_I8_WIDE_ROWS && sv_i8_cols16_ok(cb->i8, t)) {
         /* many rows: 16-column tiles, repacked once per tile into the thread's scratch */
         size_t per = sv_i8_cols16_scratch(t, nb), bytes = per * (size_t)cb->pool.n_threads;
         if (bytes > cb->rp_n) {

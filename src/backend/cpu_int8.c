@@ -16,8 +16,15 @@
  * activation bytes then gives all 16 columns' sums, with no horizontal
  * add. There weights enter as unsigned bytes (Q4 nibbles as they are, Q8_0
  * plus 128) and the offset comes off with the block's integer sum of
- * activations: the same exact P. This file is compiled without
- * multiply-add contraction (CMakeLists.txt), like cpu.c. */
+ * activations: the same exact P.
+ *
+ * The K formats (Q4_K, Q5_K, Q6_K) have kernels of their own of both
+ * kinds: each sub-block of 32 is unpacked to bytes in registers (4 and 5
+ * bits unsigned, Q6_K's 6 bits less 32 signed), or repacked as unsigned
+ * bytes with its integer scales beside it; the horizontal sums or the two
+ * halves of the chunks keep each 16 elements' sum apart for Q6_K's two
+ * scales per sub-block. This file is compiled without multiply-add
+ * contraction (CMakeLists.txt), like cpu.c. */
 #include "src/backend/cpu_int8.h"
 
 #include <math.h>
@@ -104,7 +111,11 @@ static inline float rd_f16(const uint8_t *p) { return sv_f16_to_f32((uint16_t)(p
 
 /* ---- plain C: the reference ------------------------------------------------ */
 
+static int is_kquant(sv_qtype t) { return t == SV_QT_Q4_K || t == SV_QT_Q5_K || t == SV_QT_Q6_K; }
+static float dot_scalar_k(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32_t nb);
+
 static float dot_scalar(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32_t nb) {
+    if (is_kquant(t)) return dot_scalar_k(t, w, x, nb);
     float acc = 0.0f, M = 0.0f;
     size_t bb = sv_qtype_block_bytes(t);
     for (int32_t b = 0; b < nb; b++, w += bb) {
@@ -122,6 +133,50 @@ static float dot_scalar(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32_t
         if (t == SV_QT_Q4_1) M = M + mw * x[b].sx;
     }
     return t == SV_QT_Q4_1 ? acc + M : acc;
+}
+
+/* Sub-block j (0..7) of the K-format super-block at w: its 32 weights as
+ * integers in element order (Q4_K 0..15, Q5_K 0..31, Q6_K q - 32), the
+ * integer scales of its first and last 16 elements (equal but for Q6_K)
+ * and its minimum (Q4_K, Q5_K; 0 for Q6_K). src/model/quant.c's layouts. */
+static void kblock_scalar(sv_qtype t, const uint8_t *w, int j, int8_t *q, int32_t *slo, int32_t *shi, int32_t *m) {
+    if (t == SV_QT_Q6_K) {
+        int h = j / 4, k = j % 4;
+        const uint8_t *ql = w + 64 * h + 32 * (k % 2), *qh = w + 128 + 32 * h;
+        for (int l = 0; l < 32; l++)
+            q[l] = (int8_t)((((ql[l] >> (4 * (k / 2))) & 15) | ((qh[l] >> (2 * k)) & 3) << 4) - 32);
+        *slo = (int8_t)w[192 + 2 * j];
+        *shi = (int8_t)w[192 + 2 * j + 1];
+        *m = 0;
+        return;
+    }
+    uint8_t s, mn;
+    sv_kquant_scale_min(w + 4, j, &s, &mn);
+    const uint8_t *qs = w + (t == SV_QT_Q5_K ? 48 : 16) + 32 * (j / 2);
+    for (int l = 0; l < 32; l++)
+        q[l] = (int8_t)(((qs[l] >> (4 * (j % 2))) & 15) | (t == SV_QT_Q5_K ? ((w[16 + l] >> j) & 1) << 4 : 0));
+    *slo = *shi = s;
+    *m = mn;
+}
+
+/* The K formats in plain C: the reference (cpu_int8.h's order). */
+static float dot_scalar_k(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32_t nb) {
+    float acc = 0.0f, M = 0.0f;
+    size_t bb = sv_qtype_block_bytes(t);
+    for (int32_t b = 0; b < nb; b++) {
+        const uint8_t *sb = w + (size_t)(b / 8) * bb;
+        int8_t q[32];
+        int32_t slo, shi, m, plo = 0, phi = 0;
+        kblock_scalar(t, sb, b % 8, q, &slo, &shi, &m);
+        for (int i = 0; i < 16; i++) {
+            plo += q[i] * x[b].q[i];
+            phi += q[16 + i] * x[b].q[16 + i];
+        }
+        int32_t P = slo * plo + shi * phi;
+        acc = acc + (float)P * (rd_f16(t == SV_QT_Q6_K ? sb + 208 : sb) * x[b].d);
+        if (t != SV_QT_Q6_K) M = M + (float)(m * x[b].qsum) * (rd_f16(sb + 2) * x[b].d);
+    }
+    return t == SV_QT_Q6_K ? acc : acc - M;
 }
 
 /* ---- x86 ------------------------------------------------------------------- */
@@ -215,6 +270,129 @@ static float dot_scalar(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32_t
 #define SV_DOTU_VNNI(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 SV_I8_KERNEL(kern_avx2, "avx2,f16c", SV_DOTU_AVX2)
 SV_I8_KERNEL(kern_vnni, "avx2,f16c,avx512vnni,avx512vl", SV_DOTU_VNNI)
+
+/* Sub-block j of a K-format super-block at w as 32 bytes in element order
+ * (kblock_scalar's integers): unsigned for Q4_K and Q5_K, signed for Q6_K.
+ * Shifts run on 16-bit lanes; each mask keeps only bits that stayed within
+ * their byte. */
+#define SV_I8_KLOAD(t, w, j, wv)                                                                      \
+    do {                                                                                              \
+        const __m256i m4_ = _mm256_set1_epi8(0x0f);                                                   \
+        if ((t) == SV_QT_Q6_K) {                                                                      \
+            int h_ = (j) / 4, k_ = (j) % 4;                                                           \
+            __m256i ql_ = _mm256_loadu_si256((const __m256i *)((w) + 64 * h_ + 32 * (k_ % 2)));       \
+            __m256i qh_ = _mm256_loadu_si256((const __m256i *)((w) + 128 + 32 * h_));                 \
+            __m256i lo_ = _mm256_and_si256(k_ >= 2 ? _mm256_srli_epi16(ql_, 4) : ql_, m4_);            \
+            __m256i hi_ = _mm256_and_si256(_mm256_srli_epi16(qh_, 2 * k_), _mm256_set1_epi8(3));       \
+            wv = _mm256_sub_epi8(_mm256_or_si256(lo_, _mm256_slli_epi16(hi_, 4)), _mm256_set1_epi8(32)); \
+        } else {                                                                                      \
+            __m256i qs_ = _mm256_loadu_si256(                                                         \
+                (const __m256i *)((w) + ((t) == SV_QT_Q5_K ? 48 : 16) + 32 * ((j) / 2)));             \
+            wv = _mm256_and_si256((j) % 2 ? _mm256_srli_epi16(qs_, 4) : qs_, m4_);                     \
+            if ((t) == SV_QT_Q5_K) {                                                                  \
+                const __m256i bit_ = _mm256_set1_epi8((char)(1 << (j)));                              \
+                __m256i qh_ = _mm256_loadu_si256((const __m256i *)((w) + 16));                        \
+                __m256i set_ = _mm256_cmpeq_epi8(_mm256_and_si256(qh_, bit_), bit_);                  \
+                wv = _mm256_or_si256(wv, _mm256_and_si256(set_, _mm256_set1_epi8(16)));               \
+            }                                                                                         \
+        }                                                                                             \
+    } while (0)
+
+/* R activation rows (1 or 4) x 4 weight rows of a K format. For each
+ * super-block, the four columns' float scales and integer sub-block scales
+ * are read once; for each sub-block, its weights are unpacked once for
+ * the R rows. The horizontal-add tree leaves each column's sum of the
+ * first 16 products in the low 128 bits and of the last 16 in the high
+ * ones, so Q6_K's two scales apply there; then the float steps of
+ * dot_scalar_k, one lane per column. */
+#define SV_I8_KKERNEL(NAME, TARGET, DOTU)                                                                    \
+    static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
+        const sv_qtype t, const int R, const uint8_t *w, size_t rb, const sv_q8x_t *x, int32_t nb,           \
+        const float *bias, float *y, int32_t ldy) {                                                          \
+        __m128 acc[4], M[4];                                                                                 \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = M[r] = _mm_setzero_ps();               \
+        size_t bb = sv_qtype_block_bytes(t);                                                                 \
+        for (int32_t s = 0; s < nb / 8; s++) {                                                               \
+            const uint8_t *sb[4];                                                                            \
+            int32_t slo[8][4], shi[8][4], mn[8][4];                                                          \
+            float dw[4], dm[4] = {0};                                                                        \
+            for (int c = 0; c < 4; c++) {                                                                    \
+                sb[c] = w + (size_t)c * rb + (size_t)s * bb;                                                 \
+                const uint8_t *dp = t == SV_QT_Q6_K ? sb[c] + 208 : sb[c];                                   \
+                dw[c] = _cvtsh_ss((uint16_t)(dp[0] | dp[1] << 8));                                           \
+                if (t == SV_QT_Q6_K) {                                                                       \
+                    for (int j = 0; j < 8; j++) {                                                            \
+                        slo[j][c] = (int8_t)sb[c][192 + 2 * j];                                              \
+                        shi[j][c] = (int8_t)sb[c][193 + 2 * j];                                              \
+                        mn[j][c] = 0;                                                                        \
+                    }                                                                                        \
+                } else {                                                                                     \
+                    dm[c] = _cvtsh_ss((uint16_t)(sb[c][2] | sb[c][3] << 8));                                 \
+                    for (int j = 0; j < 8; j++) {                                                            \
+                        uint8_t sc_, m_;                                                                     \
+                        sv_kquant_scale_min(sb[c] + 4, j, &sc_, &m_);                                        \
+                        slo[j][c] = shi[j][c] = sc_;                                                         \
+                        mn[j][c] = m_;                                                                       \
+                    }                                                                                        \
+                }                                                                                            \
+            }                                                                                                \
+            __m128 dw4 = _mm_loadu_ps(dw), dm4 = _mm_loadu_ps(dm);                                           \
+            for (int j = 0; j < 8; j++) {                                                                    \
+                __m256i wv[4], aw[4];                                                                        \
+                _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                        \
+                    SV_I8_KLOAD(t, sb[c], j, wv[c]);                                                         \
+                    aw[c] = _mm256_sign_epi8(wv[c], wv[c]);                                                  \
+                }                                                                                            \
+                __m128i slo4 = _mm_loadu_si128((const __m128i *)slo[j]);                                     \
+                __m128i shi4 = _mm_loadu_si128((const __m128i *)shi[j]);                                     \
+                __m128i mn4 = _mm_loadu_si128((const __m128i *)mn[j]);                                       \
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                        \
+                    const sv_q8x_t *xb = x + (size_t)r * nb + 8 * s + j;                                     \
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q), p[4];                           \
+                    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)                                      \
+                        p[c] = t == SV_QT_Q6_K ? DOTU(aw[c], _mm256_sign_epi8(xv, wv[c])) : DOTU(wv[c], xv); \
+                    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3])); \
+                    __m128i lo = _mm256_castsi256_si128(h), hi = _mm256_extracti128_si256(h, 1), P;          \
+                    if (t == SV_QT_Q6_K)                                                                     \
+                        P = _mm_add_epi32(_mm_mullo_epi32(lo, slo4), _mm_mullo_epi32(hi, shi4));             \
+                    else                                                                                     \
+                        P = _mm_mullo_epi32(_mm_add_epi32(lo, hi), slo4);                                    \
+                    __m128 dx = _mm_set1_ps(xb->d);                                                          \
+                    acc[r] = _mm_add_ps(acc[r], _mm_mul_ps(_mm_cvtepi32_ps(P), _mm_mul_ps(dw4, dx)));       \
+                    if (t != SV_QT_Q6_K) {                                                                   \
+                        __m128i N = _mm_mullo_epi32(mn4, _mm_set1_epi32(xb->qsum));                          \
+                        M[r] = _mm_add_ps(M[r], _mm_mul_ps(_mm_cvtepi32_ps(N), _mm_mul_ps(dm4, dx)));        \
+                    }                                                                                        \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                                \
+            __m128 v = t == SV_QT_Q6_K ? acc[r] : _mm_sub_ps(acc[r], M[r]);                                  \
+            if (bias) v = _mm_add_ps(v, _mm_loadu_ps(bias));                                                 \
+            _mm_storeu_ps(y + (size_t)r * ldy, v);                                                           \
+        }                                                                                                    \
+    }                                                                                                        \
+    __attribute__((target(TARGET))) static void NAME(sv_qtype t, int R, const uint8_t *w, size_t rb,          \
+                                                     const sv_q8x_t *x, int32_t nb, const float *bias,        \
+                                                     float *y, int32_t ldy) {                                 \
+        switch (t) {                                                                                         \
+        case SV_QT_Q4_K:                                                                                     \
+            if (R == 4) NAME##_body(SV_QT_Q4_K, 4, w, rb, x, nb, bias, y, ldy);                             \
+            else NAME##_body(SV_QT_Q4_K, 1, w, rb, x, nb, bias, y, ldy);                                     \
+            break;                                                                                           \
+        case SV_QT_Q5_K:                                                                                     \
+            if (R == 4) NAME##_body(SV_QT_Q5_K, 4, w, rb, x, nb, bias, y, ldy);                             \
+            else NAME##_body(SV_QT_Q5_K, 1, w, rb, x, nb, bias, y, ldy);                                     \
+            break;                                                                                           \
+        default:                                                                                             \
+            if (R == 4) NAME##_body(SV_QT_Q6_K, 4, w, rb, x, nb, bias, y, ldy);                             \
+            else NAME##_body(SV_QT_Q6_K, 1, w, rb, x, nb, bias, y, ldy);                                     \
+            break;                                                                                           \
+        }                                                                                                    \
+    }
+
+SV_I8_KKERNEL(kkern_avx2, "avx2,f16c,sse4.1", SV_DOTU_AVX2)
+SV_I8_KKERNEL(kkern_vnni, "avx2,f16c,sse4.1,avx512vnni,avx512vl", SV_DOTU_VNNI)
 #endif
 
 /* R rows x 4 columns through the level's kernel. */
@@ -222,8 +400,14 @@ static void cols4(sv_i8_level lv, sv_qtype t, int R, const uint8_t *w, size_t rb
                   const float *bias, float *y, int32_t ldy) {
     switch (lv) {
 #ifdef SV_I8_X86
-    case SV_I8_VNNI: kern_vnni(t, R, w, rb, x, nb, bias, y, ldy); return;
-    case SV_I8_AVX2: kern_avx2(t, R, w, rb, x, nb, bias, y, ldy); return;
+    case SV_I8_VNNI:
+        if (is_kquant(t)) kkern_vnni(t, R, w, rb, x, nb, bias, y, ldy);
+        else kern_vnni(t, R, w, rb, x, nb, bias, y, ldy);
+        return;
+    case SV_I8_AVX2:
+        if (is_kquant(t)) kkern_avx2(t, R, w, rb, x, nb, bias, y, ldy);
+        else kern_avx2(t, R, w, rb, x, nb, bias, y, ldy);
+        return;
 #endif
     default:
         for (int r = 0; r < R; r++)
@@ -247,11 +431,20 @@ void sv_i8_tile4(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes,
  * of nibbles, 4 chunks; Q8_0: the 32 signed bytes with the sign bit
  * flipped, i.e. w + 128 as unsigned, 8 chunks), then the 16 scales and the
  * 16 minimums (Q4_1) as floats (an exact conversion of the f16s). */
-static size_t rp_block_bytes(sv_qtype t) { return (t == SV_QT_Q8_0 ? 512 : 256) + 2 * 16 * sizeof(float); }
+/* The K formats' repacked block (one per activation block, i.e. per
+ * sub-block): the 32 weights of each column as unsigned bytes in 8 chunks
+ * as above (Q6_K's q before the - 32), then five vectors of 16: the int32
+ * scales of the first and last 16 elements and the minimums, and the
+ * float scales d and dmin of the super-block. */
+#define RPK_BYTES (512 + 5 * 64)
+
+static size_t rp_block_bytes(sv_qtype t) {
+    return is_kquant(t) ? RPK_BYTES : (t == SV_QT_Q8_0 ? 512 : 256) + 2 * 16 * sizeof(float);
+}
 
 size_t sv_i8_cols16_scratch(sv_qtype t, int32_t nb) { return (size_t)nb * rp_block_bytes(t) + 64; }
 
-int sv_i8_cols16_ok(sv_i8_level lv) { return lv == SV_I8_VNNI; }
+int sv_i8_cols16_ok(sv_i8_level lv, sv_qtype t) { (void)t; return lv == SV_I8_VNNI; }
 
 #ifdef SV_I8_X86
 static void repack16(sv_qtype t, const uint8_t *w, size_t rb, int32_t nb, uint8_t *dst) {
@@ -322,6 +515,99 @@ rp_rows(const sv_qtype t, const int R, const uint8_t *rp, const sv_q8x_t *x, int
     }
 }
 
+/* Super-block by super-block and column by column: the integer scales are
+ * decoded once per super-block, and each sub-block's 32 weights are
+ * unpacked in registers (SV_I8_KLOAD, the kernels' own code) and stored
+ * four bytes at a time into their chunks. */
+__attribute__((target("avx2,f16c"))) static void repack16_k(sv_qtype t, const uint8_t *w, size_t rb, int32_t nb,
+                                                           uint8_t *dst) {
+    size_t bb = sv_qtype_block_bytes(t);
+    for (int32_t s = 0; s < nb / 8; s++)
+        for (int c = 0; c < 16; c++) {
+            const uint8_t *sb = w + (size_t)c * rb + (size_t)s * bb;
+            const uint8_t *dp = t == SV_QT_Q6_K ? sb + 208 : sb;
+            float d = _cvtsh_ss((uint16_t)(dp[0] | dp[1] << 8));
+            float dmin = t == SV_QT_Q6_K ? 0.0f : _cvtsh_ss((uint16_t)(sb[2] | sb[3] << 8));
+            for (int j = 0; j < 8; j++) {
+                uint8_t *o = dst + (size_t)(8 * s + j) * RPK_BYTES;
+                int32_t *slo = (int32_t *)(o + 512), *shi = slo + 16, *mn = shi + 16;
+                float *dv = (float *)(mn + 16), *dminv = dv + 16;
+                if (t == SV_QT_Q6_K) {
+                    slo[c] = (int8_t)sb[192 + 2 * j];
+                    shi[c] = (int8_t)sb[193 + 2 * j];
+                    mn[c] = 0;
+                } else {
+                    uint8_t sc, m;
+                    sv_kquant_scale_min(sb + 4, j, &sc, &m);
+                    slo[c] = shi[c] = sc;
+                    mn[c] = m;
+                }
+                dv[c] = d;
+                dminv[c] = dmin;
+                __m256i wv;
+                SV_I8_KLOAD(t, sb, j, wv);
+                if (t == SV_QT_Q6_K) wv = _mm256_add_epi8(wv, _mm256_set1_epi8(32)); /* unsigned, as stored */
+                uint32_t q[8];
+                _mm256_storeu_si256((__m256i *)q, wv);
+                for (int k = 0; k < 8; k++) memcpy(o + k * 64 + c * 4, &q[k], 4);
+            }
+        }
+}
+
+/* R rows (1..4) of one repacked 16-column tile of a K format: chunks 0..3
+ * give each column's sum over the first 16 elements, 4..7 over the last
+ * 16; Q6_K's offset of 32 comes off each with the activations' sum over
+ * those 16; then the scales, and the float steps of dot_scalar_k, one lane
+ * per column. */
+static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vnni"))) void
+rpk_rows(const sv_qtype t, const int R, const uint8_t *rp, const sv_q8x_t *x, int32_t nb, const float *bias, float *y,
+         int32_t ldy) {
+    __m512 acc[4], M[4];
+    for (int r = 0; r < R; r++) acc[r] = M[r] = _mm512_setzero_ps();
+    for (int32_t b = 0; b < nb; b++, rp += RPK_BYTES) {
+        __m512i wv[8];
+        for (int j = 0; j < 8; j++) wv[j] = _mm512_loadu_si512(rp + 64 * j);
+        __m512i slo = _mm512_loadu_si512(rp + 512), shi = _mm512_loadu_si512(rp + 576);
+        __m512i mn = _mm512_loadu_si512(rp + 640);
+        __m512 d = _mm512_loadu_ps(rp + 704), dmin = _mm512_loadu_ps(rp + 768);
+        for (int r = 0; r < R; r++) {
+            const sv_q8x_t *xb = x + (size_t)r * nb + b;
+            __m512i Plo = _mm512_setzero_si512(), Phi = _mm512_setzero_si512(), P;
+            for (int j = 0; j < 4; j++) Plo = _mm512_dpbusd_epi32(Plo, wv[j], _mm512_set1_epi32(ld32(xb->q + 4 * j)));
+            for (int j = 4; j < 8; j++) Phi = _mm512_dpbusd_epi32(Phi, wv[j], _mm512_set1_epi32(ld32(xb->q + 4 * j)));
+            __m512 dx = _mm512_set1_ps(xb->d);
+            if (t == SV_QT_Q6_K) {
+                int32_t slo_x = 0, shi_x = 0;
+                for (int i = 0; i < 16; i++) {
+                    slo_x += xb->q[i];
+                    shi_x += xb->q[16 + i];
+                }
+                Plo = _mm512_sub_epi32(Plo, _mm512_set1_epi32(32 * slo_x));
+                Phi = _mm512_sub_epi32(Phi, _mm512_set1_epi32(32 * shi_x));
+                P = _mm512_add_epi32(_mm512_mullo_epi32(Plo, slo), _mm512_mullo_epi32(Phi, shi));
+            } else {
+                P = _mm512_mullo_epi32(_mm512_add_epi32(Plo, Phi), slo);
+                __m512i N = _mm512_mullo_epi32(mn, _mm512_set1_epi32(xb->qsum));
+                M[r] = _mm512_add_ps(M[r], _mm512_mul_ps(_mm512_cvtepi32_ps(N), _mm512_mul_ps(dmin, dx)));
+            }
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(d, dx)));
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        __m512 v = t == SV_QT_Q6_K ? acc[r] : _mm512_sub_ps(acc[r], M[r]);
+        if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias));
+        _mm512_storeu_ps(y + (size_t)r * ldy, v);
+    }
+}
+
+#define SV_RPK_FORMAT(T)                                                                   \
+    do {                                                                                   \
+        int32_t r = 0;                                                                     \
+        for (; r + 4 <= rows; r += 4)                                                      \
+            rpk_rows(T, 4, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy);    \
+        for (; r < rows; r++) rpk_rows(T, 1, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy); \
+    } while (0)
+
 #define SV_RP_FORMAT(T)                                                                   \
     do {                                                                                  \
         int32_t r = 0;                                                                    \
@@ -337,6 +623,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rp_tile(sv_qt
     switch (t) { /* constant formats, so that the branches fold away */
     case SV_QT_Q8_0: SV_RP_FORMAT(SV_QT_Q8_0); break;
     case SV_QT_Q4_0: SV_RP_FORMAT(SV_QT_Q4_0); break;
+    case SV_QT_Q4_K: SV_RPK_FORMAT(SV_QT_Q4_K); break;
+    case SV_QT_Q5_K: SV_RPK_FORMAT(SV_QT_Q5_K); break;
+    case SV_QT_Q6_K: SV_RPK_FORMAT(SV_QT_Q6_K); break;
     default: SV_RP_FORMAT(SV_QT_Q4_1); break;
     }
 }
@@ -345,14 +634,15 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rp_tile(sv_qt
 void sv_i8_cols16(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, const sv_q8x_t *x, int32_t rows,
                   int32_t nb, const float *bias, float *y, int32_t ldy, void *scratch) {
 #ifdef SV_I8_X86
-    if (lv == SV_I8_VNNI) {
+    if (sv_i8_cols16_ok(lv, t)) {
         uint8_t *rp = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-        repack16(t, w, row_bytes, nb, rp);
+        if (is_kquant(t)) repack16_k(t, w, row_bytes, nb, rp);
+        else repack16(t, w, row_bytes, nb, rp);
         rp_tile(t, rp, x, rows, nb, bias, y, ldy);
         return;
     }
 #endif
-    (void)scratch; /* no repacked kernel at this level (callers ask sv_i8_cols16_ok first) */
+    (void)scratch; /* no repacked kernel here (callers ask sv_i8_cols16_ok first) */
     for (int32_t r = 0; r < rows; r++)
         sv_i8_dots(lv, t, w, row_bytes, 16, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy);
 }

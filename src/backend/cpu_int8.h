@@ -16,6 +16,20 @@
  *     Q4_1 only: M = M + m_w * sx                   (sx = d_x * sum of q_i)
  *   result = acc (+ M for Q4_1) (+ bias)
  *
+ * The K formats (Q4_K, Q5_K, Q6_K) come in super-blocks of 256 elements,
+ * eight activation blocks, with integer scales per sub-block and float
+ * scales per super-block (src/model/quant.h). The integer scales go into
+ * the exact sums, so for activation block b, which is sub-block j of its
+ * super-block:
+ *
+ *   Q4_K, Q5_K: P = sc_j * sum of q_i * x_i,  N = m_j * (sum of x_i)
+ *               acc = acc + (float)P * (d * d_x)
+ *               M   = M + (float)N * (dmin * d_x)
+ *               result = acc - M (+ bias)
+ *   Q6_K:       P = sc_2j * sum over the first 16 of (q_i - 32) * x_i
+ *                 + sc_2j+1 * sum over the last 16
+ *               acc = acc + (float)P * (d * d_x);  result = acc (+ bias)
+ *
  * The integer parts are exact whatever instructions compute them, and the
  * float parts are the same operations in the same order (the file is
  * compiled without contraction), so the SIMD kernels equal the scalar one
@@ -53,7 +67,10 @@ sv_i8_level sv_i8_best_level(void);
 void sv_q8x_quantize(sv_i8_level lv, const float *x, int32_t n, sv_q8x_t *out);
 
 /* True for the weight formats the integer kernels take. */
-static inline int sv_i8_qtype_ok(sv_qtype t) { return t == SV_QT_Q8_0 || t == SV_QT_Q4_0 || t == SV_QT_Q4_1; }
+static inline int sv_i8_qtype_ok(sv_qtype t) {
+    return t == SV_QT_Q8_0 || t == SV_QT_Q4_0 || t == SV_QT_Q4_1 || t == SV_QT_Q4_K || t == SV_QT_Q5_K ||
+           t == SV_QT_Q6_K;
+}
 
 /* y[c] = x · w_c for nc weight rows starting at w (row_bytes apart), of
  * nb blocks each, in the order above; bias may be NULL. */
@@ -63,15 +80,16 @@ void sv_i8_dots(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, 
 /* Bytes of per-thread scratch sv_i8_cols16 needs for rows of nb blocks. */
 size_t sv_i8_cols16_scratch(sv_qtype t, int32_t nb);
 
-/* Whether sv_i8_cols16 has a kernel at this level (AVX-512 VNNI). */
-int sv_i8_cols16_ok(sv_i8_level lv);
+/* Whether sv_i8_cols16 has a kernel for format t at this level (AVX-512
+ * VNNI, 32-element blocks). */
+int sv_i8_cols16_ok(sv_i8_level lv, sv_qtype t);
 
 /* y[r * ldy + c] for r < rows and c < 16: 16 weight rows (row_bytes apart)
  * against `rows` activation rows (x: rows of nb blocks), equal to
  * sv_i8_dots' bits. The 16 weight rows are first repacked into scratch,
  * four bytes of each column in turn, so that one vpdpbusd yields the sums
  * of all 16 columns with no horizontal add; worth it when many rows
- * share them (prefill, batches). Only where sv_i8_cols16_ok. */
+ * share them (prefill, batches). Only where sv_i8_cols16_ok(lv, t). */
 void sv_i8_cols16(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, const sv_q8x_t *x, int32_t rows,
                   int32_t nb, const float *bias, float *y, int32_t ldy, void *scratch);
 

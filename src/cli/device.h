@@ -27,9 +27,9 @@ bool sv_cli_device_valid(const char *device);
 /* The help lines every verb that loads a model prints for --cpu-kernels. */
 #define SV_CLI_CPU_KERNELS_HELP                                                          \
     "  --cpu-kernels K   int8 (default): 8-bit activations and exact integer products\n"  \
-    "                    for Q8_0/Q4_0/Q4_1 weights, batch-invariant; ref: fp32 sums\n"   \
-    "                    on the dequantized weights, bit-identical to fp32 weights\n"     \
-    "                    (slower). CPU only.\n"
+    "                    for Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K weights, batch-invariant;\n"   \
+    "                    ref: fp32 sums on the dequantized weights, bit-identical\n"    \
+    "                    to fp32 weights (slower). CPU only.\n"
 
 /* --cpu-kernels: "ref" or "int8". False for anything else. */
 bool sv_cli_parse_cpu_kernels(const char *s, sv_cpu_kernels *out);

@@ -41,6 +41,11 @@ typedef struct wmat {
     void *p;            /* backend memory */
     sv_qtype qt;        /* 0: float (layer, out, in) */
     size_t layer_bytes; /* bytes of one layer's matrix */
+    /* Layers in formats that differ (llama.cpp's Q4_K_M mixes Q4_K and
+     * Q6_K within one kind of matrix): layer l is in lqt[l] at byte loff[l]
+     * (host arrays); NULL when every layer is in qt. */
+    sv_qtype *lqt;
+    size_t *loff;
 } wmat_t;
 
 struct sv_llama {
@@ -532,14 +537,18 @@ static sv_qtype qtype_of(sv_ggml_type t) {
     case SV_GGML_Q8_0: return SV_QT_Q8_0;
     case SV_GGML_Q4_0: return SV_QT_Q4_0;
     case SV_GGML_Q4_1: return SV_QT_Q4_1;
+    case SV_GGML_Q4_K: return SV_QT_Q4_K;
+    case SV_GGML_Q5_K: return SV_QT_Q5_K;
+    case SV_GGML_Q6_K: return SV_QT_Q6_K;
     default: return (sv_qtype)0;
     }
 }
 
 /* A matrix (out, in) for each of n_layers layers (fmt names layer N's
- * tensor), or a single one (n_layers 0: fmt is the name). GGUF tensors of
- * one format that the backend's gemm_q reads (all layers alike) are stored
- * as they are; anything else is dequantized to fp32 as before. */
+ * tensor), or a single one (n_layers 0: fmt is the name). GGUF tensors in
+ * formats that the backend's gemm_q reads are stored as they are, each
+ * layer in its own format; if any layer's format is not one of those,
+ * every layer is dequantized to fp32. */
 static sv_status load_mat(loader_t *L, const char *gguf_fmt, const char *hf_fmt, int64_t in,
                           int64_t out, int32_t n_layers, wmat_t *dst, sv_error_t *err) {
     sv_backend_t *be = L->m->be;
@@ -548,41 +557,49 @@ static sv_status load_mat(loader_t *L, const char *gguf_fmt, const char *hf_fmt,
     char name[256];
     sv_status st;
     *dst = (wmat_t){0};
-    sv_qtype qt = (sv_qtype)0;
-    size_t bytes = 0;
-    if (L->src.g && be->ops->gemm_q && be->ops->get_rows_q) {
-        for (int32_t l = 0; l < n; l++) {
-            snprintf(name, sizeof name, fmt, (int)l);
-            if ((st = check_shape(L, name, in, out, err)))
-                return st;
-            const sv_gguf_tensor_t *t = sv_gguf_find_tensor(L->src.g, name);
-            sv_qtype q = qtype_of(t->type);
-            if (l == 0) {
-                qt = q;
-                bytes = (size_t)t->n_bytes;
-            }
-            int32_t blk = sv_qtype_block(q);
-            if (!q || q != qt || blk == 0 || in % blk != 0 ||
-                (size_t)t->n_bytes != (size_t)(in / blk) * sv_qtype_block_bytes(q) * (size_t)out) {
-                qt = (sv_qtype)0;
-                break;
-            }
-        }
-    }
-    if (qt) {
-        if ((st = be->ops->alloc(be, bytes * (size_t)n, &dst->p, err)))
+    bool quant = L->src.g && be->ops->gemm_q && be->ops->get_rows_q, mixed = false;
+    size_t total = 0;
+    for (int32_t l = 0; quant && l < n; l++) {
+        snprintf(name, sizeof name, fmt, (int)l);
+        if ((st = check_shape(L, name, in, out, err)))
             return st;
-        dst->qt = qt;
-        dst->layer_bytes = bytes;
+        const sv_gguf_tensor_t *t = sv_gguf_find_tensor(L->src.g, name);
+        sv_qtype q = qtype_of(t->type);
+        int32_t blk = sv_qtype_block(q);
+        if (!q || blk == 0 || in % blk != 0 ||
+            (size_t)t->n_bytes != (size_t)(in / blk) * sv_qtype_block_bytes(q) * (size_t)out)
+            quant = false;
+        if (l == 0) {
+            dst->qt = q;
+            dst->layer_bytes = (size_t)t->n_bytes;
+        } else if (q != dst->qt) {
+            mixed = true;
+        }
+        total += (size_t)t->n_bytes;
+    }
+    if (quant) {
+        if (mixed && (!(dst->lqt = malloc(sizeof *dst->lqt * (size_t)n)) ||
+                      !(dst->loff = malloc(sizeof *dst->loff * (size_t)n))))
+            return sv_error_set(err, SV_ERR_NOMEM, -1, "model: cannot allocate a layer table");
+        if ((st = be->ops->alloc(be, total, &dst->p, err)))
+            return st;
+        size_t off = 0;
         for (int32_t l = 0; l < n; l++) {
             snprintf(name, sizeof name, fmt, (int)l);
             const sv_gguf_tensor_t *t = sv_gguf_find_tensor(L->src.g, name);
-            if ((st = be->ops->upload(be, (uint8_t *)dst->p + bytes * (size_t)l, t->data, bytes,
-                                      err)))
+            if (mixed) {
+                dst->lqt[l] = qtype_of(t->type);
+                dst->loff[l] = off;
+            }
+            if ((st = be->ops->upload(be, (uint8_t *)dst->p + off, t->data, (size_t)t->n_bytes, err)))
                 return st;
+            off += (size_t)t->n_bytes;
         }
         return SV_OK;
     }
+    free(dst->lqt);
+    free(dst->loff);
+    *dst = (wmat_t){0};
     size_t per = (size_t)in * (size_t)out;
     float *f = NULL;
     if ((st = balloc(L->m, per * (size_t)n, &f, err)))
@@ -602,6 +619,9 @@ static sv_status mat_gemm(const sv_llama_t *m, int32_t rows, int32_t in, int32_t
                           const float *x, const wmat_t *w, size_t layer, const float *bias,
                           float *y, sv_error_t *err) {
     sv_backend_t *be = m->be;
+    if (w->lqt)
+        return be->ops->gemm_q(be, rows, in, out, x, (const uint8_t *)w->p + w->loff[layer], w->lqt[layer],
+                               bias, y, err);
     const uint8_t *p = (const uint8_t *)w->p + layer * w->layer_bytes;
     if (w->qt)
         return be->ops->gemm_q(be, rows, in, out, x, p, w->qt, bias, y, err);
@@ -815,6 +835,11 @@ void sv_llama_destroy(sv_llama_t *m) {
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             be->ops->free(be, bufs[i]);
+    wmat_t *mats[] = {&m->wq, &m->wk, &m->wv, &m->wo, &m->w_gate, &m->w_up, &m->w_down};
+    for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
+        free(mats[i]->lqt);
+        free(mats[i]->loff);
+    }
     free(m);
 }
 

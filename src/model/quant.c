@@ -77,28 +77,38 @@ static void blk_q4_1(const uint8_t *b, float *y) {
 /* Q4_K: {f16 d; f16 dmin; uint8 scales[12]; uint8 qs[128]}.
  *
  * Eight sub-blocks j of 32 elements: x = d*sc[j] * q - dmin*mn[j]. The 6-bit
- * sc and mn are packed in scales[12] (bytes 0-3: sc[0..3] in the low 6 bits,
- * 4-7: mn[0..3]; sub-blocks 4..7 take their low 4 bits from the nibbles of
- * bytes 8-11 and their top 2 bits from the top bits of bytes 0-7). Sub-blocks
- * 2g and 2g+1 share qs[32g .. 32g+31]: low nibbles, then high. */
+ * sc and mn are packed in scales[12] (sv_kquant_scale_min, quant.h).
+ * Sub-blocks 2g and 2g+1 share qs[32g .. 32g+31]: low nibbles, then high. */
 static void blk_q4_k(const uint8_t *b, float *y) {
     float d = sv_f16_to_f32(rd16(b));
     float dmin = sv_f16_to_f32(rd16(b + 2));
-    const uint8_t *sc = b + 4, *qs = b + 16;
+    const uint8_t *qs = b + 16;
     for (int j = 0; j < 8; j++) {
         uint8_t s, m;
-        if (j < 4) {
-            s = sc[j] & 63;
-            m = sc[j + 4] & 63;
-        } else {
-            s = (uint8_t)((sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4));
-            m = (uint8_t)((sc[j + 4] >> 4) | ((sc[j] >> 6) << 4));
-        }
+        sv_kquant_scale_min(b + 4, j, &s, &m);
         float dl = d * (float)s, ml = dmin * (float)m;
         const uint8_t *q = qs + 32 * (j / 2);
         int shift = 4 * (j % 2);
         for (int l = 0; l < 32; l++)
             y[32 * j + l] = dl * (float)((q[l] >> shift) & 0x0f) - ml;
+    }
+}
+
+/* Q5_K: {f16 d; f16 dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128]}.
+ * Q4_K's layout with a fifth bit: element l of sub-block j adds 16 when
+ * bit j of qh[l] is set. */
+static void blk_q5_k(const uint8_t *b, float *y) {
+    float d = sv_f16_to_f32(rd16(b));
+    float dmin = sv_f16_to_f32(rd16(b + 2));
+    const uint8_t *qh = b + 16, *qs = b + 48;
+    for (int j = 0; j < 8; j++) {
+        uint8_t s, m;
+        sv_kquant_scale_min(b + 4, j, &s, &m);
+        float dl = d * (float)s, ml = dmin * (float)m;
+        const uint8_t *q = qs + 32 * (j / 2);
+        int shift = 4 * (j % 2);
+        for (int l = 0; l < 32; l++)
+            y[32 * j + l] = dl * (float)(((q[l] >> shift) & 0x0f) | ((qh[l] >> j) & 1) << 4) - ml;
     }
 }
 
@@ -130,6 +140,7 @@ static block_fn block_decoder(sv_ggml_type t) {
     case SV_GGML_Q4_0: return blk_q4_0;
     case SV_GGML_Q4_1: return blk_q4_1;
     case SV_GGML_Q4_K: return blk_q4_k;
+    case SV_GGML_Q5_K: return blk_q5_k;
     case SV_GGML_Q6_K: return blk_q6_k;
     default: return NULL;
     }

@@ -12,6 +12,8 @@
  *          element 16 + i the high nibble)
  *   Q4_K  256 elements: {f16 d; f16 dmin; u8 scales[12]; u8 qs[128]},
  *         8 sub-blocks of 32 with 6-bit scales and mins
+ *   Q5_K  256 elements: {f16 d; f16 dmin; u8 scales[12]; u8 qh[32];
+ *         u8 qs[128]}, Q4_K with a fifth bit per element from qh
  *   Q6_K  256 elements: {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d},
  *         16 sub-blocks of 16, 6-bit quants centred on 32
  *
@@ -31,7 +33,7 @@
 #include "src/util/error.h"
 
 /* Whether sv_dequantize handles type t: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
- * Q4_K, Q6_K. */
+ * Q4_K, Q5_K, Q6_K. */
 bool sv_dequant_supported(sv_ggml_type t);
 
 /* Dequantizes n elements of type t stored in src (src_bytes bytes, borrowed,
@@ -42,6 +44,21 @@ bool sv_dequant_supported(sv_ggml_type t);
  * Nothing is written to dst on error. */
 sv_status sv_dequantize(sv_ggml_type t, const void *src, size_t src_bytes, float *dst, uint64_t n,
                         sv_error_t *err);
+
+/* Sub-block j's (0..7) 6-bit scale and minimum of a Q4_K or Q5_K
+ * super-block, from its 12 packed bytes (bytes 0-3: the scales of 0..3 in
+ * their low 6 bits, 4-7: the minimums of 0..3; sub-blocks 4..7 take their
+ * low 4 bits from the nibbles of bytes 8-11 and their top 2 bits from the
+ * top bits of bytes 0-7). */
+static inline void sv_kquant_scale_min(const uint8_t *sc, int j, uint8_t *s, uint8_t *m) {
+    if (j < 4) {
+        *s = sc[j] & 63;
+        *m = sc[j + 4] & 63;
+    } else {
+        *s = (uint8_t)((sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4));
+        *m = (uint8_t)((sc[j + 4] >> 4) | ((sc[j] >> 6) << 4));
+    }
+}
 
 /* f16 / bf16 scalar conversions (exact, including subnormals, inf and NaN;
  * a NaN keeps its sign and payload). */

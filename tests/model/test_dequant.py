@@ -1,7 +1,7 @@
 """Dequantization against the gguf Python package.
 
 Writes GGUF files with gguf.GGUFWriter, one tensor per supported type (F32,
-F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) with several blocks and rows, has
+F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) with several blocks and rows, has
 dequant_cli (env var DEQUANT_CLI_BIN) dequantize each one, and compares with
 gguf.quants.dequantize on the same bytes.
 
@@ -50,6 +50,7 @@ F16_FIELDS = {
     Q.Q4_0: [0],
     Q.Q4_1: [0, 2],
     Q.Q4_K: [0, 2],
+    Q.Q5_K: [0, 2],
     Q.Q6_K: [208],
 }
 
@@ -83,7 +84,7 @@ def build_cases(rng):
         cases["%s_quantized" % qtype.name.lower()] = (qtype, q)
     # Random blocks for every quantized type (the only source for the K types,
     # which the package cannot quantize).
-    for qtype, bpr in ((Q.Q8_0, 5), (Q.Q4_0, 5), (Q.Q4_1, 5), (Q.Q4_K, 3), (Q.Q6_K, 3)):
+    for qtype, bpr in ((Q.Q8_0, 5), (Q.Q4_0, 5), (Q.Q4_1, 5), (Q.Q4_K, 3), (Q.Q5_K, 3), (Q.Q6_K, 3)):
         cases["%s_random" % qtype.name.lower()] = (qtype, random_blocks(rng, qtype, 4, bpr))
     return cases
 
@@ -117,7 +118,7 @@ def sieve_dequant(cli, path, name, tmp_path):
 def test_covers_every_supported_type(gguf_file):
     _, cases = gguf_file
     assert {q for q, _ in cases.values()} == {Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1,
-                                              Q.Q4_K, Q.Q6_K}
+                                              Q.Q4_K, Q.Q5_K, Q.Q6_K}
 
 
 @pytest.mark.parametrize("name", ["f32", "f16_all", "bf16_all"])
@@ -140,7 +141,7 @@ def test_float_types_bit_exact(dequant_cli, gguf_file, tmp_path, name):
 
 @pytest.mark.parametrize("name", ["q8_0_quantized", "q4_0_quantized", "q4_1_quantized",
                                   "q8_0_random", "q4_0_random", "q4_1_random",
-                                  "q4_k_random", "q6_k_random"])
+                                  "q4_k_random", "q5_k_random", "q6_k_random"])
 def test_quantized_types(dequant_cli, gguf_file, tmp_path, name):
     path, cases = gguf_file
     qtype, raw = cases[name]

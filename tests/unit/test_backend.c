@@ -275,8 +275,9 @@ static void rnd_qbytes(sv_qtype t, uint8_t *b, size_t n_blocks) {
             b[k] = (uint8_t)(rng >> 33);
         }
         uint16_t h0 = rnd_half(t == SV_QT_BF16), h1 = rnd_half(false);
-        b[0] = (uint8_t)h0, b[1] = (uint8_t)(h0 >> 8);
-        if (t == SV_QT_Q4_1) /* the offset m */
+        uint8_t *d = t == SV_QT_Q6_K ? b + 208 : b; /* Q6_K's scale is its last field */
+        d[0] = (uint8_t)h0, d[1] = (uint8_t)(h0 >> 8);
+        if (t == SV_QT_Q4_1 || t == SV_QT_Q4_K || t == SV_QT_Q5_K) /* the offset m, or dmin */
             b[2] = (uint8_t)h1, b[3] = (uint8_t)(h1 >> 8);
     }
 }
@@ -291,8 +292,9 @@ static void test_gemm_q(void) {
         const char *name;
     } types[] = {{SV_QT_F16, SV_GGML_F16, "F16"},    {SV_QT_BF16, SV_GGML_BF16, "BF16"},
                  {SV_QT_Q8_0, SV_GGML_Q8_0, "Q8_0"}, {SV_QT_Q4_0, SV_GGML_Q4_0, "Q4_0"},
-                 {SV_QT_Q4_1, SV_GGML_Q4_1, "Q4_1"}};
-    const int32_t ins[] = {32, 64, 96, 160, 576};
+                 {SV_QT_Q4_1, SV_GGML_Q4_1, "Q4_1"}, {SV_QT_Q4_K, SV_GGML_Q4_K, "Q4_K"},
+                 {SV_QT_Q5_K, SV_GGML_Q5_K, "Q5_K"}, {SV_QT_Q6_K, SV_GGML_Q6_K, "Q6_K"}};
+    const int32_t ins[] = {32, 64, 96, 160, 256, 576, 768}; /* the K formats take the multiples of 256 */
     const int32_t outs[] = {1, 3, 4, 5, 17, 64};
     const int32_t max_rows = 40;
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
@@ -301,6 +303,7 @@ static void test_gemm_q(void) {
         for (size_t a = 0; a < sizeof ins / sizeof *ins; a++)
             for (size_t o = 0; o < sizeof outs / sizeof *outs; o++) {
                 int32_t in = ins[a], out = outs[o];
+                if (in % sv_qtype_block(t)) continue;
                 size_t nb = (size_t)out * in / sv_qtype_block(t);
                 size_t bytes = nb * sv_qtype_block_bytes(t);
                 uint8_t *wq = malloc(bytes);
@@ -408,8 +411,9 @@ static void test_gemm_q_int8(void) {
         sv_qtype t;
         sv_ggml_type g;
         const char *name;
-    } types[] = {{SV_QT_Q8_0, SV_GGML_Q8_0, "Q8_0"}, {SV_QT_Q4_0, SV_GGML_Q4_0, "Q4_0"}, {SV_QT_Q4_1, SV_GGML_Q4_1, "Q4_1"}};
-    const int32_t ins[] = {32, 96, 576};
+    } types[] = {{SV_QT_Q8_0, SV_GGML_Q8_0, "Q8_0"}, {SV_QT_Q4_0, SV_GGML_Q4_0, "Q4_0"}, {SV_QT_Q4_1, SV_GGML_Q4_1, "Q4_1"},
+                 {SV_QT_Q4_K, SV_GGML_Q4_K, "Q4_K"}, {SV_QT_Q5_K, SV_GGML_Q5_K, "Q5_K"}, {SV_QT_Q6_K, SV_GGML_Q6_K, "Q6_K"}};
+    const int32_t ins[] = {32, 96, 256, 576, 768}; /* the K formats take the multiples of 256 */
     const int32_t outs[] = {1, 5, 17, 64};
     enum { R = 65 };
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
@@ -419,7 +423,8 @@ static void test_gemm_q_int8(void) {
         for (size_t a = 0; a < sizeof ins / sizeof *ins; a++)
             for (size_t o = 0; o < sizeof outs / sizeof *outs; o++) {
                 int32_t in = ins[a], out = outs[o];
-                size_t nb = (size_t)out * in / 32, bytes = nb * sv_qtype_block_bytes(t);
+                if (in % sv_qtype_block(t)) continue;
+                size_t nb = (size_t)out * in / sv_qtype_block(t), bytes = nb * sv_qtype_block_bytes(t);
                 uint8_t *wq = malloc(bytes);
                 rnd_qbytes(t, wq, nb);
                 float *wf = malloc(sizeof(float) * out * in);
