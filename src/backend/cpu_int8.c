@@ -211,6 +211,14 @@ static float dot_scalar_k(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32
  * run on that vector, one lane per column, in the reference's order (the
  * integer sums are exact, and every float lane is the scalar operation).
  * DOTU(u, s): the eight int32 sums of four u8 x s8 products. */
+/* NAME##_body for a constant format T and row count R (4 or 1), so that
+ * the branches on them fold away. */
+#define SV_I8_ROWS(NAME, T) \
+    do {                                                                        \
+        if (R == 4) NAME##_body(T, 4, w, rb, x, nb, bias, y, ldy);              \
+        else NAME##_body(T, 1, w, rb, x, nb, bias, y, ldy);                     \
+    } while (0)
+
 #define SV_I8_KERNEL(NAME, TARGET, DOTU)                                                                     \
     static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
         const sv_qtype t, const int R, const uint8_t *w, size_t rb, const sv_q8x_t *x, int32_t nb,           \
@@ -249,20 +257,10 @@ static float dot_scalar_k(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32
     __attribute__((target(TARGET))) static void NAME(sv_qtype t, int R, const uint8_t *w, size_t rb,          \
                                                      const sv_q8x_t *x, int32_t nb, const float *bias,        \
                                                      float *y, int32_t ldy) {                                 \
-        /* constant formats and row counts, so that the branches fold away */                               \
         switch (t) {                                                                                         \
-        case SV_QT_Q8_0:                                                                                     \
-            if (R == 4) NAME##_body(SV_QT_Q8_0, 4, w, rb, x, nb, bias, y, ldy);                             \
-            else NAME##_body(SV_QT_Q8_0, 1, w, rb, x, nb, bias, y, ldy);                                     \
-            break;                                                                                           \
-        case SV_QT_Q4_0:                                                                                     \
-            if (R == 4) NAME##_body(SV_QT_Q4_0, 4, w, rb, x, nb, bias, y, ldy);                             \
-            else NAME##_body(SV_QT_Q4_0, 1, w, rb, x, nb, bias, y, ldy);                                     \
-            break;                                                                                           \
-        default:                                                                                             \
-            if (R == 4) NAME##_body(SV_QT_Q4_1, 4, w, rb, x, nb, bias, y, ldy);                             \
-            else NAME##_body(SV_QT_Q4_1, 1, w, rb, x, nb, bias, y, ldy);                                     \
-            break;                                                                                           \
+        case SV_QT_Q8_0: SV_I8_ROWS(NAME, SV_QT_Q8_0); break;                                                \
+        case SV_QT_Q4_0: SV_I8_ROWS(NAME, SV_QT_Q4_0); break;                                                \
+        default: SV_I8_ROWS(NAME, SV_QT_Q4_1); break;                                                        \
         }                                                                                                    \
     }
 
@@ -376,18 +374,9 @@ SV_I8_KERNEL(kern_vnni, "avx2,f16c,avx512vnni,avx512vl", SV_DOTU_VNNI)
                                                      const sv_q8x_t *x, int32_t nb, const float *bias,        \
                                                      float *y, int32_t ldy) {                                 \
         switch (t) {                                                                                         \
-        case SV_QT_Q4_K:                                                                                     \
-            if (R == 4) NAME##_body(SV_QT_Q4_K, 4, w, rb, x, nb, bias, y, ldy);                             \
-            else NAME##_body(SV_QT_Q4_K, 1, w, rb, x, nb, bias, y, ldy);                                     \
-            break;                                                                                           \
-        case SV_QT_Q5_K:                                                                                     \
-            if (R == 4) NAME##_body(SV_QT_Q5_K, 4, w, rb, x, nb, bias, y, ldy);                             \
-            else NAME##_body(SV_QT_Q5_K, 1, w, rb, x, nb, bias, y, ldy);                                     \
-            break;                                                                                           \
-        default:                                                                                             \
-            if (R == 4) NAME##_body(SV_QT_Q6_K, 4, w, rb, x, nb, bias, y, ldy);                             \
-            else NAME##_body(SV_QT_Q6_K, 1, w, rb, x, nb, bias, y, ldy);                                     \
-            break;                                                                                           \
+        case SV_QT_Q4_K: SV_I8_ROWS(NAME, SV_QT_Q4_K); break;                                                \
+        case SV_QT_Q5_K: SV_I8_ROWS(NAME, SV_QT_Q5_K); break;                                                \
+        default: SV_I8_ROWS(NAME, SV_QT_Q6_K); break;                                                        \
         }                                                                                                    \
     }
 

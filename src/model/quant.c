@@ -79,10 +79,10 @@ static void blk_q4_1(const uint8_t *b, float *y) {
  * Eight sub-blocks j of 32 elements: x = d*sc[j] * q - dmin*mn[j]. The 6-bit
  * sc and mn are packed in scales[12] (sv_kquant_scale_min, quant.h).
  * Sub-blocks 2g and 2g+1 share qs[32g .. 32g+31]: low nibbles, then high. */
-static void blk_q4_k(const uint8_t *b, float *y) {
+/* Q4_K, and Q5_K when qh is its fifth-bit array (below). */
+static void blk_k45(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float *y) {
     float d = sv_f16_to_f32(rd16(b));
     float dmin = sv_f16_to_f32(rd16(b + 2));
-    const uint8_t *qs = b + 16;
     for (int j = 0; j < 8; j++) {
         uint8_t s, m;
         sv_kquant_scale_min(b + 4, j, &s, &m);
@@ -90,27 +90,16 @@ static void blk_q4_k(const uint8_t *b, float *y) {
         const uint8_t *q = qs + 32 * (j / 2);
         int shift = 4 * (j % 2);
         for (int l = 0; l < 32; l++)
-            y[32 * j + l] = dl * (float)((q[l] >> shift) & 0x0f) - ml;
+            y[32 * j + l] = dl * (float)(((q[l] >> shift) & 0x0f) | (qh ? ((qh[l] >> j) & 1) << 4 : 0)) - ml;
     }
 }
+
+static void blk_q4_k(const uint8_t *b, float *y) { blk_k45(b, NULL, b + 16, y); }
 
 /* Q5_K: {f16 d; f16 dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128]}.
  * Q4_K's layout with a fifth bit: element l of sub-block j adds 16 when
  * bit j of qh[l] is set. */
-static void blk_q5_k(const uint8_t *b, float *y) {
-    float d = sv_f16_to_f32(rd16(b));
-    float dmin = sv_f16_to_f32(rd16(b + 2));
-    const uint8_t *qh = b + 16, *qs = b + 48;
-    for (int j = 0; j < 8; j++) {
-        uint8_t s, m;
-        sv_kquant_scale_min(b + 4, j, &s, &m);
-        float dl = d * (float)s, ml = dmin * (float)m;
-        const uint8_t *q = qs + 32 * (j / 2);
-        int shift = 4 * (j % 2);
-        for (int l = 0; l < 32; l++)
-            y[32 * j + l] = dl * (float)(((q[l] >> shift) & 0x0f) | ((qh[l] >> j) & 1) << 4) - ml;
-    }
-}
+static void blk_q5_k(const uint8_t *b, float *y) { blk_k45(b, b + 16, b + 48, y); }
 
 /* Q6_K: {uint8 ql[128]; uint8 qh[64]; int8 scales[16]; f16 d}.
  *
