@@ -121,19 +121,24 @@ def test_413(server, client):
 
 
 def test_cancel_on_disconnect(server):
-    """Streaming and non-streaming clients that go away: nothing keeps running."""
+    """Streaming and non-streaming clients that go away: nothing keeps running. The end-of-text
+    tokens are biased away (<|endoftext|> 0, <|im_end|> 2), so that neither request can finish on
+    its own before its client leaves (at ~150 tokens/s, sampling one within the second was
+    possible)."""
     base = server.metric("request_success_total", finished_reason="abort")
+    no_end = {"0": -100, "2": -100}
     # streaming: read a few chunks, then close
     with httpx.stream("POST", server.url + "/v1/completions", headers=server.headers(), timeout=60,
                       json={"model": NAME, "prompt": "Once upon a time", "max_tokens": 3000, "stream": True,
-                            "temperature": 1.0, "stop": []}) as r:
+                            "temperature": 1.0, "stop": [], "logit_bias": no_end}) as r:
         n = 0
         for line in r.iter_lines():
             n += bool(line)
             if n >= 3:
                 break
     # non-streaming: a raw socket that sends the request and closes
-    body = json.dumps({"model": NAME, "prompt": "Once upon a time", "max_tokens": 3000, "temperature": 1.0}).encode()
+    body = json.dumps({"model": NAME, "prompt": "Once upon a time", "max_tokens": 3000, "temperature": 1.0,
+                       "logit_bias": no_end}).encode()
     s = socket.create_connection(("127.0.0.1", server.port))
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Authorization: Bearer " + server.api_key.encode() + b"\r\nContent-Length: " +
