@@ -647,7 +647,7 @@ static sv_status gemm_q_int8(cpu_backend_t *cb, int32_t rows, int32_t in, int32_
     pool_run(&cb->pool, rows, (65536 + in - 1) / in, quant_rows, &qj);
     gemm_i8_job_t j = {rows, out, nb, cb->qx, w, t, (size_t)(in / sv_qtype_block(t)) * sv_qtype_block_bytes(t),
                        bias, y, cb->i8, GEMM_CB, NULL, 0};
-    if (rows >= GEMM_I8_WIDE_ROWS && sv_i8_cols16_ok(cb->i8, t)) {
+    if (rows >= GEMM_I8_WIDE_ROWS && sv_i8_cols16_ok(cb->i8)) {
         /* many rows: 16-column tiles, repacked once per tile into the thread's scratch */
         size_t per = sv_i8_cols16_scratch(t, nb), bytes = per * (size_t)cb->pool.n_threads;
         if (bytes > cb->rp_n) {

@@ -112,7 +112,66 @@ static inline float rd_f16(const uint8_t *p) { return sv_f16_to_f32((uint16_t)(p
 /* ---- plain C: the reference ------------------------------------------------ */
 
 static int is_kquant(sv_qtype t) { return t == SV_QT_Q4_K || t == SV_QT_Q5_K || t == SV_QT_Q6_K; }
-static float dot_scalar_k(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32_t nb);
+
+/* The integer scales of sub-block j (0..7) of the K-format super-block at
+ * w: of its first and last 16 elements (equal but for Q6_K), and its
+ * minimum (Q4_K, Q5_K; 0 for Q6_K). src/model/quant.c's layouts. */
+static inline void kscales(sv_qtype t, const uint8_t *w, int j, int32_t *slo, int32_t *shi, int32_t *m) {
+    if (t == SV_QT_Q6_K) {
+        *slo = (int8_t)w[192 + 2 * j];
+        *shi = (int8_t)w[193 + 2 * j];
+        *m = 0;
+        return;
+    }
+    uint8_t s, mn;
+    sv_kquant_scale_min(w + 4, j, &s, &mn);
+    *slo = *shi = s;
+    *m = mn;
+}
+
+/* A K-format super-block's float scales d and dmin (0 for Q6_K). */
+static inline void kfloats(sv_qtype t, const uint8_t *w, float *d, float *dmin) {
+    *d = rd_f16(t == SV_QT_Q6_K ? w + 208 : w);
+    *dmin = t == SV_QT_Q6_K ? 0.0f : rd_f16(w + 2);
+}
+
+/* Sub-block j of the K-format super-block at w: its 32 weights as integers
+ * in element order (Q4_K 0..15, Q5_K 0..31, Q6_K q - 32). */
+static void kblock_scalar(sv_qtype t, const uint8_t *w, int j, int8_t *q) {
+    if (t == SV_QT_Q6_K) {
+        int h = j / 4, k = j % 4;
+        const uint8_t *ql = w + 64 * h + 32 * (k % 2), *qh = w + 128 + 32 * h;
+        for (int l = 0; l < 32; l++)
+            q[l] = (int8_t)((((ql[l] >> (4 * (k / 2))) & 15) | ((qh[l] >> (2 * k)) & 3) << 4) - 32);
+        return;
+    }
+    const uint8_t *qs = w + (t == SV_QT_Q5_K ? 48 : 16) + 32 * (j / 2);
+    for (int l = 0; l < 32; l++)
+        q[l] = (int8_t)(((qs[l] >> (4 * (j % 2))) & 15) | (t == SV_QT_Q5_K ? ((w[16 + l] >> j) & 1) << 4 : 0));
+}
+
+/* The K formats in plain C: the reference (cpu_int8.h's order). */
+static float dot_scalar_k(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32_t nb) {
+    float acc = 0.0f, M = 0.0f;
+    size_t bb = sv_qtype_block_bytes(t);
+    for (int32_t b = 0; b < nb; b++) {
+        const uint8_t *sb = w + (size_t)(b / 8) * bb;
+        int8_t q[32];
+        int32_t slo, shi, m, plo = 0, phi = 0;
+        float d, dmin;
+        kblock_scalar(t, sb, b % 8, q);
+        kscales(t, sb, b % 8, &slo, &shi, &m);
+        kfloats(t, sb, &d, &dmin);
+        for (int i = 0; i < 16; i++) {
+            plo += q[i] * x[b].q[i];
+            phi += q[16 + i] * x[b].q[16 + i];
+        }
+        int32_t P = slo * plo + shi * phi;
+        acc = acc + (float)P * (d * x[b].d);
+        if (t != SV_QT_Q6_K) M = M + (float)(m * x[b].qsum) * (dmin * x[b].d);
+    }
+    return t == SV_QT_Q6_K ? acc : acc - M;
+}
 
 static float dot_scalar(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32_t nb) {
     if (is_kquant(t)) return dot_scalar_k(t, w, x, nb);
@@ -133,50 +192,6 @@ static float dot_scalar(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32_t
         if (t == SV_QT_Q4_1) M = M + mw * x[b].sx;
     }
     return t == SV_QT_Q4_1 ? acc + M : acc;
-}
-
-/* Sub-block j (0..7) of the K-format super-block at w: its 32 weights as
- * integers in element order (Q4_K 0..15, Q5_K 0..31, Q6_K q - 32), the
- * integer scales of its first and last 16 elements (equal but for Q6_K)
- * and its minimum (Q4_K, Q5_K; 0 for Q6_K). src/model/quant.c's layouts. */
-static void kblock_scalar(sv_qtype t, const uint8_t *w, int j, int8_t *q, int32_t *slo, int32_t *shi, int32_t *m) {
-    if (t == SV_QT_Q6_K) {
-        int h = j / 4, k = j % 4;
-        const uint8_t *ql = w + 64 * h + 32 * (k % 2), *qh = w + 128 + 32 * h;
-        for (int l = 0; l < 32; l++)
-            q[l] = (int8_t)((((ql[l] >> (4 * (k / 2))) & 15) | ((qh[l] >> (2 * k)) & 3) << 4) - 32);
-        *slo = (int8_t)w[192 + 2 * j];
-        *shi = (int8_t)w[192 + 2 * j + 1];
-        *m = 0;
-        return;
-    }
-    uint8_t s, mn;
-    sv_kquant_scale_min(w + 4, j, &s, &mn);
-    const uint8_t *qs = w + (t == SV_QT_Q5_K ? 48 : 16) + 32 * (j / 2);
-    for (int l = 0; l < 32; l++)
-        q[l] = (int8_t)(((qs[l] >> (4 * (j % 2))) & 15) | (t == SV_QT_Q5_K ? ((w[16 + l] >> j) & 1) << 4 : 0));
-    *slo = *shi = s;
-    *m = mn;
-}
-
-/* The K formats in plain C: the reference (cpu_int8.h's order). */
-static float dot_scalar_k(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32_t nb) {
-    float acc = 0.0f, M = 0.0f;
-    size_t bb = sv_qtype_block_bytes(t);
-    for (int32_t b = 0; b < nb; b++) {
-        const uint8_t *sb = w + (size_t)(b / 8) * bb;
-        int8_t q[32];
-        int32_t slo, shi, m, plo = 0, phi = 0;
-        kblock_scalar(t, sb, b % 8, q, &slo, &shi, &m);
-        for (int i = 0; i < 16; i++) {
-            plo += q[i] * x[b].q[i];
-            phi += q[16 + i] * x[b].q[16 + i];
-        }
-        int32_t P = slo * plo + shi * phi;
-        acc = acc + (float)P * (rd_f16(t == SV_QT_Q6_K ? sb + 208 : sb) * x[b].d);
-        if (t != SV_QT_Q6_K) M = M + (float)(m * x[b].qsum) * (rd_f16(sb + 2) * x[b].d);
-    }
-    return t == SV_QT_Q6_K ? acc : acc - M;
 }
 
 /* ---- x86 ------------------------------------------------------------------- */
@@ -204,13 +219,6 @@ static float dot_scalar_k(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32
         }                                                                                          \
     } while (0)
 
-/* R activation rows (1 or 4) x 4 weight rows. Each weight block is
- * unpacked once for the R rows and each activation block loaded once for
- * the 4 columns; the four int32 block sums of a row come out of one
- * horizontal-add tree as a vector, and the float steps of the reference
- * run on that vector, one lane per column, in the reference's order (the
- * integer sums are exact, and every float lane is the scalar operation).
- * DOTU(u, s): the eight int32 sums of four u8 x s8 products. */
 /* NAME##_body for a constant format T and row count R (4 or 1), so that
  * the branches on them fold away. */
 #define SV_I8_ROWS(NAME, T) \
@@ -219,6 +227,13 @@ static float dot_scalar_k(sv_qtype t, const uint8_t *w, const sv_q8x_t *x, int32
         else NAME##_body(T, 1, w, rb, x, nb, bias, y, ldy);                     \
     } while (0)
 
+/* R activation rows (1 or 4) x 4 weight rows. Each weight block is
+ * unpacked once for the R rows and each activation block loaded once for
+ * the 4 columns; the four int32 block sums of a row come out of one
+ * horizontal-add tree as a vector, and the float steps of the reference
+ * run on that vector, one lane per column, in the reference's order (the
+ * integer sums are exact, and every float lane is the scalar operation).
+ * DOTU(u, s): the eight int32 sums of four u8 x s8 products. */
 #define SV_I8_KERNEL(NAME, TARGET, DOTU)                                                                     \
     static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
         const sv_qtype t, const int R, const uint8_t *w, size_t rb, const sv_q8x_t *x, int32_t nb,           \
@@ -313,26 +328,11 @@ SV_I8_KERNEL(kern_vnni, "avx2,f16c,avx512vnni,avx512vl", SV_DOTU_VNNI)
         for (int32_t s = 0; s < nb / 8; s++) {                                                               \
             const uint8_t *sb[4];                                                                            \
             int32_t slo[8][4], shi[8][4], mn[8][4];                                                          \
-            float dw[4], dm[4] = {0};                                                                        \
+            float dw[4], dm[4];                                                                              \
             for (int c = 0; c < 4; c++) {                                                                    \
                 sb[c] = w + (size_t)c * rb + (size_t)s * bb;                                                 \
-                const uint8_t *dp = t == SV_QT_Q6_K ? sb[c] + 208 : sb[c];                                   \
-                dw[c] = _cvtsh_ss((uint16_t)(dp[0] | dp[1] << 8));                                           \
-                if (t == SV_QT_Q6_K) {                                                                       \
-                    for (int j = 0; j < 8; j++) {                                                            \
-                        slo[j][c] = (int8_t)sb[c][192 + 2 * j];                                              \
-                        shi[j][c] = (int8_t)sb[c][193 + 2 * j];                                              \
-                        mn[j][c] = 0;                                                                        \
-                    }                                                                                        \
-                } else {                                                                                     \
-                    dm[c] = _cvtsh_ss((uint16_t)(sb[c][2] | sb[c][3] << 8));                                 \
-                    for (int j = 0; j < 8; j++) {                                                            \
-                        uint8_t sc_, m_;                                                                     \
-                        sv_kquant_scale_min(sb[c] + 4, j, &sc_, &m_);                                        \
-                        slo[j][c] = shi[j][c] = sc_;                                                         \
-                        mn[j][c] = m_;                                                                       \
-                    }                                                                                        \
-                }                                                                                            \
+                kfloats(t, sb[c], &dw[c], &dm[c]);                                                           \
+                for (int j = 0; j < 8; j++) kscales(t, sb[c], j, &slo[j][c], &shi[j][c], &mn[j][c]);         \
             }                                                                                                \
             __m128 dw4 = _mm_loadu_ps(dw), dm4 = _mm_loadu_ps(dm);                                           \
             for (int j = 0; j < 8; j++) {                                                                    \
@@ -433,7 +433,7 @@ static size_t rp_block_bytes(sv_qtype t) {
 
 size_t sv_i8_cols16_scratch(sv_qtype t, int32_t nb) { return (size_t)nb * rp_block_bytes(t) + 64; }
 
-int sv_i8_cols16_ok(sv_i8_level lv, sv_qtype t) { (void)t; return lv == SV_I8_VNNI; }
+int sv_i8_cols16_ok(sv_i8_level lv) { return lv == SV_I8_VNNI; }
 
 #ifdef SV_I8_X86
 static void repack16(sv_qtype t, const uint8_t *w, size_t rb, int32_t nb, uint8_t *dst) {
@@ -504,33 +504,22 @@ rp_rows(const sv_qtype t, const int R, const uint8_t *rp, const sv_q8x_t *x, int
     }
 }
 
-/* Super-block by super-block and column by column: the integer scales are
- * decoded once per super-block, and each sub-block's 32 weights are
- * unpacked in registers (SV_I8_KLOAD, the kernels' own code) and stored
- * four bytes at a time into their chunks. */
+/* Super-block by super-block and column by column: each sub-block's 32
+ * weights are unpacked in registers (SV_I8_KLOAD, the kernels' own code)
+ * and stored four bytes at a time into their chunks. */
 __attribute__((target("avx2,f16c"))) static void repack16_k(sv_qtype t, const uint8_t *w, size_t rb, int32_t nb,
                                                            uint8_t *dst) {
     size_t bb = sv_qtype_block_bytes(t);
     for (int32_t s = 0; s < nb / 8; s++)
         for (int c = 0; c < 16; c++) {
             const uint8_t *sb = w + (size_t)c * rb + (size_t)s * bb;
-            const uint8_t *dp = t == SV_QT_Q6_K ? sb + 208 : sb;
-            float d = _cvtsh_ss((uint16_t)(dp[0] | dp[1] << 8));
-            float dmin = t == SV_QT_Q6_K ? 0.0f : _cvtsh_ss((uint16_t)(sb[2] | sb[3] << 8));
+            float d, dmin;
+            kfloats(t, sb, &d, &dmin);
             for (int j = 0; j < 8; j++) {
                 uint8_t *o = dst + (size_t)(8 * s + j) * RPK_BYTES;
                 int32_t *slo = (int32_t *)(o + 512), *shi = slo + 16, *mn = shi + 16;
                 float *dv = (float *)(mn + 16), *dminv = dv + 16;
-                if (t == SV_QT_Q6_K) {
-                    slo[c] = (int8_t)sb[192 + 2 * j];
-                    shi[c] = (int8_t)sb[193 + 2 * j];
-                    mn[c] = 0;
-                } else {
-                    uint8_t sc, m;
-                    sv_kquant_scale_min(sb + 4, j, &sc, &m);
-                    slo[c] = shi[c] = sc;
-                    mn[c] = m;
-                }
+                kscales(t, sb, j, &slo[c], &shi[c], &mn[c]);
                 dv[c] = d;
                 dminv[c] = dmin;
                 __m256i wv;
@@ -589,20 +578,14 @@ rpk_rows(const sv_qtype t, const int R, const uint8_t *rp, const sv_q8x_t *x, in
     }
 }
 
-#define SV_RPK_FORMAT(T)                                                                   \
-    do {                                                                                   \
-        int32_t r = 0;                                                                     \
-        for (; r + 4 <= rows; r += 4)                                                      \
-            rpk_rows(T, 4, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy);    \
-        for (; r < rows; r++) rpk_rows(T, 1, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy); \
-    } while (0)
-
-#define SV_RP_FORMAT(T)                                                                   \
+/* Every row of a repacked tile through FN (rp_rows or rpk_rows) for the
+ * constant format T: four rows at a time, then one. */
+#define SV_RP_FORMAT(FN, T)                                                               \
     do {                                                                                  \
         int32_t r = 0;                                                                    \
         for (; r + 4 <= rows; r += 4)                                                     \
-            rp_rows(T, 4, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy);    \
-        for (; r < rows; r++) rp_rows(T, 1, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy); \
+            FN(T, 4, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy);         \
+        for (; r < rows; r++) FN(T, 1, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy); \
     } while (0)
 
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rp_tile(sv_qtype t, const uint8_t *rp,
@@ -610,12 +593,12 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rp_tile(sv_qt
                                                                            int32_t nb, const float *bias,
                                                                            float *y, int32_t ldy) {
     switch (t) { /* constant formats, so that the branches fold away */
-    case SV_QT_Q8_0: SV_RP_FORMAT(SV_QT_Q8_0); break;
-    case SV_QT_Q4_0: SV_RP_FORMAT(SV_QT_Q4_0); break;
-    case SV_QT_Q4_K: SV_RPK_FORMAT(SV_QT_Q4_K); break;
-    case SV_QT_Q5_K: SV_RPK_FORMAT(SV_QT_Q5_K); break;
-    case SV_QT_Q6_K: SV_RPK_FORMAT(SV_QT_Q6_K); break;
-    default: SV_RP_FORMAT(SV_QT_Q4_1); break;
+    case SV_QT_Q8_0: SV_RP_FORMAT(rp_rows, SV_QT_Q8_0); break;
+    case SV_QT_Q4_0: SV_RP_FORMAT(rp_rows, SV_QT_Q4_0); break;
+    case SV_QT_Q4_K: SV_RP_FORMAT(rpk_rows, SV_QT_Q4_K); break;
+    case SV_QT_Q5_K: SV_RP_FORMAT(rpk_rows, SV_QT_Q5_K); break;
+    case SV_QT_Q6_K: SV_RP_FORMAT(rpk_rows, SV_QT_Q6_K); break;
+    default: SV_RP_FORMAT(rp_rows, SV_QT_Q4_1); break;
     }
 }
 #endif
@@ -623,7 +606,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rp_tile(sv_qt
 void sv_i8_cols16(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, const sv_q8x_t *x, int32_t rows,
                   int32_t nb, const float *bias, float *y, int32_t ldy, void *scratch) {
 #ifdef SV_I8_X86
-    if (sv_i8_cols16_ok(lv, t)) {
+    if (sv_i8_cols16_ok(lv)) {
         uint8_t *rp = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
         if (is_kquant(t)) repack16_k(t, w, row_bytes, nb, rp);
         else repack16(t, w, row_bytes, nb, rp);

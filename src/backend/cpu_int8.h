@@ -80,16 +80,15 @@ void sv_i8_dots(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, 
 /* Bytes of per-thread scratch sv_i8_cols16 needs for rows of nb blocks. */
 size_t sv_i8_cols16_scratch(sv_qtype t, int32_t nb);
 
-/* Whether sv_i8_cols16 has a kernel for format t at this level (AVX-512
- * VNNI, 32-element blocks). */
-int sv_i8_cols16_ok(sv_i8_level lv, sv_qtype t);
+/* Whether sv_i8_cols16 has a kernel at this level (AVX-512 VNNI). */
+int sv_i8_cols16_ok(sv_i8_level lv);
 
 /* y[r * ldy + c] for r < rows and c < 16: 16 weight rows (row_bytes apart)
  * against `rows` activation rows (x: rows of nb blocks), equal to
  * sv_i8_dots' bits. The 16 weight rows are first repacked into scratch,
  * four bytes of each column in turn, so that one vpdpbusd yields the sums
  * of all 16 columns with no horizontal add; worth it when many rows
- * share them (prefill, batches). Only where sv_i8_cols16_ok(lv, t). */
+ * share them (prefill, batches). Only where sv_i8_cols16_ok. */
 void sv_i8_cols16(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, const sv_q8x_t *x, int32_t rows,
                   int32_t nb, const float *bias, float *y, int32_t ldy, void *scratch);
 

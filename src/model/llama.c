@@ -597,8 +597,6 @@ static sv_status load_mat(loader_t *L, const char *gguf_fmt, const char *hf_fmt,
         }
         return SV_OK;
     }
-    free(dst->lqt);
-    free(dst->loff);
     *dst = (wmat_t){0};
     size_t per = (size_t)in * (size_t)out;
     float *f = NULL;
