@@ -73,6 +73,13 @@ typedef const sv_dfa_t *(*sv_call_resolve_fn)(void *ctx, uint32_t id, sv_error_t
  * without calls then. *out is a new DFA. */
 sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void *ctx, const sv_fsm_limits_t *lim,
                           sv_dfa_t **out, sv_error_t *err);
+/* The product of raw DFAs whose only markers call part id, the free-form
+ * container `part` (program_product.c): a call one side makes where the
+ * other reads a bracket is first expanded into a copy of the part, as deep
+ * as needed, so the result is exact and keeps the calls both sides make.
+ * SV_ERR_UNSUPPORTED when it cannot be exact that way. */
+sv_status sv_dfa_product_calls(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id, const sv_dfa_t *part,
+                               const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
 /* A uniform byte of class c (sampling). */
 uint8_t sv_dfa_class_byte(const sv_dfa_t *d, uint32_t c, sv_rng_t *rng);
 /* Whole-string matching and sampling of a program (sv_dfa_matches and

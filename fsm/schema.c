@@ -643,7 +643,8 @@ sv_status sv_sc_to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out) {
 sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out) {
     if (!a) { *out = op == SV_DFA_OR || op == SV_DFA_XOR ? b : NULL; return SV_OK; }
     if (!b) { *out = op == SV_DFA_AND ? NULL : a; return SV_OK; }
-    if (c->calls && (sv_dfa_has_markers(a) || sv_dfa_has_markers(b))) {
+    bool calls = c->calls && (sv_dfa_has_markers(a) || sv_dfa_has_markers(b));
+    if (calls && !c->any_products) {
         /* A product over bytes would treat a call as a literal: redo the
          * whole compilation with flat free-form values. */
         c->calls_conflict = true;
@@ -651,7 +652,16 @@ sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const
     }
     sv_error_t e;
     sv_error_clear(&e);
-    sv_status st = sv_dfa_product(a, b, op, sv_sc_lim(c), out, &e);
+    /* Free-form values called on both sides stay calls; where one side
+     * spells values out, the other's call is expanded to match
+     * (program_product.c). When that cannot be exact, the compilation is
+     * redone with flat free-form values in products. */
+    sv_status st = calls ? sv_dfa_product_calls(a, b, op, SV_SCHEMA_PART_ANY, c->any_part, sv_sc_lim(c), out, &e)
+                         : sv_dfa_product(a, b, op, sv_sc_lim(c), out, &e);
+    if (st == SV_ERR_UNSUPPORTED && calls) {
+        c->calls_conflict = true;
+        return sv_sc_fail(c, st, kw, "%s (compiled again with flat free-form values)", e.message);
+    }
     if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; } /* callers decide whether empty is an error */
     if (st) return sv_sc_fail(c, st, kw, "%s", e.message);
     if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) return sv_sc_nomem(c);
@@ -1518,10 +1528,10 @@ static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
  * than one, *deep whether some free-form value nests deeper than
  * SV_SCHEMA_ANY_DEPTH_MIN. */
 static sv_status compile_once(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
-                              uint64_t deadline, int level, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
-                              bool *more_orders, bool *deep, bool *conflict) {
+                              uint64_t deadline, int level, bool any_products, sv_dfa_t **out, sv_schema_info_t *info,
+                              sv_error_t *err, bool *more_orders, bool *deep, bool *conflict, bool *in_products) {
     sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline,
-                .calls = level > 0, .ref_parts = level > 1,
+                .calls = level > 0, .ref_parts = level > 1, .any_products = level > 0 && any_products,
                 .keyset = o->key_order == SV_KEY_ORDER_ANY && orders > 1};
     c.arena = sv_arena_create(0);
     if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
@@ -1559,6 +1569,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
     *more_orders = c.more_orders;
     *deep = c.deep_any;
     *conflict = st && c.calls_conflict;
+    *in_products = c.any_products_used;
     sv_arena_destroy(c.arena);
     return st;
 }
@@ -1569,16 +1580,21 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
 static sv_status compile_attempt(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
                                  uint64_t deadline, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
                                  bool *more_orders, bool *deep, uint32_t *narrowed) {
-    /* With calls: first with $ref targets as parts too, then without (a
+    /* With calls: first with $ref targets as parts too and free-form values
+     * as calls inside products; on a conflict, first without calls inside
+     * products (when the compile made some), then without $ref parts (a
      * conflict there is mostly two refs that start alike), then flat. */
-    bool conflict = false;
+    bool conflict = false, in_products = false, anyp = true;
     int level = o->any_calls ? 2 : 0;
-    sv_status st = compile_once(text, len, o, root, orders, deadline, level, out, info, err, more_orders, deep, &conflict);
+    sv_status st = compile_once(text, len, o, root, orders, deadline, level, anyp, out, info, err, more_orders, deep,
+                                &conflict, &in_products);
     while (conflict && level > 0) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
-        if (--level == 0) *narrowed |= SV_SCHEMA_NARROWED_CALLS;
-        st = compile_once(text, len, o, root, orders, deadline, level, out, info, err, more_orders, deep, &conflict);
+        if (anyp && in_products) anyp = false;
+        else if (--level == 0) *narrowed |= SV_SCHEMA_NARROWED_CALLS;
+        st = compile_once(text, len, o, root, orders, deadline, level, anyp, out, info, err, more_orders, deep,
+                          &conflict, &in_products);
     }
     return st;
 }

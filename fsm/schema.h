@@ -70,7 +70,8 @@ typedef struct sv_schema_opts {
     uint32_t any_deep_arrays;
     bool any_calls;            /* free-form containers as calls into one shared part
                                   (program.c): any depth, one copy (default true);
-                                  inside differences they keep the bounded shape above */
+                                  inside products too (program_product.c), unless a
+                                  call there cannot be kept: then the bounded shape */
     sv_key_order key_order;    /* object keys in the schema's order (default), or in any
                                   order, each at most once (objects with few keys: see
                                   docs/fsm.md "Key order") */

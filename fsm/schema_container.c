@@ -923,6 +923,10 @@ static sv_status canon_value(sctx_t *c, const sv_loc_t *loc, sv_ast_t **out) {
      * scalars, which keeps the universe finite (a smaller universe is still
      * sound for differences). */
     sv_status st;
+    /* Where no schema names the location, every spelling is canonical (no
+     * key order to keep): the free-form part, to any depth, as a call. */
+    if (c->calls && c->any_products && (!loc || (loc->n == 0 && loc->nlits == 0 && loc->nctx == 0)))
+        return sv_sc_any_call_in_product(c, out);
     sv_ast_t *alts[6];
     sv_dfa_t *content;
     if ((st = sv_sc_any_number(c, false, &alts[0])) || (st = sv_sc_any_string_content(c, &content))) return st;

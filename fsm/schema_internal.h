@@ -86,6 +86,10 @@ typedef struct sctx {
     bool calls;
     uint32_t no_calls;
     bool calls_conflict;
+    /* Free-form values as calls inside products too (program_product.c):
+     * on in the first attempt; any_products_used says the compile made
+     * such a call, so that a conflict retries without them first. */
+    bool any_products, any_products_used;
     sv_dfa_t *any_part;        /* the free-form container part (raw, with markers) */
     sv_dfa_t **parts;          /* other parts by id - SV_SCHEMA_PART_FIRST (sv_sc_part) */
     uint32_t nparts, capparts;
@@ -212,6 +216,11 @@ sv_status sv_sc_integer_spellings(sctx_t *c, sv_ast_t *lang, sv_ast_t **out);
 /* Any JSON value nested at most depth levels (numbers in their plain Python
  * spellings, objects with keys in any order, a key possibly twice). */
 sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, sv_ast_t **out);
+/* A free-form value as a call into the free-form part, inside a language
+ * that enters a product (c->any_products): every value, to any depth. The
+ * same language as the canonical universe at a location no schema names,
+ * since that universe fixes no key order there. */
+sv_status sv_sc_any_call_in_product(sctx_t *c, sv_ast_t **out);
 /* The spellings of a JSON value (const/enum), keys ordered per location. */
 sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **out);
 /* The content language of a string schema (pattern, lengths, format); *out

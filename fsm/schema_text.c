@@ -301,8 +301,14 @@ static sv_status any_call(sctx_t *c, sv_ast_t **out) {
     return SV_OK;
 }
 
+sv_status sv_sc_any_call_in_product(sctx_t *c, sv_ast_t **out) {
+    c->any_products_used = true;
+    return any_call(c, out);
+}
+
 sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, sv_ast_t **out) {
     if (sv_sc_calls(c)) return any_call(c, out);
+    if (c->calls && c->any_products) return sv_sc_any_call_in_product(c, out);
     any_shape_t sh = {depth > SV_SCHEMA_MAX_ANY ? SV_SCHEMA_MAX_ANY : depth, c->o->any_deep_levels, c->o->any_deep_arrays};
     if (sh.extra > SV_SCHEMA_MAX_ANY - sh.general) sh.extra = SV_SCHEMA_MAX_ANY - sh.general;
     if (sh.arrays > SV_SCHEMA_ANY_DEEP_ARRAYS_MAX) sh.arrays = SV_SCHEMA_ANY_DEEP_ARRAYS_MAX;

@@ -2,7 +2,8 @@
 any_deep_levels, any_deep_arrays). With --any-calls true a free-form value
 nests to any depth: every stack up to 8 levels (and 60, in the call test) is
 accepted. The bounded shape is what free-form values take with
---any-calls false and inside not/oneOf/if/allOf/contains: every stack of containers up to
+--any-calls false (and inside products when a call there cannot be kept,
+fsm/program_product.c): every stack of containers up to
 --max-any-depth levels is accepted; deeper ones, up to --any-deep-levels more,
 only while they hold at most --any-deep-arrays arrays. The test enumerates
 every stack of objects and arrays up to 8 levels, builds a value with that
