@@ -354,6 +354,39 @@ sv_status sv_dfa_product(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, con
     return memoized(&k, build_product, &j, out, err);
 }
 
+/* Products of automata that call the free-form part (program_product.c):
+ * keyed by the part's fingerprint too, since the expansions copy it. */
+#define PRODUCT_CALLS_TAG 0xFFFFFFF1u
+
+typedef struct {
+    const sv_dfa_t *a, *b, *part;
+    sv_dfa_op op;
+    uint32_t id;
+    const sv_fsm_limits_t *lim;
+} calls_job_t;
+
+static sv_status build_product_calls(const void *ctx, sv_dfa_t **out, sv_error_t *err) {
+    const calls_job_t *j = ctx;
+    return sv_dfa_product_calls_uncached(j->a, j->b, j->op, j->id, j->part, j->lim, out, err);
+}
+
+sv_status sv_dfa_product_calls(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id, const sv_dfa_t *part,
+                               const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
+    if (!sv_dfa_has_markers(a) && !sv_dfa_has_markers(b)) return sv_dfa_product(a, b, op, lim, out, err);
+    calls_job_t j = {a, b, part, op, id, lim};
+    if (!g.max_bytes || !part || a->call_off || b->call_off) return build_product_calls(&j, out, err);
+    key_t k = {0};
+    uint64_t f[3] = {fingerprint(a), fingerprint(b), fingerprint(part)};
+    put32(&k, PRODUCT_CALLS_TAG);
+    put32(&k, (uint32_t)op);
+    put32(&k, id);
+    put(&k, f, sizeof f);
+    put32(&k, a->nstates);
+    put32(&k, b->nstates);
+    put32(&k, part->nstates);
+    return memoized(&k, build_product_calls, &j, out, err);
+}
+
 /* ---- the pipeline ---------------------------------------------------------------- */
 
 #include "../src/util/clock.h"

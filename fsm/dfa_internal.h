@@ -80,6 +80,10 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
  * SV_ERR_UNSUPPORTED when it cannot be exact that way. */
 sv_status sv_dfa_product_calls(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id, const sv_dfa_t *part,
                                const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
+/* Without the memo (program_product.c; the memo is dfa_cache.c's). */
+sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id,
+                                        const sv_dfa_t *part, const sv_fsm_limits_t *lim, sv_dfa_t **out,
+                                        sv_error_t *err);
 /* A uniform byte of class c (sampling). */
 uint8_t sv_dfa_class_byte(const sv_dfa_t *d, uint32_t c, sv_rng_t *rng);
 /* Whole-string matching and sampling of a program (sv_dfa_matches and

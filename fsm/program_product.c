@@ -11,18 +11,22 @@
  * (μ's values all start with one of those) would let the product pair μ
  * with nothing, so a difference would keep values the other side holds.
  *
- * So before the product, every pair of states the product can reach is
- * checked for that conflict: one side reads the marker, the other a
- * bracket. Where it happens, the side with the marker is expanded at that
- * state: the call edge is replaced by a copy of μ's own automaton, whose
- * final states (the closed container) are replaced by the call's return
- * state, and whose inner values are again calls. Expanding goes one
- * container level deeper each round, as deep as the other side spells
- * values out, which a finite automaton does only to a bounded depth, so
- * the rounds end. Without conflicts the product is exact: walk any string
- * through both sides; wherever one side consumes a container by a call,
- * the other consumes it by the same call or not at all (it reads no
- * bracket there), so the two walks stay in step, marker for marker.
+ * So the product walks its pairs of states checking for that conflict:
+ * one side reads the marker, the other a bracket. Where it happens, the
+ * side with the marker is expanded at that state: the call edge is
+ * replaced by a copy of μ's own automaton, whose final states (the closed
+ * container) are replaced by the call's return state, and whose inner
+ * values are again calls. Expanding never changes a side's language, so
+ * the walk goes on where it was: the pairs of an expanded state are walked
+ * again with its new moves, and pairs met before stay (at worst they ask
+ * for an expansion that was not needed). Each round goes one container
+ * level deeper, as deep as the other side spells values out, which a
+ * finite automaton does only to a bounded depth, so the rounds end. Without
+ * conflicts the product is exact: walk any string through both sides;
+ * wherever one side consumes a container by a call, the other consumes it
+ * by the same call or not at all (it reads no bracket there), so the two
+ * walks stay in step, marker for marker. The pairs walked are then the
+ * product's states, minimized as any product's.
  *
  * What stays refused (SV_ERR_UNSUPPORTED, and the schema compiler builds
  * the product from flat pieces instead): a marker of any other part, a
@@ -32,48 +36,149 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/clock.h"
 #include "../src/util/memacct.h"
 #include "dfa_internal.h"
 
 #define MAX_ROUNDS 256
 
-static int32_t next_byte(const sv_dfa_t *d, int32_t s, uint8_t b) {
-    return s < 0 ? -1 : d->trans[(size_t)s * d->nclasses + d->classes[b]];
+/* One operand as a growing table over the classes common to both operands
+ * and the part. */
+typedef struct {
+    int32_t *t;
+    uint8_t *acc, *mark;
+    int32_t *copy;     /* per state r: the copy of the part that returns to r, or -1 */
+    uint32_t n, cap;
+} side_t;
+
+typedef struct { int32_t a, b; } pair_t;
+
+typedef struct {
+    const sv_fsm_limits_t *lim;
+    sv_error_t *err;
+    uint64_t deadline;
+    uint32_t k, cmark, copen[2];
+    uint8_t classes[256];
+    side_t s[2];
+    /* the part, over the common classes */
+    const int32_t *pt;
+    const uint8_t *pacc;
+    uint32_t pn;
+    /* the pairs met, in order, and their hash table */
+    pair_t *q;
+    uint32_t nq, capq, *table, tcap;
+} walk_t;
+
+static const char refused[] = "a free-form value meets a value spelled out where it also reads a bracket";
+
+static sv_status nomem(walk_t *w) { return sv_error_set(w->err, SV_ERR_NOMEM, -1, "out of memory in a product of calls"); }
+
+static sv_status over_budget(walk_t *w) {
+    return sv_error_set(w->err, SV_ERR_BUDGET, -1, "combining constraints needs more than %u DFA states (the "
+                        "max_dfa_states budget)", w->lim->max_dfa_states);
 }
 
-static bool reads_bracket(const sv_dfa_t *d, int32_t s) {
-    return next_byte(d, s, '[') >= 0 || next_byte(d, s, '{') >= 0;
+static int32_t step(const side_t *s, uint32_t k, int32_t x, uint32_t c) { return x < 0 ? -1 : s->t[(size_t)x * k + c]; }
+
+static bool calls_at(const walk_t *w, int side, int32_t x) { return step(&w->s[side], w->k, x, w->cmark) >= 0; }
+
+static bool bracket_at(const walk_t *w, int side, int32_t x) {
+    return step(&w->s[side], w->k, x, w->copen[0]) >= 0 || step(&w->s[side], w->k, x, w->copen[1]) >= 0;
 }
 
-/* The return state of the marker path from s when it is a call to part id
- * alone (each marker state moves on exactly the expected digit), else -1. */
-static int32_t marker_return(const sv_dfa_t *d, int32_t s, uint32_t id) {
-    int32_t x = next_byte(d, s, SV_CALL_MARK);
+/* The return state of the marker path from x when it calls part id alone
+ * (each marker state moves on exactly the expected digit), else -1. */
+static int32_t marker_return(const walk_t *w, const side_t *s, int32_t x, uint32_t id) {
     uint8_t digits[SV_CALL_DIGITS];
     uint32_t v = id;
     for (int i = SV_CALL_DIGITS - 1; i >= 0; i--, v /= 10) digits[i] = (uint8_t)(SV_CALL_DIGIT0 + v % 10);
+    x = step(s, w->k, x, w->cmark);
     for (int i = 0; i < SV_CALL_DIGITS && x >= 0; i++) {
-        const int32_t *row = d->trans + (size_t)x * d->nclasses;
-        uint8_t want = d->classes[digits[i]];
-        for (uint32_t c = 0; c < d->nclasses; c++)
+        const int32_t *row = s->t + (size_t)x * w->k;
+        uint32_t want = w->classes[digits[i]];
+        for (uint32_t c = 0; c < w->k; c++)
             if (row[c] >= 0 && c != want) return -1;
         x = row[want];
     }
     return x;
 }
 
-/* Whether every marker of d calls part id. */
-static bool calls_only(const sv_dfa_t *d, uint32_t id) {
-    for (uint32_t s = 0; s < d->nstates; s++)
-        if (next_byte(d, (int32_t)s, SV_CALL_MARK) >= 0 && marker_return(d, (int32_t)s, id) < 0) return false;
-    return true;
+static sv_status side_load(walk_t *w, side_t *s, const sv_dfa_t *d, const uint8_t rep[256]) {
+    s->n = d->nstates;
+    s->cap = d->nstates ? d->nstates : 1;
+    if (!sv_memacct_fits((size_t)s->cap * (w->k * sizeof *s->t + 2), w->lim->max_memory))
+        return sv_error_set(w->err, SV_ERR_BUDGET, -1, "combining constraints exceeds what is left of the compile's "
+                            "memory budget of %zu bytes", w->lim->max_memory);
+    s->t = malloc((size_t)s->cap * w->k * sizeof *s->t);
+    s->acc = malloc(s->cap);
+    s->mark = calloc(s->cap, 1);
+    s->copy = malloc((size_t)s->cap * sizeof *s->copy);
+    if (!s->t || !s->acc || !s->mark || !s->copy) return nomem(w);
+    memset(s->copy, 0xFF, (size_t)s->cap * sizeof *s->copy);
+    for (uint32_t x = 0; x < d->nstates; x++) {
+        for (uint32_t c = 0; c < w->k; c++) s->t[(size_t)x * w->k + c] = d->trans[(size_t)x * d->nclasses + d->classes[rep[c]]];
+        s->acc[x] = d->accept[x];
+    }
+    return SV_OK;
 }
 
-typedef struct { int32_t a, b; } pair_t;
-
-static uint32_t hash_pair(pair_t p) {
-    uint64_t h = ((uint64_t)(uint32_t)p.a << 32 | (uint32_t)p.b) * 0x9e3779b97f4a7c15ull;
-    return (uint32_t)(h >> 32);
+/* Replaces the call at every marked state of s by a copy of the part, one
+ * copy per return state. */
+static sv_status expand(walk_t *w, side_t *s, uint32_t id) {
+    uint32_t nm = 0;
+    for (uint32_t x = 0; x < s->n; x++) nm += s->mark[x] != 0;
+    size_t n = (size_t)s->n + (size_t)nm * w->pn;
+    if (n > w->lim->max_dfa_states) return over_budget(w);
+    if (n > s->cap) {
+        size_t cap = (size_t)s->cap * 2 > n ? (size_t)s->cap * 2 : n;
+        if (!sv_memacct_fits(cap * (w->k * sizeof *s->t + 2), w->lim->max_memory))
+            return sv_error_set(w->err, SV_ERR_BUDGET, -1, "combining constraints exceeds what is left of the "
+                                "compile's memory budget of %zu bytes", w->lim->max_memory);
+        int32_t *t = realloc(s->t, cap * w->k * sizeof *t);
+        if (t) s->t = t;
+        uint8_t *acc = realloc(s->acc, cap), *mark = acc ? realloc(s->mark, cap) : NULL;
+        if (acc) s->acc = acc;
+        if (mark) s->mark = mark;
+        int32_t *copy = mark ? realloc(s->copy, cap * sizeof *copy) : NULL;
+        if (copy) s->copy = copy;
+        if (!t || !acc || !mark || !copy) return nomem(w);
+        s->cap = (uint32_t)cap;
+    }
+    uint32_t base = s->n, n0 = s->n;
+    for (uint32_t x = 0; x < n0; x++) {
+        if (!s->mark[x]) continue;
+        int32_t ret = marker_return(w, s, (int32_t)x, id);
+        if (ret < 0 || step(s, w->k, (int32_t)x, w->copen[0]) >= 0 || step(s, w->k, (int32_t)x, w->copen[1]) >= 0)
+            return sv_error_set(w->err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
+        uint32_t at = (uint32_t)s->copy[ret];
+        if (s->copy[ret] < 0) {
+            at = base;
+            s->copy[ret] = (int32_t)at;
+            for (uint32_t y = 0; y < w->pn; y++) {
+                int32_t *row = s->t + (size_t)(at + y) * w->k;
+                for (uint32_t c = 0; c < w->k; c++) {
+                    int32_t u = w->pt[(size_t)y * w->k + c];
+                    row[c] = u < 0 ? -1 : w->pacc[u] ? ret : (int32_t)(at + (uint32_t)u);
+                }
+                s->acc[at + y] = 0;
+                s->mark[at + y] = 0;
+                s->copy[at + y] = -1;
+            }
+            base += w->pn;
+        }
+        /* The call's state enters the copy: the part's start row, on
+         * classes where x has no move of its own (no bracket, checked). */
+        int32_t *row = s->t + (size_t)x * w->k;
+        const int32_t *start = s->t + (size_t)at * w->k;
+        row[w->cmark] = -1;
+        for (uint32_t c = 0; c < w->k; c++)
+            if (start[c] >= 0) {
+                if (row[c] >= 0) return sv_error_set(w->err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
+                row[c] = start[c];
+            }
+    }
+    s->n = base;
+    return SV_OK;
 }
 
 static bool alive(pair_t p, sv_dfa_op op) {
@@ -84,216 +189,244 @@ static bool alive(pair_t p, sv_dfa_op op) {
     }
 }
 
-/* Walks the pairs the product of a and b reaches and marks, in ma and mb,
- * the states of each side that call μ where the other reads a bracket.
- * *any says whether one was marked. */
-static sv_status find_conflicts(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, const sv_fsm_limits_t *lim,
-                                uint8_t *ma, uint8_t *mb, bool *any, sv_error_t *err) {
-    int16_t pairc[256][256];
-    memset(pairc, -1, sizeof pairc);
-    uint8_t rep_a[256], rep_b[256];
-    uint32_t k = 0;
-    for (int x = 0; x < 256; x++) {
-        uint8_t ca = A->classes[x], cb = B->classes[x];
-        if (pairc[ca][cb] < 0) pairc[ca][cb] = (int16_t)k, rep_a[k] = ca, rep_b[k] = cb, k++;
+static bool accepts(const walk_t *w, pair_t p, sv_dfa_op op) {
+    bool x = p.a >= 0 && w->s[0].acc[p.a], y = p.b >= 0 && w->s[1].acc[p.b];
+    switch (op) {
+    case SV_DFA_AND: return x && y;
+    case SV_DFA_OR: return x || y;
+    case SV_DFA_DIFF: return x && !y;
+    case SV_DFA_XOR: return x != y;
     }
-    uint32_t cap = 1024, n = 0, tcap = 2048;
-    pair_t *q = malloc(cap * sizeof *q);
-    uint32_t *table = calloc(tcap, sizeof *table);
-    sv_status st = SV_OK;
+    return false;
+}
+
+static uint32_t hash_pair(pair_t p) {
+    uint64_t h = ((uint64_t)(uint32_t)p.a << 32 | (uint32_t)p.b) * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(h >> 32);
+}
+
+/* The index of pair p, added when new (*added). */
+static sv_status pair_id(walk_t *w, pair_t p, bool add, int32_t *id) {
+    uint32_t h = hash_pair(p) & (w->tcap - 1);
+    while (w->table[h] && (w->q[w->table[h] - 1].a != p.a || w->q[w->table[h] - 1].b != p.b)) h = (h + 1) & (w->tcap - 1);
+    if (w->table[h] || !add) {
+        *id = (int32_t)w->table[h] - 1;
+        return SV_OK;
+    }
+    if (w->nq >= w->lim->max_dfa_states) return over_budget(w);
+    if ((w->nq & 255) == 0 && sv_memacct_cancelled())
+        return sv_error_set(w->err, SV_ERR_CANCELLED, -1, "the compile was cancelled");
+    if (w->deadline && (w->nq & 255) == 0 && sv_now_ns() > w->deadline)
+        return sv_error_set(w->err, SV_ERR_TIMEOUT, -1, "combining constraints exceeded the time budget of %llu ms",
+                            (unsigned long long)((w->lim->time_budget_us ? w->lim->time_budget_us : w->lim->max_time_us) / 1000));
+    if (w->nq == w->capq) {
+        uint32_t cap = w->capq * 2;
+        if (!sv_memacct_fits((size_t)cap * (sizeof *w->q + 2 * sizeof *w->table + w->k * sizeof(int32_t)), w->lim->max_memory))
+            return sv_error_set(w->err, SV_ERR_BUDGET, -1, "combining constraints exceeds what is left of the "
+                                "compile's memory budget of %zu bytes", w->lim->max_memory);
+        pair_t *q = realloc(w->q, cap * sizeof *q);
+        if (!q) return nomem(w);
+        w->q = q;
+        w->capq = cap;
+    }
+    w->q[w->nq] = p;
+    w->table[h] = ++w->nq;
+    *id = (int32_t)w->nq - 1;
+    if (2 * w->nq > w->tcap) {
+        uint32_t ncap = w->tcap * 2;
+        uint32_t *t = calloc(ncap, sizeof *t);
+        if (!t) return nomem(w);
+        for (uint32_t i = 0; i < w->nq; i++) {
+            uint32_t hh = hash_pair(w->q[i]) & (ncap - 1);
+            while (t[hh]) hh = (hh + 1) & (ncap - 1);
+            t[hh] = i + 1;
+        }
+        free(w->table);
+        w->table = t;
+        w->tcap = ncap;
+    }
+    return SV_OK;
+}
+
+typedef struct {
+    uint32_t *v;
+    size_t n, cap;
+} work_t;
+
+static bool work_push(work_t *wk, uint32_t x) {
+    if (wk->n == wk->cap) {
+        size_t cap = wk->cap ? wk->cap * 2 : 1024;
+        uint32_t *v = realloc(wk->v, cap * sizeof *v);
+        if (!v) return false;
+        wk->v = v;
+        wk->cap = cap;
+    }
+    wk->v[wk->n++] = x;
+    return true;
+}
+
+/* Scans the pairs on the work list and those they reach, marking the calls
+ * that meet a bracket; *any says whether one was marked. */
+static sv_status walk(walk_t *w, sv_dfa_op op, work_t *wk, bool *any) {
+    sv_status st;
     *any = false;
-    if (!q || !table) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in a product of calls"); goto done; }
-    q[n++] = (pair_t){0, 0};
-    table[hash_pair(q[0]) & (tcap - 1)] = 1;
-    for (uint32_t cur = 0; cur < n; cur++) {
-        pair_t p = q[cur];
-        bool ca = next_byte(A, p.a, SV_CALL_MARK) >= 0, cb = next_byte(B, p.b, SV_CALL_MARK) >= 0;
-        if (ca && reads_bracket(B, p.b)) ma[p.a] = 1, *any = true;
-        if (cb && reads_bracket(A, p.a)) mb[p.b] = 1, *any = true;
-        for (uint32_t c = 0; c < k; c++) {
-            pair_t t = {p.a >= 0 ? A->trans[(size_t)p.a * A->nclasses + rep_a[c]] : -1,
-                        p.b >= 0 ? B->trans[(size_t)p.b * B->nclasses + rep_b[c]] : -1};
+    for (size_t i = 0; i < wk->n; i++) {
+        pair_t p = w->q[wk->v[i]];
+        if (calls_at(w, 0, p.a) && bracket_at(w, 1, p.b)) w->s[0].mark[p.a] = 1, *any = true;
+        if (calls_at(w, 1, p.b) && bracket_at(w, 0, p.a)) w->s[1].mark[p.b] = 1, *any = true;
+        for (uint32_t c = 0; c < w->k; c++) {
+            pair_t t = {step(&w->s[0], w->k, p.a, c), step(&w->s[1], w->k, p.b, c)};
             if (!alive(t, op)) continue;
-            uint32_t h = hash_pair(t) & (tcap - 1);
-            while (table[h] && (q[table[h] - 1].a != t.a || q[table[h] - 1].b != t.b)) h = (h + 1) & (tcap - 1);
-            if (table[h]) continue;
-            if (n >= lim->max_dfa_states) {
-                st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints needs more than %u DFA states (the "
-                                  "max_dfa_states budget)", lim->max_dfa_states);
-                goto done;
-            }
-            if (n == cap) {
-                if (!sv_memacct_fits((size_t)cap * 2 * sizeof *q + (size_t)tcap * 2 * sizeof *table, lim->max_memory)) {
-                    st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints exceeds what is left of the "
-                                      "compile's memory budget of %zu bytes", lim->max_memory);
-                    goto done;
-                }
-                pair_t *nq = realloc(q, cap * 2 * sizeof *nq);
-                if (!nq) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in a product of calls"); goto done; }
-                q = nq;
-                cap *= 2;
-            }
-            q[n] = t;
-            table[h] = ++n;
-            if (2 * n > tcap) {
-                uint32_t ncap = tcap * 2;
-                uint32_t *nt = calloc(ncap, sizeof *nt);
-                if (!nt) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in a product of calls"); goto done; }
-                for (uint32_t i = 0; i < n; i++) {
-                    uint32_t hh = hash_pair(q[i]) & (ncap - 1);
-                    while (nt[hh]) hh = (hh + 1) & (ncap - 1);
-                    nt[hh] = i + 1;
-                }
-                free(table);
-                table = nt;
-                tcap = ncap;
-            }
+            uint32_t before = w->nq;
+            int32_t id;
+            if ((st = pair_id(w, t, true, &id))) return st;
+            if (w->nq > before && !work_push(wk, (uint32_t)id)) return nomem(w);
         }
     }
-done:
-    free(q);
-    free(table);
-    return st;
+    wk->n = 0;
+    return SV_OK;
 }
 
-/* d with the call at each marked state replaced by a copy of part P, the
- * copy's final states being the call's return state. */
-static sv_status expand(const sv_dfa_t *d, const uint8_t *mark, uint32_t id, const sv_dfa_t *P,
-                        const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
-    static const char refused[] = "a free-form value meets a value spelled out where it also reads a bracket";
-    /* P: a start that does not accept, final states with no moves. */
-    if (P->accept[0]) return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
-    for (uint32_t s = 0; s < P->nstates; s++)
-        if (P->accept[s])
-            for (uint32_t c = 0; c < P->nclasses; c++)
-                if (P->trans[(size_t)s * P->nclasses + c] >= 0)
-                    return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
-    uint32_t nm = 0;
-    for (uint32_t s = 0; s < d->nstates; s++)
-        if (mark[s]) {
-            if (reads_bracket(d, (int32_t)s)) return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
-            nm++;
-        }
-    /* Common refinement of the two class maps, with the marker byte alone
-     * in its class (it is the call being removed). */
-    int16_t pairc[256][256];
-    memset(pairc, -1, sizeof pairc);
-    uint8_t rep_d[256], rep_p[256];
-    sv_rawdfa_t raw = {0};
-    uint32_t k = 0;
-    for (int x = 0; x < 256; x++) {
-        uint8_t cd = d->classes[x], cp = P->classes[x];
-        if (x == SV_CALL_MARK) {
-            raw.classes[x] = (uint8_t)k, rep_d[k] = cd, rep_p[k] = cp, k++;
-            continue;
-        }
-        if (pairc[cd][cp] < 0) pairc[cd][cp] = (int16_t)k, rep_d[k] = cd, rep_p[k] = cp, k++;
-        raw.classes[x] = (uint8_t)pairc[cd][cp];
-    }
-    if (k > 256) return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s", refused); /* cannot happen: 256 bytes */
-    raw.nclasses = k;
-    uint32_t mk = raw.classes[SV_CALL_MARK];
-    size_t n = d->nstates + (size_t)nm * P->nstates;
-    if (n > lim->max_dfa_states)
-        return sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints needs more than %u DFA states (the "
-                            "max_dfa_states budget)", lim->max_dfa_states);
-    if (!sv_memacct_fits(n * k * sizeof *raw.trans + n, lim->max_memory))
-        return sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints exceeds what is left of the compile's "
-                            "memory budget of %zu bytes", lim->max_memory);
-    raw.trans = malloc(n * k * sizeof *raw.trans);
-    raw.accept = calloc(n, 1);
-    if (!raw.trans || !raw.accept) {
-        sv_rawdfa_free(&raw);
-        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in a product of calls");
-    }
-    raw.nstates = (uint32_t)n;
-    raw.start = 0;
-    for (uint32_t s = 0; s < d->nstates; s++) {
-        int32_t *row = raw.trans + (size_t)s * k;
-        for (uint32_t c = 0; c < k; c++) row[c] = d->trans[(size_t)s * d->nclasses + rep_d[c]];
-        raw.accept[s] = d->accept[s];
-    }
-    uint32_t base = d->nstates;
-    for (uint32_t s = 0; s < d->nstates; s++) {
-        if (!mark[s]) continue;
-        int32_t ret = marker_return(d, (int32_t)s, id);
-        if (ret < 0) {
-            sv_rawdfa_free(&raw);
-            return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
-        }
-        for (uint32_t t = 0; t < P->nstates; t++) {
-            int32_t *row = raw.trans + (size_t)(base + t) * k;
-            for (uint32_t c = 0; c < k; c++) {
-                int32_t u = P->trans[(size_t)t * P->nclasses + rep_p[c]];
-                row[c] = u < 0 ? -1 : P->accept[u] ? ret : (int32_t)(base + (uint32_t)u);
+/* The product's raw DFA: the pairs met, in order (the start pair first). */
+static sv_status product_raw(walk_t *w, sv_dfa_op op, sv_rawdfa_t *raw) {
+    size_t n = w->nq;
+    if (!sv_memacct_fits(n * (w->k * sizeof *raw->trans + 1), w->lim->max_memory))
+        return sv_error_set(w->err, SV_ERR_BUDGET, -1, "combining constraints exceeds what is left of the compile's "
+                            "memory budget of %zu bytes", w->lim->max_memory);
+    raw->trans = malloc(n * w->k * sizeof *raw->trans);
+    raw->accept = malloc(n);
+    if (!raw->trans || !raw->accept) return nomem(w);
+    raw->nstates = (uint32_t)n;
+    raw->nclasses = w->k;
+    memcpy(raw->classes, w->classes, 256);
+    raw->start = 0;
+    for (size_t i = 0; i < n; i++) {
+        pair_t p = w->q[i];
+        raw->accept[i] = accepts(w, p, op);
+        for (uint32_t c = 0; c < w->k; c++) {
+            pair_t t = {step(&w->s[0], w->k, p.a, c), step(&w->s[1], w->k, p.b, c)};
+            int32_t id = -1;
+            if (alive(t, op)) {
+                sv_status st = pair_id(w, t, false, &id);
+                if (st) return st;
             }
+            /* Pairs met before an expansion that no longer move this way
+             * are left unreached, and every pair an expanded state makes
+             * was walked: a missing one would be a bug. */
+            if (alive(t, op) && id < 0)
+                return sv_error_set(w->err, SV_ERR_INTERNAL, -1, "internal: a product of calls missed a pair");
+            raw->trans[i * w->k + c] = id;
         }
-        /* The call's state enters the copy instead: P's start row, on
-         * classes where s has no move of its own (no bracket, checked). */
-        int32_t *row = raw.trans + (size_t)s * k;
-        row[mk] = -1;
-        const int32_t *start = raw.trans + (size_t)base * k;
-        for (uint32_t c = 0; c < k; c++)
-            if (start[c] >= 0) {
-                if (row[c] >= 0) {
-                    sv_rawdfa_free(&raw);
-                    return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
-                }
-                row[c] = start[c];
-            }
-        base += P->nstates;
     }
-    sv_status st = sv_dfa_minimize_budget(&raw, 0, lim, err);
-    if (!st) st = sv_dfa_minimize(&raw, out, err);
-    sv_rawdfa_free(&raw);
-    return st;
+    return SV_OK;
 }
 
-sv_status sv_dfa_product_calls(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id, const sv_dfa_t *part,
-                               const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
+/* Whether every marker of d calls part id. */
+static bool calls_only(const sv_dfa_t *d, uint32_t id) {
+    uint8_t digits[SV_CALL_DIGITS];
+    uint32_t v = id;
+    for (int i = SV_CALL_DIGITS - 1; i >= 0; i--, v /= 10) digits[i] = (uint8_t)(SV_CALL_DIGIT0 + v % 10);
+    for (uint32_t s = 0; s < d->nstates; s++) {
+        int32_t x = sv_dfa_next(d, (int32_t)s, SV_CALL_MARK);
+        for (int i = 0; i < SV_CALL_DIGITS && x >= 0; i++) {
+            const int32_t *row = d->trans + (size_t)x * d->nclasses;
+            uint8_t want = d->classes[digits[i]];
+            for (uint32_t c = 0; c < d->nclasses; c++)
+                if (row[c] >= 0 && c != want) return false;
+            x = row[want];
+        }
+    }
+    return true;
+}
+
+sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id,
+                                        const sv_dfa_t *part, const sv_fsm_limits_t *lim, sv_dfa_t **out,
+                                        sv_error_t *err) {
     sv_fsm_limits_t def;
     if (!lim) sv_fsm_limits_default(&def), lim = &def;
-    bool ha = sv_dfa_has_markers(a), hb = sv_dfa_has_markers(b);
-    if (!ha && !hb) return sv_dfa_product(a, b, op, lim, out, err);
-    if (!part || (ha && !calls_only(a, id)) || (hb && !calls_only(b, id)) || !calls_only(part, id))
+    if (!part || !calls_only(a, id) || !calls_only(b, id) || !calls_only(part, id))
         return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a call to a part other than the free-form value reached a "
                             "product");
-    const sv_dfa_t *A = a, *B = b;
-    sv_dfa_t *own_a = NULL, *own_b = NULL;
+    /* The part: a start that does not accept, final states with no moves. */
+    if (part->accept[0]) return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
+    for (uint32_t x = 0; x < part->nstates; x++)
+        if (part->accept[x])
+            for (uint32_t c = 0; c < part->nclasses; c++)
+                if (part->trans[(size_t)x * part->nclasses + c] >= 0)
+                    return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
+    walk_t w = {.lim = lim, .err = err};
+    if (lim->max_time_us) w.deadline = sv_now_ns() + lim->max_time_us * 1000;
+    /* Classes: the common refinement of the three class maps, with the
+     * marker byte alone in its class (the call an expansion removes). */
+    uint8_t rep[256];
+    uint32_t key[256];
+    for (int x = 0; x < 256; x++) {
+        uint32_t kx = x == SV_CALL_MARK ? UINT32_MAX
+                                        : (uint32_t)a->classes[x] << 16 | (uint32_t)b->classes[x] << 8 | part->classes[x];
+        uint32_t c = 0;
+        while (c < w.k && key[c] != kx) c++;
+        if (c == w.k) key[w.k] = kx, rep[w.k] = (uint8_t)x, w.k++;
+        w.classes[x] = (uint8_t)c;
+    }
+    w.cmark = w.classes[SV_CALL_MARK];
+    w.copen[0] = w.classes['['];
+    w.copen[1] = w.classes['{'];
     sv_status st = SV_OK;
+    sv_rawdfa_t raw = {0};
+    work_t wk = {0};
+    int32_t *pt = malloc((size_t)part->nstates * w.k * sizeof *pt);
+    if (!pt) { st = nomem(&w); goto done; }
+    for (uint32_t x = 0; x < part->nstates; x++)
+        for (uint32_t c = 0; c < w.k; c++)
+            pt[(size_t)x * w.k + c] = part->trans[(size_t)x * part->nclasses + part->classes[rep[c]]];
+    w.pt = pt;
+    w.pacc = part->accept;
+    w.pn = part->nstates;
+    if ((st = side_load(&w, &w.s[0], a, rep)) || (st = side_load(&w, &w.s[1], b, rep))) goto done;
+    w.capq = 1024;
+    w.tcap = 2048;
+    w.q = malloc(w.capq * sizeof *w.q);
+    w.table = calloc(w.tcap, sizeof *w.table);
+    if (!w.q || !w.table) { st = nomem(&w); goto done; }
+    pair_t start = {0, 0};
+    if (!alive(start, op)) { st = sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string"); goto done; }
+    int32_t sid;
+    if ((st = pair_id(&w, start, true, &sid))) goto done;
+    if (!work_push(&wk, 0)) { st = nomem(&w); goto done; }
     for (int round = 0;; round++) {
-        uint8_t *ma = calloc(A->nstates, 1), *mb = calloc(B->nstates, 1);
-        bool any = false;
-        if (!ma || !mb) st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in a product of calls");
-        if (!st) st = find_conflicts(A, B, op, lim, ma, mb, &any, err);
-        if (!st && !any) {
-            free(ma);
-            free(mb);
-            st = sv_dfa_product(A, B, op, lim, out, err);
-            break;
-        }
-        if (!st && round == MAX_ROUNDS)
+        bool any;
+        if ((st = walk(&w, op, &wk, &any)) || !any) break;
+        if (round == MAX_ROUNDS) {
             st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "free-form values met values spelled out more than %d "
                               "levels deep in one product", MAX_ROUNDS);
-        for (int side = 0; side < 2 && !st; side++) {
-            const uint8_t *m = side ? mb : ma;
-            const sv_dfa_t *d = side ? B : A;
-            bool some = false;
-            for (uint32_t s = 0; s < d->nstates && !some; s++) some = m[s];
-            if (!some) continue;
-            sv_dfa_t *x;
-            if ((st = expand(d, m, id, part, lim, &x, err))) break;
-            sv_dfa_t **own = side ? &own_b : &own_a;
-            sv_dfa_destroy(*own);
-            *own = x;
-            if (side) B = x;
-            else A = x;
+            break;
         }
-        free(ma);
-        free(mb);
+        /* Expand, then walk again every pair that holds an expanded state. */
+        uint32_t n0[2] = {w.s[0].n, w.s[1].n};
+        if ((st = expand(&w, &w.s[0], id)) || (st = expand(&w, &w.s[1], id))) break;
+        for (uint32_t i = 0; i < w.nq; i++) {
+            pair_t p = w.q[i];
+            if (((p.a >= 0 && (uint32_t)p.a < n0[0] && w.s[0].mark[p.a]) ||
+                 (p.b >= 0 && (uint32_t)p.b < n0[1] && w.s[1].mark[p.b])) && !work_push(&wk, i)) {
+                st = nomem(&w);
+                break;
+            }
+        }
         if (st) break;
+        memset(w.s[0].mark, 0, w.s[0].n);
+        memset(w.s[1].mark, 0, w.s[1].n);
     }
-    sv_dfa_destroy(own_a);
-    sv_dfa_destroy(own_b);
+    if (!st) st = product_raw(&w, op, &raw);
+    if (!st && 4 * w.k > 5 * (a->nclasses > b->nclasses ? a->nclasses : b->nclasses)) st = sv_rawdfa_merge_classes(&raw, err);
+    if (!st) st = sv_dfa_minimize_budget(&raw, (size_t)w.capq * sizeof *w.q + (size_t)w.tcap * sizeof *w.table, lim, err);
+    if (!st) st = sv_dfa_minimize(&raw, out, err);
+    if (st == SV_ERR_EMPTY) sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string");
+done:
+    sv_rawdfa_free(&raw);
+    free(pt);
+    free(wk.v);
+    free(w.q);
+    free(w.table);
+    for (int i = 0; i < 2; i++) free(w.s[i].t), free(w.s[i].acc), free(w.s[i].mark), free(w.s[i].copy);
     return st;
 }

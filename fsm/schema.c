@@ -654,11 +654,12 @@ sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const
     sv_error_clear(&e);
     /* Free-form values called on both sides stay calls; where one side
      * spells values out, the other's call is expanded to match
-     * (program_product.c). When that cannot be exact, the compilation is
-     * redone with flat free-form values in products. */
+     * (program_product.c). When that cannot be exact, or the expansions
+     * outgrow a budget, the compilation is redone with flat free-form
+     * values in products. */
     sv_status st = calls ? sv_dfa_product_calls(a, b, op, SV_SCHEMA_PART_ANY, c->any_part, sv_sc_lim(c), out, &e)
                          : sv_dfa_product(a, b, op, sv_sc_lim(c), out, &e);
-    if (st == SV_ERR_UNSUPPORTED && calls) {
+    if (calls && (st == SV_ERR_UNSUPPORTED || (st == SV_ERR_BUDGET && !sv_memacct_pool_short()))) {
         c->calls_conflict = true;
         return sv_sc_fail(c, st, kw, "%s (compiled again with flat free-form values)", e.message);
     }
