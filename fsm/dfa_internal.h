@@ -186,6 +186,35 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
  * class_rep, trans and accept are set (minimal and trimmed). */
 sv_status sv_dfa_analyze(sv_dfa_t *d, sv_error_t *err);
 
+/* Products (dfa_ops.c, program_product.c) walk pairs of states, -1 being
+ * a side's implicit dead state. */
+typedef struct sv_pair { int32_t a, b; } sv_pair_t;
+
+/* Whether a pair can still lead to acceptance under op. */
+static inline bool sv_pair_alive(sv_pair_t p, sv_dfa_op op) {
+    switch (op) {
+    case SV_DFA_AND: return p.a >= 0 && p.b >= 0;
+    case SV_DFA_DIFF: return p.a >= 0;
+    default: return p.a >= 0 || p.b >= 0;
+    }
+}
+
+/* Whether a pair accepts under op, its sides accepting x and y. */
+static inline bool sv_pair_accepts(bool x, bool y, sv_dfa_op op) {
+    switch (op) {
+    case SV_DFA_AND: return x && y;
+    case SV_DFA_OR: return x || y;
+    case SV_DFA_DIFF: return x && !y;
+    case SV_DFA_XOR: return x != y;
+    }
+    return false;
+}
+
+static inline uint32_t sv_pair_hash(sv_pair_t p) {
+    uint64_t h = ((uint64_t)(uint32_t)p.a << 32 | (uint32_t)p.b) * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(h >> 32);
+}
+
 /* sv_dfa_product without the memo (dfa_ops.c; sv_dfa_product, in
  * dfa_cache.c, looks the result up first). */
 sv_status sv_dfa_product_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, const sv_fsm_limits_t *lim,

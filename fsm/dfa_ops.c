@@ -16,31 +16,10 @@
 #include "../src/util/clock.h"
 #include "dfa_internal.h"
 
-typedef struct { int32_t a, b; } pair_t;
+typedef sv_pair_t pair_t;
 
 static bool pair_accepts(const sv_dfa_t *A, const sv_dfa_t *B, pair_t p, sv_dfa_op op) {
-    bool x = p.a >= 0 && A->accept[p.a], y = p.b >= 0 && B->accept[p.b];
-    switch (op) {
-    case SV_DFA_AND: return x && y;
-    case SV_DFA_OR: return x || y;
-    case SV_DFA_DIFF: return x && !y;
-    case SV_DFA_XOR: return x != y;
-    }
-    return false;
-}
-
-/* Whether a pair can still lead to acceptance under op (prunes dead pairs). */
-static bool pair_alive(pair_t p, sv_dfa_op op) {
-    switch (op) {
-    case SV_DFA_AND: return p.a >= 0 && p.b >= 0;
-    case SV_DFA_DIFF: return p.a >= 0;
-    default: return p.a >= 0 || p.b >= 0;
-    }
-}
-
-static uint32_t hash_pair(pair_t p) {
-    uint64_t h = ((uint64_t)(uint32_t)p.a << 32 | (uint32_t)p.b) * 0x9e3779b97f4a7c15ull;
-    return (uint32_t)(h >> 32);
+    return sv_pair_accepts(p.a >= 0 && A->accept[p.a], p.b >= 0 && B->accept[p.b], op);
 }
 
 sv_status sv_dfa_product_uncached(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, const sv_fsm_limits_t *lim,
@@ -72,18 +51,18 @@ sv_status sv_dfa_product_uncached(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_o
     sv_status st = SV_OK;
     if (!states || !table || !raw.trans || !raw.accept) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product"); goto done; }
     pair_t start = {0, 0};
-    if (!pair_alive(start, op)) { st = sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string"); goto done; }
+    if (!sv_pair_alive(start, op)) { st = sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string"); goto done; }
     states[n] = start;
     raw.accept[n] = pair_accepts(A, B, start, op);
-    table[hash_pair(start) & (tcap - 1)] = ++n;
+    table[sv_pair_hash(start) & (tcap - 1)] = ++n;
     for (uint32_t cur = 0; cur < n; cur++) {
         pair_t p = states[cur];
         for (uint32_t c = 0; c < k; c++) {
             pair_t q = {p.a >= 0 ? A->trans[(size_t)p.a * A->nclasses + rep_a[c]] : -1,
                         p.b >= 0 ? B->trans[(size_t)p.b * B->nclasses + rep_b[c]] : -1};
             int32_t id = -1;
-            if (pair_alive(q, op)) {
-                uint32_t h = hash_pair(q) & (tcap - 1);
+            if (sv_pair_alive(q, op)) {
+                uint32_t h = sv_pair_hash(q) & (tcap - 1);
                 while (table[h] && (states[table[h] - 1].a != q.a || states[table[h] - 1].b != q.b)) h = (h + 1) & (tcap - 1);
                 if (table[h]) {
                     id = (int32_t)table[h] - 1;
@@ -123,7 +102,7 @@ sv_status sv_dfa_product_uncached(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_o
                         uint32_t *nt = calloc(ncap, sizeof *nt);
                         if (!nt) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product"); goto done; }
                         for (uint32_t i = 0; i < n; i++) {
-                            uint32_t hh = hash_pair(states[i]) & (ncap - 1);
+                            uint32_t hh = sv_pair_hash(states[i]) & (ncap - 1);
                             while (nt[hh]) hh = (hh + 1) & (ncap - 1);
                             nt[hh] = i + 1;
                         }

@@ -51,7 +51,7 @@ typedef struct {
     uint32_t n, cap;
 } side_t;
 
-typedef struct { int32_t a, b; } pair_t;
+typedef sv_pair_t pair_t;
 
 typedef struct {
     const sv_fsm_limits_t *lim;
@@ -181,33 +181,13 @@ static sv_status expand(walk_t *w, side_t *s, uint32_t id) {
     return SV_OK;
 }
 
-static bool alive(pair_t p, sv_dfa_op op) {
-    switch (op) {
-    case SV_DFA_AND: return p.a >= 0 && p.b >= 0;
-    case SV_DFA_DIFF: return p.a >= 0;
-    default: return p.a >= 0 || p.b >= 0;
-    }
-}
-
 static bool accepts(const walk_t *w, pair_t p, sv_dfa_op op) {
-    bool x = p.a >= 0 && w->s[0].acc[p.a], y = p.b >= 0 && w->s[1].acc[p.b];
-    switch (op) {
-    case SV_DFA_AND: return x && y;
-    case SV_DFA_OR: return x || y;
-    case SV_DFA_DIFF: return x && !y;
-    case SV_DFA_XOR: return x != y;
-    }
-    return false;
-}
-
-static uint32_t hash_pair(pair_t p) {
-    uint64_t h = ((uint64_t)(uint32_t)p.a << 32 | (uint32_t)p.b) * 0x9e3779b97f4a7c15ull;
-    return (uint32_t)(h >> 32);
+    return sv_pair_accepts(p.a >= 0 && w->s[0].acc[p.a], p.b >= 0 && w->s[1].acc[p.b], op);
 }
 
 /* The index of pair p, added when new (*added). */
 static sv_status pair_id(walk_t *w, pair_t p, bool add, int32_t *id) {
-    uint32_t h = hash_pair(p) & (w->tcap - 1);
+    uint32_t h = sv_pair_hash(p) & (w->tcap - 1);
     while (w->table[h] && (w->q[w->table[h] - 1].a != p.a || w->q[w->table[h] - 1].b != p.b)) h = (h + 1) & (w->tcap - 1);
     if (w->table[h] || !add) {
         *id = (int32_t)w->table[h] - 1;
@@ -237,7 +217,7 @@ static sv_status pair_id(walk_t *w, pair_t p, bool add, int32_t *id) {
         uint32_t *t = calloc(ncap, sizeof *t);
         if (!t) return nomem(w);
         for (uint32_t i = 0; i < w->nq; i++) {
-            uint32_t hh = hash_pair(w->q[i]) & (ncap - 1);
+            uint32_t hh = sv_pair_hash(w->q[i]) & (ncap - 1);
             while (t[hh]) hh = (hh + 1) & (ncap - 1);
             t[hh] = i + 1;
         }
@@ -276,7 +256,7 @@ static sv_status walk(walk_t *w, sv_dfa_op op, work_t *wk, bool *any) {
         if (calls_at(w, 1, p.b) && bracket_at(w, 0, p.a)) w->s[1].mark[p.b] = 1, *any = true;
         for (uint32_t c = 0; c < w->k; c++) {
             pair_t t = {step(&w->s[0], w->k, p.a, c), step(&w->s[1], w->k, p.b, c)};
-            if (!alive(t, op)) continue;
+            if (!sv_pair_alive(t, op)) continue;
             uint32_t before = w->nq;
             int32_t id;
             if ((st = pair_id(w, t, true, &id))) return st;
@@ -306,14 +286,14 @@ static sv_status product_raw(walk_t *w, sv_dfa_op op, sv_rawdfa_t *raw) {
         for (uint32_t c = 0; c < w->k; c++) {
             pair_t t = {step(&w->s[0], w->k, p.a, c), step(&w->s[1], w->k, p.b, c)};
             int32_t id = -1;
-            if (alive(t, op)) {
+            if (sv_pair_alive(t, op)) {
                 sv_status st = pair_id(w, t, false, &id);
                 if (st) return st;
             }
             /* Pairs met before an expansion that no longer move this way
              * are left unreached, and every pair an expanded state makes
              * was walked: a missing one would be a bug. */
-            if (alive(t, op) && id < 0)
+            if (sv_pair_alive(t, op) && id < 0)
                 return sv_error_set(w->err, SV_ERR_INTERNAL, -1, "internal: a product of calls missed a pair");
             raw->trans[i * w->k + c] = id;
         }
@@ -389,7 +369,7 @@ sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv
     w.table = calloc(w.tcap, sizeof *w.table);
     if (!w.q || !w.table) { st = nomem(&w); goto done; }
     pair_t start = {0, 0};
-    if (!alive(start, op)) { st = sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string"); goto done; }
+    if (!sv_pair_alive(start, op)) { st = sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string"); goto done; }
     int32_t sid;
     if ((st = pair_id(&w, start, true, &sid))) goto done;
     if (!work_push(&wk, 0)) { st = nomem(&w); goto done; }
