@@ -125,9 +125,16 @@ static sv_status side_load(walk_t *w, side_t *s, const sv_dfa_t *d, const uint8_
 /* Replaces the call at every marked state of s by a copy of the part, one
  * copy per return state. */
 static sv_status expand(walk_t *w, side_t *s, uint32_t id) {
-    uint32_t nm = 0;
-    for (uint32_t x = 0; x < s->n; x++) nm += s->mark[x] != 0;
-    size_t n = (size_t)s->n + (size_t)nm * w->pn;
+    /* First the return states that need a copy (-2: counted, pending). */
+    uint32_t need = 0;
+    for (uint32_t x = 0; x < s->n; x++) {
+        if (!s->mark[x]) continue;
+        int32_t ret = marker_return(w, s, (int32_t)x, id);
+        if (ret < 0 || bracket_at(w, s == &w->s[1], (int32_t)x))
+            return sv_error_set(w->err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
+        if (s->copy[ret] == -1) s->copy[ret] = -2, need++;
+    }
+    size_t n = (size_t)s->n + (size_t)need * w->pn;
     if (n > w->lim->max_dfa_states) return over_budget(w);
     if (n > s->cap) {
         size_t cap = (size_t)s->cap * 2 > n ? (size_t)s->cap * 2 : n;
@@ -147,11 +154,9 @@ static sv_status expand(walk_t *w, side_t *s, uint32_t id) {
     uint32_t base = s->n, n0 = s->n;
     for (uint32_t x = 0; x < n0; x++) {
         if (!s->mark[x]) continue;
-        int32_t ret = marker_return(w, s, (int32_t)x, id);
-        if (ret < 0 || step(s, w->k, (int32_t)x, w->copen[0]) >= 0 || step(s, w->k, (int32_t)x, w->copen[1]) >= 0)
-            return sv_error_set(w->err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
+        int32_t ret = marker_return(w, s, (int32_t)x, id); /* checked above */
         uint32_t at = (uint32_t)s->copy[ret];
-        if (s->copy[ret] < 0) {
+        if (s->copy[ret] == -2) {
             at = base;
             s->copy[ret] = (int32_t)at;
             for (uint32_t y = 0; y < w->pn; y++) {
