@@ -1605,6 +1605,96 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
  * short (the language would then depend on the load; src/util/memacct.h). */
 static bool narrower(sv_status st) { return st == SV_ERR_BUDGET && !sv_memacct_pool_short(); }
 
+/* Every place a subschema is expected holds an object or a boolean. Checked
+ * once, before compiling: the compilers read only the subschemas they
+ * need (an unsatisfiable branch is dropped unread, and programs read them
+ * in another order than flat automata), so a malformed one would otherwise
+ * be an error under some options and silently ignored under others. */
+typedef struct {
+    char ptr[256];
+    size_t len;
+    bool full;
+} shape_ptr_t;
+
+static size_t shape_push(shape_ptr_t *p, const char *tok) {
+    size_t keep = p->len;
+    if (p->len + 1 >= sizeof p->ptr) { p->full = true; return keep; }
+    p->ptr[p->len++] = '/';
+    for (; *tok; tok++) {
+        const char *e = *tok == '~' ? "~0" : *tok == '/' ? "~1" : NULL;
+        size_t n = e ? 2 : 1;
+        if (p->len + n >= sizeof p->ptr) { p->full = true; break; }
+        if (e) memcpy(p->ptr + p->len, e, 2);
+        else p->ptr[p->len] = *tok;
+        p->len += n;
+    }
+    p->ptr[p->len] = '\0';
+    return keep;
+}
+
+static void shape_pop(shape_ptr_t *p, size_t keep) {
+    p->len = keep;
+    p->ptr[keep] = '\0';
+}
+
+static sv_status shapes_at(json_t *s, shape_ptr_t *p, int depth, sv_error_t *err);
+
+static sv_status shape_one(json_t *s, shape_ptr_t *p, const char *tok, int depth, sv_error_t *err) {
+    size_t keep = shape_push(p, tok);
+    sv_status st = shapes_at(s, p, depth + 1, err);
+    shape_pop(p, keep);
+    return st;
+}
+
+static sv_status shapes_at(json_t *s, shape_ptr_t *p, int depth, sv_error_t *err) {
+    static const char *const one[] = {"additionalProperties", "additionalItems", "contains", "not", "if", "then", "else",
+                                      "propertyNames", "unevaluatedItems", "unevaluatedProperties", "items"};
+    static const char *const map[] = {"properties", "patternProperties", "dependentSchemas", "dependencies", "$defs",
+                                      "definitions"};
+    static const char *const arr[] = {"allOf", "anyOf", "oneOf", "prefixItems", "items"};
+    if (json_is_boolean(s)) return SV_OK;
+    if (!json_is_object(s)) {
+        sv_error_set(err, SV_ERR_SYNTAX, -1, "a schema must be an object or a boolean");
+        if (err) snprintf(err->pointer, sizeof err->pointer, "%s", p->ptr);
+        return SV_ERR_SYNTAX;
+    }
+    if (depth > 4096) return SV_OK; /* the JSON parser stops far sooner */
+    sv_status st;
+    for (size_t i = 0; i < sizeof one / sizeof *one; i++) {
+        json_t *x = json_object_get(s, one[i]);
+        if (x && !(json_is_array(x) && !strcmp(one[i], "items")) && (st = shape_one(x, p, one[i], depth, err))) return st;
+    }
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+        json_t *m = json_object_get(s, map[i]), *x;
+        const char *k;
+        if (!json_is_object(m)) continue;
+        size_t keep = shape_push(p, map[i]);
+        json_object_foreach(m, k, x) {
+            if (i == 3 && json_is_array(x)) continue; /* dependencies: the dependentRequired form */
+            if ((st = shape_one(x, p, k, depth, err))) return st;
+        }
+        shape_pop(p, keep);
+    }
+    for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) {
+        json_t *a = json_object_get(s, arr[i]), *x;
+        size_t j;
+        if (!json_is_array(a)) continue;
+        size_t keep = shape_push(p, arr[i]);
+        json_array_foreach(a, j, x) {
+            char idx[24];
+            snprintf(idx, sizeof idx, "%zu", j);
+            if ((st = shape_one(x, p, idx, depth, err))) return st;
+        }
+        shape_pop(p, keep);
+    }
+    return SV_OK;
+}
+
+static sv_status check_shapes(json_t *root, sv_error_t *err) {
+    shape_ptr_t p = {.len = 0};
+    return shapes_at(root, &p, 0, err);
+}
+
 static sv_status compile_schema(const char *text, size_t len, const sv_schema_opts_t *o, sv_dfa_t **out,
                                 sv_schema_info_t *info, sv_error_t *err) {
     sv_error_clear(err);
@@ -1617,6 +1707,11 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
         sv_error_set(err, SV_ERR_SYNTAX, je.position, "the schema is not valid JSON: %s (line %d, column %d)", je.text,
                      je.line, je.column);
         return SV_ERR_SYNTAX;
+    }
+    sv_status shape = check_shapes(root, err);
+    if (shape) {
+        json_decref(root);
+        return shape;
     }
     /* What goes beyond one canonical spelling per value and a free-form depth
      * of max_any_depth (the deep levels of any_deep_levels, the deeper values

@@ -1,0 +1,48 @@
+"""Malformed subschemas are refused wherever they are (fsm/schema.c,
+check_shapes), before anything is compiled.
+
+The compilers read only the subschemas they need: a branch that cannot
+match is dropped unread, and programs read subschemas in another order than
+flat automata. A subschema that is neither an object nor a boolean used to
+be a syntax error under some options and silently ignored under others
+(found by fuzz/fuzz_schema.c: with --strict-properties, an anyOf branch
+requiring a key it does not define held `"contains": [...]`). Now it is a
+syntax error with its JSON pointer under every option."""
+import json
+
+import pytest
+
+from suite import sieve as run
+
+CASES = [
+    # the fuzzer's case, reduced: with --strict-properties the second branch
+    # cannot hold its required key, and flat compiles used to drop it unread
+    ({"anyOf": [{"type": "object", "required": ["type"], "properties": {"type": {"enum": ["r"]}, "u": {"type": "string"}}},
+                {"type": "object", "required": ["type"], "properties": {"\"": {"contains": ["x"]}}}]},
+     "/anyOf/1/properties/\"/contains"),
+    ({"properties": {"a/b~": {"items": [{"type": "string"}, 3]}}}, "/properties/a~1b~0/items/1"),
+    ({"oneOf": [{"type": "integer"}, {"not": "string"}]}, "/oneOf/1/not"),
+    ({"if": {"type": "object"}, "then": {"additionalProperties": []}}, "/then/additionalProperties"),
+    ({"$defs": {"unused": 7}, "type": "string"}, "/$defs/unused"),
+    ({"dependencies": {"a": ["b"], "c": None}}, "/dependencies/c"),
+]
+
+OPTIONS = [[], ["--strict-properties"], ["--any-calls", "false"], ["--strict-properties", "--any-calls", "false"],
+           ["--key-order", "any", "--strict-properties"]]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_malformed_subschema_refused_under_every_option(case):
+    schema, pointer = CASES[case]
+    for opts in OPTIONS:
+        r = run("compile", schema, *opts)
+        assert r.returncode == 2, (opts, r.stdout)
+        e = json.loads(r.stdout)["error"]
+        assert e["type"] == "syntax" and e["pointer"] == pointer, (opts, e)
+
+
+def test_well_formed_subschemas_compile():
+    schema = {"items": [{"type": "string"}], "additionalItems": False, "dependencies": {"a": ["b"]},
+              "properties": {"x": True, "y": {}}, "allOf": [True], "$defs": {"d": False}}
+    r = run("compile", schema)
+    assert r.returncode == 0, r.stdout
