@@ -59,6 +59,8 @@ typedef struct sv_dfa_call {
 #define SV_CALL_DIGITS 4
 #define SV_CALL_MAX_ID 9999u
 
+/* The digit bytes of a call marker for part id, most significant first. */
+void sv_call_digits(uint32_t id, uint8_t digits[SV_CALL_DIGITS]);
 /* The AST of a call marker for part id (<= SV_CALL_MAX_ID). */
 sv_ast_t *sv_call_marker(sv_arena_t *a, uint32_t id);
 /* True when a raw DFA has a call marker. */

@@ -41,15 +41,17 @@
 #include "../src/util/grow.h"
 #include "dfa_internal.h"
 
+void sv_call_digits(uint32_t id, uint8_t digits[SV_CALL_DIGITS]) {
+    for (int i = SV_CALL_DIGITS - 1; i >= 0; i--, id /= 10) digits[i] = (uint8_t)(SV_CALL_DIGIT0 + id % 10);
+}
+
 sv_ast_t *sv_call_marker(sv_arena_t *a, uint32_t id) {
     if (id > SV_CALL_MAX_ID) return NULL;
     sv_ast_t *k[1 + SV_CALL_DIGITS];
+    uint8_t digits[SV_CALL_DIGITS];
+    sv_call_digits(id, digits);
     k[0] = sv_ast_bytes(a, SV_CALL_MARK, SV_CALL_MARK);
-    uint32_t v = id;
-    for (int i = SV_CALL_DIGITS; i >= 1; i--, v /= 10) {
-        uint8_t b = (uint8_t)(SV_CALL_DIGIT0 + v % 10);
-        k[i] = sv_ast_bytes(a, b, b);
-    }
+    for (int i = 0; i < SV_CALL_DIGITS; i++) k[1 + i] = sv_ast_bytes(a, digits[i], digits[i]);
     for (int i = 0; i <= SV_CALL_DIGITS; i++)
         if (!k[i]) return NULL;
     return sv_ast_cat(a, k, 1 + SV_CALL_DIGITS);

@@ -86,21 +86,30 @@ static bool bracket_at(const walk_t *w, int side, int32_t x) {
     return step(&w->s[side], w->k, x, w->copen[0]) >= 0 || step(&w->s[side], w->k, x, w->copen[1]) >= 0;
 }
 
-/* The return state of the marker path from x when it calls part id alone
- * (each marker state moves on exactly the expected digit), else -1. */
-static int32_t marker_return(const walk_t *w, const side_t *s, int32_t x, uint32_t id) {
+/* The return state of the marker path from x in table t (k classes, class
+ * map cls) when it calls part id alone (each marker state moves on exactly
+ * the expected digit), else -1; x itself must read the marker byte. */
+static int32_t marker_return(const int32_t *t, uint32_t k, const uint8_t cls[256], int32_t x, uint32_t id) {
     uint8_t digits[SV_CALL_DIGITS];
-    uint32_t v = id;
-    for (int i = SV_CALL_DIGITS - 1; i >= 0; i--, v /= 10) digits[i] = (uint8_t)(SV_CALL_DIGIT0 + v % 10);
-    x = step(s, w->k, x, w->cmark);
+    sv_call_digits(id, digits);
+    x = t[(size_t)x * k + cls[SV_CALL_MARK]];
     for (int i = 0; i < SV_CALL_DIGITS && x >= 0; i++) {
-        const int32_t *row = s->t + (size_t)x * w->k;
-        uint32_t want = w->classes[digits[i]];
-        for (uint32_t c = 0; c < w->k; c++)
+        const int32_t *row = t + (size_t)x * k;
+        uint32_t want = cls[digits[i]];
+        for (uint32_t c = 0; c < k; c++)
             if (row[c] >= 0 && c != want) return -1;
         x = row[want];
     }
     return x;
+}
+
+/* Whether every marker of d calls part id. */
+static bool calls_only(const sv_dfa_t *d, uint32_t id) {
+    for (uint32_t s = 0; s < d->nstates; s++)
+        if (sv_dfa_next(d, (int32_t)s, SV_CALL_MARK) >= 0 &&
+            marker_return(d->trans, d->nclasses, d->classes, (int32_t)s, id) < 0)
+            return false;
+    return true;
 }
 
 static sv_status side_load(walk_t *w, side_t *s, const sv_dfa_t *d, const uint8_t rep[256]) {
@@ -124,13 +133,14 @@ static sv_status side_load(walk_t *w, side_t *s, const sv_dfa_t *d, const uint8_
 
 /* Replaces the call at every marked state of s by a copy of the part, one
  * copy per return state. */
-static sv_status expand(walk_t *w, side_t *s, uint32_t id) {
+static sv_status expand(walk_t *w, int side, uint32_t id) {
+    side_t *s = &w->s[side];
     /* First the return states that need a copy (-2: counted, pending). */
     uint32_t need = 0;
     for (uint32_t x = 0; x < s->n; x++) {
         if (!s->mark[x]) continue;
-        int32_t ret = marker_return(w, s, (int32_t)x, id);
-        if (ret < 0 || bracket_at(w, s == &w->s[1], (int32_t)x))
+        int32_t ret = marker_return(s->t, w->k, w->classes, (int32_t)x, id);
+        if (ret < 0 || bracket_at(w, side, (int32_t)x))
             return sv_error_set(w->err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
         if (s->copy[ret] == -1) s->copy[ret] = -2, need++;
     }
@@ -154,7 +164,7 @@ static sv_status expand(walk_t *w, side_t *s, uint32_t id) {
     uint32_t base = s->n, n0 = s->n;
     for (uint32_t x = 0; x < n0; x++) {
         if (!s->mark[x]) continue;
-        int32_t ret = marker_return(w, s, (int32_t)x, id); /* checked above */
+        int32_t ret = marker_return(s->t, w->k, w->classes, (int32_t)x, id); /* checked above */
         uint32_t at = (uint32_t)s->copy[ret];
         if (s->copy[ret] == -2) {
             at = base;
@@ -190,7 +200,7 @@ static bool accepts(const walk_t *w, pair_t p, sv_dfa_op op) {
     return sv_pair_accepts(p.a >= 0 && w->s[0].acc[p.a], p.b >= 0 && w->s[1].acc[p.b], op);
 }
 
-/* The index of pair p, added when new (*added). */
+/* The index of pair p (-1 when it was never met), added when new and add. */
 static sv_status pair_id(walk_t *w, pair_t p, bool add, int32_t *id) {
     uint32_t h = sv_pair_hash(p) & (w->tcap - 1);
     while (w->table[h] && (w->q[w->table[h] - 1].a != p.a || w->q[w->table[h] - 1].b != p.b)) h = (h + 1) & (w->tcap - 1);
@@ -306,24 +316,6 @@ static sv_status product_raw(walk_t *w, sv_dfa_op op, sv_rawdfa_t *raw) {
     return SV_OK;
 }
 
-/* Whether every marker of d calls part id. */
-static bool calls_only(const sv_dfa_t *d, uint32_t id) {
-    uint8_t digits[SV_CALL_DIGITS];
-    uint32_t v = id;
-    for (int i = SV_CALL_DIGITS - 1; i >= 0; i--, v /= 10) digits[i] = (uint8_t)(SV_CALL_DIGIT0 + v % 10);
-    for (uint32_t s = 0; s < d->nstates; s++) {
-        int32_t x = sv_dfa_next(d, (int32_t)s, SV_CALL_MARK);
-        for (int i = 0; i < SV_CALL_DIGITS && x >= 0; i++) {
-            const int32_t *row = d->trans + (size_t)x * d->nclasses;
-            uint8_t want = d->classes[digits[i]];
-            for (uint32_t c = 0; c < d->nclasses; c++)
-                if (row[c] >= 0 && c != want) return false;
-            x = row[want];
-        }
-    }
-    return true;
-}
-
 sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id,
                                         const sv_dfa_t *part, const sv_fsm_limits_t *lim, sv_dfa_t **out,
                                         sv_error_t *err) {
@@ -388,7 +380,7 @@ sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv
         }
         /* Expand, then walk again every pair that holds an expanded state. */
         uint32_t n0[2] = {w.s[0].n, w.s[1].n};
-        if ((st = expand(&w, &w.s[0], id)) || (st = expand(&w, &w.s[1], id))) break;
+        if ((st = expand(&w, 0, id)) || (st = expand(&w, 1, id))) break;
         for (uint32_t i = 0; i < w.nq; i++) {
             pair_t p = w.q[i];
             if (((p.a >= 0 && (uint32_t)p.a < n0[0] && w.s[0].mark[p.a]) ||

@@ -1611,19 +1611,18 @@ static bool narrower(sv_status st) { return st == SV_ERR_BUDGET && !sv_memacct_p
  * in another order than flat automata), so a malformed one would otherwise
  * be an error under some options and silently ignored under others. */
 typedef struct {
-    char ptr[256];
+    char ptr[256]; /* the JSON pointer so far, cut short where it outgrows the error's */
     size_t len;
-    bool full;
 } shape_ptr_t;
 
 static size_t shape_push(shape_ptr_t *p, const char *tok) {
     size_t keep = p->len;
-    if (p->len + 1 >= sizeof p->ptr) { p->full = true; return keep; }
+    if (p->len + 1 >= sizeof p->ptr) return keep;
     p->ptr[p->len++] = '/';
     for (; *tok; tok++) {
         const char *e = *tok == '~' ? "~0" : *tok == '/' ? "~1" : NULL;
         size_t n = e ? 2 : 1;
-        if (p->len + n >= sizeof p->ptr) { p->full = true; break; }
+        if (p->len + n >= sizeof p->ptr) break;
         if (e) memcpy(p->ptr + p->len, e, 2);
         else p->ptr[p->len] = *tok;
         p->len += n;
