@@ -825,6 +825,114 @@ bool sv_sc_ref_alone(json_t *s) {
     return true;
 }
 
+/* Keywords that never change a schema's language. */
+bool sv_sc_inert_keyword(const char *k) {
+    static const char *const inert[] = {"$schema", "$comment", "title", "description", "examples", "default",
+                                        "deprecated", "readOnly", "writeOnly"};
+    for (size_t i = 0; i < sizeof inert / sizeof *inert; i++)
+        if (!strcmp(k, inert[i])) return true;
+    return false;
+}
+
+/* ---- key conditions --------------------------------------------------------- */
+
+/* A schema that names keys only, as {"required": [...]} and allOf, anyOf,
+ * oneOf and not of such (with "type": "object" allowed among them), is a
+ * condition on which keys an object holds: under `not`, the difference from
+ * the canonical universe (a product, with every value at the location spelled
+ * out to the free-form depth) becomes a few bits in the object's automaton,
+ * one a key the condition names (schema_container.c sv_sc_object). */
+static bool keys_only(json_t *x, const char **fk, uint32_t *nfk, int depth) {
+    if (json_is_boolean(x)) return true;
+    if (!json_is_object(x) || depth > 16) return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(x, k, v) {
+        if (!strcmp(k, "required")) {
+            if (!json_is_array(v)) return false;
+            for (size_t i = 0; i < json_array_size(v); i++) {
+                const char *key = json_string_value(json_array_get(v, i));
+                if (!key) return false;
+                uint32_t j = 0;
+                while (j < *nfk && strcmp(fk[j], key)) j++;
+                if (j == *nfk) {
+                    if (*nfk == SV_KEYCOND_MAX) return false;
+                    fk[(*nfk)++] = key;
+                }
+            }
+        } else if (!strcmp(k, "allOf") || !strcmp(k, "anyOf") || !strcmp(k, "oneOf")) {
+            if (!json_is_array(v) || json_array_size(v) == 0) return false;
+            for (size_t i = 0; i < json_array_size(v); i++)
+                if (!keys_only(json_array_get(v, i), fk, nfk, depth + 1)) return false;
+        } else if (!strcmp(k, "not")) {
+            if (!keys_only(v, fk, nfk, depth + 1)) return false;
+        } else if (!strcmp(k, "type")) {
+            if (!json_is_string(v) || strcmp(json_string_value(v), "object")) return false;
+        } else if (!sv_sc_inert_keyword(k)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+uint32_t sv_sc_keycond_keys(json_t *x, const char *keys[SV_KEYCOND_MAX]) {
+    uint32_t n = 0;
+    return keys_only(x, keys, &n, 0) ? n + 1 : 0;
+}
+
+bool sv_sc_keycond_eval(json_t *x, const char *const *keys, uint32_t n, uint32_t present, bool object) {
+    if (json_is_boolean(x)) return json_is_true(x);
+    if (json_object_get(x, "type") && !object) return false;
+    json_t *req = json_object_get(x, "required");
+    for (size_t i = 0; object && i < json_array_size(req); i++) {
+        const char *key = json_string_value(json_array_get(req, i));
+        uint32_t j = 0;
+        while (j < n && strcmp(keys[j], key)) j++;
+        if (j == n || !(present >> j & 1)) return false;
+    }
+    json_t *a = json_object_get(x, "allOf");
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (!sv_sc_keycond_eval(json_array_get(a, i), keys, n, present, object)) return false;
+    if ((a = json_object_get(x, "anyOf"))) {
+        bool any = false;
+        for (size_t i = 0; i < json_array_size(a) && !any; i++) any = sv_sc_keycond_eval(json_array_get(a, i), keys, n, present, object);
+        if (!any) return false;
+    }
+    if ((a = json_object_get(x, "oneOf"))) {
+        uint32_t met = 0;
+        for (size_t i = 0; i < json_array_size(a); i++) met += sv_sc_keycond_eval(json_array_get(a, i), keys, n, present, object);
+        if (met != 1) return false;
+    }
+    json_t *nt = json_object_get(x, "not");
+    return !nt || !sv_sc_keycond_eval(nt, keys, n, present, object);
+}
+
+bool sv_sc_not_keys(json_t *s) {
+    const char *keys[SV_KEYCOND_MAX];
+    json_t *nt = json_object_get(s, "not");
+    return nt && !json_object_get(s, "const") && !json_object_get(s, "enum") && sv_sc_keycond_keys(nt, keys) > 0;
+}
+
+/* Whether a and b are the same schema: equal JSON, the annotation keywords
+ * of their top level aside (nested ones compare as written, which only
+ * misses some equal pairs). For schemas whose $refs resolve from the same
+ * base. */
+bool sv_sc_same_schema(json_t *a, json_t *b) {
+    if (a == b) return true;
+    if (!json_is_object(a) || !json_is_object(b)) return json_equal(a, b);
+    const char *k;
+    json_t *v;
+    size_t na = 0, nb = 0;
+    json_object_foreach(a, k, v) {
+        if (sv_sc_inert_keyword(k)) continue;
+        na++;
+        json_t *w = json_object_get(b, k);
+        if (!w || !json_equal(v, w)) return false;
+    }
+    json_object_foreach(b, k, v) nb += !sv_sc_inert_keyword(k);
+    return na == nb;
+}
+
 static bool has_type_keywords(json_t *s);
 
 /* Whether every branch of array a is {"required": [one key]} (and
@@ -869,13 +977,74 @@ bool sv_sc_one_required(json_t *s) {
 typedef struct {
     json_t *any, *one;
     bool disjoint, open;
+    bool type_implied; /* the schema's type holds every branch's: see type_implied */
 } unions_t;
+
+/* The types a schema's values may have (T_ALL where it does not say, or
+ * says it wrongly: that is reported where it is compiled), following a
+ * $ref that stands for the whole schema. */
+static int branch_types(sctx_t *c, json_t *s, int depth) {
+    if (json_is_false(s)) return 0;
+    if (!json_is_object(s) || depth > 16) return T_ALL;
+    json_t *ref = json_object_get(s, "$ref"), *t;
+    if (json_is_string(ref) && (c->draft <= 7 || sv_sc_ref_alone(s))) {
+        sv_error_t *keep = c->err, scratch;
+        c->err = &scratch;
+        bool ok = sv_sc_resolve_ref(c, s, json_string_value(ref), &t) == SV_OK;
+        c->err = keep;
+        return ok ? branch_types(c, t, depth + 1) : T_ALL;
+    }
+    int m;
+    sv_error_t *keep = c->err, scratch;
+    c->err = &scratch;
+    sv_status st = type_mask(c, s, &m);
+    c->err = keep;
+    return st ? T_ALL : m;
+}
+
+/* Whether the schema is a union (anyOf, or oneOf alone) beside a type that
+ * every branch's own type already implies, and nothing else that
+ * constrains, where a branch refers to a schema being expanded:
+ * {"anyOf": [{"$ref": "#/$defs/node"}, {"$ref": "#/$defs/leaf"}], "type":
+ * "object"} inside node, as generators write it. The type then adds
+ * nothing, and compiling it as a conjunct would make a product of the
+ * union (flat, so the recursion is cut at max_ref_depth). */
+static bool type_implied(sctx_t *c, json_t *s, json_t *arr, const char *kw) {
+    if (!json_is_array(arr) || json_array_size(arr) == 0 || !json_object_get(s, "type")) return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) if (strcmp(k, kw) && strcmp(k, "type") && strcmp(k, "$defs") &&
+                                     strcmp(k, "definitions") && !sv_sc_inert_keyword(k)) return false;
+    /* Only where a branch recurses: elsewhere the product costs nothing in
+     * language, and its shared key order keeps unions of many objects
+     * small (MaskBench's Github_ultra---o21375, 23 closed objects). */
+    bool recursive = false;
+    for (size_t i = 0; i < json_array_size(arr) && !recursive; i++) {
+        json_t *br = json_array_get(arr, i), *ref = json_object_get(br, "$ref"), *t;
+        if (!json_is_string(ref)) continue;
+        sv_error_t *keep = c->err, scratch;
+        c->err = &scratch;
+        bool ok = sv_sc_resolve_ref(c, br, json_string_value(ref), &t) == SV_OK;
+        c->err = keep;
+        for (uint32_t d = 0; ok && d < c->ref_depth && !recursive; d++) recursive = c->ref_stack[d] == t;
+    }
+    if (!recursive) return false;
+    int m = branch_types(c, s, 0);
+    if (m == T_ALL) return false;
+    if (m & T_NUMBER) m |= T_INTEGER; /* integers are numbers */
+    for (size_t i = 0; i < json_array_size(arr); i++)
+        if (branch_types(c, json_array_get(arr, i), 0) & ~m) return false;
+    return true;
+}
 
 static void unions_of(sctx_t *c, json_t *s, unions_t *u) {
     u->any = sv_sc_any_required(s) ? NULL : json_object_get(s, "anyOf");
     u->one = sv_sc_one_required(s) ? NULL : json_object_get(s, "oneOf");
     u->disjoint = u->one && sv_sc_oneof_disjoint(c, u->one);
     u->open = u->disjoint && sv_sc_oneof_open(c, u->one);
+    u->type_implied = u->any && !json_object_get(s, "oneOf") ? type_implied(c, s, u->any, "anyOf")
+                      : u->one && !json_object_get(s, "anyOf") && u->disjoint ? type_implied(c, s, u->one, "oneOf")
+                                                                               : false;
 }
 
 /* Whether the oneOf is a union here. With keys in any order, two open
@@ -896,6 +1065,20 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
     if (st) return st;
     int mask = T_ALL;
     if ((st = type_mask(c, s, &mask))) return st;
+    /* A `not` that names keys only is a condition the object's automaton
+     * checks (sv_sc_object); non-objects meet it as every `required` holds
+     * for them. */
+    json_t *not = json_object_get(s, "not");
+    bool not_keys = sv_sc_not_keys(s);
+    if (not_keys && sv_sc_keycond_eval(not, NULL, 0, 0, false)) {
+        mask &= T_OBJECT;
+        const char *fk[SV_KEYCOND_MAX];
+        uint32_t nfk = sv_sc_keycond_keys(not, fk) - 1;
+        bool some = false; /* a key set that meets the condition */
+        for (uint32_t set = 0; set < 1u << nfk && !some; set++) some = !sv_sc_keycond_eval(not, fk, nfk, set, true);
+        if (!some) mask = 0;
+    }
+    if (not_keys && !mask) return sv_sc_fail(c, SV_ERR_EMPTY, "not", "no value satisfies not here");
 
     /* $ref: in drafts up to 7 it replaces its siblings; later it is one more
      * conjunct. Recursion is expanded up to max_ref_depth times per target. */
@@ -1004,7 +1187,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         } else {
             base = lits;
         }
-    } else if (any_type_keywords || mask != T_ALL) {
+    } else if ((any_type_keywords || mask != T_ALL || not_keys) && !u->type_implied) {
         sv_ast_t *tl[7];
         uint32_t nt = 0;
         for (int b = 1; b <= T_INTEGER; b <<= 1)
@@ -1034,9 +1217,13 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
          * its own location and so its own key order: a tool's arguments in
          * the order its parameters list them, whatever the other tools'
          * order. The shared order matters only where a difference must see
-         * one spelling per value. */
-        bool split = sv_sc_calls(c) && base == NULL && unset && !json_object_get(s, "allOf") &&
-                     !one && !json_object_get(s, "not") && !json_object_get(s, "if") &&
+         * one spelling per value. Not beside an implied type (type_implied),
+         * which compiled as a product before and keeps that shape: a union
+         * of many objects each in its own key order outgrows the state
+         * budget where one shared order does not (MaskBench's
+         * Github_ultra---o21375, 30 objects). */
+        bool split = sv_sc_calls(c) && base == NULL && !u->type_implied && unset && !json_object_get(s, "allOf") &&
+                     !one && !(not && !not_keys) && !json_object_get(s, "if") &&
                      !json_object_get(s, "dependentSchemas") && !json_object_get(s, "dependencies");
         for (size_t i = 0; i < n; i++) {
             size_t m = sv_sc_push(c, any_kw);
@@ -1067,7 +1254,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
     json_t *dj = json_object_get(s, "dependencies"), *dx;
     const char *dk;
     if (json_is_object(dj)) json_object_foreach(dj, dk, dx) dep_schemas |= !json_is_array(dx);
-    bool needs_dfa = !unset || json_object_get(s, "allOf") || one || json_object_get(s, "not") ||
+    bool needs_dfa = !unset || json_object_get(s, "allOf") || one || (not && !not_keys) ||
                      json_object_get(s, "if") || (base && anyl) || dep_schemas;
     if (!needs_dfa) {
         if (base && !anyl) *out = base;
@@ -1154,10 +1341,9 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             if ((st = meet(c, &acc, &unset, res, "oneOf"))) return st;
         }
     }
-    json_t *nt = json_object_get(s, "not");
-    if (nt) {
+    if (not && !not_keys) {
         size_t m = sv_sc_push(c, "not");
-        st = sub_dfa(c, nt, loc, "not", true, &d, NULL);
+        st = sub_dfa(c, not, loc, "not", true, &d, NULL);
         sv_sc_pop(c, m);
         if (st) return st;
         if (!U && (st = universe(c, loc, &U))) return st;
@@ -1295,11 +1481,13 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     unions_t u;
     unions_of(c, s, &u);
     bool ou = u.one && one_union(c, &u);
-    bool products = json_object_get(s, "allOf") || (u.one && (!ou || u.any)) || json_object_get(s, "not") ||
+    bool products = json_object_get(s, "allOf") || (u.one && (!ou || u.any)) ||
+                    (json_object_get(s, "not") && !sv_sc_not_keys(s)) ||
                     json_object_get(s, "if") || json_object_get(s, "dependentSchemas") ||
                     json_object_get(s, "dependencies") ||
                     (json_object_get(s, "$ref") && c->draft > 7 && !sv_sc_ref_alone(s)) ||
-                    ((u.any || ou) && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s))) ||
+                    ((u.any || ou) && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s)) &&
+                     !(u.type_implied && (u.any || ou))) ||
                     (lit && (ty || has_type_keywords(s)));
     if (products) c->no_calls++;
     c->lang_depth++;

@@ -377,6 +377,8 @@ typedef struct {
      * most 2), or NULL; any_bit: "a branch was met"; one_bit: two bits
      * from there counting the branches met, 0, 1 or 2 (more); -1 if none */
     const uint8_t *any_w, *one_w;
+    const uint8_t *cond_ok; /* per value of the bits: whether the key condition of a
+                               `not` holds (sv_sc_not_keys), or NULL */
     int any_bit;
     int one_bit;
     bool has_min, has_max;
@@ -458,7 +460,7 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
     for (uint64_t cnt = 0; cnt <= C && !st; cnt++)
         for (uint64_t bits = 0; bits < B && !st; bits++) {
             bool ok = (!has_min || cnt >= minp) && (o->any_bit < 0 || (bits >> o->any_bit & 1)) &&
-                      (o->one_bit < 0 || (bits >> o->one_bit & 3) == 1);
+                      (o->one_bit < 0 || (bits >> o->one_bit & 3) == 1) && (!o->cond_ok || o->cond_ok[bits]);
             final[NODE(n, 0, cnt, bits)] = ok;
             final[NODE(n, 1, cnt, bits)] = ok;
             if (!extra) continue;
@@ -585,6 +587,12 @@ static sv_status object_anyorder(sctx_t *c, const object_shape_t *o, sv_ast_t **
         }
         for (uint32_t d = 0; d < ndep && ok; d++)
             if ((set & dep[d].a) && !(set & dep[d].b)) ok = false;
+        if (ok && o->cond_ok) {
+            uint64_t bits = 0;
+            for (uint32_t k = 0; k < na; k++)
+                if ((set >> k & 1) && mem[idx[k]].dep_bit >= 0) bits |= 1ull << mem[idx[k]].dep_bit;
+            ok = o->cond_ok[bits];
+        }
         for (uint64_t cnt = 0; cnt <= C && !st; cnt++) {
             uint64_t total = counted ? cnt : written;
             bool fin = ok && (!o->has_min || total >= o->minp) && (!o->has_max || total <= o->C);
@@ -741,6 +749,13 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
                 sv_dfa_t *pd;
                 if ((st = pattern_content(c, pat, &pd))) return st;
                 if (pd && sv_dfa_matches(pd, (const uint8_t *)m->key, strlen(m->key))) {
+                    /* A schema met twice adds nothing: by A and A is A, and
+                     * its product would be built for nothing (or refused,
+                     * when A recurses). Siblings of one object, so their
+                     * $refs resolve alike. */
+                    bool dup = false;
+                    for (uint32_t k = 0; k < ns && !dup; k++) dup = sv_sc_same_schema(src[k], ps);
+                    if (dup) continue;
                     if (ns == 8)
                         return sv_sc_fail(c, SV_ERR_BUDGET, "patternProperties", "more than 8 schemas apply to key \"%s\"", m->key);
                     src[ns++] = ps;
@@ -849,7 +864,27 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         one_bit = (int)nbits;
         nbits += 2;
     }
-    if (nbits > 8) return sv_sc_fail(c, SV_ERR_BUDGET, "dependentRequired", "dependencies involve more than 8 keys at one location");
+    /* A `not` that names keys only (sv_sc_not_keys): a presence bit for
+     * each key it names that may be written (shared with dependencies),
+     * and below, a table over the bits of where the condition holds. */
+    const char *fk[SV_KEYCOND_MAX];
+    int fbit[SV_KEYCOND_MAX];
+    uint32_t nfk = 0;
+    bool fmissing = false;
+    json_t *ncond = s && !canonical_any && sv_sc_not_keys(s) ? json_object_get(s, "not") : NULL;
+    if (ncond) {
+        nfk = sv_sc_keycond_keys(ncond, fk) - 1;
+        for (uint32_t j = 0; j < nfk; j++) {
+            uint32_t i = 0;
+            while (i < n && strcmp(keys[i], fk[j])) i++;
+            fbit[j] = -1;
+            fmissing |= i == n;
+            if (i == n || !mem[i].allowed) continue;
+            if (mem[i].dep_bit < 0) mem[i].dep_bit = (int)nbits++;
+            fbit[j] = mem[i].dep_bit;
+        }
+    }
+    if (nbits > 8) return sv_sc_fail(c, SV_ERR_BUDGET, ncond ? "not" : "dependentRequired", "dependencies and key conditions involve more than 8 keys at one location");
     /* Counting only when min/maxProperties can bind. */
     bool has_min, has_max;
     uint64_t minp = 0, maxp = 0;
@@ -871,6 +906,21 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
                           (unsigned long long)maxp, nreq);
     uint64_t C = has_max ? maxp : has_min ? minp : 0;
     uint64_t B = (uint64_t)1 << nbits;
+    uint8_t *cond_ok = NULL;
+    if (ncond) {
+        /* The location's keys hold every key a `required` under it names
+         * (sv_sc_loc_keys over the closure, which enters `not`); an extra
+         * member could otherwise be one the bits do not see. */
+        if (fmissing && extra)
+            return sv_sc_fail(c, SV_ERR_INTERNAL, "not", "a key the condition names is not among the location's keys");
+        if (!(cond_ok = sv_arena_alloc(c->arena, B))) return sv_sc_nomem(c);
+        for (uint64_t bits = 0; bits < B; bits++) {
+            uint32_t present = 0;
+            for (uint32_t j = 0; j < nfk; j++)
+                if (fbit[j] >= 0 && (bits >> fbit[j] & 1)) present |= 1u << j;
+            cond_ok[bits] = !sv_sc_keycond_eval(ncond, fk, nfk, present, true);
+        }
+    }
     uint64_t per_pos = (C + 1) * B;
     uint64_t nnodes = (uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + per_pos;
     if (sv_sc_keysets(c) && extra) nnodes += (uint64_t)n * per_pos; /* extra members anywhere (object_graph) */
@@ -879,7 +929,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
                           "the object needs %llu automaton nodes to count its properties (limit %u)",
                           (unsigned long long)nnodes, MAX_GRAPH_NODES);
     object_shape_t shape = {.mem = mem, .n = n, .deps = deps, .ndeps = ndeps, .nbits = nbits, .any_w = any_w,
-                            .one_w = one_w, .any_bit = any_bit, .one_bit = one_bit, .has_min = has_min,
+                            .one_w = one_w, .cond_ok = cond_ok, .any_bit = any_bit, .one_bit = one_bit, .has_min = has_min,
                             .has_max = has_max, .minp = minp, .C = C, .extra = extra};
     shape.kv = sv_arena_alloc(c->arena, (n + 1) * sizeof *shape.kv);
     if (!shape.kv) return sv_sc_nomem(c);

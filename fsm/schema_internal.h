@@ -154,6 +154,23 @@ sv_status sv_sc_loc_context(sctx_t *c, json_t *const *seeds, uint32_t n, sv_loc_
  * leaving out those that constrain nothing ({} and true); arena memory. */
 sv_status sv_sc_ctx_sources(sctx_t *c, const sv_loc_t *loc, const char *key, json_t ***out, uint32_t *n);
 sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_t *out);
+/* Key conditions (schema.c): a schema of required lists under allOf, anyOf,
+ * oneOf and not (and "type": "object") is a condition on an object's key
+ * set. sv_sc_keycond_keys: 1 + the number of distinct keys it names (into
+ * keys), or 0 when x is no such schema or names more than SV_KEYCOND_MAX.
+ * sv_sc_keycond_eval: whether it holds for an object holding the keys whose
+ * bits are set in present (bit j: keys[j]), or for a non-object (object
+ * false: every required holds). sv_sc_not_keys: whether s's `not` is one
+ * (and s has no const or enum), compiled as the condition, not a product. */
+#define SV_KEYCOND_MAX 6
+uint32_t sv_sc_keycond_keys(json_t *x, const char *keys[SV_KEYCOND_MAX]);
+bool sv_sc_keycond_eval(json_t *x, const char *const *keys, uint32_t n, uint32_t present, bool object);
+bool sv_sc_not_keys(json_t *s);
+/* Keywords that never change a schema's language (schema.c). */
+bool sv_sc_inert_keyword(const char *k);
+/* Whether a and b are the same schema, annotations at their top level aside
+ * (schema.c); for schemas whose $refs resolve from the same base. */
+bool sv_sc_same_schema(json_t *a, json_t *b);
 /* Whether a $ref's siblings constrain nothing ($defs, annotations), so that
  * the ref alone decides the language in every draft (schema.c). */
 bool sv_sc_ref_alone(json_t *s);
