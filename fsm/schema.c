@@ -907,6 +907,33 @@ bool sv_sc_keycond_eval(json_t *x, const char *const *keys, uint32_t n, uint32_t
     return !nt || !sv_sc_keycond_eval(nt, keys, n, present, object);
 }
 
+bool sv_sc_deps_keys(json_t *s) {
+    static const char *const maps[] = {"dependentSchemas", "dependencies"};
+    const char *keys[SV_KEYCOND_MAX];
+    uint32_t n = 0, schemas = 0;
+    if (json_object_get(s, "const") || json_object_get(s, "enum")) return false;
+    for (int l = 0; l < 2; l++) {
+        json_t *m = json_object_get(s, maps[l]), *x;
+        const char *k;
+        if (!m) continue;
+        if (!json_is_object(m)) return false;
+        json_object_foreach(m, k, x) {
+            if (json_is_array(x)) continue; /* dependentRequired form: objects handle it */
+            schemas++;
+            /* the trigger key and the keys its schema names, all of them
+             * over the schema's entries at most SV_KEYCOND_MAX */
+            uint32_t j = 0;
+            while (j < n && strcmp(keys[j], k)) j++;
+            if (j == n) {
+                if (n == SV_KEYCOND_MAX) return false;
+                keys[n++] = k;
+            }
+            if (!keys_only(x, keys, &n, 0)) return false;
+        }
+    }
+    return schemas > 0;
+}
+
 bool sv_sc_not_keys(json_t *s) {
     const char *keys[SV_KEYCOND_MAX];
     json_t *nt = json_object_get(s, "not");
@@ -1079,6 +1106,9 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         if (!some) mask = 0;
     }
     if (not_keys && !mask) return sv_sc_fail(c, SV_ERR_EMPTY, "not", "no value satisfies not here");
+    /* Schema-valued dependencies that name keys only: conditions too
+     * (sv_sc_deps_keys); they ask nothing of non-objects. */
+    bool deps_keys = sv_sc_deps_keys(s);
 
     /* $ref: in drafts up to 7 it replaces its siblings; later it is one more
      * conjunct. Recursion is expanded up to max_ref_depth times per target. */
@@ -1187,7 +1217,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         } else {
             base = lits;
         }
-    } else if ((any_type_keywords || mask != T_ALL || not_keys) && !u->type_implied) {
+    } else if ((any_type_keywords || mask != T_ALL || not_keys || deps_keys) && !u->type_implied) {
         sv_ast_t *tl[7];
         uint32_t nt = 0;
         for (int b = 1; b <= T_INTEGER; b <<= 1)
@@ -1224,7 +1254,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
          * Github_ultra---o21375, 30 objects). */
         bool split = sv_sc_calls(c) && base == NULL && !u->type_implied && unset && !json_object_get(s, "allOf") &&
                      !one && !(not && !not_keys) && !json_object_get(s, "if") &&
-                     !json_object_get(s, "dependentSchemas") && !json_object_get(s, "dependencies");
+                     ((!json_object_get(s, "dependentSchemas") && !json_object_get(s, "dependencies")) || deps_keys);
         for (size_t i = 0; i < n; i++) {
             size_t m = sv_sc_push(c, any_kw);
             push_index(c, i);
@@ -1254,6 +1284,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
     json_t *dj = json_object_get(s, "dependencies"), *dx;
     const char *dk;
     if (json_is_object(dj)) json_object_foreach(dj, dk, dx) dep_schemas |= !json_is_array(dx);
+    if (deps_keys) dep_schemas = false;
     bool needs_dfa = !unset || json_object_get(s, "allOf") || one || (not && !not_keys) ||
                      json_object_get(s, "if") || (base && anyl) || dep_schemas;
     if (!needs_dfa) {
@@ -1355,7 +1386,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
      * schema D, the conjunct {"if": {"type": "object", "required": [k]},
      * "then": D}, which is exactly "an object holding k must satisfy D". */
     static const char *const dep_maps[] = {"dependentSchemas", "dependencies"};
-    for (int l = 0; l < 2; l++) {
+    for (int l = 0; l < 2 && !deps_keys; l++) {
         json_t *m = json_object_get(s, dep_maps[l]), *x;
         const char *k;
         if (!json_is_object(m)) continue;
@@ -1483,8 +1514,9 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     bool ou = u.one && one_union(c, &u);
     bool products = json_object_get(s, "allOf") || (u.one && (!ou || u.any)) ||
                     (json_object_get(s, "not") && !sv_sc_not_keys(s)) ||
-                    json_object_get(s, "if") || json_object_get(s, "dependentSchemas") ||
-                    json_object_get(s, "dependencies") ||
+                    json_object_get(s, "if") ||
+                    ((json_object_get(s, "dependentSchemas") || json_object_get(s, "dependencies")) &&
+                     !sv_sc_deps_keys(s)) ||
                     (json_object_get(s, "$ref") && c->draft > 7 && !sv_sc_ref_alone(s)) ||
                     ((u.any || ou) && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s)) &&
                      !(u.type_implied && (u.any || ou))) ||

@@ -867,13 +867,31 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     /* A `not` that names keys only (sv_sc_not_keys): a presence bit for
      * each key it names that may be written (shared with dependencies),
      * and below, a table over the bits of where the condition holds. */
-    const char *fk[SV_KEYCOND_MAX];
-    int fbit[SV_KEYCOND_MAX];
+    const char *fk[2 * SV_KEYCOND_MAX];
+    int fbit[2 * SV_KEYCOND_MAX];
     uint32_t nfk = 0;
     bool fmissing = false;
     json_t *ncond = s && !canonical_any && sv_sc_not_keys(s) ? json_object_get(s, "not") : NULL;
-    if (ncond) {
-        nfk = sv_sc_keycond_keys(ncond, fk) - 1;
+    bool dconds = s && !canonical_any && sv_sc_deps_keys(s);
+    static const char *const cond_maps[] = {"dependentSchemas", "dependencies"};
+    if (ncond) nfk = sv_sc_keycond_keys(ncond, fk) - 1;
+    for (int l = 0; l < 2 && dconds; l++) {
+        /* schema-valued dependencies (sv_sc_deps_keys): their trigger keys
+         * and the keys their schemas name */
+        json_t *m = json_object_get(s, cond_maps[l]), *x;
+        const char *k, *dk[SV_KEYCOND_MAX];
+        if (json_is_object(m)) json_object_foreach(m, k, x) {
+            if (json_is_array(x)) continue;
+            uint32_t nd = sv_sc_keycond_keys(x, dk) - 1;
+            for (uint32_t i = 0; i <= nd; i++) {
+                const char *key = i < nd ? dk[i] : k;
+                uint32_t j = 0;
+                while (j < nfk && strcmp(fk[j], key)) j++;
+                if (j == nfk && nfk < 2 * SV_KEYCOND_MAX) fk[nfk++] = key;
+            }
+        }
+    }
+    if (ncond || dconds) {
         for (uint32_t j = 0; j < nfk; j++) {
             uint32_t i = 0;
             while (i < n && strcmp(keys[i], fk[j])) i++;
@@ -884,7 +902,9 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
             fbit[j] = mem[i].dep_bit;
         }
     }
-    if (nbits > 8) return sv_sc_fail(c, SV_ERR_BUDGET, ncond ? "not" : "dependentRequired", "dependencies and key conditions involve more than 8 keys at one location");
+    if (nbits > 8)
+        return sv_sc_fail(c, SV_ERR_BUDGET, ncond ? "not" : "dependentRequired",
+                          "dependencies and key conditions involve more than 8 keys at one location");
     /* Counting only when min/maxProperties can bind. */
     bool has_min, has_max;
     uint64_t minp = 0, maxp = 0;
@@ -907,18 +927,30 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     uint64_t C = has_max ? maxp : has_min ? minp : 0;
     uint64_t B = (uint64_t)1 << nbits;
     uint8_t *cond_ok = NULL;
-    if (ncond) {
+    if (ncond || dconds) {
         /* The location's keys hold every key a `required` under it names
          * (sv_sc_loc_keys over the closure, which enters `not`); an extra
          * member could otherwise be one the bits do not see. */
         if (fmissing && extra)
-            return sv_sc_fail(c, SV_ERR_INTERNAL, "not", "a key the condition names is not among the location's keys");
+            return sv_sc_fail(c, SV_ERR_INTERNAL, ncond ? "not" : "dependentSchemas",
+                              "a key the condition names is not among the location's keys");
         if (!(cond_ok = sv_arena_alloc(c->arena, B))) return sv_sc_nomem(c);
         for (uint64_t bits = 0; bits < B; bits++) {
             uint32_t present = 0;
             for (uint32_t j = 0; j < nfk; j++)
                 if (fbit[j] >= 0 && (bits >> fbit[j] & 1)) present |= 1u << j;
-            cond_ok[bits] = !sv_sc_keycond_eval(ncond, fk, nfk, present, true);
+            bool ok = !ncond || !sv_sc_keycond_eval(ncond, fk, nfk, present, true);
+            for (int l = 0; l < 2 && dconds && ok; l++) {
+                json_t *m = json_object_get(s, cond_maps[l]), *x;
+                const char *k;
+                if (json_is_object(m)) json_object_foreach(m, k, x) {
+                    if (json_is_array(x) || !ok) continue;
+                    uint32_t j = 0;
+                    while (j < nfk && strcmp(fk[j], k)) j++;
+                    if (j < nfk && (present >> j & 1)) ok = sv_sc_keycond_eval(x, fk, nfk, present, true);
+                }
+            }
+            cond_ok[bits] = ok;
         }
     }
     uint64_t per_pos = (C + 1) * B;

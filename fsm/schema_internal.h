@@ -166,6 +166,11 @@ sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_
 uint32_t sv_sc_keycond_keys(json_t *x, const char *keys[SV_KEYCOND_MAX]);
 bool sv_sc_keycond_eval(json_t *x, const char *const *keys, uint32_t n, uint32_t present, bool object);
 bool sv_sc_not_keys(json_t *s);
+/* Whether s has schema-valued dependencies (dependentSchemas, or the
+ * schema form of dependencies), each naming keys only, over at most
+ * SV_KEYCOND_MAX keys with their trigger keys (and no const or enum):
+ * conditions too, "k absent, or the schema holds". */
+bool sv_sc_deps_keys(json_t *s);
 /* Keywords that never change a schema's language (schema.c). */
 bool sv_sc_inert_keyword(const char *k);
 /* Whether a and b are the same schema, annotations at their top level aside

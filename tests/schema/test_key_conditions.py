@@ -1,5 +1,5 @@
-"""Key conditions: a `not` over key requirements, checked against Python's
-jsonschema.
+"""Key conditions: a `not` or a dependency over key requirements, checked
+against Python's jsonschema.
 
 A `not` whose schema names keys only (`required` lists under `allOf`,
 `anyOf`, `oneOf` and `not`, and `"type": "object"`) says which key sets an
@@ -10,8 +10,9 @@ key it names, and a table of the key sets that meet it:
 difference from the canonical universe, which spelled every value at the
 location out to the free-form depth and refused deeper valid data.
 
-- Random conditions over four keys, beside random object schemas and on
-  their own, and random instances (objects holding any subset of the keys,
+- Random conditions over four keys (under `not`, and as the schemas of
+  `dependentSchemas`: "an object with k holds these keys"), beside random
+  object schemas and on their own, and random instances (objects holding any subset of the keys,
   values of the right type or not, extra keys, non-objects): `sieve match`
   agrees with jsonschema on every one.
 - Members of such an object keep free-form values as calls, and named
@@ -74,6 +75,10 @@ def test_random_key_conditions_agree_with_jsonschema():
         schema = {"$schema": DRAFT, "properties": {k: {} for k in KEYS}, "not": cond}
         if i % 4:
             schema.update(object_schema(rng))
+        if i % 3 == 0:
+            schema["dependentSchemas"] = {k: condition(rng, 1) for k in rng.sample(KEYS, rng.randint(1, 2))}
+            if i % 2:
+                del schema["not"]
         r = run("compile", schema)
         if r.returncode != 0:
             err = json.loads(r.stdout)["error"]
