@@ -842,7 +842,18 @@ bool sv_sc_inert_keyword(const char *k) {
  * the canonical universe (a product, with every value at the location spelled
  * out to the free-form depth) becomes a few bits in the object's automaton,
  * one a key the condition names (schema_container.c sv_sc_object). */
-static bool keys_only(json_t *x, const char **fk, uint32_t *nfk, int depth) {
+static bool add_key(const char **fk, uint32_t *nfk, uint32_t cap, const char *key) {
+    if (!key) return false;
+    uint32_t j = 0;
+    while (j < *nfk && strcmp(fk[j], key)) j++;
+    if (j == *nfk) {
+        if (*nfk == cap) return false;
+        fk[(*nfk)++] = key;
+    }
+    return true;
+}
+
+static bool keys_only(json_t *x, const char **fk, uint32_t *nfk, uint32_t cap, int depth) {
     if (json_is_boolean(x)) return true;
     if (!json_is_object(x) || depth > 16) return false;
     const char *k;
@@ -851,21 +862,14 @@ static bool keys_only(json_t *x, const char **fk, uint32_t *nfk, int depth) {
         if (!strcmp(k, "required")) {
             if (!json_is_array(v)) return false;
             for (size_t i = 0; i < json_array_size(v); i++) {
-                const char *key = json_string_value(json_array_get(v, i));
-                if (!key) return false;
-                uint32_t j = 0;
-                while (j < *nfk && strcmp(fk[j], key)) j++;
-                if (j == *nfk) {
-                    if (*nfk == SV_KEYCOND_MAX) return false;
-                    fk[(*nfk)++] = key;
-                }
+                if (!add_key(fk, nfk, cap, json_string_value(json_array_get(v, i)))) return false;
             }
         } else if (!strcmp(k, "allOf") || !strcmp(k, "anyOf") || !strcmp(k, "oneOf")) {
             if (!json_is_array(v) || json_array_size(v) == 0) return false;
             for (size_t i = 0; i < json_array_size(v); i++)
-                if (!keys_only(json_array_get(v, i), fk, nfk, depth + 1)) return false;
+                if (!keys_only(json_array_get(v, i), fk, nfk, cap, depth + 1)) return false;
         } else if (!strcmp(k, "not")) {
-            if (!keys_only(v, fk, nfk, depth + 1)) return false;
+            if (!keys_only(v, fk, nfk, cap, depth + 1)) return false;
         } else if (!strcmp(k, "type")) {
             if (!json_is_string(v) || strcmp(json_string_value(v), "object")) return false;
         } else if (!sv_sc_inert_keyword(k)) {
@@ -875,9 +879,18 @@ static bool keys_only(json_t *x, const char **fk, uint32_t *nfk, int depth) {
     return true;
 }
 
+bool sv_sc_keycond_collect(json_t *x, const char **keys, uint32_t *n, uint32_t cap) { return keys_only(x, keys, n, cap, 0); }
+
 uint32_t sv_sc_keycond_keys(json_t *x, const char *keys[SV_KEYCOND_MAX]) {
     uint32_t n = 0;
-    return keys_only(x, keys, &n, 0) ? n + 1 : 0;
+    return keys_only(x, keys, &n, SV_KEYCOND_MAX, 0) ? n + 1 : 0;
+}
+
+bool sv_sc_keycond_list(json_t *a, const char *kw, const char *const *keys, uint32_t n, uint32_t present, bool object) {
+    uint32_t met = 0;
+    for (size_t i = 0; i < json_array_size(a); i++) met += sv_sc_keycond_eval(json_array_get(a, i), keys, n, present, object);
+    if (!strcmp(kw, "allOf")) return met == json_array_size(a);
+    return !strcmp(kw, "anyOf") ? met > 0 : met == 1;
 }
 
 bool sv_sc_keycond_eval(json_t *x, const char *const *keys, uint32_t n, uint32_t present, bool object) {
@@ -890,18 +903,10 @@ bool sv_sc_keycond_eval(json_t *x, const char *const *keys, uint32_t n, uint32_t
         while (j < n && strcmp(keys[j], key)) j++;
         if (j == n || !(present >> j & 1)) return false;
     }
-    json_t *a = json_object_get(x, "allOf");
-    for (size_t i = 0; i < json_array_size(a); i++)
-        if (!sv_sc_keycond_eval(json_array_get(a, i), keys, n, present, object)) return false;
-    if ((a = json_object_get(x, "anyOf"))) {
-        bool any = false;
-        for (size_t i = 0; i < json_array_size(a) && !any; i++) any = sv_sc_keycond_eval(json_array_get(a, i), keys, n, present, object);
-        if (!any) return false;
-    }
-    if ((a = json_object_get(x, "oneOf"))) {
-        uint32_t met = 0;
-        for (size_t i = 0; i < json_array_size(a); i++) met += sv_sc_keycond_eval(json_array_get(a, i), keys, n, present, object);
-        if (met != 1) return false;
+    static const char *const lists[] = {"allOf", "anyOf", "oneOf"};
+    for (int l = 0; l < 3; l++) {
+        json_t *a = json_object_get(x, lists[l]);
+        if (a && !sv_sc_keycond_list(a, lists[l], keys, n, present, object)) return false;
     }
     json_t *nt = json_object_get(x, "not");
     return !nt || !sv_sc_keycond_eval(nt, keys, n, present, object);
@@ -928,7 +933,7 @@ bool sv_sc_deps_keys(json_t *s) {
                 if (n == SV_KEYCOND_MAX) return false;
                 keys[n++] = k;
             }
-            if (!keys_only(x, keys, &n, 0)) return false;
+            if (!keys_only(x, keys, &n, SV_KEYCOND_MAX, 0)) return false;
         }
     }
     return schemas > 0;
@@ -938,6 +943,45 @@ bool sv_sc_not_keys(json_t *s) {
     const char *keys[SV_KEYCOND_MAX];
     json_t *nt = json_object_get(s, "not");
     return nt && !json_object_get(s, "const") && !json_object_get(s, "enum") && sv_sc_keycond_keys(nt, keys) > 0;
+}
+
+/* The keys every key condition of s names, a union's branches besides
+ * (kw, or NULL), into fk (at most cap). False when they do not fit. */
+static bool cond_keys(json_t *s, const char *kw, const char **fk, uint32_t *n, uint32_t cap) {
+    json_t *x, *a = kw ? json_object_get(s, kw) : NULL;
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (!keys_only(json_array_get(a, i), fk, n, cap, 1)) return false;
+    if (kw && !strcmp(kw, "oneOf") && sv_sc_union_keys(s, "anyOf") && !cond_keys(s, "anyOf", fk, n, cap)) return false;
+    if (sv_sc_not_keys(s) && !keys_only(json_object_get(s, "not"), fk, n, cap, 1)) return false;
+    static const char *const maps[] = {"dependentSchemas", "dependencies", "dependentRequired"};
+    for (int l = 0; l < 3; l++) {
+        json_t *m = json_object_get(s, maps[l]);
+        const char *k;
+        if (!json_is_object(m)) continue;
+        json_object_foreach(m, k, x) {
+            if (!add_key(fk, n, cap, k)) return false;
+            for (size_t i = 0; json_is_array(x) && i < json_array_size(x); i++)
+                if (!add_key(fk, n, cap, json_string_value(json_array_get(x, i)))) return false;
+            if (!json_is_array(x) && sv_sc_deps_keys(s) && !keys_only(x, fk, n, cap, 1)) return false;
+        }
+    }
+    return true;
+}
+
+bool sv_sc_union_keys(json_t *s, const char *kw) {
+    bool any = !strcmp(kw, "anyOf");
+    json_t *a = json_object_get(s, kw);
+    if (!json_is_array(a) || json_array_size(a) == 0 || json_object_get(s, "const") || json_object_get(s, "enum"))
+        return false;
+    if (any ? sv_sc_any_required(s) : sv_sc_one_required(s)) return false;
+    /* The object's condition bits (schema_container.c) hold at most 8 keys,
+     * after the bits of single-key anyOf and oneOf conditions. */
+    uint32_t cap = 8 - (sv_sc_any_required(s) ? 1 : 0) - (sv_sc_one_required(s) ? 2 : 0), n = 0;
+    const char *fk[8];
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (!keys_only(json_array_get(a, i), fk, &n, cap, 1)) return false;
+    /* a list of boolean schemas names no key: a union as before */
+    return n > 0 && cond_keys(s, kw, fk, &n, cap);
 }
 
 /* Whether a and b are the same schema: equal JSON, the annotation keywords
@@ -1005,6 +1049,7 @@ typedef struct {
     json_t *any, *one;
     bool disjoint, open;
     bool type_implied; /* the schema's type holds every branch's: see type_implied */
+    bool meets;        /* a union here meets type keywords in a product (no calls) */
 } unions_t;
 
 /* The types a schema's values may have (T_ALL where it does not say, or
@@ -1065,13 +1110,16 @@ static bool type_implied(sctx_t *c, json_t *s, json_t *arr, const char *kw) {
 }
 
 static void unions_of(sctx_t *c, json_t *s, unions_t *u) {
-    u->any = sv_sc_any_required(s) ? NULL : json_object_get(s, "anyOf");
-    u->one = sv_sc_one_required(s) ? NULL : json_object_get(s, "oneOf");
-    u->disjoint = u->one && sv_sc_oneof_disjoint(c, u->one);
+    u->any = sv_sc_any_required(s) || sv_sc_union_keys(s, "anyOf") ? NULL : json_object_get(s, "anyOf");
+    u->one = sv_sc_one_required(s) || sv_sc_union_keys(s, "oneOf") ? NULL : json_object_get(s, "oneOf");
+    u->disjoint = u->one && sv_sc_oneof_disjoint(c, u->one, s);
     u->open = u->disjoint && sv_sc_oneof_open(c, u->one);
     u->type_implied = u->any && !json_object_get(s, "oneOf") ? type_implied(c, s, u->any, "anyOf")
                       : u->one && !json_object_get(s, "anyOf") && u->disjoint ? type_implied(c, s, u->one, "oneOf")
                                                                                : false;
+    u->meets = json_object_size(s) > 1 && !u->type_implied &&
+               (json_object_get(s, "type") || json_object_get(s, "const") || json_object_get(s, "enum") ||
+                has_type_keywords(s));
 }
 
 /* Whether the oneOf is a union here. With keys in any order, two open
@@ -1079,7 +1127,9 @@ static void unions_of(sctx_t *c, json_t *s, unions_t *u) {
  * the other's extra member (a call beside bytes), which the program linker
  * refuses, and the whole compile would go flat: such a oneOf keeps its
  * difference, whose objects keep their key order. */
-static bool one_union(const sctx_t *c, const unions_t *u) { return u->disjoint && !(u->open && sv_sc_keysets(c)); }
+static bool one_union(const sctx_t *c, const unions_t *u) {
+    return u->disjoint && !(u->open && sv_sc_keysets(c) && sv_sc_calls(c) && !u->meets);
+}
 
 static bool has_type_keywords(json_t *s) {
     for (size_t i = 0; i < sizeof type_kw / sizeof type_kw[0]; i++)
@@ -1109,6 +1159,23 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
     /* Schema-valued dependencies that name keys only: conditions too
      * (sv_sc_deps_keys); they ask nothing of non-objects. */
     bool deps_keys = sv_sc_deps_keys(s);
+    /* An anyOf or oneOf of key conditions (sv_sc_union_keys): non-objects
+     * meet each branch as every `required` holds for them. */
+    bool union_keys = false;
+    static const char *const ulists[] = {"anyOf", "oneOf"};
+    for (int l = 0; l < 2; l++) {
+        if (!sv_sc_union_keys(s, ulists[l])) continue;
+        union_keys = true;
+        json_t *a = json_object_get(s, ulists[l]);
+        if (!sv_sc_keycond_list(a, ulists[l], NULL, 0, 0, false)) mask &= T_OBJECT;
+        const char *fk[8];
+        uint32_t nfk = 0;
+        for (size_t i = 0; i < json_array_size(a); i++) sv_sc_keycond_collect(json_array_get(a, i), fk, &nfk, 8);
+        bool some = false; /* a key set that meets it */
+        for (uint32_t set = 0; set < 1u << nfk && !some; set++) some = sv_sc_keycond_list(a, ulists[l], fk, nfk, set, true);
+        if (!some) mask &= ~T_OBJECT;
+        if (!mask) return sv_sc_fail(c, SV_ERR_EMPTY, ulists[l], "no value satisfies %s here", ulists[l]);
+    }
 
     /* $ref: in drafts up to 7 it replaces its siblings; later it is one more
      * conjunct. Recursion is expanded up to max_ref_depth times per target. */
@@ -1217,7 +1284,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         } else {
             base = lits;
         }
-    } else if ((any_type_keywords || mask != T_ALL || not_keys || deps_keys) && !u->type_implied) {
+    } else if ((any_type_keywords || mask != T_ALL || not_keys || deps_keys || union_keys) && !u->type_implied) {
         sv_ast_t *tl[7];
         uint32_t nt = 0;
         for (int b = 1; b <= T_INTEGER; b <<= 1)
@@ -1451,7 +1518,8 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
 typedef struct sv_memo {
     json_t *s;
     bool calls;
-    bool plain;   /* built for a product (no_calls > 0): no calls, no key sets */
+    bool plain;   /* built for a product (no_calls > 0): no calls */
+    bool keysets; /* built with key sets (sv_sc_keysets) */
     sv_loc_t loc;
     sv_ast_t *ast;
 } memo_t;
@@ -1472,6 +1540,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     if (!json_is_object(s)) return sv_sc_fail(c, SV_ERR_SYNTAX, NULL, "a schema must be an object or a boolean");
     for (uint32_t i = 0; i < c->nmemo; i++)
         if (c->memo[i].s == s && c->memo[i].calls == sv_sc_calls(c) && c->memo[i].plain == (c->no_calls > 0) &&
+            c->memo[i].keysets == sv_sc_keysets(c) &&
             loc_equal(&c->memo[i].loc, loc)) {
             *out = c->memo[i].ast;
             return SV_OK;
@@ -1521,11 +1590,18 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
                     ((u.any || ou) && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s)) &&
                      !(u.type_implied && (u.any || ou))) ||
                     (lit && (ty || has_type_keywords(s)));
+    /* the products that take differences: no key sets (sv_sc_keysets) */
+    bool differences = (u.one && !ou) || (json_object_get(s, "not") && !sv_sc_not_keys(s)) ||
+                       json_object_get(s, "if") ||
+                       ((json_object_get(s, "dependentSchemas") || json_object_get(s, "dependencies")) &&
+                        !sv_sc_deps_keys(s));
     if (products) c->no_calls++;
+    if (differences) c->no_keysets++;
     c->lang_depth++;
     sv_status st = lang_object(c, s, loc, &u, out);
     c->lang_depth--;
     if (products) c->no_calls--;
+    if (differences) c->no_keysets--;
     bool cut = c->truncated;
     c->truncated = keep || cut;
     if (st || cut) return st;
@@ -1537,7 +1613,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
         c->memo = m;
         c->capmemo = cap;
     }
-    c->memo[c->nmemo++] = (memo_t){s, sv_sc_calls(c), c->no_calls > 0, *loc, *out};
+    c->memo[c->nmemo++] = (memo_t){s, sv_sc_calls(c), c->no_calls > 0, sv_sc_keysets(c), *loc, *out};
     return SV_OK;
 }
 
@@ -1750,10 +1826,11 @@ static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
  * SV_SCHEMA_ANY_DEPTH_MIN. */
 static sv_status compile_once(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
                               uint64_t deadline, int level, bool any_products, sv_dfa_t **out, sv_schema_info_t *info,
-                              sv_error_t *err, bool *more_orders, bool *deep, bool *conflict, bool *in_products) {
+                              sv_error_t *err, bool *more_orders, bool *deep, bool *conflict, bool *in_products,
+                              bool *product_keysets) {
     sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline,
                 .calls = level > 0, .ref_parts = level > 1, .any_products = level > 0 && any_products,
-                .keyset = o->key_order == SV_KEY_ORDER_ANY && orders > 1};
+                .keyset = o->key_order != SV_KEY_ORDER_SCHEMA && orders > 1};
     c.arena = sv_arena_create(0);
     if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     sv_loc_t loc;
@@ -1788,6 +1865,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
         memcpy(err->message, prefix, sizeof prefix - 1);
     }
     *more_orders = c.more_orders;
+    *product_keysets = c.product_keysets;
     *deep = c.deep_any;
     *conflict = st && c.calls_conflict;
     *in_products = c.any_products_used;
@@ -1800,7 +1878,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
  * language is then the bounded one: info->narrowed_by_budget says so). */
 static sv_status compile_attempt(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
                                  uint64_t deadline, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
-                                 bool *more_orders, bool *deep, uint32_t *narrowed) {
+                                 bool *more_orders, bool *deep, uint32_t *narrowed, bool *product_keysets) {
     /* With calls: first with $ref targets as parts too and free-form values
      * as calls inside products; on a conflict, first without calls inside
      * products (when the compile made some), then without $ref parts (a
@@ -1808,16 +1886,22 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
     bool conflict = false, in_products = false, anyp = true;
     int level = o->any_calls ? 2 : 0;
     sv_status st = compile_once(text, len, o, root, orders, deadline, level, anyp, out, info, err, more_orders, deep,
-                                &conflict, &in_products);
+                                &conflict, &in_products, product_keysets);
     while (conflict && level > 0) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
         if (anyp && in_products) anyp = false;
         else if (--level == 0) *narrowed |= SV_SCHEMA_NARROWED_CALLS;
         st = compile_once(text, len, o, root, orders, deadline, level, anyp, out, info, err, more_orders, deep,
-                          &conflict, &in_products);
+                          &conflict, &in_products, product_keysets);
     }
     return st;
+}
+
+/* Free-form values at the shallow depth, without the deep levels. */
+static void make_shallow(sv_schema_opts_t *o) {
+    if (o->max_any_depth == SV_SCHEMA_ANY_DEPTH_AUTO) o->max_any_depth = SV_SCHEMA_ANY_DEPTH_MIN;
+    o->any_deep_levels = 0;
 }
 
 /* Whether a failed attempt is retried with a narrower language: on a budget
@@ -1948,36 +2032,51 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
     sv_schema_opts_t first = *o;
     if (may_go_deep && o->lim.max_dfa_states > 4) first.lim.max_dfa_states = o->lim.max_dfa_states - o->lim.max_dfa_states / 4;
     sv_schema_opts_t shallow = *o;
-    if (shallow.max_any_depth == SV_SCHEMA_ANY_DEPTH_AUTO) shallow.max_any_depth = SV_SCHEMA_ANY_DEPTH_MIN;
-    shallow.any_deep_levels = 0;
+    make_shallow(&shallow);
     uint32_t orders = SV_SCHEMA_MAX_ORDERS;
-    bool more_orders = false, deep = false;
+    bool more_orders = false, deep = false, product_keysets = false;
     uint32_t narrowed = 0;
-    sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed);
+    sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed, &product_keysets);
+    bool deep_seen = deep, shallowed = false;
     if (narrower(st) && (deep || may_go_deep)) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
         if (deep) {
             o = &shallow;
             narrowed |= SV_SCHEMA_NARROWED_DEPTH;
+            shallowed = true;
         }
-        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed);
+        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed, &product_keysets);
+        deep_seen |= deep;
     }
-    sv_schema_opts_t ordered = *o;
-    if (narrower(st) && more_orders && o->key_order == SV_KEY_ORDER_ANY) {
-        /* --key-order any: first back to the schema's key orders */
+    /* The narrower attempts below also drop the deep levels once any
+     * attempt met them (one that failed early may not have). */
+    sv_schema_opts_t next[3];
+    uint32_t nnext = 0;
+    static const sv_key_order to[2] = {SV_KEY_ORDER_ANY_OUTSIDE_PRODUCTS, SV_KEY_ORDER_SCHEMA};
+    static const uint32_t why[2] = {SV_SCHEMA_NARROWED_PRODUCT_KEY_SETS, SV_SCHEMA_NARROWED_KEY_SETS};
+    for (int step = 0; step < 3 && narrower(st); step++) {
+        /* --key-order any: first without key sets in intersections, then
+         * in the schema's key orders; then one key order per object */
+        bool take = step == 0 ? product_keysets && o->key_order == SV_KEY_ORDER_ANY
+                  : step == 1 ? more_orders && o->key_order != SV_KEY_ORDER_SCHEMA
+                              : more_orders;
+        if (!take) continue;
+        sv_schema_opts_t *x = &next[nnext++];
+        *x = *o;
+        if (step < 2) x->key_order = to[step];
+        if (deep_seen && !shallowed) {
+            make_shallow(x);
+            narrowed |= SV_SCHEMA_NARROWED_DEPTH;
+            shallowed = true;
+        }
+        o = x;
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
-        narrowed |= SV_SCHEMA_NARROWED_KEY_SETS;
-        ordered.key_order = SV_KEY_ORDER_SCHEMA;
-        o = &ordered;
-        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed);
-    }
-    if (narrower(st) && more_orders) {
-        if (info) memset(info, 0, sizeof *info);
-        sv_error_clear(err);
-        narrowed |= SV_SCHEMA_NARROWED_ORDERS;
-        st = compile_attempt(text, len, o, root, 1, deadline, out, info, err, &more_orders, &deep, &narrowed);
+        narrowed |= step < 2 ? why[step] : SV_SCHEMA_NARROWED_ORDERS;
+        st = compile_attempt(text, len, o, root, step < 2 ? orders : 1, deadline, out, info, err, &more_orders, &deep,
+                             &narrowed, &product_keysets);
+        deep_seen |= deep;
     }
     if (info && !st) info->narrowed_by_budget = narrowed;
     json_decref(root);

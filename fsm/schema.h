@@ -36,6 +36,9 @@ typedef enum {
 typedef enum {
     SV_KEY_ORDER_SCHEMA,  /* definition order (and a few orders real data follows) */
     SV_KEY_ORDER_ANY,     /* any order, each key at most once */
+    SV_KEY_ORDER_ANY_OUTSIDE_PRODUCTS, /* any order, but objects in an intersection (allOf, a
+                                          union beside type keywords) keep the schema's orders:
+                                          the retry when ANY outgrows a budget there */
 } sv_key_order;
 
 #define SV_SCHEMA_ANY_DEPTH_AUTO UINT32_MAX
@@ -47,6 +50,7 @@ typedef enum {
 #define SV_SCHEMA_NARROWED_CALLS 4u  /* free-form values as calls (compiled flat instead: a choice
                                         competed with a call, see program.c) */
 #define SV_SCHEMA_NARROWED_KEY_SETS 8u /* --key-order any's key sets (the schema's orders instead) */
+#define SV_SCHEMA_NARROWED_PRODUCT_KEY_SETS 16u /* key sets in intersections (kept outside them) */
 
 typedef struct sv_schema_opts {
     sv_ws_mode ws;

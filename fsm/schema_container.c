@@ -875,6 +875,17 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     bool dconds = s && !canonical_any && sv_sc_deps_keys(s);
     static const char *const cond_maps[] = {"dependentSchemas", "dependencies"};
     if (ncond) nfk = sv_sc_keycond_keys(ncond, fk) - 1;
+    /* anyOf and oneOf of key conditions (sv_sc_union_keys) */
+    static const char *const ulists[] = {"anyOf", "oneOf"};
+    json_t *ucond[2] = {NULL, NULL};
+    for (int l = 0; l < 2; l++) {
+        if (!s || canonical_any || !sv_sc_union_keys(s, ulists[l])) continue;
+        ucond[l] = json_object_get(s, ulists[l]);
+        for (size_t b = 0; b < json_array_size(ucond[l]); b++)
+            if (!sv_sc_keycond_collect(json_array_get(ucond[l], b), fk, &nfk, 2 * SV_KEYCOND_MAX))
+                return sv_sc_fail(c, SV_ERR_INTERNAL, ulists[l], "the key condition names more keys than it was taken with");
+    }
+    bool uconds = ucond[0] || ucond[1];
     for (int l = 0; l < 2 && dconds; l++) {
         /* schema-valued dependencies (sv_sc_deps_keys): their trigger keys
          * and the keys their schemas name */
@@ -891,7 +902,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
             }
         }
     }
-    if (ncond || dconds) {
+    if (ncond || dconds || uconds) {
         for (uint32_t j = 0; j < nfk; j++) {
             uint32_t i = 0;
             while (i < n && strcmp(keys[i], fk[j])) i++;
@@ -903,7 +914,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         }
     }
     if (nbits > 8)
-        return sv_sc_fail(c, SV_ERR_BUDGET, ncond ? "not" : "dependentRequired",
+        return sv_sc_fail(c, SV_ERR_BUDGET, ncond ? "not" : ucond[0] ? "anyOf" : ucond[1] ? "oneOf" : "dependentRequired",
                           "dependencies and key conditions involve more than 8 keys at one location");
     /* Counting only when min/maxProperties can bind. */
     bool has_min, has_max;
@@ -927,12 +938,12 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     uint64_t C = has_max ? maxp : has_min ? minp : 0;
     uint64_t B = (uint64_t)1 << nbits;
     uint8_t *cond_ok = NULL;
-    if (ncond || dconds) {
+    if (ncond || dconds || uconds) {
         /* The location's keys hold every key a `required` under it names
          * (sv_sc_loc_keys over the closure, which enters `not`); an extra
          * member could otherwise be one the bits do not see. */
         if (fmissing && extra)
-            return sv_sc_fail(c, SV_ERR_INTERNAL, ncond ? "not" : "dependentSchemas",
+            return sv_sc_fail(c, SV_ERR_INTERNAL, ncond ? "not" : ucond[0] ? "anyOf" : ucond[1] ? "oneOf" : "dependentSchemas",
                               "a key the condition names is not among the location's keys");
         if (!(cond_ok = sv_arena_alloc(c->arena, B))) return sv_sc_nomem(c);
         for (uint64_t bits = 0; bits < B; bits++) {
@@ -940,6 +951,8 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
             for (uint32_t j = 0; j < nfk; j++)
                 if (fbit[j] >= 0 && (bits >> fbit[j] & 1)) present |= 1u << j;
             bool ok = !ncond || !sv_sc_keycond_eval(ncond, fk, nfk, present, true);
+            for (int l = 0; l < 2 && ok; l++)
+                ok = !ucond[l] || sv_sc_keycond_list(ucond[l], ulists[l], fk, nfk, present, true);
             for (int l = 0; l < 2 && dconds && ok; l++) {
                 json_t *m = json_object_get(s, cond_maps[l]), *x;
                 const char *k;
@@ -977,6 +990,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     if (any_order) {
         if ((st = object_anyorder(c, &shape, &g[0]))) return st;
         c->more_orders = true;
+        c->product_keysets |= c->no_calls > 0;
         ord.n = 0;
     } else if (try_any) {
         /* Too big for key sets: the orders schema mode takes (the members
@@ -1029,7 +1043,20 @@ static sv_status canon_value(sctx_t *c, const sv_loc_t *loc, sv_ast_t **out) {
     return *out ? SV_OK : sv_sc_nomem(c);
 }
 
+static sv_status array_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out);
+
 sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out) {
+    /* maxContains subtracts the contains language from the items': no key
+     * sets in either (sv_sc_keysets) */
+    bool diff = s && !canonical_any && c->draft >= 2019 && json_object_get(s, "contains") &&
+                json_object_get(s, "maxContains");
+    c->no_keysets += diff;
+    sv_status st = array_lang(c, s, loc, canonical_any, out);
+    c->no_keysets -= diff;
+    return st;
+}
+
+static sv_status array_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out) {
     sv_status st;
     json_t *prefix = s ? json_object_get(s, "prefixItems") : NULL, *items = s ? json_object_get(s, "items") : NULL;
     json_t *tuple = json_is_array(prefix) ? prefix : json_is_array(items) ? items : NULL;

@@ -166,6 +166,7 @@ static json_t *member(json_t *s, const char *key) {
 }
 
 static bool disjoint(sctx_t *c, json_t *x, json_t *y, int depth);
+static bool disjoint_within(sctx_t *c, json_t *x, json_t *y, int within, int depth);
 
 /* Whether a required member of object schema a (in a's "required") takes
  * values b cannot give it, or b forbids it. */
@@ -184,7 +185,7 @@ static bool member_apart(sctx_t *c, json_t *a, json_t *b, int depth) {
     return false;
 }
 
-static bool disjoint(sctx_t *c, json_t *x, json_t *y, int depth) {
+static bool disjoint_within(sctx_t *c, json_t *x, json_t *y, int within, int depth) {
     x = follow(c, x);
     y = follow(c, y);
     if (!x || !y) return false;
@@ -192,7 +193,7 @@ static bool disjoint(sctx_t *c, json_t *x, json_t *y, int depth) {
     if (!json_is_object(x) || !json_is_object(y)) return false; /* true, or an error the compile reports */
     approx_t a, b;
     if (!approx(x, &a) || !approx(y, &b)) return false;
-    int both = a.cls & b.cls;
+    int both = a.cls & b.cls & within;
     if (!both) return true;
     if (a.lits && b.lits) {
         bool meet = false;
@@ -205,6 +206,8 @@ static bool disjoint(sctx_t *c, json_t *x, json_t *y, int depth) {
         return member_apart(c, x, y, depth) || member_apart(c, y, x, depth);
     return false;
 }
+
+static bool disjoint(sctx_t *c, json_t *x, json_t *y, int depth) { return disjoint_within(c, x, y, V_ALL, depth); }
 
 /* Whether branch s may hold object members no schema names (a free-form
  * value is then a call). */
@@ -219,12 +222,18 @@ static bool open_object(sctx_t *c, json_t *s) {
            json_object_get(s, "patternProperties");
 }
 
-bool sv_sc_oneof_disjoint(sctx_t *c, json_t *branches) {
+bool sv_sc_oneof_disjoint(sctx_t *c, json_t *branches, json_t *beside) {
     if (!json_is_array(branches)) return false;
+    /* Values beside's own type, const or enum excludes never reach the
+     * oneOf: they meet in a product (schema.c), so branches need only be
+     * apart within them ("type": "object" beside branches that differ in a
+     * tagged member, which non-objects satisfy alike). */
+    approx_t w;
+    int within = beside && approx(beside, &w) ? w.cls : V_ALL;
     size_t n = json_array_size(branches);
     for (size_t i = 0; i < n; i++)
         for (size_t j = i + 1; j < n; j++)
-            if (!disjoint(c, json_array_get(branches, i), json_array_get(branches, j), 0)) return false;
+            if (!disjoint_within(c, json_array_get(branches, i), json_array_get(branches, j), within, 0)) return false;
     return true;
 }
 

@@ -61,6 +61,7 @@ typedef struct sctx {
                                   format sieve narrows): no complement over it */
     uint32_t canon_depth;      /* container levels left in the canonical universe */
     bool more_orders;          /* some object accepts more than one key order */
+    bool product_keysets;      /* some object in an intersection took key sets */
     bool keyset;               /* --key-order any (schema_container.c object_anyorder) */
     uint32_t lang_depth;       /* sv_sc_lang calls open (SV_SCHEMA_MAX_NESTING) */
     uint32_t ctx_depth;        /* member contexts open (schema_container.c) */
@@ -85,6 +86,9 @@ typedef struct sctx {
      * sets calls_conflict and the compilation is redone without calls. */
     bool calls;
     uint32_t no_calls;
+    /* Key sets (--key-order any) are off (no_keysets > 0) while building a
+     * language that a difference sees (sv_sc_keysets). */
+    uint32_t no_keysets;
     bool calls_conflict;
     /* Free-form values as calls inside products too (program_product.c):
      * on in the first attempt; any_products_used says the compile made
@@ -106,11 +110,17 @@ typedef struct sctx {
 /* Whether free-form values are calls here. */
 static inline bool sv_sc_calls(const sctx_t *c) { return c->calls && !c->no_calls; }
 /* Whether objects here take keys in any order (--key-order any). Not in a
- * language that enters a product: a difference subtracts from a universe
- * whose nested free-form values hold every key order, so a positive operand
- * with more orders than the subtracted language could meet spellings of
- * values the difference was meant to remove (schema_container.c). */
-static inline bool sv_sc_keysets(const sctx_t *c) { return c->keyset && !c->no_calls; }
+ * language a difference sees (`not`, a oneOf that is no union, `if`,
+ * dependencies that are no key conditions, maxContains): it subtracts from
+ * a universe whose nested free-form values hold every key order, so a
+ * positive operand with more orders than the subtracted language could
+ * meet spellings of values the difference was meant to remove
+ * (schema_container.c). Intersections (allOf, a union beside type
+ * keywords) keep key sets: a spelling in both operands is a value valid in
+ * both, whatever orders each holds. */
+static inline bool sv_sc_keysets(const sctx_t *c) {
+    return c->keyset && !c->no_keysets && (!c->no_calls || c->o->key_order == SV_KEY_ORDER_ANY);
+}
 
 /* ---- errors and pointers (schema.c) ---- */
 sv_status sv_sc_fail(sctx_t *c, sv_status code, const char *keyword, const char *fmt, ...)
@@ -164,8 +174,20 @@ sv_status sv_sc_loc_item(sctx_t *c, const sv_loc_t *loc, uint32_t index, sv_loc_
  * (and s has no const or enum), compiled as the condition, not a product. */
 #define SV_KEYCOND_MAX 6
 uint32_t sv_sc_keycond_keys(json_t *x, const char *keys[SV_KEYCOND_MAX]);
+/* Adds the keys x names to keys[0..*n), at most cap in all; false if x is
+ * no key condition or they do not fit. */
+bool sv_sc_keycond_collect(json_t *x, const char **keys, uint32_t *n, uint32_t cap);
 bool sv_sc_keycond_eval(json_t *x, const char *const *keys, uint32_t n, uint32_t present, bool object);
 bool sv_sc_not_keys(json_t *s);
+/* Whether the list a under keyword kw (allOf, anyOf or oneOf) of key
+ * conditions holds, as sv_sc_keycond_eval. */
+bool sv_sc_keycond_list(json_t *a, const char *kw, const char *const *keys, uint32_t n, uint32_t present, bool object);
+/* Whether s's anyOf or oneOf (kw) is a key condition: every branch names
+ * keys only, s has no const or enum, it is no single-key condition
+ * (sv_sc_any_required, sv_sc_one_required), and with s's other key
+ * conditions and dependencies it names at most 8 keys. Compiled as bits of
+ * the object's automaton (schema_container.c), not as a union or product. */
+bool sv_sc_union_keys(json_t *s, const char *kw);
 /* Whether s has schema-valued dependencies (dependentSchemas, or the
  * schema form of dependencies), each naming keys only, over at most
  * SV_KEYCOND_MAX keys with their trigger keys (and no const or enum):
@@ -189,8 +211,10 @@ bool sv_sc_any_required(json_t *s);
  * "object" alone (non-objects would satisfy every branch). */
 bool sv_sc_one_required(json_t *s);
 /* Whether no value satisfies two of the oneOf branches, proven from their
- * text (schema_disjoint.c); false when not proven. */
-bool sv_sc_oneof_disjoint(sctx_t *c, json_t *branches);
+ * text (schema_disjoint.c); false when not proven. Within the values the
+ * type, const or enum of beside (the schema holding the oneOf, or NULL)
+ * allows, which must meet the union in a product. */
+bool sv_sc_oneof_disjoint(sctx_t *c, json_t *branches, json_t *beside);
 /* Whether a branch may be an object with members no schema names (its
  * free-form values are then calls). */
 bool sv_sc_oneof_open(sctx_t *c, json_t *branches);

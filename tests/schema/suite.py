@@ -86,9 +86,10 @@ def sieve_match(schema, texts, *args):
     return got
 
 
-def assert_agrees(schema, texts):
-    """`sieve match` and jsonschema (oracle) agree on every text."""
-    for t, g in zip(texts, sieve_match(schema, texts)):
+def assert_agrees(schema, texts, *args):
+    """`sieve match` (with options args) and jsonschema (oracle) agree on
+    every text."""
+    for t, g in zip(texts, sieve_match(schema, texts, *args)):
         assert g == oracle(schema, t), (json.dumps(schema), t, g)
 
 

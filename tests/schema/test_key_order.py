@@ -211,6 +211,45 @@ def test_differences_stay_sound():
         assert any(got), schema
 
 
+def test_intersections_take_any_order():
+    """allOf, a union beside type keywords and a $ref beside other keywords
+    are intersections: a spelling both operands hold is a value valid in
+    both, so their objects keep key sets, and sieve agrees with jsonschema
+    on instances with shuffled keys (schema order refused most of them)."""
+    rng = random.Random(11)
+    shapes = {"circle": ["radius"], "rectangle": ["length", "width"], "triangle": ["base", "height"]}
+    schemas = [
+        # calculate_area as function-calling sets write it: a tagged oneOf beside "type": "object"
+        {"type": "object", "properties": {"shape": {"enum": list(shapes)}, "radius": {"type": "number"},
+                                          "length": {"type": "number"}, "width": {"type": "number"},
+                                          "base": {"type": "number"}, "height": {"type": "number"}},
+         "required": ["shape"],
+         "oneOf": [{"properties": {"shape": {"const": k}, **{f: {"type": "number"} for f in v}},
+                    "required": ["shape", *v]} for k, v in shapes.items()]},
+        {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+                    "required": ["a"]},
+                   {"properties": {"c": {"type": "boolean"}, "b": {"minLength": 1}}, "required": ["c"]}]},
+        {"$schema": "https://json-schema.org/draft/2020-12/schema",
+         "$defs": {"base": {"type": "object", "properties": {"a": {"type": "integer"}, "c": {}}, "required": ["a"]}},
+         "$ref": "#/$defs/base", "properties": {"b": {"type": "string"}}, "required": ["b"]},
+    ]
+    vals = {"shape": list(shapes) + [1], "radius": [1, "x"], "length": [2], "width": [3, None], "base": [4],
+            "height": [5], "a": [1, 1, "s"], "b": ["s", "s", "", 1], "c": [True, True, 1], "d": [1]}
+    for schema in schemas:
+        keys = [k for k in vals if k in json.dumps(schema)] + ["d"]
+        texts = set()
+        for _ in range(250):
+            inst = {k: rng.choice(vals[k]) for k in keys if rng.random() < (0.3 if k == "d" else 0.7)}
+            texts.add(spell(inst, rng))
+        texts = sorted(texts)
+        got = match(schema, texts, "--key-order", "any")
+        want = [oracle(schema, t) for t in texts]
+        assert got == want, [(t, g) for t, g, w in zip(texts, got, want) if g != w][:5]
+        assert sum(want) >= 10, schema
+        # schema order refuses the valid ones out of order
+        assert sum(match(schema, texts)) < sum(want)
+
+
 def test_orders_stay_out_of_products():
     """A positive operand with more key orders than the language a difference
     subtracts would let invalid values through: here the universe's free-form
