@@ -387,6 +387,30 @@ sv_status sv_dfa_product_calls(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op o
     return memoized(&k, build_product_calls, &j, out, err);
 }
 
+/* Quoted string contents (json_quote.c), keyed by the content. */
+#define QUOTED_TAG 0xFFFFFFF2u
+
+typedef struct {
+    const sv_dfa_t *content;
+    const sv_fsm_limits_t *lim;
+} quoted_job_t;
+
+static sv_status build_quoted(const void *ctx, sv_dfa_t **out, sv_error_t *err) {
+    const quoted_job_t *j = ctx;
+    return sv_dfa_json_quoted_uncached(j->content, j->lim, out, err);
+}
+
+sv_status sv_dfa_json_quoted(const sv_dfa_t *content, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
+    quoted_job_t j = {content, lim};
+    if (!g.max_bytes || content->call_off) return build_quoted(&j, out, err);
+    key_t k = {0};
+    uint64_t f = fingerprint(content);
+    put32(&k, QUOTED_TAG);
+    put(&k, &f, sizeof f);
+    put32(&k, content->nstates);
+    return memoized(&k, build_quoted, &j, out, err);
+}
+
 /* ---- the pipeline ---------------------------------------------------------------- */
 
 #include "../src/util/clock.h"

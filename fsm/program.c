@@ -33,8 +33,8 @@
  * Costs. Linking is linear in the parts' tables. Distances (the fewest
  * bytes to a part's end, a call costing its callee's shortest string) are
  * a shortest-path problem whose call weights depend on the callees' own
- * distances: Dijkstra over the reversed edges, repeated until the callees'
- * start distances stop changing (at most one round per part, plus one). */
+ * distances: Dijkstra over each part's reversed edges, redone for the
+ * callers of a part whose start distance fell (see distances()). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,9 +165,7 @@ static sv_status first_of(sv_dfa_t *d, int32_t q, uint8_t *mark, uint64_t (*memo
     return SV_OK;
 }
 
-/* Distances with calls: Dijkstra from the final states over reversed edges,
- * a call s -> ret weighing dist[callee]; repeated while a callee's start
- * distance changes. */
+/* A binary heap of (distance, state) for distances(). */
 typedef struct { uint32_t d, s; } heap_t;
 
 static void heap_push(heap_t *h, uint32_t *n, heap_t x) {
@@ -191,20 +189,43 @@ static heap_t heap_pop(heap_t *h, uint32_t *n) {
     return top;
 }
 
-static sv_status distances(sv_dfa_t *d, sv_error_t *err) {
-    uint32_t n = d->nstates, k = d->nclasses;
-    /* reversed edges: direct (weight 1) and calls (weight dist[callee]) */
-    uint32_t *off = calloc((size_t)n + 1, sizeof *off), *fill = calloc(n, sizeof *fill);
+/* The part holding linked state x: the last p with base[p] <= x. */
+static uint32_t part_of(const uint32_t *base, uint32_t np, uint32_t x) {
+    uint32_t lo = 0, hi = np; /* base[lo] <= x < base[hi] (base[np] is the total) */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (base[mid] <= x) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Distances with calls: per part, Dijkstra from its final states over
+ * reversed edges, a call s -> ret weighing dist[callee] (the callee's start
+ * distance as known so far). Parts are redone from a worklist: a part whose
+ * start distance fell puts its callers back. Edges never leave a part, so
+ * each redo touches one part; distances only fall, so it ends, at the least
+ * fixed point (every edge then holds, and every distance is a real
+ * completion's length). Parts are found callers first (the root is 0), so the
+ * worklist takes them from the last: callees first, and a program without
+ * recursion is one Dijkstra a part. */
+static sv_status distances(sv_dfa_t *d, const uint32_t *base, sv_error_t *err) {
+    uint32_t n = d->nstates, k = d->nclasses, np = d->nparts;
+    uint32_t *off = calloc((size_t)n + 1, sizeof *off), *fill = calloc(n ? n : 1, sizeof *fill);
     size_t ne = 0;
     for (size_t i = 0; i < (size_t)n * k; i++) ne += d->trans[i] >= 0;
     ne += d->ncalls;
     uint32_t *src = malloc((ne + 1) * sizeof *src);
     int32_t *via = malloc((ne + 1) * sizeof *via); /* -1: a byte; else the callee */
     heap_t *heap = malloc((ne + n + 1) * sizeof *heap);
-    uint8_t *done = malloc(n);
-    d->dist = malloc(n * sizeof *d->dist);
+    uint8_t *done = malloc(n ? n : 1);
+    /* callers[coff[p] .. coff[p + 1]): the parts that call part p */
+    uint32_t *coff = calloc((size_t)np + 1, sizeof *coff), *callers = malloc((d->ncalls + 1) * sizeof *callers);
+    uint32_t *work = malloc(((size_t)np + 1) * sizeof *work);
+    uint8_t *queued = calloc(np ? np : 1, 1);
+    d->dist = malloc((n ? n : 1) * sizeof *d->dist);
     sv_status st = SV_OK;
-    if (!off || !fill || !src || !via || !heap || !done || !d->dist) {
+    if (!off || !fill || !src || !via || !heap || !done || !coff || !callers || !work || !queued || !d->dist) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the constraint");
         goto out;
     }
@@ -226,23 +247,35 @@ static sv_status distances(sv_dfa_t *d, sv_error_t *err) {
             src[off[t] + fill[t]] = s, via[off[t] + fill[t]++] = d->calls[i].callee;
         }
     }
+    for (uint32_t i = 0; i < d->ncalls; i++) coff[part_of(base, np, (uint32_t)d->calls[i].callee) + 1]++;
+    for (uint32_t p = 0; p < np; p++) coff[p + 1] += coff[p];
+    memset(fill, 0, (n ? n : 1) * sizeof *fill);
+    for (uint32_t s = 0; s < n; s++)
+        for (uint32_t i = d->call_off[s]; i < d->call_off[s + 1]; i++) {
+            uint32_t q = part_of(base, np, (uint32_t)d->calls[i].callee);
+            callers[coff[q] + fill[q]++] = part_of(base, np, s);
+        }
     for (uint32_t s = 0; s < n; s++) d->dist[s] = UINT32_MAX;
-    for (uint32_t round = 0; round <= d->nparts + 1; round++) {
-        uint32_t *prev = malloc(n * sizeof *prev);
-        if (!prev) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the constraint"); goto out; }
-        memcpy(prev, d->dist, n * sizeof *prev);
+    uint32_t nw = 0;
+    for (uint32_t p = 0; p < np; p++) work[nw++] = p, queued[p] = 1;
+    while (nw) {
+        uint32_t p = work[--nw];
+        queued[p] = 0;
+        uint32_t lo = base[p], hi = base[p + 1], before = d->dist[lo];
         uint32_t hn = 0;
-        memset(done, 0, n);
-        for (uint32_t s = 0; s < n; s++) {
-            d->dist[s] = d->accept[s] ? 0 : UINT32_MAX;
-            if (d->accept[s]) heap_push(heap, &hn, (heap_t){0, s});
+        /* The distances known so far are lengths of real completions, so
+         * they seed the search: only what a fallen callee shortens moves. */
+        for (uint32_t s = lo; s < hi; s++) {
+            done[s] = 0;
+            if (d->accept[s]) d->dist[s] = 0;
+            if (d->dist[s] != UINT32_MAX) heap_push(heap, &hn, (heap_t){d->dist[s], s});
         }
         while (hn) {
             heap_t h = heap_pop(heap, &hn);
             if (done[h.s] || h.d != d->dist[h.s]) continue;
             done[h.s] = 1;
             for (uint32_t i = off[h.s]; i < off[h.s + 1]; i++) {
-                uint32_t w = via[i] < 0 ? 1 : prev[via[i]];
+                uint32_t w = via[i] < 0 ? 1 : d->dist[via[i]];
                 if (w == UINT32_MAX) continue;
                 uint64_t nd = (uint64_t)h.d + w;
                 if (nd < d->dist[src[i]]) {
@@ -251,9 +284,9 @@ static sv_status distances(sv_dfa_t *d, sv_error_t *err) {
                 }
             }
         }
-        bool same = memcmp(prev, d->dist, n * sizeof *prev) == 0;
-        free(prev);
-        if (same) break;
+        if (d->dist[lo] == before) continue;
+        for (uint32_t i = coff[p]; i < coff[p + 1]; i++)
+            if (!queued[callers[i]]) queued[callers[i]] = 1, work[nw++] = callers[i];
     }
 out:
     free(off);
@@ -262,6 +295,10 @@ out:
     free(via);
     free(heap);
     free(done);
+    free(coff);
+    free(callers);
+    free(work);
+    free(queued);
     return st;
 }
 
@@ -301,7 +338,7 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
     uint32_t np = d->nparts;
     uint64_t (*follow)[4] = calloc(np, sizeof *follow);
     if (!follow) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint"); goto out; }
-#define PART_OF(x, p) do { p = 0; while (p + 1 < np && base[p + 1] <= (uint32_t)(x)) p++; } while (0)
+#define PART_OF(x, p) ((p) = part_of(base, np, (uint32_t)(x)))
     for (bool changed = true; changed;) {
         changed = false;
         for (uint32_t i = 0; i < d->ncalls; i++) {
@@ -361,10 +398,29 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
     d->nstates = (uint32_t)total;
     d->nparts = L.nparts;
     d->root_states = root->nstates;
-    /* Byte classes: the common refinement of the parts' classes; the
-     * marker bytes form one class with no moves. */
+    /* Byte classes: the common refinement of the parts' classes, one part
+     * at a time (a byte's class so far and its class in the part name its
+     * class after the part: an open-addressing table of those pairs, reset
+     * per part), then numbered by first byte; the marker bytes form one
+     * class with no moves. */
     {
+        uint16_t cls[256] = {0};
+        for (uint32_t p = 0; p < L.nparts; p++) {
+            const uint8_t *pc = L.parts[p]->classes;
+            int32_t slot_key[512];
+            uint16_t slot_val[512], nn = 0;
+            for (int i = 0; i < 512; i++) slot_key[i] = -1;
+            for (int b = 0; b < SV_CALL_DIGIT0; b++) {
+                int32_t key = (int32_t)cls[b] << 8 | pc[b];
+                uint32_t h = ((uint32_t)key * 2654435761u) >> 23; /* 9 bits */
+                while (slot_key[h] >= 0 && slot_key[h] != key) h = (h + 1) & 511;
+                if (slot_key[h] < 0) slot_key[h] = key, slot_val[h] = nn++;
+                cls[b] = slot_val[h];
+            }
+        }
         uint8_t rep[256];
+        int32_t id[256];
+        for (int i = 0; i < 256; i++) id[i] = -1;
         uint32_t nc = 0;
         int marker_class = -1;
         for (int b = 0; b < 256; b++) {
@@ -373,17 +429,8 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
                 d->classes[b] = (uint8_t)marker_class;
                 continue;
             }
-            uint32_t c = 0;
-            for (; c < nc; c++) {
-                uint8_t r = rep[c];
-                if (r >= SV_CALL_DIGIT0) continue;
-                bool same = true;
-                for (uint32_t p = 0; p < L.nparts && same; p++)
-                    same = L.parts[p]->classes[r] == L.parts[p]->classes[b];
-                if (same) break;
-            }
-            if (c == nc) rep[nc++] = (uint8_t)b;
-            d->classes[b] = (uint8_t)c;
+            if (id[cls[b]] < 0) id[cls[b]] = (int32_t)nc, rep[nc++] = (uint8_t)b;
+            d->classes[b] = (uint8_t)id[cls[b]];
         }
         d->nclasses = nc;
         for (uint32_t c = 0; c < nc; c++) d->class_rep[c] = rep[c];
@@ -421,7 +468,7 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
     }
     d->ncalls = L.nsites;
     if ((st = check_choices(d, base, err))) goto fail;
-    if ((st = distances(d, err))) goto fail;
+    if ((st = distances(d, base, err))) goto fail;
     if (d->dist[0] == UINT32_MAX) {
         st = sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
         goto fail;

@@ -751,8 +751,39 @@ static sv_status rec_close(sctx_t *c, uint32_t idx, sv_status st, sv_ast_t **ta)
 }
 
 /* The part a branch calls when the branch is a call marker alone (the
- * bytes of sv_call_marker), else -1. */
-static int32_t marker_part(const sctx_t *c, const sv_ast_t *a) {
+ * bytes of sv_call_marker), compiled or still open, else -1 (the free-form
+ * part too). */
+/* The id a DFA spells when its language is one call marker alone, else 0. */
+static uint32_t dfa_marker(const sv_dfa_t *d) {
+    if (d->call_off || d->nstates != 2 + SV_CALL_DIGITS) return 0;
+    int32_t x = 0;
+    uint32_t id = 0;
+    for (int i = 0; i <= SV_CALL_DIGITS; i++) {
+        if (d->accept[x]) return 0;
+        int32_t next = -1;
+        int byte = -1;
+        for (int b = 0; b < 256; b++) {
+            int32_t t = sv_dfa_next(d, x, (uint8_t)b);
+            if (t < 0) continue;
+            if (next >= 0) return 0; /* two bytes: not one string */
+            next = t, byte = b;
+        }
+        if (next < 0) return 0;
+        if (i == 0 ? byte != SV_CALL_MARK : byte < SV_CALL_DIGIT0 || byte > SV_CALL_DIGIT0 + 9) return 0;
+        if (i) id = id * 10 + (uint32_t)(byte - SV_CALL_DIGIT0);
+        x = next;
+    }
+    for (int b = 0; b < 256; b++)
+        if (sv_dfa_next(d, x, (uint8_t)b) >= 0) return 0;
+    return d->accept[x] ? id : 0;
+}
+
+static int32_t marker_id(const sctx_t *c, const sv_ast_t *a) {
+    if (a && a->kind == SV_AST_DFA && !a->json_escape) {
+        uint32_t id = dfa_marker(a->dfa);
+        if (id < SV_SCHEMA_PART_FIRST || id - SV_SCHEMA_PART_FIRST >= c->nparts) return -1;
+        return (int32_t)(id - SV_SCHEMA_PART_FIRST);
+    }
     if (!a || a->kind != SV_AST_CAT || a->nkids != 1 + SV_CALL_DIGITS) return -1;
     const sv_ast_t *m = a->kids[0];
     if (m->kind != SV_AST_BYTES || m->lo != SV_CALL_MARK || m->hi != SV_CALL_MARK) return -1;
@@ -762,9 +793,14 @@ static int32_t marker_part(const sctx_t *c, const sv_ast_t *a) {
         if (d->kind != SV_AST_BYTES || d->lo != d->hi || d->lo < SV_CALL_DIGIT0 || d->lo > SV_CALL_DIGIT0 + 9) return -1;
         id = id * 10 + (uint32_t)(d->lo - SV_CALL_DIGIT0);
     }
-    if (id < SV_SCHEMA_PART_FIRST || id - SV_SCHEMA_PART_FIRST >= c->nparts || !c->parts[id - SV_SCHEMA_PART_FIRST])
-        return -1; /* the free-form part, or a recursive one still open */
+    if (id < SV_SCHEMA_PART_FIRST || id - SV_SCHEMA_PART_FIRST >= c->nparts) return -1;
     return (int32_t)(id - SV_SCHEMA_PART_FIRST);
+}
+
+/* The same, for compiled parts only. */
+static int32_t marker_part(const sctx_t *c, const sv_ast_t *a) {
+    int32_t p = marker_id(c, a);
+    return p >= 0 && c->parts[p] ? p : -1;
 }
 
 /* Branches of one union that call parts starting with a common byte (two
@@ -800,6 +836,100 @@ static void inline_alike_calls(sctx_t *c, sv_ast_t **alts, uint32_t n) {
         sv_ast_t *x = sv_ast_dfa(c->arena, c->parts[part[i]], false);
         if (x) alts[i] = x;
     }
+}
+
+/* A union whose branch calls a part while another branch may start with
+ * the same byte (a recursive object beside another object: both start
+ * with `{`, as in `"items": {"anyOf": [{"$ref": "#/$defs/leaf"}, {"$ref":
+ * "#/$defs/node"}]}` inside node) is a choice the linker cannot make, and
+ * it would refuse the whole program, which then compiled without $ref
+ * parts: flat, the recursion cut at max_ref_depth, and often over a state
+ * budget. Such a branch takes its part's DFA inline instead (the part's own
+ * inner calls kept), and where that part is still open (being expanded:
+ * its DFA does not exist yet) the union itself becomes a part, reserved now
+ * and compiled by finish_deferred once every part is known. Whether two
+ * branches may start alike is judged from their schemas' value classes
+ * (sv_sc_first_classes: objects, arrays, strings, numbers, ...), an
+ * over-approximation: at worst a part is copied where a call would have
+ * done. Only for a union that is a whole schema in a language of calls
+ * (no product sees the marker). */
+static sv_status union_calls(sctx_t *c, json_t **bj, sv_ast_t **alts, uint32_t n, sv_ast_t **out) {
+    *out = NULL;
+    if (n < 2 || !c->ref_parts || !sv_sc_calls(c)) return SV_OK;
+    int *cls = sv_arena_alloc(c->arena, n * sizeof *cls);
+    uint8_t *flag = sv_arena_alloc(c->arena, n);
+    if (!cls || !flag) return sv_sc_nomem(c);
+    bool calls = false;
+    for (uint32_t i = 0; i < n; i++) {
+        cls[i] = sv_sc_first_classes(c, bj[i]);
+        calls |= marker_id(c, alts[i]) >= 0;
+    }
+    if (!calls) return SV_OK;
+    bool some = false, open = false;
+    for (uint32_t i = 0; i < n; i++) {
+        flag[i] = 0;
+        int32_t id = marker_id(c, alts[i]);
+        if (id < 0) continue;
+        for (uint32_t j = 0; j < n && !flag[i]; j++) flag[i] = j != i && (cls[i] & cls[j]);
+        some |= flag[i];
+        open |= flag[i] && !c->parts[id];
+    }
+    if (!some) return SV_OK;
+    if (!open) {
+        for (uint32_t i = 0; i < n; i++)
+            if (flag[i]) {
+                sv_ast_t *x = sv_ast_dfa(c->arena, c->parts[marker_id(c, alts[i])], false);
+                if (!x) return sv_sc_nomem(c);
+                alts[i] = x;
+            }
+        return SV_OK;
+    }
+    sv_status st = sv_sc_part(c, NULL, NULL);
+    if (st) return st;
+    if (c->ndeferred == c->capdeferred) {
+        uint32_t cap = c->capdeferred ? 2 * c->capdeferred : 8;
+        struct sv_deferred *v = sv_arena_alloc(c->arena, cap * sizeof *v);
+        if (!v) return sv_sc_nomem(c);
+        if (c->ndeferred) memcpy(v, c->deferred, c->ndeferred * sizeof *v);
+        c->deferred = v;
+        c->capdeferred = cap;
+    }
+    sv_ast_t **keep = sv_arena_alloc(c->arena, n * sizeof *keep);
+    char *ptr = sv_arena_alloc(c->arena, c->ptr_len + 1);
+    if (!keep || !ptr) return sv_sc_nomem(c);
+    memcpy(keep, alts, n * sizeof *keep);
+    memcpy(ptr, c->ptr, c->ptr_len + 1);
+    uint32_t id = SV_SCHEMA_PART_FIRST + c->nparts - 1;
+    c->deferred[c->ndeferred++] = (struct sv_deferred){id, keep, flag, n, ptr};
+    *out = sv_call_marker(c->arena, id);
+    return *out ? SV_OK : sv_sc_nomem(c);
+}
+
+/* Compiles the deferred unions (union_calls), in the order they were
+ * made: a union made inside another's branches comes first, so its DFA
+ * exists when the outer one inlines it. */
+static sv_status finish_deferred(sctx_t *c) {
+    for (uint32_t k = 0; k < c->ndeferred; k++) {
+        struct sv_deferred *d = &c->deferred[k];
+        for (uint32_t i = 0; i < d->n; i++) {
+            int32_t p = d->inline_it[i] ? marker_part(c, d->alts[i]) : -1;
+            if (p < 0) continue; /* still no DFA (a union that starts with itself): the linker refuses it */
+            sv_ast_t *x = sv_ast_dfa(c->arena, c->parts[p], false);
+            if (!x) return sv_sc_nomem(c);
+            d->alts[i] = x;
+        }
+        size_t keep = c->ptr_len;
+        size_t len = strlen(d->ptr);
+        if (len < sizeof c->ptr) memcpy(c->ptr, d->ptr, len + 1), c->ptr_len = len;
+        sv_dfa_t *dfa = NULL;
+        sv_ast_t *u = sv_ast_alt(c->arena, d->alts, d->n);
+        sv_status st = sv_sc_to_dfa(c, u, &dfa);
+        if (!st && !dfa) st = sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the union matches no value");
+        sv_sc_pop(c, keep);
+        if (st) return st;
+        c->parts[d->id - SV_SCHEMA_PART_FIRST] = dfa;
+    }
+    return SV_OK;
 }
 
 static const char *const type_kw[] = {
@@ -1307,7 +1437,8 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         if (!json_is_array(any) || json_array_size(any) == 0) return sv_sc_fail(c, SV_ERR_SYNTAX, any_kw, "%s must be a non-empty array", any_kw);
         size_t n = json_array_size(any);
         sv_ast_t **alts = sv_arena_alloc(c->arena, n * sizeof *alts);
-        if (!alts) return sv_sc_nomem(c);
+        json_t **bj = sv_arena_alloc(c->arena, n * sizeof *bj); /* the branch of each alternative */
+        if (!alts || !bj) return sv_sc_nomem(c);
         uint32_t k = 0;
         /* A union that is the whole schema, in a language no product will
          * see (sv_sc_calls: positive, and memoized apart), gives each branch
@@ -1319,9 +1450,10 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
          * of many objects each in its own key order outgrows the state
          * budget where one shared order does not (MaskBench's
          * Github_ultra---o21375, 30 objects). */
-        bool split = sv_sc_calls(c) && base == NULL && !u->type_implied && unset && !json_object_get(s, "allOf") &&
-                     !one && !(not && !not_keys) && !json_object_get(s, "if") &&
+        bool whole = sv_sc_calls(c) && base == NULL && unset && !json_object_get(s, "allOf") && !one &&
+                     !(not && !not_keys) && !json_object_get(s, "if") &&
                      ((!json_object_get(s, "dependentSchemas") && !json_object_get(s, "dependencies")) || deps_keys);
+        bool split = whole && !u->type_implied;
         for (size_t i = 0; i < n; i++) {
             size_t m = sv_sc_push(c, any_kw);
             push_index(c, i);
@@ -1340,11 +1472,12 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             sv_sc_pop(c, m);
             if (st == SV_ERR_EMPTY) continue;
             if (st) return st;
-            k++;
+            bj[k++] = br;
         }
         if (k == 0) return sv_sc_fail(c, SV_ERR_EMPTY, any_kw, "no branch of %s matches any value", any_kw);
         inline_alike_calls(c, alts, k);
-        anyl = sv_ast_alt(c->arena, alts, k);
+        if (whole && (st = union_calls(c, bj, alts, k, &anyl))) return st;
+        if (!anyl) anyl = sv_ast_alt(c->arena, alts, k);
     }
 
     bool dep_schemas = json_object_get(s, "dependentSchemas") != NULL;
@@ -1841,6 +1974,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
     if (!st) st = sv_sc_loc_context(&c, &root, 1, &loc);
     loc.orders = orders;
     if (!st) st = sv_sc_lang(&c, root, &loc, &top);
+    if (!st) st = finish_deferred(&c);
     if (!st && o->ws == SV_WS_FLEXIBLE) top = sv_sc_cat3(&c, sv_sc_ws(&c), top, sv_sc_ws(&c));
     if (!st) {
         sv_error_t e;
@@ -1909,8 +2043,8 @@ static void make_shallow(sv_schema_opts_t *o) {
  * short (the language would then depend on the load; src/util/memacct.h). */
 static bool narrower(sv_status st) { return st == SV_ERR_BUDGET && !sv_memacct_pool_short(); }
 
-/* Every place a subschema is expected holds an object or a boolean. Checked
- * once, before compiling: the compilers read only the subschemas they
+/* Every place a subschema is expected holds an object or a boolean, and
+ * every $ref there is a string. Checked once, before compiling: the compilers read only the subschemas they
  * need (an unsatisfiable branch is dropped unread, and programs read them
  * in another order than flat automata), so a malformed one would otherwise
  * be an error under some options and silently ignored under others. */
@@ -1962,6 +2096,15 @@ static sv_status shapes_at(json_t *s, shape_ptr_t *p, int depth, sv_error_t *err
         return SV_ERR_SYNTAX;
     }
     if (depth > 4096) return SV_OK; /* the JSON parser stops far sooner */
+    json_t *ref = json_object_get(s, "$ref");
+    if (ref && !json_is_string(ref)) { /* a reference is checked where it stands, read or not */
+        sv_error_set(err, SV_ERR_SYNTAX, -1, "$ref must be a string");
+        if (err) {
+            snprintf(err->pointer, sizeof err->pointer, "%.*s/$ref", (int)(sizeof err->pointer - 6), p->ptr);
+            snprintf(err->keyword, sizeof err->keyword, "$ref");
+        }
+        return SV_ERR_SYNTAX;
+    }
     sv_status st;
     for (size_t i = 0; i < sizeof one / sizeof *one; i++) {
         json_t *x = json_object_get(s, one[i]);

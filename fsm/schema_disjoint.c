@@ -242,3 +242,13 @@ bool sv_sc_oneof_open(sctx_t *c, json_t *branches) {
         if (open_object(c, json_array_get(branches, i))) return true;
     return false;
 }
+
+int sv_sc_first_classes(sctx_t *c, json_t *s) {
+    s = follow(c, s);
+    if (!s) return V_ALL;
+    if (json_is_boolean(s)) return json_is_true(s) ? V_ALL : 0;
+    approx_t a;
+    if (!approx(s, &a)) return V_ALL;
+    /* integral and other numbers start alike */
+    return a.cls & (V_INT | V_FRAC) ? a.cls | V_INT | V_FRAC : a.cls;
+}

@@ -105,6 +105,10 @@ typedef struct sctx {
                                                                  merge_allof); active while compiled */
     uint32_t nmerges, capmerges;
     uint32_t nrecs;
+    /* Unions whose branches call parts still open (schema.c defer_union):
+     * each a part reserved now and compiled once every part is known. */
+    struct sv_deferred { uint32_t id; sv_ast_t **alts; uint8_t *inline_it; uint32_t n; const char *ptr; } *deferred;
+    uint32_t ndeferred, capdeferred;
 } sctx_t;
 
 /* Whether free-form values are calls here. */
@@ -218,6 +222,10 @@ bool sv_sc_oneof_disjoint(sctx_t *c, json_t *branches, json_t *beside);
 /* Whether a branch may be an object with members no schema names (its
  * free-form values are then calls). */
 bool sv_sc_oneof_open(sctx_t *c, json_t *branches);
+/* The classes of values schema s may hold, over-approximated from its
+ * type, const and enum (through $refs), numbers as one class: two schemas
+ * whose classes do not meet never start with the same byte. */
+int sv_sc_first_classes(sctx_t *c, json_t *s);
 /* $id/$anchor index of the document (schema_ref.c), built once. */
 sv_status sv_sc_refs_index(sctx_t *c);
 /* Resolves the $ref string held by schema `from` to its target. */

@@ -56,20 +56,26 @@ sv_ast_t *sv_sc_colon(sctx_t *c) { return punct(c, ':', ": "); }
 sv_ast_t *sv_sc_quoted(sctx_t *c, const sv_dfa_t *content) {
     for (uint32_t i = 0; i < c->nquoted; i++)
         if (c->quoted[i].content == content) return c->quoted[i].ast;
-    sv_ast_t *q = sv_ast_bytes(c->arena, '"', '"');
-    sv_ast_t *a = sv_sc_cat3(c, q, sv_ast_dfa(c->arena, content, true), q);
-    if (!a) return NULL;
-    /* Compiled once (sv_sc_dfa turns the node into its DFA): the escaped
-     * spelling of the content written out as an NFA is several times the
-     * DFA's size, and a string member's value is in every object automaton
-     * that holds the member. A budget stop here leaves the AST, for the
-     * caller's own compile to report. */
-    sv_error_t *keep = c->err, scratch;
-    c->err = &scratch;
-    sv_dfa_t *d;
-    bool ok = sv_sc_dfa(c, a, &d) == SV_OK;
-    c->err = keep;
-    if (ok && c->nquoted < sizeof c->quoted / sizeof c->quoted[0])
+    /* Built directly as its minimized DFA (json_quote.c), once per content:
+     * a string member's value is in every object automaton that holds the
+     * member, and every object with extra members quotes its own key
+     * region. A budget stop here leaves the AST ('"' escaped content '"'),
+     * for the caller's own compile to report. */
+    sv_error_t scratch;
+    sv_error_clear(&scratch);
+    sv_dfa_t *d = NULL;
+    sv_ast_t *a;
+    if (sv_dfa_json_quoted(content, sv_sc_lim(c), &d, &scratch) == SV_OK) {
+        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, d)) {
+            sv_dfa_destroy(d);
+            return NULL;
+        }
+        a = sv_ast_dfa(c->arena, d, false);
+    } else {
+        sv_ast_t *q = sv_ast_bytes(c->arena, '"', '"');
+        a = sv_sc_cat3(c, q, sv_ast_dfa(c->arena, content, true), q);
+    }
+    if (a && d && c->nquoted < sizeof c->quoted / sizeof c->quoted[0])
         c->quoted[c->nquoted++] = (struct sv_quoted){content, a};
     return a;
 }

@@ -7,7 +7,8 @@ flat automata. A subschema that is neither an object nor a boolean used to
 be a syntax error under some options and silently ignored under others
 (found by fuzz/fuzz_schema.c: with --strict-properties, an anyOf branch
 requiring a key it does not define held `"contains": [...]`). Now it is a
-syntax error with its JSON pointer under every option."""
+syntax error with its JSON pointer under every option; so is a `$ref` that
+is no string, wherever it stands."""
 import json
 
 import pytest
@@ -25,6 +26,14 @@ CASES = [
     ({"if": {"type": "object"}, "then": {"additionalProperties": []}}, "/then/additionalProperties"),
     ({"$defs": {"unused": 7}, "type": "string"}, "/$defs/unused"),
     ({"dependencies": {"a": ["b"], "c": None}}, "/dependencies/c"),
+    # fuzz/corpus/schema/crash-ref-not-a-string, reduced: a $ref that is no
+    # string, in a oneOf branch that cannot hold its required key (flat
+    # compiles dropped it unread, programs read it)
+    ({"$defs": {"node": {"oneOf": [
+        {"type": "object", "properties": {"v": {"type": "integer"}}, "required": ["v"], "additionalProperties": False},
+        {"type": "object", "properties": {"c": {"type": "array", "items": {"$ref": ["#/$defs/node"]}}},
+         "required": ["kind"], "additionalProperties": False}]}}, "$ref": "#/$defs/node"},
+     "/$defs/node/oneOf/1/properties/c/items/$ref"),
 ]
 
 OPTIONS = [[], ["--strict-properties"], ["--any-calls", "false"], ["--strict-properties", "--any-calls", "false"],

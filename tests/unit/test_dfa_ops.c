@@ -122,8 +122,74 @@ int main(void) {
     };
     for (size_t i = 0; esc && i < sizeof js / sizeof js[0]; i++)
         CHECK(sv_dfa_matches(esc, (const uint8_t *)js[i].s, strlen(js[i].s)) == js[i].m, "escaped: %s", js[i].s);
+    /* The direct construction (json_quote.c) is the same canonical DFA. */
+    sv_dfa_t *dq = NULL;
+    CHECK(sv_dfa_json_quoted_uncached(raw, NULL, &dq, &e) == SV_OK && esc && sv_dfa_equal(dq, esc),
+          "quoted directly = quoted through the NFA");
+    sv_dfa_destroy(dq);
     sv_dfa_destroy(esc);
     sv_dfa_destroy(raw);
+    {
+        /* Contents with every kind of escape, UTF-8, complements of keys
+         * (an object's extra keys), and random patterns over bytes that
+         * escapes spell: quoted directly and through the NFA, equal. */
+        static const char *contents[] = {
+            "[^]*", "", "a", "[\\x00-\\x1f]*", "[\"\\\\]+", "[^\\x00-\\x1f\"\\\\]*",
+            "\\x08\\x0c\\x0a\\x0d\\x09\\x00\\x1f\\x10\\x0f", "(?:[^a]|a[^b])*", "é+[^é]?",
+            "[\\x00-\\x0f]u00|[\\x10-\\x1f]\\\\", "(ab|\\x01|\"){2,5}", "[^]{3,7}", "x[0-9a-f\\x0b]*y",
+        };
+        int nq = 0;
+        for (size_t i = 0; i < sizeof contents / sizeof contents[0]; i++) {
+            sv_dfa_t *cd = NULL, *viaq = NULL, *direct = NULL;
+            sv_error_t ce;
+            if (sv_regex_compile(contents[i], strlen(contents[i]), NULL, &cd, &ce) != SV_OK) {
+                CHECK(0, "content /%s/: %s", contents[i], ce.message);
+                continue;
+            }
+            sv_ast_t *qq[3] = {sv_ast_codepoint(ar, '"'), sv_ast_dfa(ar, cd, true), sv_ast_codepoint(ar, '"')};
+            CHECK(sv_dfa_from_ast(sv_ast_cat(ar, qq, 3), NULL, &viaq, &e) == SV_OK, "/%s/ through the NFA", contents[i]);
+            CHECK(sv_dfa_json_quoted_uncached(cd, NULL, &direct, &e) == SV_OK, "/%s/ directly", contents[i]);
+            CHECK(viaq && direct && sv_dfa_equal(viaq, direct), "/%s/: quoted directly differs", contents[i]);
+            nq++;
+            sv_dfa_destroy(cd);
+            sv_dfa_destroy(viaq);
+            sv_dfa_destroy(direct);
+        }
+        /* random contents: alternations of short byte classes and repeats */
+        static const char *atoms[] = {"a", "\\x01", "\"", "\\\\", "\\n", "\\x1f", "[a-f]", "[\\x00-\\x20]",
+                                      "é", "[^a]", "u", "0", "[\\x09\\x0a]"};
+        const int na = (int)(sizeof atoms / sizeof atoms[0]);
+        uint32_t seed = 12345;
+        for (int round = 0; round < 200; round++) {
+            char pat[256];
+            size_t o = 0;
+            int terms = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 16) % 4;
+            for (int t = 0; t < terms; t++) {
+                if (t) pat[o++] = '|';
+                int len = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 16) % 4;
+                for (int l = 0; l < len; l++) {
+                    const char *at = atoms[((seed = seed * 1103515245u + 12345u) >> 16) % (uint32_t)na];
+                    o += (size_t)snprintf(pat + o, sizeof pat - o, "%s", at);
+                    uint32_t rep = ((seed = seed * 1103515245u + 12345u) >> 16) % 5;
+                    if (rep == 0) pat[o++] = '*';
+                    else if (rep == 1) pat[o++] = '?';
+                }
+            }
+            pat[o] = '\0';
+            sv_dfa_t *cd = NULL, *viaq = NULL, *direct = NULL;
+            sv_error_t ce;
+            if (sv_regex_compile(pat, o, NULL, &cd, &ce) != SV_OK) continue; /* empty language */
+            sv_ast_t *qq[3] = {sv_ast_codepoint(ar, '"'), sv_ast_dfa(ar, cd, true), sv_ast_codepoint(ar, '"')};
+            bool ok = sv_dfa_from_ast(sv_ast_cat(ar, qq, 3), NULL, &viaq, &e) == SV_OK &&
+                      sv_dfa_json_quoted_uncached(cd, NULL, &direct, &e) == SV_OK && sv_dfa_equal(viaq, direct);
+            CHECK(ok, "random content /%s/: quoted directly differs", pat);
+            nq++;
+            sv_dfa_destroy(cd);
+            sv_dfa_destroy(viaq);
+            sv_dfa_destroy(direct);
+        }
+        printf("  %d string contents quoted directly and through the NFA: equal DFAs\n", nq);
+    }
 
     /* A graph: 0 -a-> 1 -b-> 2 (final), 1 -eps-> 0, 0 -c-> 2: (a)+b | (a+)?c ... = (a a*)b | a* c. */
     sv_ast_edge_t edges[] = {{0, 1, sv_ast_codepoint(ar, 'a')}, {1, 2, sv_ast_codepoint(ar, 'b')}, {1, 0, NULL},
