@@ -59,7 +59,7 @@ sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limi
      * spells, every escaped byte and '"' and '\\' is told apart. */
     sv_rawdfa_t raw = {0};
     {
-        int32_t key_class[256 * 4];
+        int32_t key_class[256 * 2]; /* (content class, control or not) -> class */
         for (size_t i = 0; i < sizeof key_class / sizeof *key_class; i++) key_class[i] = -1;
         uint32_t nc = 0;
         for (uint32_t b = 0; b < 256; b++) {
@@ -71,7 +71,7 @@ sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limi
             int32_t *slot;
             int32_t single = -1;
             if (kind >= 2) slot = &single;
-            else slot = &key_class[content->classes[b] * 4 + kind];
+            else slot = &key_class[content->classes[b] * 2 + kind];
             if (*slot < 0) *slot = (int32_t)nc++;
             raw.classes[b] = (uint8_t)*slot;
         }

@@ -859,26 +859,25 @@ static sv_status union_calls(sctx_t *c, json_t **bj, sv_ast_t **alts, uint32_t n
     int *cls = sv_arena_alloc(c->arena, n * sizeof *cls);
     uint8_t *flag = sv_arena_alloc(c->arena, n);
     if (!cls || !flag) return sv_sc_nomem(c);
+    int32_t *id = sv_arena_alloc(c->arena, n * sizeof *id);
+    if (!id) return sv_sc_nomem(c);
     bool calls = false;
-    for (uint32_t i = 0; i < n; i++) {
-        cls[i] = sv_sc_first_classes(c, bj[i]);
-        calls |= marker_id(c, alts[i]) >= 0;
-    }
+    for (uint32_t i = 0; i < n; i++) calls |= (id[i] = marker_id(c, alts[i])) >= 0;
     if (!calls) return SV_OK;
+    for (uint32_t i = 0; i < n; i++) cls[i] = sv_sc_first_classes(c, bj[i]);
     bool some = false, open = false;
     for (uint32_t i = 0; i < n; i++) {
         flag[i] = 0;
-        int32_t id = marker_id(c, alts[i]);
-        if (id < 0) continue;
+        if (id[i] < 0) continue;
         for (uint32_t j = 0; j < n && !flag[i]; j++) flag[i] = j != i && (cls[i] & cls[j]);
         some |= flag[i];
-        open |= flag[i] && !c->parts[id];
+        open |= flag[i] && !c->parts[id[i]];
     }
     if (!some) return SV_OK;
     if (!open) {
         for (uint32_t i = 0; i < n; i++)
             if (flag[i]) {
-                sv_ast_t *x = sv_ast_dfa(c->arena, c->parts[marker_id(c, alts[i])], false);
+                sv_ast_t *x = sv_ast_dfa(c->arena, c->parts[id[i]], false);
                 if (!x) return sv_sc_nomem(c);
                 alts[i] = x;
             }
@@ -899,9 +898,9 @@ static sv_status union_calls(sctx_t *c, json_t **bj, sv_ast_t **alts, uint32_t n
     if (!keep || !ptr) return sv_sc_nomem(c);
     memcpy(keep, alts, n * sizeof *keep);
     memcpy(ptr, c->ptr, c->ptr_len + 1);
-    uint32_t id = SV_SCHEMA_PART_FIRST + c->nparts - 1;
-    c->deferred[c->ndeferred++] = (struct sv_deferred){id, keep, flag, n, ptr};
-    *out = sv_call_marker(c->arena, id);
+    uint32_t part = SV_SCHEMA_PART_FIRST + c->nparts - 1;
+    c->deferred[c->ndeferred++] = (struct sv_deferred){part, keep, flag, n, ptr};
+    *out = sv_call_marker(c->arena, part);
     return *out ? SV_OK : sv_sc_nomem(c);
 }
 
@@ -918,14 +917,17 @@ static sv_status finish_deferred(sctx_t *c) {
             if (!x) return sv_sc_nomem(c);
             d->alts[i] = x;
         }
-        size_t keep = c->ptr_len;
-        size_t len = strlen(d->ptr);
+        /* errors point at the union: its pointer stands in for the root's */
+        size_t keep = c->ptr_len, len = strlen(d->ptr);
+        char saved[sizeof c->ptr];
+        memcpy(saved, c->ptr, keep + 1);
         if (len < sizeof c->ptr) memcpy(c->ptr, d->ptr, len + 1), c->ptr_len = len;
         sv_dfa_t *dfa = NULL;
         sv_ast_t *u = sv_ast_alt(c->arena, d->alts, d->n);
         sv_status st = sv_sc_to_dfa(c, u, &dfa);
         if (!st && !dfa) st = sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the union matches no value");
-        sv_sc_pop(c, keep);
+        memcpy(c->ptr, saved, keep + 1);
+        c->ptr_len = keep;
         if (st) return st;
         c->parts[d->id - SV_SCHEMA_PART_FIRST] = dfa;
     }
