@@ -58,6 +58,7 @@ uint32_t sv_dfa_num_states(const sv_dfa_t *d) { return d->nstates; }
 uint32_t sv_dfa_num_classes(const sv_dfa_t *d) { return d->nclasses; }
 const uint8_t *sv_dfa_byte_classes(const sv_dfa_t *d) { return d->classes; }
 uint32_t sv_dfa_num_forced_states(const sv_dfa_t *d) { return d->nforced; }
+uint32_t sv_dfa_num_parts(const sv_dfa_t *d) { return d->nparts ? d->nparts : 1; }
 uint32_t sv_dfa_distance(const sv_dfa_t *d, int32_t s) { return d->dist[s]; }
 
 int32_t sv_dfa_next(const sv_dfa_t *d, int32_t s, uint8_t b) {

@@ -58,6 +58,8 @@ bool sv_dfa_matches(const sv_dfa_t *d, const uint8_t *s, size_t n);
  * returned pointer is borrowed from d. */
 const uint8_t *sv_dfa_forced(const sv_dfa_t *d, int32_t s, uint32_t *len);
 uint32_t sv_dfa_num_forced_states(const sv_dfa_t *d);
+/* Parts of a program (fsm/program.c); 1 for a DFA without calls. */
+uint32_t sv_dfa_num_parts(const sv_dfa_t *d);
 /* Fewest bytes from s to an accepting state. */
 uint32_t sv_dfa_distance(const sv_dfa_t *d, int32_t s);
 

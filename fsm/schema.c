@@ -1960,11 +1960,12 @@ static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
  * than one, *deep whether some free-form value nests deeper than
  * SV_SCHEMA_ANY_DEPTH_MIN. */
 static sv_status compile_once(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
-                              uint64_t deadline, int level, bool any_products, sv_dfa_t **out, sv_schema_info_t *info,
-                              sv_error_t *err, bool *more_orders, bool *deep, bool *conflict, bool *in_products,
-                              bool *product_keysets) {
+                              uint64_t deadline, int level, bool any_products, bool small_parts, sv_dfa_t **out,
+                              sv_schema_info_t *info, sv_error_t *err, bool *more_orders, bool *deep, bool *conflict,
+                              bool *in_products, bool *small_used, bool *product_keysets) {
     sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline,
                 .calls = level > 0, .ref_parts = level > 1, .any_products = level > 0 && any_products,
+                .small_parts = level > 1 && small_parts,
                 .keyset = o->key_order != SV_KEY_ORDER_SCHEMA && orders > 1};
     c.arena = sv_arena_create(0);
     if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
@@ -2005,6 +2006,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
     *deep = c.deep_any;
     *conflict = st && c.calls_conflict;
     *in_products = c.any_products_used;
+    *small_used = c.small_parts_used;
     sv_arena_destroy(c.arena);
     return st;
 }
@@ -2015,21 +2017,24 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
 static sv_status compile_attempt(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
                                  uint64_t deadline, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
                                  bool *more_orders, bool *deep, uint32_t *narrowed, bool *product_keysets) {
-    /* With calls: first with $ref targets as parts too and free-form values
-     * as calls inside products; on a conflict, first without calls inside
-     * products (when the compile made some), then without $ref parts (a
-     * conflict there is mostly two refs that start alike), then flat. */
-    bool conflict = false, in_products = false, anyp = true;
+    /* With calls: first with $ref targets and member values of 16 states
+     * or more as parts, and free-form values as calls inside products; on
+     * a conflict, first with only big member values as parts (when the
+     * compile made small ones), then without calls inside products (when
+     * it made some), then without $ref parts (a conflict there is mostly
+     * two refs that start alike), then flat. */
+    bool conflict = false, in_products = false, anyp = true, small = true, small_used = false;
     int level = o->any_calls ? 2 : 0;
-    sv_status st = compile_once(text, len, o, root, orders, deadline, level, anyp, out, info, err, more_orders, deep,
-                                &conflict, &in_products, product_keysets);
+    sv_status st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, out, info, err, more_orders,
+                                deep, &conflict, &in_products, &small_used, product_keysets);
     while (conflict && level > 0) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
-        if (anyp && in_products) anyp = false;
+        if (small && small_used) small = false;
+        else if (anyp && in_products) anyp = false;
         else if (--level == 0) *narrowed |= SV_SCHEMA_NARROWED_CALLS;
-        st = compile_once(text, len, o, root, orders, deadline, level, anyp, out, info, err, more_orders, deep,
-                          &conflict, &in_products, product_keysets);
+        st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, out, info, err, more_orders, deep,
+                          &conflict, &in_products, &small_used, product_keysets);
     }
     return st;
 }

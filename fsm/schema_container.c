@@ -221,7 +221,8 @@ static sv_status get_uint(sctx_t *c, json_t *s, const char *kw, bool *set, uint6
 #define ITEM_PART_MIN 4096u
 #define WIDE_OBJECT_MIN 32u  /* members from which values become parts */
 #define VALUE_PART_MIN 8u    /* smaller values stay inline */
-#define BIG_VALUE_PART_MIN 256u /* in any object, values this big become parts */
+#define BIG_VALUE_PART_MIN 256u /* in any object, values this big become parts, */
+#define SMALL_VALUE_PART_MIN 16u /* or this big in an attempt with small parts (sctx_t) */
 #define CTX_MAX_NESTING 16u  /* member contexts inside member contexts */
 #define KEYSET_MAX_KEYS 16u  /* --key-order any: objects with more keys keep their orders */
 
@@ -812,18 +813,33 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
      * its keys and calls. In any object, so does a big value (a string with
      * maxLength 280 is 3,900 states): the object holds it once per key
      * order it accepts (the schema's and the required keys' first), and
-     * every tool or object that has it shares one compiled part. Not in the
-     * retry without $ref parts (ref_parts), which a refused program takes. */
+     * every tool or object that has it shares one compiled part. So does a
+     * container value of SMALL_VALUE_PART_MIN states or more, in the first
+     * attempt (docs/fsm.md, "Container values"). Not in the retry without
+     * $ref parts (ref_parts), which a refused program takes. */
     bool wide = n >= WIDE_OBJECT_MIN || try_any;
     if (sv_sc_calls(c) && !canonical_any && (wide || c->ref_parts))
         for (uint32_t i = 0; i < n; i++) {
             if (!mem[i].value) continue;
             /* compiling each value only pays where it may be big */
-            if (!wide && sv_ast_weight(mem[i].value, BIG_VALUE_PART_MIN) < BIG_VALUE_PART_MIN) continue;
+            uint32_t min = wide ? VALUE_PART_MIN : c->small_parts ? SMALL_VALUE_PART_MIN : BIG_VALUE_PART_MIN;
+            if (!wide && sv_ast_weight(mem[i].value, min) < min) continue;
             sv_dfa_t *d;
             if ((st = sv_sc_to_dfa(c, mem[i].value, &d))) return st;
-            uint32_t min = wide ? VALUE_PART_MIN : BIG_VALUE_PART_MIN;
-            if (d && sv_dfa_num_states(d) >= min && (st = sv_sc_part(c, d, &mem[i].value))) return st;
+            if (!d) continue;
+            bool small = !wide && sv_dfa_num_states(d) < BIG_VALUE_PART_MIN;
+            /* small values only where they may hold objects or arrays: a
+               container is minimized again in every object around it when
+               inline, a scalar (a tag's literal, an enum) is cheap inline
+               and told apart from its siblings in a union by its bytes */
+            bool part = sv_dfa_num_states(d) >= min &&
+                        (!small || sv_dfa_next(d, 0, '{') >= 0 || sv_dfa_next(d, 0, '[') >= 0);
+            if (part) {
+                if ((st = sv_sc_part(c, d, &mem[i].value))) return st;
+                c->small_parts_used |= small;
+            } else if (!(mem[i].value = sv_ast_dfa(c->arena, d, false))) {
+                return sv_sc_nomem(c); /* inline: the DFA just built, not the AST again */
+            }
         }
     /* dependentRequired (and the array form of dependencies). */
     dep_t deps[64];

@@ -98,6 +98,12 @@ typedef struct sctx {
     sv_dfa_t **parts;          /* other parts by id - SV_SCHEMA_PART_FIRST (sv_sc_part) */
     uint32_t nparts, capparts;
     bool ref_parts;            /* big $ref targets as parts (schema.c ref_part) */
+    /* Member values of 16 states or more as parts (schema_container.c), on
+     * in the first attempt; small_parts_used says the compile made such a
+     * part, so that a conflict retries with only big values as parts
+     * first (one whose object meets another in a union may be called where
+     * the other has bytes). */
+    bool small_parts, small_parts_used;
     struct { sv_ast_t *ast, *call; } *refparts;
     uint32_t nrefparts, caprefparts;
     struct sv_rec { json_t *t; uint32_t id; bool used; } recs[64]; /* $ref targets open as parts */
