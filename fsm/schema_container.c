@@ -833,7 +833,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
                inline, a scalar (a tag's literal, an enum) is cheap inline
                and told apart from its siblings in a union by its bytes */
             bool part = sv_dfa_num_states(d) >= min &&
-                        (!small || sv_dfa_next(d, 0, '{') >= 0 || sv_dfa_next(d, 0, '[') >= 0);
+                        (!small || sv_dfa_next(d, sv_dfa_start(d), '{') >= 0 || sv_dfa_next(d, sv_dfa_start(d), '[') >= 0);
             if (part) {
                 if ((st = sv_sc_part(c, d, &mem[i].value))) return st;
                 c->small_parts_used |= small;
