@@ -1788,15 +1788,25 @@ static bool merge_kw_ok(const char *k) {
            !in_list(k, refused, sizeof refused / sizeof refused[0]);
 }
 
-/* Adds x and what it implies to conj; false when some conjunct cannot merge. */
-static bool merge_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32_t *n, bool *object) {
+/* Adds x and what it implies to conj; false when some conjunct cannot merge.
+ * With u, one conjunct may also hold one anyOf or oneOf (and no $ref), which
+ * *u receives (distribute_allof). */
+static bool merge_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32_t *n, bool *object, json_t **u) {
     if (json_is_true(x)) return true;
     if (!json_is_object(x) || depth > 16) return false;
     for (uint32_t i = 0; i < *n; i++)
         if (conj[i] == x) return true; /* allOf is idempotent (and a $ref cycle ends here) */
     const char *k;
     json_t *v;
-    json_object_foreach(x, k, v) if (!merge_kw_ok(k)) return false;
+    json_object_foreach(x, k, v) {
+        if (merge_kw_ok(k)) continue;
+        bool uk = !strcmp(k, "anyOf") || !strcmp(k, "oneOf");
+        if (!u || !uk || (*u && *u != x) || json_object_get(x, "$ref") ||
+            (json_object_get(x, "anyOf") && json_object_get(x, "oneOf")) || !json_is_array(v) ||
+            json_array_size(v) < 2)
+            return false;
+        *u = x;
+    }
     json_t *ref = json_object_get(x, "$ref");
     if (ref) {
         json_t *t;
@@ -1805,7 +1815,7 @@ static bool merge_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32
         if (c->err) keep = *c->err;
         bool ok = sv_sc_resolve_ref(c, x, json_string_value(ref), &t) == SV_OK;
         if (c->err) *c->err = keep; /* an unresolved $ref is reported by the compile that follows */
-        if (!ok || !merge_collect(c, t, depth + 1, conj, n, object)) return false;
+        if (!ok || !merge_collect(c, t, depth + 1, conj, n, object, u)) return false;
         if (c->draft <= 7) return true; /* a $ref's siblings are ignored before 2019-09 */
     }
     json_t *ty = json_object_get(x, "type");
@@ -1819,9 +1829,115 @@ static bool merge_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32
     if (all) {
         if (!json_is_array(all) || json_array_size(all) == 0) return false;
         for (size_t i = 0; i < json_array_size(all); i++)
-            if (!merge_collect(c, json_array_get(all, i), depth + 1, conj, n, object)) return false;
+            if (!merge_collect(c, json_array_get(all, i), depth + 1, conj, n, object, u)) return false;
     }
     return true;
+}
+
+/* The object that conjuncts conj[0..n) merged by merge_collect stand for
+ * (object: one of them says "type": "object"); *out is NULL when out of
+ * memory. Only their properties and required are read: their allOf and
+ * $ref were followed by merge_collect, and a union that distribute_allof
+ * took out is the caller's. */
+static json_t *merge_conjuncts(json_t *const *conj, uint32_t n, bool object) {
+    /* per key, the subschemas that name it, in conjunct order */
+    json_t *lists = json_object(), *props = json_object(), *req = json_array(), *m = json_object();
+    bool ok = lists && props && req && m;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        const char *k;
+        json_t *v, *r = json_object_get(conj[i], "required");
+        json_object_foreach(json_object_get(conj[i], "properties"), k, v) {
+            json_t *l = json_object_get(lists, k);
+            if (!l && ok) ok = (l = json_array()) && json_object_set_new(lists, k, l) == 0;
+            if (ok) ok = json_array_append(l, v) == 0;
+        }
+        for (size_t j = 0; ok && json_is_array(r) && j < json_array_size(r); j++) {
+            json_t *x = json_array_get(r, j);
+            bool dup = false;
+            for (size_t q = 0; q < json_array_size(req) && !dup; q++) dup = json_equal(json_array_get(req, q), x);
+            if (!dup) ok = json_array_append(req, x) == 0;
+        }
+    }
+    const char *k;
+    json_t *l;
+    json_object_foreach(lists, k, l) {
+        if (!ok) break;
+        if (json_array_size(l) == 1) ok = json_object_set(props, k, json_array_get(l, 0)) == 0;
+        else ok = json_object_set_new(props, k, json_pack("{s:O}", "allOf", l)) == 0;
+    }
+    if (ok && object) ok = json_object_set_new(m, "type", json_string("object")) == 0;
+    if (ok) ok = json_object_set(m, "properties", props) == 0 && json_object_set(m, "required", req) == 0;
+    json_decref(lists);
+    json_decref(props);
+    json_decref(req);
+    if (!ok) {
+        json_decref(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* An allOf that would merge but for one anyOf or oneOf among its conjuncts
+ * (an object base beside a union of its kinds: {"allOf": [{"$ref":
+ * "#/definitions/base"}, {"oneOf": [...kinds]}]}, as API descriptions write
+ * it) is distributed over the union: A and (B1 or ... or Bn) is (A and B1) or
+ * ... or (A and Bn), and exactly one Bi holds beside A exactly when exactly
+ * one (A and Bi) holds. Each (A and Bi) merges into one object, so the union
+ * is one of plain objects, whose values are calls, instead of a product of A
+ * with the union's automaton (MaskBench's Github_ultra---o359 took 9.8 s
+ * so). Only where every branch merges, and a oneOf only where the merged
+ * objects are proven disjoint (schema_disjoint.c; the tag that tells the
+ * kinds apart is often required by A, not by the branches). *out:
+ * {"anyOf" or "oneOf": [merged objects]}, or NULL. */
+static sv_status distribute_allof(sctx_t *c, json_t *s, json_t **out) {
+    *out = NULL;
+    if (!c->distribute) return SV_OK;
+    json_t *conj[MERGE_MAX_CONJUNCTS], *u = NULL;
+    uint32_t n = 0;
+    bool object = false;
+    if (!merge_collect(c, s, 0, conj, &n, &object, &u) || !u) return SV_OK;
+    sv_status st = SV_OK;
+    for (uint32_t i = 0; i < n && !st; i++) st = check_keywords(c, conj[i]);
+    if (st) return st;
+    bool any = json_object_get(u, "anyOf") != NULL;
+    /* a union of key conditions is checked by its object's automaton
+     * (sv_sc_union_keys), cheaper than a union of objects */
+    if (sv_sc_union_keys(u, any ? "anyOf" : "oneOf") || (any ? sv_sc_any_required(u) : sv_sc_one_required(u)))
+        return SV_OK;
+    json_t *br = json_object_get(u, any ? "anyOf" : "oneOf"), *alts = json_array();
+    if (!alts) return sv_sc_nomem(c);
+    bool ok = true;
+    for (size_t i = 0; ok && i < json_array_size(br); i++) {
+        json_t *ci[MERGE_MAX_CONJUNCTS];
+        memcpy(ci, conj, n * sizeof *ci);
+        uint32_t m = n;
+        bool o = object;
+        if (!merge_collect(c, json_array_get(br, i), 0, ci, &m, &o, NULL)) {
+            json_decref(alts);
+            return SV_OK; /* a branch that does not merge: the product path */
+        }
+        for (uint32_t j = n; j < m && !st; j++) st = check_keywords(c, ci[j]);
+        if (st) {
+            json_decref(alts);
+            return st;
+        }
+        json_t *x = merge_conjuncts(ci, m, o);
+        ok = x && json_array_append_new(alts, x) == 0;
+    }
+    if (ok && !any && !sv_sc_oneof_disjoint(c, alts, NULL)) {
+        json_decref(alts);
+        return SV_OK;
+    }
+    json_t *d = ok ? json_object() : NULL;
+    ok = d && json_object_set_new(d, any ? "anyOf" : "oneOf", alts) == 0;
+    if (!ok) json_decref(alts);
+    if (!ok || !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, d)) {
+        json_decref(d);
+        return sv_sc_nomem(c);
+    }
+    *out = d;
+    c->distributed = true;
+    return SV_OK;
 }
 
 /* *out: s's allOf merged into one object schema (kept until the compile
@@ -1836,47 +1952,14 @@ static sv_status merge_allof(sctx_t *c, json_t *s, json_t **out, uint32_t *idx) 
         }
     json_t *conj[MERGE_MAX_CONJUNCTS];
     uint32_t n = 0;
-    bool object = false, ok = merge_collect(c, s, 0, conj, &n, &object);
+    bool object = false, ok = merge_collect(c, s, 0, conj, &n, &object, NULL);
     json_t *m = NULL;
     sv_status st = SV_OK;
     for (uint32_t i = 0; ok && i < n && !st; i++) st = check_keywords(c, conj[i]); /* refused keywords, ignored ones */
     if (st) return st;
+    if (!ok && (st = distribute_allof(c, s, &m))) return st;
     if (ok) {
-        /* per key, the subschemas that name it, in conjunct order */
-        json_t *lists = json_object(), *props = json_object(), *req = json_array();
-        m = json_object();
-        ok = lists && props && req && m;
-        for (uint32_t i = 0; ok && i < n; i++) {
-            const char *k;
-            json_t *v, *r = json_object_get(conj[i], "required");
-            json_object_foreach(json_object_get(conj[i], "properties"), k, v) {
-                json_t *l = json_object_get(lists, k);
-                if (!l && ok) ok = (l = json_array()) && json_object_set_new(lists, k, l) == 0;
-                if (ok) ok = json_array_append(l, v) == 0;
-            }
-            for (size_t j = 0; ok && json_is_array(r) && j < json_array_size(r); j++) {
-                json_t *x = json_array_get(r, j);
-                bool dup = false;
-                for (size_t q = 0; q < json_array_size(req) && !dup; q++) dup = json_equal(json_array_get(req, q), x);
-                if (!dup) ok = json_array_append(req, x) == 0;
-            }
-        }
-        const char *k;
-        json_t *l;
-        json_object_foreach(lists, k, l) {
-            if (!ok) break;
-            if (json_array_size(l) == 1) ok = json_object_set(props, k, json_array_get(l, 0)) == 0;
-            else ok = json_object_set_new(props, k, json_pack("{s:O}", "allOf", l)) == 0;
-        }
-        if (ok && object) ok = json_object_set_new(m, "type", json_string("object")) == 0;
-        if (ok) ok = json_object_set(m, "properties", props) == 0 && json_object_set(m, "required", req) == 0;
-        json_decref(lists);
-        json_decref(props);
-        json_decref(req);
-        if (!ok) {
-            json_decref(m);
-            return sv_sc_nomem(c);
-        }
+        if (!(m = merge_conjuncts(conj, n, object))) return sv_sc_nomem(c);
         if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, m)) {
             json_decref(m);
             return sv_sc_nomem(c);
@@ -1960,12 +2043,13 @@ static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
  * than one, *deep whether some free-form value nests deeper than
  * SV_SCHEMA_ANY_DEPTH_MIN. */
 static sv_status compile_once(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
-                              uint64_t deadline, int level, bool any_products, bool small_parts, sv_dfa_t **out,
-                              sv_schema_info_t *info, sv_error_t *err, bool *more_orders, bool *deep, bool *conflict,
-                              bool *in_products, bool *small_used, bool *product_keysets) {
+                              uint64_t deadline, int level, bool any_products, bool small_parts, bool distribute,
+                              sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err, bool *more_orders, bool *deep,
+                              bool *conflict, bool *in_products, bool *small_used, bool *distributed,
+                              bool *product_keysets) {
     sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline,
                 .calls = level > 0, .ref_parts = level > 1, .any_products = level > 0 && any_products,
-                .small_parts = level > 1 && small_parts,
+                .small_parts = level > 1 && small_parts, .distribute = distribute,
                 .keyset = o->key_order != SV_KEY_ORDER_SCHEMA && orders > 1};
     c.arena = sv_arena_create(0);
     if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
@@ -2007,6 +2091,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
     *conflict = st && c.calls_conflict;
     *in_products = c.any_products_used;
     *small_used = c.small_parts_used;
+    *distributed = c.distributed;
     sv_arena_destroy(c.arena);
     return st;
 }
@@ -2018,23 +2103,26 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
                                  uint64_t deadline, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
                                  bool *more_orders, bool *deep, uint32_t *narrowed, bool *product_keysets) {
     /* With calls: first with $ref targets and member values of 16 states
-     * or more as parts, and free-form values as calls inside products; on
-     * a conflict, first with only big member values as parts (when the
-     * compile made small ones), then without calls inside products (when
-     * it made some), then without $ref parts (a conflict there is mostly
-     * two refs that start alike), then flat. */
+     * or more as parts, free-form values as calls inside products, and
+     * allOf distributed over unions; on a conflict, first without
+     * distributing (when the compile did), then with only big member values
+     * as parts (when it made small ones), then without calls inside
+     * products (when it made some), then without $ref parts (a conflict
+     * there is mostly two refs that start alike), then flat. */
     bool conflict = false, in_products = false, anyp = true, small = true, small_used = false;
+    bool dist = true, dist_used = false;
     int level = o->any_calls ? 2 : 0;
-    sv_status st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, out, info, err, more_orders,
-                                deep, &conflict, &in_products, &small_used, product_keysets);
+    sv_status st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err,
+                                more_orders, deep, &conflict, &in_products, &small_used, &dist_used, product_keysets);
     while (conflict && level > 0) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
-        if (small && small_used) small = false;
+        if (dist && dist_used) dist = false;
+        else if (small && small_used) small = false;
         else if (anyp && in_products) anyp = false;
         else if (--level == 0) *narrowed |= SV_SCHEMA_NARROWED_CALLS;
-        st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, out, info, err, more_orders, deep,
-                          &conflict, &in_products, &small_used, product_keysets);
+        st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err, more_orders,
+                          deep, &conflict, &in_products, &small_used, &dist_used, product_keysets);
     }
     return st;
 }

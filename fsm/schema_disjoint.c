@@ -191,6 +191,15 @@ static bool disjoint_within(sctx_t *c, json_t *x, json_t *y, int within, int dep
     if (!x || !y) return false;
     if (json_is_false(x) || json_is_false(y)) return true;
     if (!json_is_object(x) || !json_is_object(y)) return false; /* true, or an error the compile reports */
+    /* A branch allows no more than any of its allOf conjuncts (a tag's
+     * string type beside its const, as merged allOf members hold them). */
+    for (int side = 0; side < 2 && depth < DISJOINT_MAX_DEPTH; side++) {
+        json_t *all = json_object_get(side ? y : x, "allOf");
+        for (size_t i = 0; json_is_array(all) && i < json_array_size(all); i++)
+            if (side ? disjoint_within(c, x, json_array_get(all, i), within, depth + 1)
+                     : disjoint_within(c, json_array_get(all, i), y, within, depth + 1))
+                return true;
+    }
     approx_t a, b;
     if (!approx(x, &a) || !approx(y, &b)) return false;
     int both = a.cls & b.cls & within;

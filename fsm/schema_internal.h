@@ -104,6 +104,11 @@ typedef struct sctx {
      * first (one whose object meets another in a union may be called where
      * the other has bytes). */
     bool small_parts, small_parts_used;
+    /* An allOf distributed over a union among its conjuncts (schema.c
+     * distribute_allof), on in the first attempt; distributed says one was,
+     * so that a conflict retries without first (the union's objects may
+     * call different values where only a later tag tells them apart). */
+    bool distribute, distributed;
     struct { sv_ast_t *ast, *call; } *refparts;
     uint32_t nrefparts, caprefparts;
     struct sv_rec { json_t *t; uint32_t id; bool used; } recs[64]; /* $ref targets open as parts */
