@@ -79,9 +79,17 @@ typedef struct cfgtab {
     /* Per state, a lower bound on the bytes a token needs from it to cross
      * a boundary (BDIST_INF: never), built on the first boundary walk. */
     uint16_t *bdist;
+    /* Per state, whether every path of direct moves from it to a boundary
+     * takes a byte of the class of '"' (string content, keys: only the
+     * closing quote leaves them), and the bytes of that class; built with
+     * bdist. */
+    uint8_t *qcrit;
+    uint64_t qbytes[4];
+    bool qonly; /* the quote is alone in its class (the tails' quote flags then suffice) */
 } cfgtab_t;
 
 #define BDIST_INF UINT16_MAX
+#define SRC_QUOTE 0x80000000u /* build_bdist: a move on the quote's class */
 
 
 static inline uint64_t mix2(uint64_t a, uint64_t b) {
@@ -190,6 +198,7 @@ void sv_ti_cfg_destroy(struct cfgtab *t) {
     free(t->lpar);
     free(t->bits);
     free(t->bdist);
+    free(t->qcrit);
     for (size_t i = 0; t->ctx && i < t->nctx; i++)
         for (ctx_entry_t *e = t->ctx[i], *nx; e; e = nx) {
             nx = e->next;
@@ -311,6 +320,11 @@ static void boundary_tails(sv_token_index_t *ix, const tail_trie_t *tt, const sv
             t->nl = 0;
         } else {
             c = cs[nd.depth - 1];
+            /* every way to a boundary takes a quote, and no string below has one */
+            if (!c.crossed && !nd.quote && t->qonly && t->qcrit[c.x]) {
+                i = nd.skip;
+                continue;
+            }
             t->nl = nls[nd.depth - 1];
             if (!cstep(ix, &c, nd.byte, depth, read, bottom)) {
                 i = nd.skip;
@@ -349,10 +363,12 @@ static bool build_bdist(sv_token_index_t *ix) {
         for (uint32_t y = 0; y < n; y++) off[y + 1] += off[y];
         uint32_t *fill = queue; /* borrowed as per-target cursors before the search */
         memcpy(fill, off, (size_t)n * sizeof *fill);
+        /* a move on the quote's class is marked by the top bit (qcrit) */
+        uint32_t kq = (uint32_t)d->classes['"'];
         for (uint32_t x = 0; x < n; x++)
             for (uint32_t c = 0; c < k; c++) {
                 int32_t y = d->trans[(size_t)x * k + c];
-                if (y >= 0) src[fill[y]++] = x;
+                if (y >= 0) src[fill[y]++] = x | (c == kq ? SRC_QUOTE : 0);
             }
         uint32_t qh = 0, qt = 0;
         for (uint32_t x = 0; x < n; x++) {
@@ -364,10 +380,32 @@ static bool build_bdist(sv_token_index_t *ix) {
         while (qh < qt) {
             uint32_t y = queue[qh++];
             uint16_t nd = bd[y] == BDIST_INF - 1 ? bd[y] : (uint16_t)(bd[y] + 1);
-            for (uint32_t i = off[y]; i < off[y + 1]; i++)
-                if (bd[src[i]] == BDIST_INF) bd[src[i]] = nd, queue[qt++] = src[i];
+            for (uint32_t i = off[y]; i < off[y + 1]; i++) {
+                uint32_t x = src[i] & ~SRC_QUOTE;
+                if (bd[x] == BDIST_INF) bd[x] = nd, queue[qt++] = x;
+            }
         }
     }
+    /* qcrit: the same search back from the boundary states, over the moves
+     * on any other class than the quote's; a state it never reaches needs
+     * a quote to cross. */
+    uint8_t *qc = ok ? malloc(n ? n : 1) : NULL;
+    if (qc) {
+        memset(qc, 1, n);
+        uint32_t qh = 0, qt = 0;
+        for (uint32_t x = 0; x < n; x++)
+            if (bd[x] == 1) qc[x] = 0, queue[qt++] = x;
+        while (qh < qt) {
+            uint32_t y = queue[qh++];
+            for (uint32_t i = off[y]; i < off[y + 1]; i++)
+                if (!(src[i] & SRC_QUOTE) && qc[src[i]]) qc[src[i]] = 0, queue[qt++] = src[i];
+        }
+        memset(t->qbytes, 0, sizeof t->qbytes);
+        for (int b = 0; b < 256; b++)
+            if (d->classes[b] == d->classes['"']) t->qbytes[b >> 6] |= 1ull << (b & 63);
+        t->qonly = t->qbytes[0] == 1ull << '"' && !t->qbytes[1] && !t->qbytes[2] && !t->qbytes[3];
+    }
+    t->qcrit = qc;
     free(off);
     free(src);
     free(queue);
@@ -412,6 +450,7 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
      * one, moves directly and crosses nothing either). */
     if (!t->bdist) build_bdist(ix); /* without it (out of memory), no pruning */
     const uint16_t *bd = t->bdist;
+    const uint8_t *qc = t->qcrit;
     if (bd && bd[s0] > ts->max_len) return; /* no token is long enough to cross */
     uint64_t skip_first[4] = {0, 0, 0, 0};
     sv_ti_tails_t tv;
@@ -456,11 +495,16 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
             continue;
         }
         cur_t c = cs[nd.depth - 1];
-        /* no token below has bytes enough left to reach a boundary */
-        if (!c.crossed && bd && (nd.flags & NODE_SUMMARY) &&
-            bd[c.x] > ts->sums[ts->nsum[i]].maxlen - (nd.depth - 1u)) {
-            i = nd.skip;
-            continue;
+        /* no token below has bytes enough left to reach a boundary, or the
+         * quote that every way to one takes */
+        if (!c.crossed && bd && (nd.flags & NODE_SUMMARY)) {
+            const summary_t *sm = &ts->sums[ts->nsum[i]];
+            if (bd[c.x] > sm->maxlen - (nd.depth - 1u) ||
+                (qc && qc[c.x] && !(sm->bytes[0] & t->qbytes[0]) && !(sm->bytes[1] & t->qbytes[1]) &&
+                 !(sm->bytes[2] & t->qbytes[2]) && !(sm->bytes[3] & t->qbytes[3]))) {
+                i = nd.skip;
+                continue;
+            }
         }
         t->nl = nls[nd.depth - 1]; /* local frames pushed below this depth are dropped */
         if ((nd.flags & NODE_SUMMARY) && (c.crossed || (!d->accept[c.x] && !sv_dfa_has_calls(d, c.x)))) {

@@ -919,6 +919,11 @@ static bool build_tails(tail_ent_t *e, uint32_t n, uint32_t max_nodes, tail_trie
     }
     while (depth > 0) t->nodes[open[--depth]].skip = k;
     free(open);
+    for (uint32_t i = k; i-- > 0;) { /* children come after their parent */
+        tail_node_t *nd = &t->nodes[i];
+        nd->quote = nd->byte == '"';
+        for (uint32_t j = i + 1; j < nd->skip && !nd->quote; j = t->nodes[j].skip) nd->quote = t->nodes[j].quote;
+    }
     t->nnodes = k;
     t->nids = n;
     return true;

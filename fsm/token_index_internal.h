@@ -126,6 +126,7 @@ typedef struct tail_node {
     uint32_t skip, tok_lo, tok_n;
     uint16_t depth;
     uint8_t byte;
+    uint8_t quote; /* some string of the subtree has a '"' from this node on */
 } tail_node_t;
 
 typedef struct tail_trie {
