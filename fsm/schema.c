@@ -1891,7 +1891,7 @@ static json_t *merge_conjuncts(json_t *const *conj, uint32_t n, bool object) {
  * {"anyOf" or "oneOf": [merged objects]}, or NULL. */
 static sv_status distribute_allof(sctx_t *c, json_t *s, json_t **out) {
     *out = NULL;
-    if (!c->distribute) return SV_OK;
+    if (!c->distribute || c->o->strict_properties) return SV_OK; /* as merge_allof */
     json_t *conj[MERGE_MAX_CONJUNCTS], *u = NULL;
     uint32_t n = 0;
     bool object = false;
@@ -1952,7 +1952,9 @@ static sv_status merge_allof(sctx_t *c, json_t *s, json_t **out, uint32_t *idx) 
         }
     json_t *conj[MERGE_MAX_CONJUNCTS];
     uint32_t n = 0;
-    bool object = false, ok = merge_collect(c, s, 0, conj, &n, &object, NULL);
+    /* With strict_properties every conjunct without additionalProperties
+     * is closed over its own properties, which one merged object is not. */
+    bool object = false, ok = !c->o->strict_properties && merge_collect(c, s, 0, conj, &n, &object, NULL);
     json_t *m = NULL;
     sv_status st = SV_OK;
     for (uint32_t i = 0; ok && i < n && !st; i++) st = check_keywords(c, conj[i]); /* refused keywords, ignored ones */

@@ -13,7 +13,7 @@ Python's jsonschema.
 """
 import json
 
-from suite import assert_agrees, sieve as run
+from suite import assert_agrees, oracle, sieve_match, sieve as run
 
 DRAFT4 = "http://json-schema.org/draft-04/schema#"
 
@@ -86,3 +86,30 @@ def test_tag_after_different_containers_falls_back_and_agrees():
     schema = kinds_schema("oneOf", tag_first=False, n=3)
     stats(schema)
     assert_agrees(schema, texts_for(3, False))
+
+
+def closed(s):
+    """The schema --strict-properties reads: every object schema that names
+    properties (or none) and no additionalProperties is closed."""
+    if isinstance(s, list):
+        return [closed(x) for x in s]
+    if not isinstance(s, dict):
+        return s
+    out = {k: closed(v) if k not in ("required", "enum", "const") else v for k, v in s.items()}
+    if "properties" in s or "type" in s and s["type"] == "object":
+        out.setdefault("additionalProperties", False)
+    return out
+
+
+def test_strict_properties_closes_each_conjunct():
+    # With --strict-properties each conjunct is closed over its own
+    # properties: the allOf below allows only {} (and so neither merges nor
+    # distributes into one object that would take both keys).
+    plain = {"$schema": DRAFT4, "allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}
+    union = {"$schema": DRAFT4, "allOf": [{"properties": {"a": {}}},
+                                          {"anyOf": [{"properties": {"a": {}, "b": {}}},
+                                                     {"properties": {"a": {}, "c": {}}}]}]}
+    texts = ['{}', '{"a": 1}', '{"b": 1}', '{"a": 1, "b": 2}', '{"c": 3}']
+    for schema in (plain, union):
+        got = sieve_match(schema, texts, "--strict-properties")
+        assert got == [oracle(closed(schema), t) for t in texts], (schema, got)
