@@ -351,25 +351,34 @@ static bool build_bdist(sv_token_index_t *ix) {
     uint16_t *bd = malloc((size_t)n * sizeof *bd);
     uint32_t *off = calloc((size_t)n + 1, sizeof *off), *src = NULL, *queue = malloc((size_t)n * sizeof *queue);
     bool ok = bd && off && queue;
-    size_t E = 0;
-    for (uint32_t x = 0; ok && x < n; x++)
-        for (uint32_t c = 0; c < k; c++) {
-            int32_t y = d->trans[(size_t)x * k + c];
-            if (y >= 0) off[y + 1]++, E++;
+    /* One scan of the table (the first mask's main cost): its live moves
+     * as (target, source) pairs, a move on the quote's class marked by the
+     * source's top bit (qcrit); then grouped by target. */
+    uint64_t *ed = NULL;
+    size_t E = 0, cap = 0;
+    uint32_t kq = (uint32_t)d->classes['"'];
+    for (uint32_t x = 0; ok && x < n; x++) {
+        const int32_t *row = d->trans + (size_t)x * k;
+        for (uint32_t c = 0; c < k && ok; c++) {
+            int32_t y = row[c];
+            if (y < 0) continue;
+            if (E == cap) {
+                size_t nc = cap ? 2 * cap : 4 * (size_t)n + 16;
+                uint64_t *ne = realloc(ed, nc * sizeof *ne);
+                if (!ne) { ok = false; break; }
+                ed = ne, cap = nc;
+            }
+            ed[E++] = (uint64_t)(uint32_t)y << 32 | (x | (c == kq ? SRC_QUOTE : 0));
+            off[y + 1]++;
         }
+    }
     if (ok) src = malloc((E ? E : 1) * sizeof *src);
     ok = ok && src;
     if (ok) {
         for (uint32_t y = 0; y < n; y++) off[y + 1] += off[y];
         uint32_t *fill = queue; /* borrowed as per-target cursors before the search */
         memcpy(fill, off, (size_t)n * sizeof *fill);
-        /* a move on the quote's class is marked by the top bit (qcrit) */
-        uint32_t kq = (uint32_t)d->classes['"'];
-        for (uint32_t x = 0; x < n; x++)
-            for (uint32_t c = 0; c < k; c++) {
-                int32_t y = d->trans[(size_t)x * k + c];
-                if (y >= 0) src[fill[y]++] = x | (c == kq ? SRC_QUOTE : 0);
-            }
+        for (size_t i = 0; i < E; i++) src[fill[ed[i] >> 32]++] = (uint32_t)ed[i];
         uint32_t qh = 0, qt = 0;
         for (uint32_t x = 0; x < n; x++) {
             bool event = d->accept[x] || sv_dfa_has_calls(d, (int32_t)x);
@@ -406,6 +415,7 @@ static bool build_bdist(sv_token_index_t *ix) {
         t->qonly = t->qbytes[0] == 1ull << '"' && !t->qbytes[1] && !t->qbytes[2] && !t->qbytes[3];
     }
     t->qcrit = qc;
+    free(ed);
     free(off);
     free(src);
     free(queue);
