@@ -411,7 +411,7 @@ static bool build_bdist(sv_token_index_t *ix) {
         }
         memset(t->qbytes, 0, sizeof t->qbytes);
         for (int b = 0; b < 256; b++)
-            if (d->classes[b] == d->classes['"']) t->qbytes[b >> 6] |= 1ull << (b & 63);
+            if (d->classes[b] == kq) t->qbytes[b >> 6] |= 1ull << (b & 63);
         t->qonly = t->qbytes[0] == 1ull << '"' && !t->qbytes[1] && !t->qbytes[2] && !t->qbytes[3];
     }
     t->qcrit = qc;

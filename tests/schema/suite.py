@@ -58,6 +58,13 @@ def sieve(verb, schema, *args, stdin=None):
                               capture_output=True, text=True, timeout=300)
 
 
+def compile_stats(schema, *args):
+    """`sieve compile`'s statistics object for a schema that must compile."""
+    r = sieve("compile", schema, *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
 def no_duplicates(pairs):
     """json.loads object_pairs_hook: a key written twice is an error."""
     keys = [k for k, _ in pairs]

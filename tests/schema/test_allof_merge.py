@@ -19,7 +19,7 @@ free-form values stay calls and nest to any depth.
 import json
 import random
 
-from suite import oracle, sieve as run, sieve_match as match
+from suite import compile_stats as stats, oracle, sieve_match as match
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -32,12 +32,6 @@ VALUES = {
     "e": ({"enum": ["p", "q"]}, ["p"], ["r"]),
     "f": ({}, [1, "x", [1, [2]], {"a": {"b": [None]}}], []),
 }
-
-
-def stats(schema, *args):
-    r = run("compile", schema, *args)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads(r.stdout)
 
 
 def conjunct(rng, keys):

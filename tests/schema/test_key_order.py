@@ -20,15 +20,9 @@ import random
 import jsonschema
 
 import suite
-from suite import no_duplicates, oracle, sieve as run, sieve_match as match
+from suite import compile_stats as stats, no_duplicates, oracle, sieve as run, sieve_match as match
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
-
-
-def stats(schema, *args):
-    r = run("compile", schema, *args)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads(r.stdout)
 
 
 def spell(v, rng):
