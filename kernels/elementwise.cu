@@ -16,10 +16,22 @@
 
 #define EW_THREADS 256
 
+/* Round to nearest, ties to even; a NaN stays a (quiet) NaN. */
+static __device__ __forceinline__ uint16_t f32_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+
 /* ---- rmsnorm ------------------------------------------------------------------ */
 
+/* ybf, when not NULL, gets y rounded to bf16 too (the next product's input
+ * in the CUDA backend's bf16 mode). */
 static __global__ void rmsnorm_kernel(int32_t dim, const float *x, const float *w, float eps,
-                                      float *y) {
+                                      float *y, uint16_t *ybf) {
     __shared__ float red[32];
     const float *xr = x + (size_t)blockIdx.x * dim;
     float *yr = y + (size_t)blockIdx.x * dim;
@@ -29,18 +41,24 @@ static __global__ void rmsnorm_kernel(int32_t dim, const float *x, const float *
     ss = sv_k_block_sum(ss, red);
     float scale = 1.0f / sqrtf(ss / (float)dim + eps);
     /* Each thread reads x[i] before writing y[i]: y may be x. */
-    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x)
-        yr[i] = (xr[i] * scale) * w[i];
+    uint16_t *br = ybf ? ybf + (size_t)blockIdx.x * dim : NULL;
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = (xr[i] * scale) * w[i];
+        yr[i] = v;
+        if (br)
+            br[i] = f32_to_bf16(v);
+    }
 }
 
 extern "C" sv_status sv_k_rmsnorm(cudaStream_t stream, int32_t rows, int32_t dim, const float *x,
-                                  const float *w, float eps, float *y, sv_error_t *err) {
+                                  const float *w, float eps, float *y, uint16_t *ybf,
+                                  sv_error_t *err) {
     if (rows < 0 || dim <= 0 || !(eps >= 0.0f) || (rows > 0 && (!x || !w || !y)))
         return sv_error_set(err, SV_ERR_ARG, -1, "rmsnorm: bad arguments (rows %d, dim %d)",
                             (int)rows, (int)dim);
     if (rows == 0)
         return SV_OK;
-    rmsnorm_kernel<<<(unsigned)rows, EW_THREADS, 0, stream>>>(dim, x, w, eps, y);
+    rmsnorm_kernel<<<(unsigned)rows, EW_THREADS, 0, stream>>>(dim, x, w, eps, y, ybf);
     return sv_k_check_launch("rmsnorm", err);
 }
 
@@ -91,11 +109,15 @@ extern "C" sv_status sv_k_rope(cudaStream_t stream, int32_t rows, int32_t n_head
 
 /* ---- swiglu, add, bias ----------------------------------------------------------- */
 
-static __global__ void swiglu_kernel(size_t n, const float *gate, const float *up, float *out) {
+static __global__ void swiglu_kernel(size_t n, const float *gate, const float *up, float *out,
+                                     uint16_t *obf) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+        float v = g / (1.0f + expf(-g)) * up[i];
+        out[i] = v;
+        if (obf)
+            obf[i] = f32_to_bf16(v);
     }
 }
 
@@ -119,12 +141,12 @@ static unsigned stride_blocks(size_t n) {
 }
 
 extern "C" sv_status sv_k_swiglu(cudaStream_t stream, size_t n, const float *gate,
-                                 const float *up, float *out, sv_error_t *err) {
+                                 const float *up, float *out, uint16_t *obf, sv_error_t *err) {
     if (n == 0)
         return SV_OK;
     if (!gate || !up || !out)
         return sv_error_set(err, SV_ERR_ARG, -1, "swiglu: NULL pointer");
-    swiglu_kernel<<<stride_blocks(n), EW_THREADS, 0, stream>>>(n, gate, up, out);
+    swiglu_kernel<<<stride_blocks(n), EW_THREADS, 0, stream>>>(n, gate, up, out, obf);
     return sv_k_check_launch("swiglu", err);
 }
 
@@ -152,8 +174,18 @@ extern "C" sv_status sv_k_add_bias(cudaStream_t stream, int32_t rows, int32_t co
 
 /* ---- get_rows -------------------------------------------------------------------- */
 
-/* grid (rows, column chunks). */
-static __global__ void get_rows_kernel(int32_t dim, int32_t n_table, const float *table,
+/* A bf16 value (its 16 bits) widened to float: exact. */
+static __device__ __forceinline__ float bf16_to_f32(uint16_t b) {
+    return __uint_as_float((uint32_t)b << 16);
+}
+static __device__ __forceinline__ float load_f(const float *t, size_t i) { return t[i]; }
+static __device__ __forceinline__ float load_f(const uint16_t *t, size_t i) {
+    return bf16_to_f32(t[i]);
+}
+
+/* grid (rows, column chunks); T float, or uint16_t for a bf16 table. */
+template <typename T>
+static __global__ void get_rows_kernel(int32_t dim, int32_t n_table, const T *table,
                                        const int32_t *ids, float *out, int32_t *flag) {
     int32_t r = blockIdx.x;
     int32_t c = blockIdx.y * blockDim.x + threadIdx.x;
@@ -165,12 +197,13 @@ static __global__ void get_rows_kernel(int32_t dim, int32_t n_table, const float
             sv_k_flag(flag, SV_KFLAG_GET_ROWS_ID);
         return;
     }
-    out[(size_t)r * dim + c] = table[(size_t)id * dim + c];
+    out[(size_t)r * dim + c] = load_f(table, (size_t)id * dim + c);
 }
 
-extern "C" sv_status sv_k_get_rows(cudaStream_t stream, int32_t rows, int32_t dim,
-                                   int32_t n_table, const float *table, const int32_t *ids,
-                                   float *out, int32_t *flag, sv_error_t *err) {
+template <typename T>
+static sv_status get_rows(cudaStream_t stream, int32_t rows, int32_t dim, int32_t n_table,
+                          const T *table, const int32_t *ids, float *out, int32_t *flag,
+                          sv_error_t *err) {
     if (rows < 0 || dim <= 0 || n_table < 0 || (rows > 0 && (!table || !ids || !out)))
         return sv_error_set(err, SV_ERR_ARG, -1, "get_rows: bad arguments (rows %d, dim %d)",
                             (int)rows, (int)dim);
@@ -180,8 +213,40 @@ extern "C" sv_status sv_k_get_rows(cudaStream_t stream, int32_t rows, int32_t di
     if (chunks > 65535)
         return sv_error_set(err, SV_ERR_ARG, -1, "get_rows: dim %d is too large", (int)dim);
     dim3 grid((unsigned)rows, chunks);
-    get_rows_kernel<<<grid, EW_THREADS, 0, stream>>>(dim, n_table, table, ids, out, flag);
+    get_rows_kernel<T><<<grid, EW_THREADS, 0, stream>>>(dim, n_table, table, ids, out, flag);
     return sv_k_check_launch("get_rows", err);
+}
+
+extern "C" sv_status sv_k_get_rows(cudaStream_t stream, int32_t rows, int32_t dim,
+                                   int32_t n_table, const float *table, const int32_t *ids,
+                                   float *out, int32_t *flag, sv_error_t *err) {
+    return get_rows<float>(stream, rows, dim, n_table, table, ids, out, flag, err);
+}
+
+extern "C" sv_status sv_k_get_rows_bf16(cudaStream_t stream, int32_t rows, int32_t dim,
+                                        int32_t n_table, const uint16_t *table,
+                                        const int32_t *ids, float *out, int32_t *flag,
+                                        sv_error_t *err) {
+    return get_rows<uint16_t>(stream, rows, dim, n_table, table, ids, out, flag, err);
+}
+
+/* ---- float to bf16 ------------------------------------------------------------------ */
+
+static __global__ void to_bf16_kernel(size_t n, const float *x, uint16_t *y) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = f32_to_bf16(x[i]);
+}
+
+extern "C" sv_status sv_k_to_bf16(cudaStream_t stream, size_t n, const float *x, uint16_t *y,
+                                  sv_error_t *err) {
+    if (n == 0)
+        return SV_OK;
+    unsigned blocks = sv_k_blocks(n, EW_THREADS);
+    if (!x || !y || !blocks)
+        return sv_error_set(err, SV_ERR_ARG, -1, "to_bf16: bad arguments (%zu values)", n);
+    to_bf16_kernel<<<blocks, EW_THREADS, 0, stream>>>(n, x, y);
+    return sv_k_check_launch("to_bf16", err);
 }
 
 /* ---- kv_write ---------------------------------------------------------------------- */

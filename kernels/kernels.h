@@ -47,18 +47,20 @@ enum {
 
 /* ---- elementwise.cu: the small operations of backend.h --------------------- */
 
-/* backend.h's rmsnorm: one block per row. y may equal x. */
+/* backend.h's rmsnorm: one block per row. y may equal x. ybf: NULL, or
+ * (rows, dim) bf16 that gets y rounded too. */
 sv_status sv_k_rmsnorm(cudaStream_t stream, int32_t rows, int32_t dim, const float *x,
-                       const float *w, float eps, float *y, sv_error_t *err);
+                       const float *w, float eps, float *y, uint16_t *ybf, sv_error_t *err);
 
 /* backend.h's rope, angles computed in double as the CPU backend does. */
 sv_status sv_k_rope(cudaStream_t stream, int32_t rows, int32_t n_heads, int32_t head_dim,
                     int32_t rot_dim, sv_rope_style style, const int32_t *pos,
                     const float *inv_freq, float *x, sv_error_t *err);
 
-/* backend.h's swiglu and add, over n values. */
+/* backend.h's swiglu and add, over n values; swiglu's obf: NULL, or n
+ * bf16 that get out rounded too. */
 sv_status sv_k_swiglu(cudaStream_t stream, size_t n, const float *gate, const float *up,
-                      float *out, sv_error_t *err);
+                      float *out, uint16_t *obf, sv_error_t *err);
 sv_status sv_k_add(cudaStream_t stream, size_t n, float *y, const float *x, sv_error_t *err);
 
 /* y[r][c] += bias[c] for y (rows, cols): the bias of a gemm. */
@@ -71,6 +73,17 @@ sv_status sv_k_get_rows(cudaStream_t stream, int32_t rows, int32_t dim, int32_t 
                         const float *table, const int32_t *ids, float *out, int32_t *flag,
                         sv_error_t *err);
 
+/* get_rows from a bf16 table (each uint16_t the high half of a float):
+ * rows widened to fp32 exactly. */
+sv_status sv_k_get_rows_bf16(cudaStream_t stream, int32_t rows, int32_t dim, int32_t n_table,
+                             const uint16_t *table, const int32_t *ids, float *out,
+                             int32_t *flag, sv_error_t *err);
+
+/* y[i] = x[i] rounded to bf16 (nearest, ties to even), n values: the
+ * activations of a bf16 product. */
+sv_status sv_k_to_bf16(cudaStream_t stream, size_t n, const float *x, uint16_t *y,
+                       sv_error_t *err);
+
 /* backend.h's kv_write (kv holds device pointers; the struct itself is
  * host memory, passed by value to the kernel). A row whose position or
  * table is bad writes nothing and sets a flag. */
@@ -81,10 +94,13 @@ sv_status sv_k_kv_write(cudaStream_t stream, const sv_kv_view_t *kv, int32_t row
 /* ---- attention.cu: paged attention over a ragged batch ---------------------- */
 
 /* backend.h's attention. head_dim <= SV_K_MAX_HEAD_DIM. A row whose
- * position or table is bad writes zeros and sets a flag. */
+ * position or table is bad writes zeros and sets a flag. part: device
+ * scratch of part_floats floats for split-K (attention.cu; NULL: one pass
+ * per row). */
 sv_status sv_k_attention(cudaStream_t stream, const sv_kv_view_t *kv,
                          const sv_attn_shape_t *shape, int32_t rows, const int32_t *pos,
-                         const float *q, float *out, int32_t *flag, sv_error_t *err);
+                         const float *q, float *out, float *part, size_t part_floats,
+                         int32_t *flag, sv_error_t *err);
 
 /* ---- sample.cu: the mask+sample kernel ---------------------------------------- */
 

@@ -31,6 +31,7 @@
 #ifndef SV_BACKEND_BACKEND_H
 #define SV_BACKEND_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,6 +74,13 @@ typedef struct sv_attn_shape {
     int32_t n_kv_heads;
     int32_t head_dim;
     float scale;
+    /* Optional: an upper bound of pos[r] + 1 over the call's rows, or 0
+     * when unknown. A backend may use it to split long contexts across
+     * its threads (the CUDA backend's split-K). A row past it is
+     * SV_ERR_ARG on the CPU backend; on CUDA it is SV_ERR_ARG at the next
+     * synchronisation when it needs more splits than the bound gives, and
+     * otherwise computed as if the bound were right. */
+    int32_t max_ctx;
 } sv_attn_shape_t;
 
 /* Weight formats an optional ops->gemm_q reads as they are stored in GGUF
@@ -191,6 +199,31 @@ typedef struct sv_backend_ops {
     sv_status (*get_rows_q)(sv_backend_t *be, int32_t rows, int32_t dim, int32_t n_table,
                             const void *table, sv_qtype t, const int32_t *ids, float *out,
                             sv_error_t *err);
+
+    /* Optional: whether gemm_q and get_rows_q read format t (NULL: every
+     * sv_qtype). */
+    bool (*reads_q)(sv_backend_t *be, sv_qtype t);
+    /* Optional: the format this backend keeps float weights in, one that
+     * reads_q accepts (the model converts fp32 and unreadable formats to
+     * it at load), or 0 (NULL too) for fp32. The CUDA backend in bf16
+     * mode says SV_QT_BF16; its gemm_q then rounds the activations to
+     * bf16 as well (tensor cores), so it is not ops->gemm's bit for bit. */
+    sv_qtype (*weight_qtype)(sv_backend_t *be);
+
+    /* Optional (all four or none): step graphs. graph_begin(owner, key)
+     * opens a step that is the same every time (owner, key) is given: the
+     * same operations with the same arguments, only the contents of backend
+     * memory differing. The backend may record the step the first time and
+     * replay the record after (the CUDA backend: a CUDA graph, so a step is
+     * one launch instead of hundreds). Until graph_end, operations are only
+     * enqueued: upload, download and copy are SV_ERR_ARG, and the step's
+     * effects are there once graph_end returns SV_OK. graph_abort closes a
+     * step that failed midway without running the rest; graph_forget drops
+     * every record of owner (before its memory is freed). */
+    sv_status (*graph_begin)(sv_backend_t *be, const void *owner, uint64_t key, sv_error_t *err);
+    sv_status (*graph_end)(sv_backend_t *be, sv_error_t *err);
+    void (*graph_abort)(sv_backend_t *be);
+    void (*graph_forget)(sv_backend_t *be, const void *owner);
 
     /* The final logits are ops->gemm of the final-normed rows with the
      * output matrix (vocab, dim), then ops->download. */

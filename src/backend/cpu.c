@@ -947,6 +947,10 @@ static sv_status cpu_attention(sv_backend_t *be, const sv_kv_view_t *kv,
                             sh ? (int)sh->head_dim : 0, kv ? (int)kv->kv_dim : 0);
     if (check_pos("attention", kv, rows, pos, err))
         return err ? err->code : SV_ERR_ARG;
+    for (int32_t r = 0; sh->max_ctx > 0 && r < rows; r++)
+        if (pos[r] >= sh->max_ctx)
+            return sv_error_set(err, SV_ERR_ARG, -1, "attention: position %d past max_ctx %d",
+                                (int)pos[r], (int)sh->max_ctx);
     attn_job_t j = {kv, sh, pos, q, out};
     pool_run(pool_of(be), (int64_t)rows * sh->n_heads, 1, attn_items, &j);
     return SV_OK;

@@ -9,6 +9,29 @@
  * CUBLAS_DEFAULT_MATH, so fp32 stays fp32 (no TF32 rounding of the inputs)
  * and the results compare with the CPU backend's to fp32 rounding.
  *
+ * bf16 mode (sv_cuda_config_t.bf16). Weights are bf16 in device memory
+ * (ops->weight_qtype asks the model to convert them at load) and read by
+ * gemm_q: the activations are rounded to bf16 into a scratch buffer
+ * (XBF_ELEMS values, so a product of more rows runs in row groups), then
+ * one cublasGemmEx with bf16 inputs, fp32 accumulation (CUBLAS_COMPUTE_32F)
+ * and fp32 output runs on the tensor cores. The embedding table is read by
+ * get_rows_q, widened exactly.
+ *
+ * Step graphs (backend.h's graph_begin). The first step of an (owner, key)
+ * is captured from the stream (cudaStreamBeginCapture, thread-local mode)
+ * into a CUDA graph, instantiated and launched; a later step of the same
+ * (owner, key) runs no operation (each returns after its argument checks)
+ * and graph_end launches the graph instead: one launch for the hundreds of
+ * kernels and products of a decode step. MAX_GRAPHS are kept, the least
+ * recently used replaced. Where capture is refused (the CPU emulation), or
+ * SV_CUDA_GRAPHS=0 is in the environment (to measure or rule them out), the
+ * step runs eagerly. cuBLAS gets a fixed workspace (cublasSetWorkspace) so
+ * that a captured product never allocates.
+ *
+ * Scratch. Besides the activation buffer, ATT_PART_FLOATS floats hold the
+ * partial results of split-K attention (kernels/attention.cu). Both are
+ * allocated with the backend, so no operation allocates.
+ *
  * Errors from kernels. A kernel that meets a bad index (backend.h's
  * promises that the CPU backend checks before it runs) writes a code into
  * the device word `flag` and skips the access. The host reads the word at
@@ -30,12 +53,43 @@
 
 #include "kernels/kernels.h"
 
+#define XBF_ELEMS ((size_t)16 << 20)       /* bf16 activations: 32 MB */
+#define ATT_PART_FLOATS ((size_t)16 << 20) /* split-K partials: 64 MB */
+#define BLAS_WORKSPACE ((size_t)32 << 20)  /* cuBLAS's, fixed for capture */
+#define MAX_GRAPHS 64
+
+typedef enum { STEP_EAGER = 0, STEP_CAPTURE, STEP_REPLAY } step_mode;
+
+typedef struct graph_ent {
+    const void *owner; /* NULL: free */
+    uint64_t key;
+    cudaGraphExec_t exec;
+    uint64_t used; /* the step count at its last use */
+} graph_ent_t;
+
 typedef struct cuda_backend {
     sv_backend_t base; /* must be first */
     int device;
+    bool bf16;
     cudaStream_t stream;
     cublasHandle_t blas;
-    int32_t *flag; /* device word: the first kernel-side index error (SV_KFLAG_*) */
+    int32_t *flag;     /* device word: the first kernel-side index error (SV_KFLAG_*) */
+    uint16_t *xbf;     /* device (XBF_ELEMS): activations rounded to bf16; bf16 mode only */
+    /* xbf holds x's first xbf_n values, rounded, while xbf_src == x: no
+     * operation other than gemm_q has run since (bind() clears it), so q,
+     * k and v (gate and up) round their shared input once. */
+    const float *xbf_src;
+    size_t xbf_n;
+    float *att_part;   /* device (ATT_PART_FLOATS): split-K attention partials */
+    void *blas_ws;     /* device (BLAS_WORKSPACE) */
+    /* step graphs */
+    step_mode mode;
+    bool no_graphs;    /* SV_CUDA_GRAPHS=0 in the environment: every step eager */
+    bool in_step;      /* between graph_begin and graph_end / graph_abort */
+    int32_t cur;       /* STEP_REPLAY: the entry; STEP_CAPTURE: the entry to fill */
+    const void *cap_owner;
+    uint64_t cap_key, steps;
+    graph_ent_t graphs[MAX_GRAPHS];
 } cuda_backend_t;
 
 static cuda_backend_t *cb(sv_backend_t *be) { return (cuda_backend_t *)be; }
@@ -87,9 +141,20 @@ static const char *flag_text(int32_t code) {
  * device is 0 until set. Cheap when it already is. */
 static sv_status bind(cuda_backend_t *c, sv_error_t *err) {
     int cur = -1;
+    c->xbf_src = NULL; /* an operation is about to run: the rounded copy may go stale */
     if (cudaGetDevice(&cur) == cudaSuccess && cur == c->device)
         return SV_OK;
     return cuda_status(cudaSetDevice(c->device), "set device", err);
+}
+
+/* True when a step graph is being replayed: operations have nothing to do. */
+static bool replaying(const cuda_backend_t *c) { return c->mode == STEP_REPLAY; }
+
+/* Transfers cannot be part of a step graph. */
+static sv_status no_step(const cuda_backend_t *c, const char *what, sv_error_t *err) {
+    if (!c->in_step)
+        return SV_OK;
+    return sv_error_set(err, SV_ERR_ARG, -1, "cuda backend: %s inside a graph step", what);
 }
 
 /* Waits for the stream, then reads and resets the flag. */
@@ -138,8 +203,8 @@ static sv_status cu_upload(sv_backend_t *be, void *dst, const void *src_host, si
     cuda_backend_t *c = cb(be);
     if (!bytes)
         return SV_OK;
-    sv_status st = bind(c, err);
-    if (st)
+    sv_status st = no_step(c, "upload", err);
+    if (st || (st = bind(c, err)))
         return st;
     st = cuda_status(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, c->stream),
                      "upload", err);
@@ -151,8 +216,8 @@ static sv_status cu_upload(sv_backend_t *be, void *dst, const void *src_host, si
 static sv_status cu_download(sv_backend_t *be, void *dst_host, const void *src, size_t bytes,
                              sv_error_t *err) {
     cuda_backend_t *c = cb(be);
-    sv_status st = bind(c, err);
-    if (st)
+    sv_status st = no_step(c, "download", err);
+    if (st || (st = bind(c, err)))
         return st;
     if (bytes) {
         st = cuda_status(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, c->stream),
@@ -167,8 +232,8 @@ static sv_status cu_copy(sv_backend_t *be, void *dst, const void *src, size_t by
                          sv_error_t *err) {
     if (!bytes)
         return SV_OK;
-    sv_status st = bind(cb(be), err);
-    if (st)
+    sv_status st = no_step(cb(be), "copy", err);
+    if (st || (st = bind(cb(be), err)))
         return st;
     return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cb(be)->stream),
                        "copy", err);
@@ -186,7 +251,7 @@ static sv_status cu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t out
         return SV_OK;
     const float one = 1.0f, zero = 0.0f;
     sv_status st = bind(c, err);
-    if (st)
+    if (st || replaying(c))
         return st;
     st = blas_status(cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &one, w, in, x,
                                  in, &zero, y, out),
@@ -196,19 +261,102 @@ static sv_status cu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t out
     return sv_k_add_bias(c->stream, rows, out, y, bias, err);
 }
 
+/* gemm with w in bf16 (bf16 mode): x rounded to bf16 in row groups of
+ * the scratch, then cublasGemmEx as in cu_gemm. */
+static sv_status cu_gemm_q(sv_backend_t *be, int32_t rows, int32_t in, int32_t out,
+                           const float *x, const void *w, sv_qtype t, const float *bias, float *y,
+                           sv_error_t *err) {
+    cuda_backend_t *c = cb(be);
+    if (rows < 0 || in <= 0 || out <= 0 || !x || !w || !y)
+        return sv_error_set(err, SV_ERR_ARG, -1, "gemm_q: bad arguments (rows %d, in %d, out %d)",
+                            (int)rows, (int)in, (int)out);
+    if (t != SV_QT_BF16 || !c->xbf)
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "gemm_q: the CUDA backend reads bf16 weights only, in bf16 mode");
+    if (rows == 0)
+        return SV_OK;
+    const float one = 1.0f, zero = 0.0f;
+    const float *src = c->xbf_src;
+    size_t src_n = c->xbf_n;
+    sv_status st = bind(c, err);
+    if (st || replaying(c))
+        return st;
+    size_t group = XBF_ELEMS / (size_t)in; /* >= 1: in <= SV_LLAMA_MAX_DIM << XBF_ELEMS */
+    if (group == 0)
+        return sv_error_set(err, SV_ERR_ARG, -1, "gemm_q: in %d is too large", (int)in);
+    size_t n_in = (size_t)rows * (size_t)in;
+    /* One group whose input was rounded by the previous product: reuse. */
+    bool have = (size_t)rows <= group && src == x && src_n == n_in;
+    for (int32_t r0 = 0; r0 < rows; r0 += (int32_t)group) {
+        int32_t n = (size_t)(rows - r0) < group ? rows - r0 : (int32_t)group;
+        if ((!have && (st = sv_k_to_bf16(c->stream, (size_t)n * (size_t)in,
+                                         x + (size_t)r0 * in, c->xbf, err))) ||
+            (st = blas_status(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one,
+                                           w, CUDA_R_16BF, in, c->xbf, CUDA_R_16BF, in, &zero,
+                                           y + (size_t)r0 * out, CUDA_R_32F, out,
+                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                              "gemm (bf16)", err)))
+            return st;
+    }
+    /* xbf still holds x rounded unless the product wrote over x. */
+    const char *xb = (const char *)x, *yb = (const char *)y;
+    bool overlap = yb < xb + n_in * sizeof(float) && xb < yb + (size_t)rows * out * sizeof(float);
+    if ((size_t)rows <= group && !overlap) {
+        c->xbf_src = x;
+        c->xbf_n = n_in;
+    }
+    if (!bias)
+        return SV_OK;
+    return sv_k_add_bias(c->stream, rows, out, y, bias, err);
+}
+
+static sv_status cu_get_rows_q(sv_backend_t *be, int32_t rows, int32_t dim, int32_t n_table,
+                               const void *table, sv_qtype t, const int32_t *ids, float *out,
+                               sv_error_t *err) {
+    if (t != SV_QT_BF16)
+        return sv_error_set(err, SV_ERR_ARG, -1, "get_rows_q: the CUDA backend reads bf16 only");
+    sv_status st = bind(cb(be), err);
+    if (st || replaying(cb(be)))
+        return st;
+    return sv_k_get_rows_bf16(cb(be)->stream, rows, dim, n_table, (const uint16_t *)table, ids,
+                              out, cb(be)->flag, err);
+}
+
+static bool cu_reads_q(sv_backend_t *be, sv_qtype t) { return cb(be)->bf16 && t == SV_QT_BF16; }
+
+static sv_qtype cu_weight_qtype(sv_backend_t *be) {
+    return cb(be)->bf16 ? SV_QT_BF16 : (sv_qtype)0;
+}
+
+/* In bf16 mode an operation whose output feeds products (RMSNorm, SwiGLU)
+ * writes its bf16 rounding into xbf as well, and gemm_q finds it there:
+ * the product's input needs no conversion of its own. */
+static uint16_t *xbf_for(cuda_backend_t *c, size_t n) {
+    return c->bf16 && n <= XBF_ELEMS ? c->xbf : NULL;
+}
+
 static sv_status cu_rmsnorm(sv_backend_t *be, int32_t rows, int32_t dim, const float *x,
                             const float *w, float eps, float *y, sv_error_t *err) {
-    sv_status st = bind(cb(be), err);
-    if (st)
+    cuda_backend_t *c = cb(be);
+    sv_status st = bind(c, err);
+    if (st || replaying(c))
         return st;
-    return sv_k_rmsnorm(cb(be)->stream, rows, dim, x, w, eps, y, err);
+    size_t n = rows > 0 && dim > 0 ? (size_t)rows * (size_t)dim : 0;
+    uint16_t *ybf = xbf_for(c, n);
+    if ((st = sv_k_rmsnorm(c->stream, rows, dim, x, w, eps, y, ybf, err)))
+        return st;
+    if (ybf && n) {
+        c->xbf_src = y;
+        c->xbf_n = n;
+    }
+    return SV_OK;
 }
 
 static sv_status cu_rope(sv_backend_t *be, int32_t rows, int32_t n_heads, int32_t head_dim,
                          int32_t rot_dim, sv_rope_style style, const int32_t *pos,
                          const float *inv_freq, float *x, sv_error_t *err) {
     sv_status st = bind(cb(be), err);
-    if (st)
+    if (st || replaying(cb(be)))
         return st;
     return sv_k_rope(cb(be)->stream, rows, n_heads, head_dim, rot_dim, style, pos, inv_freq, x,
                      err);
@@ -217,7 +365,7 @@ static sv_status cu_rope(sv_backend_t *be, int32_t rows, int32_t n_heads, int32_
 static sv_status cu_kv_write(sv_backend_t *be, const sv_kv_view_t *kv, int32_t rows,
                              const int32_t *pos, const float *k, const float *v, sv_error_t *err) {
     sv_status st = bind(cb(be), err);
-    if (st)
+    if (st || replaying(cb(be)))
         return st;
     return sv_k_kv_write(cb(be)->stream, kv, rows, pos, k, v, cb(be)->flag, err);
 }
@@ -226,22 +374,31 @@ static sv_status cu_attention(sv_backend_t *be, const sv_kv_view_t *kv, const sv
                               int32_t rows, const int32_t *pos, const float *q, float *out,
                               sv_error_t *err) {
     sv_status st = bind(cb(be), err);
-    if (st)
+    if (st || replaying(cb(be)))
         return st;
-    return sv_k_attention(cb(be)->stream, kv, sh, rows, pos, q, out, cb(be)->flag, err);
+    return sv_k_attention(cb(be)->stream, kv, sh, rows, pos, q, out, cb(be)->att_part,
+                          ATT_PART_FLOATS, cb(be)->flag, err);
 }
 
 static sv_status cu_swiglu(sv_backend_t *be, size_t n, const float *gate, const float *up,
                            float *out, sv_error_t *err) {
-    sv_status st = bind(cb(be), err);
-    if (st)
+    cuda_backend_t *c = cb(be);
+    sv_status st = bind(c, err);
+    if (st || replaying(c))
         return st;
-    return sv_k_swiglu(cb(be)->stream, n, gate, up, out, err);
+    uint16_t *obf = xbf_for(c, n);
+    if ((st = sv_k_swiglu(c->stream, n, gate, up, out, obf, err)))
+        return st;
+    if (obf && n) {
+        c->xbf_src = out;
+        c->xbf_n = n;
+    }
+    return SV_OK;
 }
 
 static sv_status cu_add(sv_backend_t *be, size_t n, float *y, const float *x, sv_error_t *err) {
     sv_status st = bind(cb(be), err);
-    if (st)
+    if (st || replaying(cb(be)))
         return st;
     return sv_k_add(cb(be)->stream, n, y, x, err);
 }
@@ -250,9 +407,110 @@ static sv_status cu_get_rows(sv_backend_t *be, int32_t rows, int32_t dim, int32_
                              const float *table, const int32_t *ids, float *out,
                              sv_error_t *err) {
     sv_status st = bind(cb(be), err);
-    if (st)
+    if (st || replaying(cb(be)))
         return st;
     return sv_k_get_rows(cb(be)->stream, rows, dim, n_table, table, ids, out, cb(be)->flag, err);
+}
+
+/* ---- step graphs -------------------------------------------------------------- */
+
+static void graph_drop(graph_ent_t *g) {
+    if (g->owner)
+        (void)cudaGraphExecDestroy(g->exec);
+    *g = (graph_ent_t){0};
+}
+
+static sv_status cu_graph_begin(sv_backend_t *be, const void *owner, uint64_t key,
+                                sv_error_t *err) {
+    cuda_backend_t *c = cb(be);
+    if (c->in_step || !owner)
+        return sv_error_set(err, SV_ERR_ARG, -1, "graph_begin: %s",
+                            c->in_step ? "a step is already open" : "no owner");
+    sv_status st = bind(c, err);
+    if (st)
+        return st;
+    c->steps++;
+    c->in_step = true;
+    if (c->no_graphs) {
+        c->mode = STEP_EAGER;
+        return SV_OK;
+    }
+    for (int32_t i = 0; i < MAX_GRAPHS; i++)
+        if (c->graphs[i].owner == owner && c->graphs[i].key == key) {
+            c->graphs[i].used = c->steps;
+            c->mode = STEP_REPLAY;
+            c->cur = i;
+            return SV_OK;
+        }
+    cudaError_t e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) { /* no capture here: run the step as it comes */
+        (void)cudaGetLastError();
+        c->mode = STEP_EAGER;
+        return SV_OK;
+    }
+    c->mode = STEP_CAPTURE;
+    c->cap_owner = owner;
+    c->cap_key = key;
+    return SV_OK;
+}
+
+static void cu_graph_abort(sv_backend_t *be) {
+    cuda_backend_t *c = cb(be);
+    if (c->mode == STEP_CAPTURE && bind(c, NULL) == SV_OK) {
+        cudaGraph_t g = NULL;
+        if (cudaStreamEndCapture(c->stream, &g) == cudaSuccess && g)
+            (void)cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+    }
+    c->mode = STEP_EAGER;
+    c->in_step = false;
+}
+
+static sv_status cu_graph_end(sv_backend_t *be, sv_error_t *err) {
+    cuda_backend_t *c = cb(be);
+    if (!c->in_step)
+        return sv_error_set(err, SV_ERR_ARG, -1, "graph_end: no step is open");
+    step_mode mode = c->mode;
+    c->mode = STEP_EAGER;
+    c->in_step = false;
+    sv_status st = bind(c, err);
+    if (st)
+        return st;
+    if (mode == STEP_EAGER)
+        return SV_OK;
+    if (mode == STEP_REPLAY)
+        return cuda_status(cudaGraphLaunch(c->graphs[c->cur].exec, c->stream), "graph launch",
+                           err);
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t exec = NULL;
+    if ((st = cuda_status(cudaStreamEndCapture(c->stream, &g), "end of capture", err)))
+        return st;
+    st = cuda_status(cudaGraphInstantiate(&exec, g, 0), "graph instantiate", err);
+    (void)cudaGraphDestroy(g);
+    if (st)
+        return st;
+    int32_t v = 0; /* a free entry, else the least recently used */
+    for (int32_t i = 0; i < MAX_GRAPHS; i++) {
+        if (!c->graphs[i].owner) {
+            v = i;
+            break;
+        }
+        if (c->graphs[i].used < c->graphs[v].used)
+            v = i;
+    }
+    graph_drop(&c->graphs[v]);
+    c->graphs[v] = (graph_ent_t){c->cap_owner, c->cap_key, exec, c->steps};
+    return cuda_status(cudaGraphLaunch(exec, c->stream), "graph launch", err);
+}
+
+static void cu_graph_forget(sv_backend_t *be, const void *owner) {
+    cuda_backend_t *c = cb(be);
+    if (bind(c, NULL) != SV_OK)
+        return;
+    (void)cudaStreamSynchronize(c->stream); /* a launched graph may still run */
+    for (int32_t i = 0; i < MAX_GRAPHS; i++)
+        if (c->graphs[i].owner == owner)
+            graph_drop(&c->graphs[i]);
 }
 
 static void cu_destroy(sv_backend_t *be) {
@@ -260,12 +518,19 @@ static void cu_destroy(sv_backend_t *be) {
     if (!c)
         return;
     (void)bind(c, NULL);
+    if (c->in_step)
+        cu_graph_abort(be);
     if (c->stream)
         (void)cudaStreamSynchronize(c->stream);
+    for (int32_t i = 0; i < MAX_GRAPHS; i++)
+        graph_drop(&c->graphs[i]);
     if (c->blas)
         (void)cublasDestroy(c->blas);
     if (c->flag)
         (void)cudaFree(c->flag);
+    (void)cudaFree(c->xbf);
+    (void)cudaFree(c->att_part);
+    (void)cudaFree(c->blas_ws);
     if (c->stream)
         (void)cudaStreamDestroy(c->stream);
     free(c);
@@ -279,6 +544,7 @@ static const sv_backend_ops_t cuda_ops = {
     .download = cu_download,
     .copy = cu_copy,
     .gemm = cu_gemm,
+    .gemm_q = cu_gemm_q,
     .rmsnorm = cu_rmsnorm,
     .rope = cu_rope,
     .kv_write = cu_kv_write,
@@ -286,6 +552,13 @@ static const sv_backend_ops_t cuda_ops = {
     .swiglu = cu_swiglu,
     .add = cu_add,
     .get_rows = cu_get_rows,
+    .get_rows_q = cu_get_rows_q,
+    .reads_q = cu_reads_q,
+    .weight_qtype = cu_weight_qtype,
+    .graph_begin = cu_graph_begin,
+    .graph_end = cu_graph_end,
+    .graph_abort = cu_graph_abort,
+    .graph_forget = cu_graph_forget,
     .destroy = cu_destroy,
 };
 
@@ -315,15 +588,25 @@ sv_status sv_cuda_backend_create(const sv_cuda_config_t *cfg, sv_backend_t **out
         return sv_error_set(err, SV_ERR_NOMEM, -1, "cuda backend: out of memory");
     c->base.ops = &cuda_ops;
     c->device = dev;
+    c->bf16 = cfg && cfg->bf16;
+    const char *g = getenv("SV_CUDA_GRAPHS");
+    c->no_graphs = g && !strcmp(g, "0");
     sv_status st;
     if ((st = cuda_status(cudaSetDevice(dev), "set device", err)) ||
         (st = cuda_status(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
                           "stream create", err)) ||
         (st = cuda_status(cudaMalloc((void **)&c->flag, sizeof(int32_t)), "error flag", err)) ||
+        (st = cuda_status(cudaMalloc((void **)&c->att_part, ATT_PART_FLOATS * sizeof(float)),
+                          "attention scratch", err)) ||
+        (c->bf16 && (st = cuda_status(cudaMalloc((void **)&c->xbf, XBF_ELEMS * sizeof(uint16_t)),
+                                      "bf16 activation scratch", err))) ||
         (st = cuda_status(cudaMemsetAsync(c->flag, 0, sizeof(int32_t), c->stream),
                           "error flag reset", err)) ||
         (st = blas_status(cublasCreate(&c->blas), "create", err)) ||
         (st = blas_status(cublasSetStream(c->blas, c->stream), "set stream", err)) ||
+        (st = cuda_status(cudaMalloc(&c->blas_ws, BLAS_WORKSPACE), "cublas workspace", err)) ||
+        (st = blas_status(cublasSetWorkspace(c->blas, c->blas_ws, BLAS_WORKSPACE),
+                          "set workspace", err)) ||
         (st = blas_status(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH), "set math mode", err)) ||
         (st = cuda_status(cudaStreamSynchronize(c->stream), "stream synchronize", err))) {
         cu_destroy(&c->base);
@@ -336,7 +619,10 @@ sv_status sv_cuda_backend_create(const sv_cuda_config_t *cfg, sv_backend_t **out
 sv_status sv_cuda_sync(sv_backend_t *be, sv_error_t *err) {
     if (!sv_backend_is_cuda(be))
         return sv_error_set(err, SV_ERR_ARG, -1, "cuda sync: not a CUDA backend");
-    sv_status st = bind(cb(be), err);
+    sv_status st = no_step(cb(be), "sync", err);
+    if (st)
+        return st;
+    st = bind(cb(be), err);
     return st ? st : sync_and_check(cb(be), err);
 }
 

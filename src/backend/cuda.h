@@ -21,7 +21,7 @@
  * SV_ERR_IO with the runtime's message. Nothing aborts.
  *
  * Differences from the CPU backend, all within the tolerances tests/gpu/
- * states:
+ * states (for fp32 mode; bf16 mode, sv_cuda_config_t, rounds more):
  * - gemm is cuBLAS fp32 (no TF32): its reduction order is cuBLAS's and may
  *   change with the number of rows, so the CUDA backend is NOT
  *   batch-invariant bit for bit (a row's logits may differ in the last
@@ -43,6 +43,13 @@
 
 typedef struct sv_cuda_config {
     int device; /* CUDA device index, 0 .. sv_cuda_device_count() - 1 */
+    /* Weights in bf16 (the model converts them at load: ops->weight_qtype)
+     * and the products on tensor cores (cublasGemmEx, bf16 inputs, fp32
+     * accumulation and output): half the bytes a decode step reads. The
+     * activations are rounded to bf16 before each product, so logits
+     * differ from fp32's by about bf16's precision. false: fp32 (no TF32),
+     * within fp32 rounding of the CPU backend. */
+    bool bf16;
 } sv_cuda_config_t;
 
 /* Number of CUDA devices this process can use: 0 when there is none, no

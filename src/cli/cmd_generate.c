@@ -39,7 +39,7 @@
 enum {
     OPT_CHAT = 256, OPT_SYSTEM, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_P, OPT_TOP_K, OPT_MIN_P, OPT_SEED,
     OPT_PROMPT_IDS, OPT_PRINT_IDS, OPT_SCHEMA, OPT_REGEX, OPT_WS, OPT_THREADS, OPT_CTX, OPT_UNKNOWN_FORMATS,
-    OPT_PRINT_PROMPT, OPT_DEVICE, OPT_CPU_KERNELS,
+    OPT_PRINT_PROMPT, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32,
 };
 
 static const char *const usage_text =
@@ -47,7 +47,7 @@ static const char *const usage_text =
     "                      [--max-tokens 256] [--temperature 1] [--top-p 1] [--top-k 0] [--min-p 0]\n"
     "                      [--seed S] [--schema FILE | --regex PATTERN] [--ws MODE]\n"
     "                      [--allow-unknown-formats] [--threads N] [--ctx N] [--print-ids]\n"
-    "                      [--print-prompt] [--device cpu|cuda|auto] [--cpu-kernels ref|int8]\n"
+    "                      [--print-prompt] [--device cpu|cuda|auto] [--cuda-fp32] [--cpu-kernels ref|int8]\n"
     "       sieve generate --batch FILE.jsonl -m MODEL [...]   (--batch FILE --help: its options)\n"
     "\n"
     "Generates one completion and streams it to stdout. MODEL is a GGUF\n"
@@ -83,6 +83,7 @@ typedef struct {
     long ctx;
     const char *device; /* --device; NULL: auto */
     sv_cpu_kernels kernels; /* --cpu-kernels */
+    bool cuda_fp32;         /* --cuda-fp32 */
 } gen_opts_t;
 
 static bool is_dir(const char *p) {
@@ -242,6 +243,7 @@ int sv_cmd_generate(int argc, char **argv) {
         {"ctx", required_argument, 0, OPT_CTX},
         {"device", required_argument, 0, OPT_DEVICE},
         {"cpu-kernels", required_argument, 0, OPT_CPU_KERNELS},
+        {"cuda-fp32", no_argument, 0, OPT_CUDA_FP32},
         {0, 0, 0, 0},
     };
     const char *verb = "generate";
@@ -273,6 +275,9 @@ int sv_cmd_generate(int argc, char **argv) {
                 return sv_cli_usage_error(verb, "invalid value '%s' for --device (cpu, cuda, cuda:N, auto)",
                                           optarg);
             o.device = optarg;
+            break;
+        case OPT_CUDA_FP32:
+            o.cuda_fp32 = true;
             break;
         case OPT_CPU_KERNELS:
             if (!sv_cli_parse_cpu_kernels(optarg, &o.kernels))
@@ -366,7 +371,7 @@ int sv_cmd_generate(int argc, char **argv) {
     sv_ids_t prompt = {0};
     sv_bytes_t ptext = {0};
     gen_t g = {.print_text = !o.print_ids};
-    sv_status st = sv_cli_backend_create(o.device, o.threads, o.kernels, &be, &err);
+    sv_status st = sv_cli_backend_create(o.device, o.threads, o.kernels, o.cuda_fp32, &be, &err);
     if (!st) st = sv_llama_load(o.model, be, &g.model, &err);
     if (st) goto fail;
     const sv_llama_config_t *cfg = sv_llama_config(g.model);

@@ -79,14 +79,14 @@
 #define BATCH_CTX_CAP 4096          /* the context, as cmd_generate's default */
 
 enum { OPT_BATCH = 256, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB, OPT_NO_JF, OPT_STATS,
-       OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS };
+       OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32 };
 
 static const char *const usage_text =
     "Usage: sieve generate --batch FILE.jsonl -m MODEL [--max-num-seqs 8] [--threads N]\n"
     "                      [--ws MODE] [--allow-unknown-formats] [--kv-memory-mb 512]\n"
     "                      [--max-num-batched-tokens 256] [--no-prefix-cache]\n"
     "                      [--prefetch-threads 1] [--no-jump-forward] [--stats FILE]\n"
-    "                      [--device cpu|cuda|auto] [--cpu-kernels ref|int8]\n"
+    "                      [--device cpu|cuda|auto] [--cuda-fp32] [--cpu-kernels ref|int8]\n"
     "\n"
     "Runs every line of FILE (- is standard input) through the continuous-batching\n"
     "engine. A line is a JSON object:\n"
@@ -112,7 +112,7 @@ static const char *const usage_text =
     "                       request may reach next (default: 1 on a GPU, 0 on the CPU).\n"
     "  --no-jump-forward    sample every constrained token (no forced extends).\n"
     "  --stats FILE         write the engine's counters as one JSON object at the end.\n"
-    "  --ws, --allow-unknown-formats, --threads, --device, --cpu-kernels: as for one\n"
+    "  --ws, --allow-unknown-formats, --threads, --device, --cuda-fp32, --cpu-kernels: as for one\n"
     "                       generation\n"
     "                       (on CUDA a line's text matches the sequential run's up to\n"
     "                       float rounding, not bit for bit: cuBLAS is not batch-invariant).\n"
@@ -131,6 +131,7 @@ typedef struct {
     const char *stats;
     const char *device; /* --device; NULL: auto */
     sv_cpu_kernels kernels; /* --cpu-kernels */
+    bool cuda_fp32;         /* --cuda-fp32 */
 } batch_opts_t;
 
 /* One choice's result. */
@@ -556,6 +557,7 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
         {"prefetch-threads", required_argument, 0, OPT_PREFETCH},
         {"device", required_argument, 0, OPT_DEVICE},
         {"cpu-kernels", required_argument, 0, OPT_CPU_KERNELS},
+        {"cuda-fp32", no_argument, 0, OPT_CUDA_FP32},
         {0, 0, 0, 0},
     };
     const char *verb = "generate";
@@ -577,6 +579,9 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
                 return sv_cli_usage_error(verb, "invalid value '%s' for --device (cpu, cuda, cuda:N, auto)",
                                           optarg);
             o->device = optarg;
+            break;
+        case OPT_CUDA_FP32:
+            o->cuda_fp32 = true;
             break;
         case OPT_CPU_KERNELS:
             if (!sv_cli_parse_cpu_kernels(optarg, &o->kernels))
@@ -660,7 +665,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
     order = calloc(cap_lines, sizeof *order);
     if (!lines || !order) { st = sv_error_set(&err, SV_ERR_NOMEM, -1, "out of memory"); goto fail; }
 
-    if ((st = sv_cli_backend_create(o.device, o.threads, o.kernels, &be, &err)) || (st = sv_llama_load(o.model, be, &model, &err)))
+    if ((st = sv_cli_backend_create(o.device, o.threads, o.kernels, o.cuda_fp32, &be, &err)) || (st = sv_llama_load(o.model, be, &model, &err)))
         goto fail;
     if (!o.prefetch_given) o.prefetch_threads = sv_cli_default_prefetch_threads(be);
     const sv_llama_config_t *cfg = sv_llama_config(model);

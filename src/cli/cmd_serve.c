@@ -26,7 +26,7 @@
 enum {
     OPT_HOST = 256, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
-    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
+    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
     OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES, OPT_DFA_MEMO_MB,
     OPT_ERRORS, OPT_INPUT_ERRORS, OPT_RESUME, OPT_CONCURRENCY, OPT_QUIET, OPT_BATCH_STEP, OPT_DATA_DIR,
     OPT_MAX_FILE,
@@ -167,6 +167,7 @@ static int serve_main(int argc, char **argv, bool batch) {
         {"prefetch-threads", required_argument, 0, OPT_PREFETCH},
         {"device", required_argument, 0, OPT_DEVICE},
         {"cpu-kernels", required_argument, 0, OPT_CPU_KERNELS},
+        {"cuda-fp32", no_argument, 0, OPT_CUDA_FP32},
         {"input", required_argument, 0, 'i'},
         {"output", required_argument, 0, 'o'},
         {"errors", required_argument, 0, OPT_ERRORS},
@@ -191,6 +192,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     int threads = 0;
     bool prefetch_given = false;
     sv_cpu_kernels kernels = SV_CPU_KERNELS_INT8;
+    bool cuda_fp32 = false;
     unsigned long long v;
     opterr = 0;
     optind = 1;
@@ -334,6 +336,9 @@ static int serve_main(int argc, char **argv, bool batch) {
                 return sv_cli_usage_error(verb, "invalid value '%s' for --device (cpu, cuda, cuda:N, auto)", optarg);
             device = optarg;
             break;
+        case OPT_CUDA_FP32:
+            cuda_fp32 = true;
+            break;
         case OPT_CPU_KERNELS:
             if (!sv_cli_parse_cpu_kernels(optarg, &kernels))
                 return sv_cli_usage_error(verb, "invalid value '%s' for --cpu-kernels (ref, int8)", optarg);
@@ -381,7 +386,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     sv_engine_t *eng = NULL;
     sv_engine_loop_t *loop = NULL;
     sv_status st;
-    if ((st = sv_cli_backend_create(device, threads, kernels, &be, &err)) || (st = sv_llama_load(model, be, &m, &err)))
+    if ((st = sv_cli_backend_create(device, threads, kernels, cuda_fp32, &be, &err)) || (st = sv_llama_load(model, be, &m, &err)))
         goto fail;
     if (!prefetch_given) ec.prefetch_threads = sv_cli_default_prefetch_threads(be);
     const sv_llama_config_t *cfg = sv_llama_config(m);

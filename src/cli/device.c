@@ -43,8 +43,8 @@ static sv_status make_cpu(int threads, sv_cpu_kernels kernels, sv_backend_t **ou
     return sv_cpu_backend_create(&cc, out, err);
 }
 
-sv_status sv_cli_backend_create(const char *device, int threads, sv_cpu_kernels kernels, sv_backend_t **out,
-                                sv_error_t *err) {
+sv_status sv_cli_backend_create(const char *device, int threads, sv_cpu_kernels kernels, bool cuda_fp32,
+                                sv_backend_t **out, sv_error_t *err) {
     if (!device)
         device = "auto";
     if (!sv_cli_device_valid(device))
@@ -54,16 +54,18 @@ sv_status sv_cli_backend_create(const char *device, int threads, sv_cpu_kernels 
         return make_cpu(threads, kernels, out, err);
 #ifdef SV_HAVE_CUDA
     int n = sv_cuda_device_count();
+    sv_cuda_config_t cfg = {.device = 0, .bf16 = !cuda_fp32};
     if (!strcmp(device, "auto"))
-        return n > 0 ? sv_cuda_backend_create(NULL, out, err) : make_cpu(threads, kernels, out, err);
+        return n > 0 ? sv_cuda_backend_create(&cfg, out, err) : make_cpu(threads, kernels, out, err);
     int idx = cuda_index(device);
     if (idx >= n)
         return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
                             "--device %s: %d CUDA device%s present", device, n,
                             n == 1 ? "" : "s");
-    sv_cuda_config_t cfg = {.device = idx};
+    cfg.device = idx;
     return sv_cuda_backend_create(&cfg, out, err);
 #else
+    (void)cuda_fp32;
     if (!strcmp(device, "auto"))
         return make_cpu(threads, kernels, out, err);
     return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,

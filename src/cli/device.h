@@ -19,7 +19,9 @@
 /* The help line every verb prints for --device. */
 #define SV_CLI_DEVICE_HELP                                                              \
     "  --device D        cpu, cuda (cuda:N for device N) or auto (default): CUDA when\n" \
-    "                    this build has it and a GPU is present, else the CPU.\n"
+    "                    this build has it and a GPU is present, else the CPU.\n"       \
+    "  --cuda-fp32       on CUDA, fp32 weights and products instead of bf16 on the\n"   \
+    "                    tensor cores (the default; slower, closer to the CPU).\n"
 
 /* True for a value --device accepts: "cpu", "cuda", "cuda:N", "auto". */
 bool sv_cli_device_valid(const char *device);
@@ -48,7 +50,9 @@ bool sv_cli_parse_cpu_kernels(const char *s, sv_cpu_kernels *out);
  * (BENCHMARKS.md, "Integer kernels"). */
 uint32_t sv_cli_default_prefetch_threads(const sv_backend_t *be);
 
-sv_status sv_cli_backend_create(const char *device, int threads, sv_cpu_kernels kernels, sv_backend_t **out,
-                                sv_error_t *err);
+/* cuda_fp32: a CUDA backend keeps fp32 weights and products (--cuda-fp32)
+ * instead of bf16 on the tensor cores (the default; src/backend/cuda.h). */
+sv_status sv_cli_backend_create(const char *device, int threads, sv_cpu_kernels kernels, bool cuda_fp32,
+                                sv_backend_t **out, sv_error_t *err);
 
 #endif

@@ -33,6 +33,7 @@
 #include "src/model/safetensors.h"
 
 #define LOGIT_ROWS 8 /* rows of logits computed per gemm when all are wanted */
+#define CTX_ROUND 128 /* attention's context bound is rounded up to this (step_layers) */
 
 /* A weight matrix, one per layer or a single one: fp32 (qt == 0), or kept
  * in its GGUF block format qt when the backend has gemm_q for it (read
@@ -544,6 +545,52 @@ static sv_qtype qtype_of(sv_ggml_type t) {
     }
 }
 
+/* float to bf16, round to nearest even (a NaN stays a NaN). */
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* load_mat for a backend that keeps float weights in bf16: each of the n
+ * matrices read as fp32 (dequantized, widened: exact for bf16 files),
+ * rounded to bf16 in the staging buffer, and uploaded. */
+static sv_status load_mat_bf16(loader_t *L, const char *fmt, int64_t in, int64_t out, int32_t n,
+                               wmat_t *dst, sv_error_t *err) {
+    sv_backend_t *be = L->m->be;
+    size_t per = (size_t)in * (size_t)out;
+    char name[256];
+    sv_status st;
+    if (per > L->staging_n)
+        return sv_error_set(err, SV_ERR_ARG, -1, "model: staging buffer too small for %s", fmt);
+    if ((st = be->ops->alloc(be, per * (size_t)n * sizeof(uint16_t), &dst->p, err)))
+        return st;
+    dst->qt = SV_QT_BF16;
+    dst->layer_bytes = per * sizeof(uint16_t);
+    uint8_t *stage = (uint8_t *)L->staging;
+    for (int32_t l = 0; l < n; l++) {
+        snprintf(name, sizeof name, fmt, (int)l);
+        if ((st = check_shape(L, name, in, out, err)) ||
+            (st = tsrc_read(&L->src, name, L->staging, per, err)))
+            return st;
+        /* In place: value i's two bytes land at 2i, below the float at 4i
+         * that is read before them and those read after. */
+        for (size_t i = 0; i < per; i++) {
+            float f;
+            memcpy(&f, stage + 4 * i, sizeof f);
+            uint16_t b = to_bf16(f);
+            memcpy(stage + 2 * i, &b, sizeof b);
+        }
+        if ((st = be->ops->upload(be, (uint8_t *)dst->p + (size_t)l * dst->layer_bytes, stage,
+                                  dst->layer_bytes, err)))
+            return st;
+    }
+    return SV_OK;
+}
+
 /* A matrix (out, in) for each of n_layers layers (fmt names layer N's
  * tensor), or a single one (n_layers 0: fmt is the name). GGUF tensors in
  * formats that the backend's gemm_q reads are stored as they are, each
@@ -567,7 +614,8 @@ static sv_status load_mat(loader_t *L, const char *gguf_fmt, const char *hf_fmt,
         sv_qtype q = qtype_of(t->type);
         int32_t blk = sv_qtype_block(q);
         if (!q || blk == 0 || in % blk != 0 ||
-            (size_t)t->n_bytes != (size_t)(in / blk) * sv_qtype_block_bytes(q) * (size_t)out)
+            (size_t)t->n_bytes != (size_t)(in / blk) * sv_qtype_block_bytes(q) * (size_t)out ||
+            (be->ops->reads_q && !be->ops->reads_q(be, q)))
             quant = false;
         if (l == 0) {
             dst->qt = q;
@@ -599,6 +647,8 @@ static sv_status load_mat(loader_t *L, const char *gguf_fmt, const char *hf_fmt,
     }
     *dst = (wmat_t){0};
     size_t per = (size_t)in * (size_t)out;
+    if (be->ops->weight_qtype && be->ops->weight_qtype(be) == SV_QT_BF16)
+        return load_mat_bf16(L, fmt, in, out, n, dst, err);
     float *f = NULL;
     if ((st = balloc(L->m, per * (size_t)n, &f, err)))
         return st;
@@ -856,6 +906,8 @@ void sv_llama_kv_destroy(sv_llama_kv_t *kv) {
     if (!kv)
         return;
     sv_backend_t *be = kv->m->be;
+    if (be->ops->graph_forget)
+        be->ops->graph_forget(be, kv);
     void *bufs[] = {kv->k_cache, kv->v_cache, kv->x, kv->xb, kv->xb2, kv->q, kv->k, kv->v,
                     kv->att, kv->hb, kv->hb2, kv->logits, kv->tok, kv->pos, kv->seq,
                     kv->table_off, kv->tables, kv->lrows};
@@ -967,14 +1019,14 @@ sv_status sv_llama_kv_copy_block(sv_llama_kv_t *kv, int32_t src, int32_t dst, sv
  * step, n_seqs block tables) are already uploaded to kv through the layers;
  * leaves the final residual stream in kv->x. */
 static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t n, int32_t n_seqs,
-                                const sv_llama_batch_t *b, sv_error_t *err) {
+                                int32_t max_ctx, const sv_llama_batch_t *b, sv_error_t *err) {
     const sv_llama_config_t *c = &m->cfg;
     sv_backend_t *be = m->be;
     const sv_backend_ops_t *op = be->ops;
     const int32_t dim = c->dim, hid = c->hidden_dim;
     const int32_t q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
     const sv_attn_shape_t shape = {c->n_heads, c->n_kv_heads, c->head_dim,
-                                   1.0f / sqrtf((float)c->head_dim)};
+                                   1.0f / sqrtf((float)c->head_dim), max_ctx};
     const size_t rows = (size_t)kv->n_blocks * BS; /* physical rows per layer */
     sv_status st;
     if ((st = m->token_embd.qt
@@ -1030,6 +1082,25 @@ static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t 
             return st;
     }
     return SV_OK;
+}
+
+/* forward_layers, as a step graph (backend.h) when the backend has them
+ * and the step decodes: one row per sequence, so that the rows, the
+ * sequences and the rounded context bound name the work. */
+static sv_status step_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t n, int32_t n_seqs,
+                             int32_t max_ctx, const sv_llama_batch_t *b, sv_error_t *err) {
+    sv_backend_t *be = m->be;
+    if (!be->ops->graph_begin || n != n_seqs)
+        return forward_layers(m, kv, n, n_seqs, max_ctx, b, err);
+    uint64_t key = (uint64_t)n << 40 | (uint64_t)n_seqs << 20 | (uint64_t)(max_ctx / CTX_ROUND);
+    sv_status st = be->ops->graph_begin(be, kv, key, err);
+    if (st)
+        return st;
+    if ((st = forward_layers(m, kv, n, n_seqs, max_ctx, b, err))) {
+        be->ops->graph_abort(be);
+        return st;
+    }
+    return be->ops->graph_end(be, err);
 }
 
 /* Logits of the nl rows of kv->x listed in kv->lrows (uploaded) into host
@@ -1158,7 +1229,13 @@ sv_status sv_llama_forward_batch(sv_llama_t *m, sv_llama_kv_t *kv, const sv_llam
             kv->h_seq[r1 - r0] = ns - 1;
         }
         kv->h_off[ns] = used;
-        int32_t n = r1 - r0, nl = 0, l0 = li;
+        int32_t n = r1 - r0, nl = 0, l0 = li, max_ctx = 0;
+        for (int32_t r = r0; r < r1; r++)
+            if (b->positions[r] + 1 > max_ctx)
+                max_ctx = b->positions[r] + 1;
+        /* Rounded up (still a bound) so that steps differing only in their
+         * positions describe the same work: a step graph's key. */
+        max_ctx = (int32_t)(((int64_t)max_ctx + CTX_ROUND - 1) / CTX_ROUND * CTX_ROUND);
         for (; li < b->n_logits && b->logit_rows[li] < r1; li++)
             kv->h_lrows[nl++] = b->logit_rows[li] - r0;
         size_t i4 = sizeof(int32_t);
@@ -1168,7 +1245,7 @@ sv_status sv_llama_forward_batch(sv_llama_t *m, sv_llama_kv_t *kv, const sv_llam
             (st = be->ops->upload(be, kv->table_off, kv->h_off, (size_t)(ns + 1) * i4, err)) ||
             (st = be->ops->upload(be, kv->tables, kv->h_tab, (size_t)used * i4, err)) ||
             (st = be->ops->upload(be, kv->lrows, kv->h_lrows, (size_t)nl * i4, err)) ||
-            (st = forward_layers(m, kv, n, ns, b, err)))
+            (st = step_layers(m, kv, n, ns, max_ctx, b, err)))
             return st;
         if (nl > 0 && (st = logits_rows(m, kv, n, nl, logits + (size_t)l0 * vocab, err)))
             return st;

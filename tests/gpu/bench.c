@@ -1,6 +1,10 @@
 /* bench.c — decode, prefill and sampling times of the CUDA backend.
  *
  *     bench MODEL [--ctx 512] [--steps 20] [--batches 1,8,64,256] [--prefill 2048]
+ *                 [--dtype fp32|bf16]
+ *
+ * --dtype bf16 runs the backend in bf16 mode (sv_cuda_config_t): weights
+ * read as bf16, products on the tensor cores.
  *
  * Decode: for each batch size B, B sequences at context --ctx, each step one
  * row per sequence through sv_llama_forward_batch. The keys and values are
@@ -51,6 +55,7 @@ int main(int argc, char **argv) {
     }
     const char *model = argv[1];
     int32_t ctx = 512, steps = 20, prefill = 2048;
+    bool bf16 = false;
     int32_t batches[16] = {1, 8, 64, 256}, nb = 4;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--ctx"))
@@ -59,6 +64,9 @@ int main(int argc, char **argv) {
             steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prefill"))
             prefill = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--dtype") &&
+                 (!strcmp(argv[i + 1], "bf16") || !strcmp(argv[i + 1], "fp32")))
+            bf16 = !strcmp(argv[i + 1], "bf16");
         else if (!strcmp(argv[i], "--batches")) {
             nb = 0;
             for (char *p = argv[i + 1]; *p && nb < 16;) {
@@ -82,7 +90,8 @@ int main(int argc, char **argv) {
     sv_error_t err;
     sv_backend_t *be = NULL;
     sv_llama_t *m = NULL;
-    if (sv_cuda_backend_create(NULL, &be, &err))
+    sv_cuda_config_t cfg = {.device = 0, .bf16 = bf16};
+    if (sv_cuda_backend_create(&cfg, &be, &err))
         return fail("backend", &err);
     if (sv_llama_load(model, be, &m, &err))
         return fail("load", &err);
@@ -95,14 +104,16 @@ int main(int argc, char **argv) {
                            (double)c->dim * c->n_kv_heads * c->head_dim * 2 +
                            3.0 * c->dim * c->hidden_dim);
     double params = layer_params + (double)V * c->dim * (c->tied_output ? 1 : 2);
-    double wbytes = params * 4.0;
+    double wbytes = params * (bf16 ? 2.0 : 4.0);
     size_t kv_block = sv_llama_kv_block_bytes(m);
     char name[256];
     size_t fr = 0, tot = 0;
     sv_cuda_device_info(be, name, sizeof name, &fr, &tot, &err);
-    printf("bench: %s on %s\n", model, name);
-    printf("  %.3g parameters, fp32 weights %.2f GB; KV %.1f kB per position\n", params,
-           wbytes / 1e9, (double)kv_block / BS / 1e3);
+    const char *graphs = getenv("SV_CUDA_GRAPHS");
+    printf("bench: %s on %s; decode steps as CUDA graphs: %s\n", model, name,
+           graphs && !strcmp(graphs, "0") ? "no (SV_CUDA_GRAPHS=0)" : "yes");
+    printf("  %.3g parameters, %s weights %.2f GB; KV %.1f kB per position\n", params,
+           bf16 ? "bf16" : "fp32", wbytes / 1e9, (double)kv_block / BS / 1e3);
 
     int32_t per = (ctx + BS - 1) / BS, need_tok = maxb > prefill ? maxb : prefill;
     int32_t n_blocks = maxb * per + 8;
@@ -159,8 +170,7 @@ int main(int argc, char **argv) {
         printf("  %6d %12.3f %12.3f %12.3f %9.0f%%\n", B, t_layers * 1e3, t_full * 1e3,
                floor * 1e3, 100.0 * floor / t_full);
     }
-    printf("  (floor: fp32 weights + KV read once at %.1f TB/s; bf16 weights would halve the "
-           "weight part)\n",
+    printf("  (floor: %s weights + KV read once at %.1f TB/s)\n", bf16 ? "bf16" : "fp32",
            BW / 1e12);
 
     if (prefill > 0) {

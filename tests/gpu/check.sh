@@ -24,10 +24,13 @@
 #   cli        sieve generate --device cuda vs --device cpu on the fixture:
 #              the same greedy ids; constrained (JSON schema, regex) outputs
 #              valid (checked with Python's json and re)
+#   e2e-small, e2e-1b also in bf16 mode (--bf16: bf16 weights and
+#              activations, looser tolerances)
 #   e2e-1b     gpu_test_e2e on a random Llama-3.2-1B-shape model (BF16,
 #              written on the spot by make_random_llama)
 #   bench      gpu_bench on that model: decode at batch 1/8/64/256, prefill,
-#              mask+sample at batch 64
+#              mask+sample at batch 64; bench-bf16 the same in bf16 mode
+#   bench-135m the same on a random SmolLM2-135M-shape model
 #   memcheck, memcheck-s, racecheck: the kernel and sampler tests (--quick)
 #              under compute-sanitizer, when the run has time left (SANITIZE=1)
 # Output: everything goes to $OUT/check.log and the summary to
@@ -40,7 +43,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
 FIXTURE=$ROOT/tests/gpu/fixture
 DEB_PACKAGES="libjansson-dev libjansson4 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0
-              libpcre2-posix3 pkgconf pkgconf-bin libpkgconf3 pkg-config"
+              libpcre2-posix3 pkgconf pkgconf-bin libpkgconf3 pkg-config
+              libevent-dev libevent-2.1-7 libevent-core-2.1-7 libevent-pthreads-2.1-7
+              libevent-extra-2.1-7 libevent-openssl-2.1-7 libsqlite3-dev libsqlite3-0"
+PKGS="jansson libpcre2-8 libevent libevent_pthreads sqlite3"
 
 if [ "${1:-}" = "--prepare" ]; then
     py=$ROOT/.venv/bin/python
@@ -116,8 +122,8 @@ nvcc --version 2>&1 | tail -2
 # Runs in this shell (it exports the paths the build and the programs need).
 deps() {
     if [ -z "${SV_FORCE_CARRIED_DEBS:-}" ] && command -v pkg-config >/dev/null &&
-        pkg-config --exists jansson libpcre2-8; then
-        echo "deps: pkg-config finds jansson and libpcre2-8"
+        pkg-config --exists $PKGS; then
+        echo "deps: pkg-config finds $PKGS"
         return 0
     fi
     local debs=$ROOT/tests/gpu/fixture/debs f
@@ -139,7 +145,7 @@ deps() {
     export LD_LIBRARY_PATH=$SYSROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export PKG_CONFIG_SYSROOT_DIR=$SYSROOT
     export PKG_CONFIG_LIBDIR=$SYSROOT/usr/lib/x86_64-linux-gnu/pkgconfig:$SYSROOT/usr/share/pkgconfig
-    pkg-config --exists jansson libpcre2-8 || return 1
+    pkg-config --exists $PKGS || return 1
     echo "deps: using the carried packages, unpacked in $SYSROOT"
 }
 echo
@@ -147,7 +153,7 @@ echo "=== deps"
 if deps; then
     record deps PASS ""
 else
-    record deps FAIL "no jansson / libpcre2-8 / pkg-config"
+    record deps FAIL "pkg-config does not find all of $PKGS"
 fi
 
 # ---- build -------------------------------------------------------------------------
@@ -191,11 +197,15 @@ e2e_small() {
     if [ $have_fixture = 1 ]; then
         "$G/gpu_test_e2e" "$FIXTURE/tiny.gguf" --prompt 61 --decode 16 --seqs 8 --tol 1e-3 || rc=1
         "$G/gpu_test_e2e" "$FIXTURE/tiny-hf" --prompt 40 --decode 8 --seqs 5 --tol 1e-3 || rc=1
+        # bf16 mode (the CLI's default on CUDA): bf16 weights and activations
+        # (tiny.gguf is fp32: rounding its weights adds to the error)
+        "$G/gpu_test_e2e" "$FIXTURE/tiny.gguf" --prompt 61 --decode 16 --seqs 8 --tol 0.4 --bf16 || rc=1
     fi
     for spec in "tiny llama" "tiny qwen2" "small llama" "small qwen2"; do
         set -- $spec
         "$G/make_random_llama" "$WORK/rand-$1-$2" --shape "$1" --arch "$2" >/dev/null || return 1
         "$G/gpu_test_e2e" "$WORK/rand-$1-$2" --prompt 100 --decode 12 --seqs 8 --tol 2e-3 || rc=1
+        "$G/gpu_test_e2e" "$WORK/rand-$1-$2" --prompt 100 --decode 12 --seqs 8 --tol 0.25 --bf16 || rc=1
     done
     return $rc
 }
@@ -209,7 +219,7 @@ cli_check() {
     a=$("$B/sieve" generate -m "$m" --prompt-ids 1,2,3,4,5 --max-tokens 24 --temperature 0 \
         --print-ids --device cpu 2>/dev/null) || return 1
     b=$("$B/sieve" generate -m "$m" --prompt-ids 1,2,3,4,5 --max-tokens 24 --temperature 0 \
-        --print-ids --device cuda) || return 1
+        --print-ids --device cuda --cuda-fp32) || return 1
     echo "cpu  ids: $a"
     echo "cuda ids: $b"
     [ "$a" = "$b" ] || { echo "cli: greedy ids differ between cpu and cuda"; rc=1; }
@@ -283,9 +293,24 @@ M1B=$WORK/llama-3.2-1b
 step gen-1b 90 "$G/make_random_llama" "$M1B" --shape llama-3.2-1b
 if [ -f "$M1B/model.safetensors" ]; then
     step e2e-1b 180 "$G/gpu_test_e2e" "$M1B" --prompt 48 --decode 8 --seqs 4 --tol 2e-2
+    step e2e-1b-bf16 120 "$G/gpu_test_e2e" "$M1B" --prompt 48 --decode 8 --seqs 4 --tol 0.5 --bf16
     step bench 150 "$G/gpu_bench" "$M1B" --ctx 512 --steps 10 --batches 1,8,64,256 --prefill 2048
+    step bench-bf16 150 "$G/gpu_bench" "$M1B" --ctx 512 --steps 20 --batches 1,8,64,256 \
+        --prefill 2048 --dtype bf16
 fi
 rm -rf "$M1B"
+
+# ---- the SmolLM2-135M shape (the default model's; issue 20's 200 µs step target) -------------
+M135=$WORK/smollm2-135m
+step gen-135m 60 "$G/make_random_llama" "$M135" --shape smollm2-135m
+if [ -f "$M135/model.safetensors" ]; then
+    step bench-135m 90 "$G/gpu_bench" "$M135" --ctx 512 --steps 10 --batches 1,8,64,256 --prefill 2048
+    step bench-135m-bf16 90 "$G/gpu_bench" "$M135" --ctx 512 --steps 20 --batches 1,8,64,256 \
+        --prefill 2048 --dtype bf16
+    step bench-135m-eager 60 env SV_CUDA_GRAPHS=0 "$G/gpu_bench" "$M135" --ctx 512 --steps 20 \
+        --batches 1,8,64 --prefill 0 --dtype bf16
+fi
+rm -rf "$M135"
 
 # ---- the kernels under compute-sanitizer (out-of-bounds accesses, shared-memory races) ----------
 # Last, and only while the run is within its 5 minutes (SANITIZE=1 forces them).
@@ -295,7 +320,8 @@ if ! command -v compute-sanitizer >/dev/null; then
 elif [ $elapsed -gt 180 ] && [ -z "${SANITIZE:-}" ]; then
     record sanitizer MISSING "not run: ${elapsed}s gone (SANITIZE=1 tests/gpu/check.sh runs them)"
 else
-    step memcheck 45 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    # --report-api-errors no: test_errors asks for 4 PB on purpose
+    step memcheck 45 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
         "$G/gpu_test_kernels" --quick
     step memcheck-s 45 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$G/gpu_test_sample" --quick

@@ -2,13 +2,16 @@
  * a Hugging Face directory (config.json + model.safetensors, BF16), for the
  * end-to-end CUDA checks on a machine without network or Python packages.
  *
- *     make_random_llama OUTDIR [--shape llama-3.2-1b|tiny|small] [--arch llama|qwen2]
+ *     make_random_llama OUTDIR [--shape llama-3.2-1b|smollm2-135m|small|tiny] [--arch llama|qwen2]
  *                       [--seed N]
  *
  * Shapes:
  *   llama-3.2-1b  hidden 2048, 16 layers, 32 heads / 8 KV heads, head_dim 64,
  *                 FFN 8192, vocabulary 128256, tied output, RoPE theta 5e5
  *                 with Llama 3 scaling: Llama-3.2-1B's config (2.5 GB in BF16)
+ *   smollm2-135m  hidden 576, 30 layers, 9 heads / 3 KV heads, head_dim 64,
+ *                 FFN 1536, vocabulary 49152, tied output, RoPE theta 1e5:
+ *                 SmolLM2-135M's config (270 MB in BF16)
  *   small         hidden 512, 4 layers, 8 / 2 heads, head_dim 64, FFN 1536,
  *                 vocabulary 32000, untied
  *   tiny          hidden 64, 2 layers, 4 / 2 heads, head_dim 16, FFN 128,
@@ -40,6 +43,7 @@ typedef struct shape {
 
 static const shape_t SHAPES[] = {
     {"llama-3.2-1b", 2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.0, 1, 1},
+    {"smollm2-135m", 576, 30, 9, 3, 64, 1536, 49152, 8192, 100000.0, 1, 0},
     {"small", 512, 4, 8, 2, 64, 1536, 32000, 4096, 10000.0, 0, 0},
     {"tiny", 64, 2, 4, 2, 16, 128, 261, 256, 10000.0, 0, 0},
 };
@@ -69,7 +73,7 @@ static uint16_t to_bf16(float f) { /* round to nearest even; values here are fin
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: make_random_llama OUTDIR [--shape llama-3.2-1b|small|tiny] "
+    fprintf(stderr, "usage: make_random_llama OUTDIR [--shape llama-3.2-1b|smollm2-135m|small|tiny] "
                     "[--arch llama|qwen2] [--seed N]\n");
     return 64;
 }

@@ -3,7 +3,12 @@
  * wherever the CPU's top-two margin exceeds that tolerance.
  *
  *     test_e2e MODEL [--prompt 61] [--decode 12] [--seqs 6] [--tol 0.01] [--threads N]
+ *              [--bf16]
  *
+ * --bf16 runs the CUDA backend in bf16 mode (weights and activations
+ * rounded to bf16 for the tensor-core products, sv_cuda_config_t): the
+ * tolerance must then allow for bf16's precision (about 3 significant
+ * digits per product).
  * MODEL is a GGUF file or an HF directory (make_random_llama writes BF16
  * ones, so both backends widen the same bf16-rounded weights to float32).
  * Two parts:
@@ -244,23 +249,27 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log even if a step is killed */
     if (argc < 2) {
         fprintf(stderr, "usage: test_e2e MODEL [--prompt N] [--decode N] [--seqs N] [--tol X] "
-                        "[--threads N]\n");
+                        "[--threads N] [--bf16]\n");
         return 64;
     }
     const char *model = argv[1];
     int32_t P = 61, G = 12, S = 6;
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--prompt"))
-            P = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--decode"))
-            G = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seqs"))
-            S = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--tol"))
-            TOL = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--threads"))
-            threads = atoi(argv[i + 1]);
+    bool bf16 = false;
+    for (int i = 2; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--bf16"))
+            bf16 = true;
+        else if (v && !strcmp(argv[i], "--prompt") && ++i)
+            P = atoi(v);
+        else if (v && !strcmp(argv[i], "--decode") && ++i)
+            G = atoi(v);
+        else if (v && !strcmp(argv[i], "--seqs") && ++i)
+            S = atoi(v);
+        else if (v && !strcmp(argv[i], "--tol") && ++i)
+            TOL = atof(v);
+        else if (v && !strcmp(argv[i], "--threads") && ++i)
+            threads = atoi(v);
         else {
             fprintf(stderr, "test_e2e: unknown option %s\n", argv[i]);
             return 64;
@@ -281,7 +290,8 @@ int main(int argc, char **argv) {
     run_t r = {0};
     sv_cpu_config_t cc = {.n_threads = threads};
     double t0 = sv_now_s();
-    if (sv_cpu_backend_create(&cc, &cpu, &err) || sv_cuda_backend_create(NULL, &gpu, &err) ||
+    sv_cuda_config_t gc = {.device = 0, .bf16 = bf16};
+    if (sv_cpu_backend_create(&cc, &cpu, &err) || sv_cuda_backend_create(&gc, &gpu, &err) ||
         sv_llama_load(model, cpu, &r.cpu, &err) || sv_llama_load(model, gpu, &r.gpu, &err)) {
         fprintf(stderr, "test_e2e: %s: %s\n", model, err.message);
         return 1;
@@ -289,9 +299,9 @@ int main(int argc, char **argv) {
     const sv_llama_config_t *c = sv_llama_config(r.cpu);
     r.V = c->vocab_size;
     sv_rng_seed(&r.rng, 4242);
-    printf("test_e2e: %s: dim %d, %d layers, %d/%d heads, head_dim %d, ffn %d, vocab %d "
+    printf("test_e2e: %s%s: dim %d, %d layers, %d/%d heads, head_dim %d, ffn %d, vocab %d "
            "(loaded twice in %.1f s)\n",
-           model, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->hidden_dim,
+           model, bf16 ? " (CUDA in bf16 mode)" : "", c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->hidden_dim,
            c->vocab_size, sv_now_s() - t0);
     single(&r, P < c->max_ctx - G - 1 ? P : c->max_ctx / 2, G);
     ragged(&r, S, P < 200 ? P : 200, 3);

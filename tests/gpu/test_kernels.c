@@ -327,7 +327,8 @@ static void test_get_rows(void) {
 
 /* One ragged batch: n_seqs sequences, sequence s with len[s] positions of
  * which the last new[s] are this call's rows, in shuffled blocks of bs. */
-static double worst_attn;
+static double worst_attn, worst_split;
+static int n_split_cases;
 
 /* full: a sequence's rows may be its whole prompt (else at most 9 rows). */
 static void attn_case(int32_t n_seqs, int32_t max_len, int32_t bs, int32_t n_heads,
@@ -384,7 +385,10 @@ static void attn_case(int32_t n_seqs, int32_t max_len, int32_t bs, int32_t n_hea
         vcpu = (sv_kv_view_t){kc.c, vc.c, capacity, kv_dim, bs, n_seqs, SQ.c, OFF.c, TAB.c};
         vgpu = (sv_kv_view_t){kc.g, vc.g, capacity, kv_dim, bs, n_seqs, SQ.g, OFF.g, TAB.g};
     }
-    sv_attn_shape_t sh = {n_heads, n_kv, hd, 1.0f / sqrtf((float)hd)};
+    sv_attn_shape_t sh = {n_heads, n_kv, hd, 1.0f / sqrtf((float)hd), 0};
+    int32_t max_pos = 0;
+    for (int32_t i = 0; i < rows; i++)
+        max_pos = pos[i] > max_pos ? pos[i] : max_pos;
     sv_error_t err;
     sv_status s1 = CPU->ops->kv_write(CPU, &vcpu, rows, P.c, k.c, v.c, &err);
     sv_status s2 = GPU->ops->kv_write(GPU, &vgpu, rows, P.g, k.g, v.g, &err);
@@ -407,6 +411,36 @@ static void attn_case(int32_t n_seqs, int32_t max_len, int32_t bs, int32_t n_hea
           "|Δ| %g, max |v| %g",
           n_seqs, rows, max_len, bs, n_heads, n_kv, hd, paged, d, vmax);
     free(gk), free(gv), free(go);
+
+    /* Split-K: the same rows with their contexts bounded (max_ctx), exact
+     * and loose; contexts past one split (kernels/attention.cu, 128
+     * positions) take several blocks and the combine. */
+    for (int32_t extra = 0; extra <= 200; extra += 200) {
+        sv_attn_shape_t shs = sh;
+        shs.max_ctx = max_pos + 1 + extra;
+        s4 = GPU->ops->attention(GPU, &vgpu, &shs, rows, P.g, q.g, o.g, &err);
+        go = fetch(&o, &s7, &err);
+        CHECK(!s4 && !s7, "split attention: %s", err.message);
+        d = 0.0;
+        for (size_t i = 0; i < (size_t)rows * q_dim; i++)
+            d = fmax(d, fabs((double)go[i] - oc[i]));
+        worst_split = fmax(worst_split, d / vmax);
+        CHECK(d <= 1e-4 * vmax,
+              "split attention (%d seqs, %d rows, max pos %d, max_ctx %d, heads %d/%d, hd %d): "
+              "|Δ| %g, max |v| %g",
+              n_seqs, rows, max_pos, shs.max_ctx, n_heads, n_kv, hd, d, vmax);
+        free(go);
+        n_split_cases += max_pos >= 128;
+    }
+    /* A bound that leaves a row too few splits: SV_ERR_ARG at the sync. */
+    if (max_pos >= 256) {
+        sv_attn_shape_t shb = sh;
+        shb.max_ctx = 129;
+        s4 = GPU->ops->attention(GPU, &vgpu, &shb, rows, P.g, q.g, o.g, &err);
+        s5 = sv_cuda_sync(GPU, &err);
+        CHECK(!s4 && s5 == SV_ERR_ARG, "attention past max_ctx: %d %d", s4, s5);
+        CHECK(sv_cuda_sync(GPU, &err) == SV_OK, "flag not reset: %s", err.message);
+    }
 
     /* A position past its table: SV_ERR_ARG at the next sync, for each op. */
     if (paged) {
@@ -448,6 +482,10 @@ static void test_attention(void) {
         attn_case(1, 40, 16, S[i].heads, S[i].kv, S[i].hd, false, true);
         attn_case(1 + irand(6), 100, 1 + irand(20), S[i].heads, S[i].kv, S[i].hd, true, true);
         n += 2;
+        if (i == 0 || i == 3) { /* past two splits, decode-like rows */
+            attn_case(2 + irand(3), 400, 1 + irand(20), S[i].heads, S[i].kv, S[i].hd, true, false);
+            n++;
+        }
         if (QUICK) /* short contexts only */
             continue;
         attn_case(1 + irand(12), 300, 1 + irand(20), S[i].heads, S[i].kv, S[i].hd, true, true);
@@ -458,8 +496,10 @@ static void test_attention(void) {
         }
     }
     printf("kv_write: bit-exact; attention: %d ragged/paged cases, worst |Δ| / max|v| = %.3g "
-           "(tolerance 1e-4); bad positions and blocks are SV_ERR_ARG at sync\n",
-           n, worst_attn);
+           "(tolerance 1e-4); split-K (max_ctx given; %d cases past one split): %.3g; bad "
+           "positions, blocks and bounds are SV_ERR_ARG at sync\n",
+           n, worst_attn, n_split_cases, worst_split);
+    CHECK(n_split_cases > 0, "no attention case was long enough to split");
 }
 
 static void test_errors(void) {

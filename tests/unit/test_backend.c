@@ -176,7 +176,7 @@ static void test_attention(void) {
     for (int32_t i = 0; i < n; i++)
         pos[i] = i;
     sv_kv_view_t kv = {.k = kc, .v = vc, .capacity = cap, .kv_dim = kv_dim};
-    sv_attn_shape_t sh = {heads, kvh, hd, 1.0f / sqrtf((float)hd)};
+    sv_attn_shape_t sh = {heads, kvh, hd, 1.0f / sqrtf((float)hd), n};
     CHECK(be3->ops->kv_write(be3, &kv, n, pos, k, v, &err) == SV_OK, "%s", err.message);
     CHECK(be3->ops->attention(be3, &kv, &sh, n, pos, q, out, &err) == SV_OK, "%s", err.message);
     double *sc = malloc(sizeof(double) * n);

@@ -587,7 +587,7 @@ static void test_paged_ops(sv_backend_t *be) {
         perm[i] = perm[j];
         perm[j] = t;
     }
-    sv_attn_shape_t sh = {H, G, D, 1.0f / sqrtf((float)D)};
+    sv_attn_shape_t sh = {H, G, D, 1.0f / sqrtf((float)D), 0};
     /* contiguous, one sequence at a time */
     for (int32_t s = 0, r0 = 0; s < NS; r0 += lens[s], s++) {
         sv_kv_view_t cv = {.k = kc, .v = vc, .capacity = NPHYS * BLK, .kv_dim = KVD};

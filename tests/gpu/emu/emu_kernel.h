@@ -52,6 +52,7 @@ inline int atomicCAS(int *p, int cmp, int val) {
     return cmp;
 }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 using std::isnan;
 
 void emu_launch(dim3 grid, dim3 block, std::function<void()> body);

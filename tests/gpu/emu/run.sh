@@ -72,6 +72,8 @@ run "$O/test_sample" --quick
 for a in llama qwen2; do
     "$O/make_random_llama" "$O/rand-tiny-$a" --shape tiny --arch "$a" >/dev/null
     run "$O/test_e2e" "$O/rand-tiny-$a" --prompt 40 --decode 6 --seqs 4 --tol 2e-3 --threads 1
+    # bf16 mode: weights and activations rounded to bf16 for the products
+    run "$O/test_e2e" "$O/rand-tiny-$a" --prompt 40 --decode 6 --seqs 4 --tol 0.1 --threads 1 --bf16
 done
 FIXTURE=$ROOT/tests/gpu/fixture
 if [ -f "$FIXTURE/tiny.gguf" ]; then

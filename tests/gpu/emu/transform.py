@@ -11,7 +11,7 @@ def launch(m):
     name, cfg, args = m.group(1), m.group(2), m.group(3)
     parts = [p.strip() for p in cfg.split(',')]
     return 'emu_launch(dim3(%s), dim3(%s), [&]() { %s(%s); });' % (parts[0], parts[1], name, args)
-s, n = re.subn(r'(\w+)<<<(.*?)>>>\((.*?)\);', launch, s, flags=re.S)
+s, n = re.subn(r'(\w+(?:<\w+>)?)<<<(.*?)>>>\((.*?)\);', launch, s, flags=re.S)
 if 'sample' in src and len(sys.argv) > 3: s = s.replace('#define ST 1024', '#define ST ' + sys.argv[3])
 if '<<<' in s:
     sys.exit('transform.py: %s: a launch the pattern does not match' % src)
