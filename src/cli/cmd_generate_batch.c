@@ -78,12 +78,13 @@
 #define BATCH_MAX_TOKENS (1u << 20) /* max_tokens of one line, as --max-tokens */
 #define BATCH_CTX_CAP 4096          /* the context, as cmd_generate's default */
 
-enum { OPT_BATCH = 256, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB, OPT_NO_JF, OPT_STATS,
+enum { OPT_BATCH = 256, OPT_GPU_UTIL, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB, OPT_NO_JF, OPT_STATS,
        OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32 };
 
 static const char *const usage_text =
     "Usage: sieve generate --batch FILE.jsonl -m MODEL [--max-num-seqs 8] [--threads N]\n"
     "                      [--ws MODE] [--allow-unknown-formats] [--kv-memory-mb 512]\n"
+    "                      [--gpu-memory-utilization 0.9]\n"
     "                      [--max-num-batched-tokens 256] [--no-prefix-cache]\n"
     "                      [--prefetch-threads 1] [--no-jump-forward] [--stats FILE]\n"
     "                      [--device cpu|cuda|auto] [--cuda-fp32] [--cpu-kernels ref|int8]\n"
@@ -104,7 +105,10 @@ static const char *const usage_text =
     "only when they apply), or {\"index\", \"error\": {\"message\", \"type\"}} for a bad\n"
     "line; the others still run.\n"
     "  --max-num-seqs N     sequences (choices) decoded at once (default 8).\n"
-    "  --kv-memory-mb M     memory of the paged KV cache (default 512).\n"
+    "  --kv-memory-mb M     memory of the paged KV cache (default 512 on the CPU).\n"
+    "  --gpu-memory-utilization F  on CUDA, the fraction of the GPU's memory to take:\n"
+    "                       the KV cache gets what the weights leave (default 0.9 on\n"
+    "                       CUDA unless --kv-memory-mb is given).\n"
     "  --max-num-batched-tokens N  rows in one forward: decode tokens plus prefill\n"
     "                       chunks (default 256).\n"
     "  --no-prefix-cache    do not share prompt blocks between requests.\n"
@@ -125,6 +129,8 @@ typedef struct {
     sv_ws_mode ws;
     bool unknown_formats;
     uint64_t kv_mb;
+    bool kv_mb_given;
+    double gpu_util; /* --gpu-memory-utilization; 0: not given */
     bool no_jump_forward, no_prefix_cache;
     uint32_t max_batched, prefetch_threads;
     bool prefetch_given;
@@ -550,6 +556,7 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
         {"ws", required_argument, 0, OPT_WS},
         {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
         {"kv-memory-mb", required_argument, 0, OPT_KV_MB},
+        {"gpu-memory-utilization", required_argument, 0, OPT_GPU_UTIL},
         {"no-jump-forward", no_argument, 0, OPT_NO_JF},
         {"stats", required_argument, 0, OPT_STATS},
         {"max-num-batched-tokens", required_argument, 0, OPT_MAX_BATCHED},
@@ -612,6 +619,11 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
             if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
                 return sv_cli_usage_error(verb, "invalid value '%s' for --kv-memory-mb", optarg);
             o->kv_mb = v;
+            o->kv_mb_given = true;
+            break;
+        case OPT_GPU_UTIL:
+            if (!sv_cli_parse_utilization(optarg, &o->gpu_util))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --gpu-memory-utilization (0 < F <= 1)", optarg);
             break;
         case OPT_WS:
             if (!strcmp(optarg, "canonical")) o->ws = SV_WS_CANONICAL;
@@ -722,6 +734,16 @@ int sv_cmd_generate_batch(int argc, char **argv) {
         ec.max_num_seqs = o.max_num_seqs;
         ec.max_ctx = max_ctx;
         ec.kv_bytes = o.kv_mb << 20;
+        if (o.kv_mb_given && o.gpu_util > 0.0) {
+            st = sv_error_set(&err, SV_ERR_ARG, -1, "give --kv-memory-mb or --gpu-memory-utilization, not both");
+            goto fail;
+        }
+        if (o.gpu_util > 0.0 || (!o.kv_mb_given && !strcmp(be->ops->name, "cuda"))) {
+            uint64_t kvb = 0;
+            if ((st = sv_cli_gpu_kv_bytes(be, o.gpu_util > 0.0 ? o.gpu_util : SV_CLI_GPU_UTILIZATION, &kvb, &err)))
+                goto fail;
+            ec.kv_bytes = kvb;
+        }
         ec.jump_forward = !o.no_jump_forward;
         ec.prefix_cache = !o.no_prefix_cache;
         ec.max_num_batched_tokens = o.max_batched;

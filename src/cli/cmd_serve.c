@@ -24,7 +24,7 @@
 #include "verbs.h"
 
 enum {
-    OPT_HOST = 256, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
+    OPT_HOST = 256, OPT_GPU_UTIL, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
     OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
     OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES, OPT_DFA_MEMO_MB,
@@ -66,7 +66,7 @@ static const char *const usage_text =
     "                   [--served-model-name NAME] [engine and limit options]\n"
     "\n"
     "Serves the OpenAI API (POST /v1/chat/completions, POST /v1/completions,\n"
-    "GET /v1/models, GET /health, GET /metrics) on the CPU backend.\n"
+    "GET /v1/models, GET /health, GET /metrics) on the CPU or a GPU (--device).\n"
     "  --host H, --port P        where to listen (default 127.0.0.1:8000; port 0: any)\n"
     "  --api-key KEY             require Authorization: Bearer KEY on /v1/\n"
     "  --served-model-name NAME  the model's name in the API (default: the file's name)\n"
@@ -77,7 +77,8 @@ static const char *const usage_text =
     "                            step beside online rows (default 32; 0: no cap)\n"
     "  --max-model-len N         tokens per request, prompt + output (default: the\n"
     "                            model's, at most 4096)\n"
-    "  --kv-memory-mb M          memory of the paged KV cache (default 512)\n"
+    "  --kv-memory-mb M          memory of the paged KV cache (default 512 on the CPU)\n"
+    SV_CLI_GPU_MEMORY_HELP
     "  --max-queue N             waiting requests before 429 (default 256)\n"
     "  --no-prefix-cache, --no-jump-forward\n"
     "  --prefetch-threads N      mask prefetch workers (default: 1 on a GPU, 0 on the CPU)\n"
@@ -143,6 +144,7 @@ static int serve_main(int argc, char **argv, bool batch) {
         {"max-num-batched-tokens", required_argument, 0, OPT_BATCHED},
         {"batch-step-tokens", required_argument, 0, OPT_BATCH_STEP},
         {"kv-memory-mb", required_argument, 0, OPT_KV_MB},
+        {"gpu-memory-utilization", required_argument, 0, OPT_GPU_UTIL},
         {"max-model-len", required_argument, 0, OPT_MAX_LEN},
         {"max-queue", required_argument, 0, OPT_MAX_QUEUE},
         {"threads", required_argument, 0, OPT_THREADS},
@@ -188,6 +190,8 @@ static int serve_main(int argc, char **argv, bool batch) {
     sv_engine_config_default(&ec);
     const char *model = NULL, *tmpl_name = NULL, *name = NULL, *device = NULL;
     uint64_t kv_mb = 512, ccache_mb = 512, memo_mb = 64;
+    bool kv_mb_given = false;
+    double gpu_util = 0.0; /* --gpu-memory-utilization; 0: not given */
     uint32_t max_len = 0;
     int threads = 0;
     bool prefetch_given = false;
@@ -251,6 +255,11 @@ static int serve_main(int argc, char **argv, bool batch) {
         case OPT_KV_MB:
             if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --kv-memory-mb", optarg);
             kv_mb = v;
+            kv_mb_given = true;
+            break;
+        case OPT_GPU_UTIL:
+            if (!sv_cli_parse_utilization(optarg, &gpu_util))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --gpu-memory-utilization (0 < F <= 1)", optarg);
             break;
         case OPT_CCACHE_MB:
             if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
@@ -414,6 +423,15 @@ static int serve_main(int argc, char **argv, bool batch) {
     if (ctx > (uint32_t)cfg->max_ctx) ctx = (uint32_t)cfg->max_ctx;
     ec.max_ctx = ctx;
     ec.kv_bytes = kv_mb << 20;
+    if (kv_mb_given && gpu_util > 0.0) {
+        st = sv_error_set(&err, SV_ERR_ARG, -1, "give --kv-memory-mb or --gpu-memory-utilization, not both");
+        goto fail;
+    }
+    if (gpu_util > 0.0 || (!kv_mb_given && !strcmp(be->ops->name, "cuda"))) {
+        uint64_t kvb = 0;
+        if ((st = sv_cli_gpu_kv_bytes(be, gpu_util > 0.0 ? gpu_util : SV_CLI_GPU_UTILIZATION, &kvb, &err))) goto fail;
+        ec.kv_bytes = kvb;
+    }
     sv_engine_vocab_t ev = {.set = sv_tokens_set(tok_engine), .tok = sv_tokens_iface(tok_engine),
                             .vocab = sv_tokens_vocab(tok_engine)};
     if ((st = sv_engine_create(m, &ev, &ec, &eng, &err))) goto fail;

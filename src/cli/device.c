@@ -1,6 +1,7 @@
 /* device.c — --device: picking the CPU or CUDA backend (see device.h). */
 #include "device.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,4 +74,40 @@ sv_status sv_cli_backend_create(const char *device, int threads, sv_cpu_kernels 
                         "-DSV_CUDA=ON on a machine with the CUDA toolkit)",
                         device);
 #endif
+}
+
+bool sv_cli_parse_utilization(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v) || !(v > 0.0 && v <= 1.0))
+        return false;
+    *out = v;
+    return true;
+}
+
+sv_status sv_cli_gpu_kv_bytes(sv_backend_t *be, double frac, uint64_t *kv_bytes, sv_error_t *err) {
+#ifdef SV_HAVE_CUDA
+    if (sv_backend_is_cuda(be)) {
+        size_t free_b = 0, total_b = 0;
+        sv_status st = sv_cuda_device_info(be, NULL, 0, &free_b, &total_b, err);
+        if (st)
+            return st;
+        double used = (double)(total_b - free_b), want = frac * (double)total_b;
+        double left = want - used - (double)((uint64_t)SV_CLI_GPU_RESERVE_MB << 20);
+        if (left < (double)(1u << 20))
+            return sv_error_set(err, SV_ERR_BUDGET, -1,
+                                "--gpu-memory-utilization %.2f: %.2f of %.2f GiB are in use already "
+                                "(the weights, scratch, other processes); nothing is left for the KV "
+                                "cache after a %d MiB reserve",
+                                frac, used / (1u << 30), (double)total_b / (1u << 30),
+                                SV_CLI_GPU_RESERVE_MB);
+        *kv_bytes = (uint64_t)left;
+        return SV_OK;
+    }
+#endif
+    (void)be;
+    (void)frac;
+    (void)kv_bytes;
+    return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                        "--gpu-memory-utilization applies to a CUDA device only (--device cuda)");
 }

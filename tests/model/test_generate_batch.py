@@ -341,3 +341,22 @@ def test_int8_kernels_are_batch_invariant(tmp_path):
     ref = [o["outputs"][0]["text"] for o in run_batch(tmp_path, lines, "--cpu-kernels", "ref", "--max-num-seqs", "8",
                                                       name="ref.jsonl")]
     assert ref != [o["text"] for o in together]
+
+
+@pytest.mark.parametrize("extra, want", [
+    (["--device", "cpu", "--gpu-memory-utilization", "0.5"], "applies to a CUDA device only"),
+    (["--device", "cpu", "--gpu-memory-utilization", "0.5", "--kv-memory-mb", "64"], "not both"),
+    (["--gpu-memory-utilization", "1.5"], "invalid value '1.5' for --gpu-memory-utilization"),
+    (["--gpu-memory-utilization", "0"], "invalid value '0' for --gpu-memory-utilization"),
+    (["--gpu-memory-utilization", "nan"], "invalid value 'nan' for --gpu-memory-utilization"),
+])
+def test_gpu_memory_utilization_refusals(tmp_path, extra, want):
+    """--gpu-memory-utilization sizes the KV cache on CUDA only (the emulated
+    device runs it: tests/gpu/emu/run.sh); anywhere else, and with a value
+    outside (0, 1] or beside --kv-memory-mb, it is a clear error."""
+    f = tmp_path / "in.jsonl"
+    f.write_text(json.dumps({"prompt": "x", "max_tokens": 2}) + "\n")
+    r = subprocess.run([sieve(), "generate", "--batch", str(f), "-m", str(MODEL), "--threads", "2", *extra],
+                       capture_output=True, timeout=60)
+    assert r.returncode != 0
+    assert want in r.stderr.decode(errors="replace"), r.stderr.decode(errors="replace")
