@@ -330,6 +330,13 @@ static void test_get_rows(void) {
 static double worst_attn, worst_split;
 static int n_split_cases;
 
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double d = 0.0;
+    for (size_t i = 0; i < n; i++)
+        d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
 /* full: a sequence's rows may be its whole prompt (else at most 9 rows). */
 static void attn_case(int32_t n_seqs, int32_t max_len, int32_t bs, int32_t n_heads,
                       int32_t n_kv, int32_t hd, bool paged, bool full) {
@@ -400,11 +407,10 @@ static void attn_case(int32_t n_seqs, int32_t max_len, int32_t bs, int32_t n_hea
     CHECK(memcmp(gk, kc.c, kc.bytes) == 0 && memcmp(gv, vc.c, vc.bytes) == 0,
           "kv_write (%d seqs, %d rows, bs %d, paged %d): caches differ", n_seqs, rows, bs, paged);
     const float *oc = o.c, *vh = vc.c;
-    double vmax = 0.0, d = 0.0;
+    double vmax = 0.0;
     for (size_t i = 0; i < (size_t)capacity * kv_dim; i++)
         vmax = fmax(vmax, fabs(vh[i]));
-    for (size_t i = 0; i < (size_t)rows * q_dim; i++)
-        d = fmax(d, fabs((double)go[i] - oc[i]));
+    double d = max_abs_diff(go, oc, (size_t)rows * q_dim);
     worst_attn = fmax(worst_attn, d / vmax);
     CHECK(d <= 1e-4 * vmax,
           "attention (%d seqs, %d rows, max len %d, bs %d, heads %d/%d, hd %d, paged %d): "
@@ -421,9 +427,7 @@ static void attn_case(int32_t n_seqs, int32_t max_len, int32_t bs, int32_t n_hea
         s4 = GPU->ops->attention(GPU, &vgpu, &shs, rows, P.g, q.g, o.g, &err);
         go = fetch(&o, &s7, &err);
         CHECK(!s4 && !s7, "split attention: %s", err.message);
-        d = 0.0;
-        for (size_t i = 0; i < (size_t)rows * q_dim; i++)
-            d = fmax(d, fabs((double)go[i] - oc[i]));
+        d = max_abs_diff(go, oc, (size_t)rows * q_dim);
         worst_split = fmax(worst_split, d / vmax);
         CHECK(d <= 1e-4 * vmax,
               "split attention (%d seqs, %d rows, max pos %d, max_ctx %d, heads %d/%d, hd %d): "
