@@ -18,8 +18,9 @@
  * get_rows_q, widened exactly.
  *
  * Step graphs (backend.h's graph_begin). The first step of an (owner, key)
- * is captured from the stream (cudaStreamBeginCapture, thread-local mode)
- * into a CUDA graph, instantiated and launched; a later step of the same
+ * runs eagerly and is remembered; the second is captured from the stream
+ * (cudaStreamBeginCapture, thread-local mode) into a CUDA graph,
+ * instantiated and launched; a later step of the same
  * (owner, key) runs no operation (each returns after its argument checks)
  * and graph_end launches the graph instead: one launch for the hundreds of
  * kernels and products of a decode step. MAX_GRAPHS are kept, the least
@@ -57,6 +58,12 @@
 #define ATT_PART_FLOATS ((size_t)16 << 20) /* split-K partials: 64 MB */
 #define BLAS_WORKSPACE ((size_t)32 << 20)  /* cuBLAS's, fixed for capture */
 #define MAX_GRAPHS 64
+#define MAX_SEEN 256 /* keys met once, not yet captured (a ring) */
+
+typedef struct seen_ent {
+    const void *owner;
+    uint64_t key;
+} seen_ent_t;
 
 typedef enum { STEP_EAGER = 0, STEP_CAPTURE, STEP_REPLAY } step_mode;
 
@@ -90,6 +97,8 @@ typedef struct cuda_backend {
     const void *cap_owner;
     uint64_t cap_key, steps;
     graph_ent_t graphs[MAX_GRAPHS];
+    seen_ent_t seen[MAX_SEEN];
+    int32_t seen_next;
 } cuda_backend_t;
 
 static cuda_backend_t *cb(sv_backend_t *be) { return (cuda_backend_t *)be; }
@@ -442,6 +451,18 @@ static sv_status cu_graph_begin(sv_backend_t *be, const void *owner, uint64_t ke
             c->cur = i;
             return SV_OK;
         }
+    /* A key met for the first time runs eagerly and is remembered; it is
+     * captured when met again. A step whose batch changes every time (a
+     * busy server's churn) then never pays for a capture it cannot reuse. */
+    bool again = false;
+    for (int32_t i = 0; i < MAX_SEEN && !again; i++)
+        again = c->seen[i].owner == owner && c->seen[i].key == key;
+    if (!again) {
+        c->seen[c->seen_next] = (seen_ent_t){owner, key};
+        c->seen_next = (c->seen_next + 1) % MAX_SEEN;
+        c->mode = STEP_EAGER;
+        return SV_OK;
+    }
     cudaError_t e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) { /* no capture here: run the step as it comes */
         (void)cudaGetLastError();
@@ -511,6 +532,9 @@ static void cu_graph_forget(sv_backend_t *be, const void *owner) {
     for (int32_t i = 0; i < MAX_GRAPHS; i++)
         if (c->graphs[i].owner == owner)
             graph_drop(&c->graphs[i]);
+    for (int32_t i = 0; i < MAX_SEEN; i++)
+        if (c->seen[i].owner == owner)
+            c->seen[i] = (seen_ent_t){0};
 }
 
 static void cu_destroy(sv_backend_t *be) {
