@@ -68,8 +68,8 @@ attention_kernel(sv_kv_view_t kv, int32_t n_heads, int32_t group, int32_t hd, fl
     const size_t qoff = ((size_t)r * n_heads + h) * hd;
     float *o = out + qoff;
     const int32_t split = (int32_t)blockIdx.y, n_split = (int32_t)gridDim.y;
-    float *pp = n_split > 1 ? part + ((size_t)blockIdx.x * n_split + split) * (size_t)(hd + 2)
-                            : NULL;
+    float *slot = n_split > 1 ? part + ((size_t)blockIdx.x * n_split + split) * (size_t)(hd + 2)
+                              : NULL; /* this split's partial result */
 
     /* The row's sequence and table; every thread computes the same, so a
      * bad row returns from the whole block at once. */
@@ -107,8 +107,8 @@ attention_kernel(sv_kv_view_t kv, int32_t n_heads, int32_t group, int32_t hd, fl
                 sv_k_flag(flag, code);
             for (int32_t d = tid; d < hd; d += ATT_THREADS)
                 o[d] = 0.0f;
-            if (pp && tid == 0)
-                pp[1] = -1.0f;
+            if (slot && tid == 0)
+                slot[1] = -1.0f;
         }
         return;
     }
@@ -149,9 +149,9 @@ attention_kernel(sv_kv_view_t kv, int32_t n_heads, int32_t group, int32_t hd, fl
             rowoff[tid] = off;
         }
         __syncthreads();
-        /* Unrolled so that a warp has several keys' loads in flight: one
-         * at a time, a tile waited on memory latency 64 times (54 us per
-         * 128 keys of one head, measured: BENCHMARKS.md). */
+        /* Unrolled so that a warp has several keys' loads in flight (with
+         * the value loads below, 2% of a 135M-shape decode step; the
+         * kernel's time is mostly elsewhere: BENCHMARKS.md). */
 #pragma unroll 4
         for (int32_t j = warp; j < nt; j += nw) {
             long long off = rowoff[j];
@@ -212,12 +212,12 @@ attention_kernel(sv_kv_view_t kv, int32_t n_heads, int32_t group, int32_t hd, fl
     }
     if (row_splits > 1) {
         if (tid == 0)
-            pp[0] = m, pp[1] = l;
+            slot[0] = m, slot[1] = l;
 #pragma unroll
         for (int k = 0; k < ATT_PER_THREAD; k++) {
             int32_t d = tid + k * ATT_THREADS;
             if (d < hd)
-                pp[2 + d] = acc[k];
+                slot[2 + d] = acc[k];
         }
         return;
     }

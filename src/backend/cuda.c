@@ -93,7 +93,7 @@ typedef struct cuda_backend {
     step_mode mode;
     bool no_graphs;    /* SV_CUDA_GRAPHS=0 in the environment: every step eager */
     bool in_step;      /* between graph_begin and graph_end / graph_abort */
-    int32_t cur;       /* STEP_REPLAY: the entry; STEP_CAPTURE: the entry to fill */
+    int32_t cur;       /* STEP_REPLAY: the graph being replayed */
     const void *cap_owner;
     uint64_t cap_key, steps;
     graph_ent_t graphs[MAX_GRAPHS];
@@ -154,6 +154,12 @@ static sv_status bind(cuda_backend_t *c, sv_error_t *err) {
     if (cudaGetDevice(&cur) == cudaSuccess && cur == c->device)
         return SV_OK;
     return cuda_status(cudaSetDevice(c->device), "set device", err);
+}
+
+/* Records that xbf holds p's first n values rounded to bf16 (bind() forgets it). */
+static void xbf_holds(cuda_backend_t *c, const float *p, size_t n) {
+    c->xbf_src = p;
+    c->xbf_n = n;
 }
 
 /* True when a step graph is being replayed: operations have nothing to do. */
@@ -294,7 +300,8 @@ static sv_status cu_gemm_q(sv_backend_t *be, int32_t rows, int32_t in, int32_t o
     if (group == 0)
         return sv_error_set(err, SV_ERR_ARG, -1, "gemm_q: in %d is too large", (int)in);
     size_t n_in = (size_t)rows * (size_t)in;
-    /* One group whose input was rounded by the previous product: reuse. */
+    /* One group whose input is in xbf already (rounded by the RMSNorm or
+     * SwiGLU that wrote it, or by the previous product): reuse it. */
     bool have = (size_t)rows <= group && src == x && src_n == n_in;
     for (int32_t r0 = 0; r0 < rows; r0 += (int32_t)group) {
         int32_t n = (size_t)(rows - r0) < group ? rows - r0 : (int32_t)group;
@@ -310,10 +317,8 @@ static sv_status cu_gemm_q(sv_backend_t *be, int32_t rows, int32_t in, int32_t o
     /* xbf still holds x rounded unless the product wrote over x. */
     const char *xb = (const char *)x, *yb = (const char *)y;
     bool overlap = yb < xb + n_in * sizeof(float) && xb < yb + (size_t)rows * out * sizeof(float);
-    if ((size_t)rows <= group && !overlap) {
-        c->xbf_src = x;
-        c->xbf_n = n_in;
-    }
+    if ((size_t)rows <= group && !overlap)
+        xbf_holds(c, x, n_in);
     if (!bias)
         return SV_OK;
     return sv_k_add_bias(c->stream, rows, out, y, bias, err);
@@ -354,10 +359,8 @@ static sv_status cu_rmsnorm(sv_backend_t *be, int32_t rows, int32_t dim, const f
     uint16_t *ybf = xbf_for(c, n);
     if ((st = sv_k_rmsnorm(c->stream, rows, dim, x, w, eps, y, ybf, err)))
         return st;
-    if (ybf && n) {
-        c->xbf_src = y;
-        c->xbf_n = n;
-    }
+    if (ybf && n)
+        xbf_holds(c, y, n);
     return SV_OK;
 }
 
@@ -398,10 +401,8 @@ static sv_status cu_swiglu(sv_backend_t *be, size_t n, const float *gate, const 
     uint16_t *obf = xbf_for(c, n);
     if ((st = sv_k_swiglu(c->stream, n, gate, up, out, obf, err)))
         return st;
-    if (obf && n) {
-        c->xbf_src = out;
-        c->xbf_n = n;
-    }
+    if (obf && n)
+        xbf_holds(c, out, n);
     return SV_OK;
 }
 

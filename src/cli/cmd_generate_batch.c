@@ -128,8 +128,7 @@ typedef struct {
     int threads;
     sv_ws_mode ws;
     bool unknown_formats;
-    uint64_t kv_mb;
-    bool kv_mb_given;
+    uint64_t kv_mb;  /* --kv-memory-mb; 0: not given */
     double gpu_util; /* --gpu-memory-utilization; 0: not given */
     bool no_jump_forward, no_prefix_cache;
     uint32_t max_batched, prefetch_threads;
@@ -619,7 +618,6 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
             if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v)
                 return sv_cli_usage_error(verb, "invalid value '%s' for --kv-memory-mb", optarg);
             o->kv_mb = v;
-            o->kv_mb_given = true;
             break;
         case OPT_GPU_UTIL:
             if (!sv_cli_parse_utilization(optarg, &o->gpu_util))
@@ -648,7 +646,7 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
 }
 
 int sv_cmd_generate_batch(int argc, char **argv) {
-    batch_opts_t o = {.kernels = SV_CPU_KERNELS_INT8, .max_num_seqs = 8, .ws = SV_WS_CANONICAL, .kv_mb = 512, .max_batched = 256,
+    batch_opts_t o = {.kernels = SV_CPU_KERNELS_INT8, .max_num_seqs = 8, .ws = SV_WS_CANONICAL, .max_batched = 256,
                       .prefetch_threads = 1};
     int prc = parse_opts(argc, argv, &o);
     if (prc) return prc < 0 ? SV_EXIT_OK : prc;
@@ -733,17 +731,10 @@ int sv_cmd_generate_batch(int argc, char **argv) {
         sv_engine_config_default(&ec);
         ec.max_num_seqs = o.max_num_seqs;
         ec.max_ctx = max_ctx;
-        ec.kv_bytes = o.kv_mb << 20;
-        if (o.kv_mb_given && o.gpu_util > 0.0) {
-            st = sv_error_set(&err, SV_ERR_ARG, -1, "give --kv-memory-mb or --gpu-memory-utilization, not both");
+        uint64_t kvb = 0;
+        if ((st = sv_cli_kv_bytes(be, o.kv_mb, o.gpu_util, &kvb, &err)))
             goto fail;
-        }
-        if (o.gpu_util > 0.0 || (!o.kv_mb_given && !strcmp(be->ops->name, "cuda"))) {
-            uint64_t kvb = 0;
-            if ((st = sv_cli_gpu_kv_bytes(be, o.gpu_util > 0.0 ? o.gpu_util : SV_CLI_GPU_UTILIZATION, &kvb, &err)))
-                goto fail;
-            ec.kv_bytes = kvb;
-        }
+        ec.kv_bytes = kvb;
         ec.jump_forward = !o.no_jump_forward;
         ec.prefix_cache = !o.no_prefix_cache;
         ec.max_num_batched_tokens = o.max_batched;

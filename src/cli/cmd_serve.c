@@ -189,8 +189,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     sv_engine_config_t ec;
     sv_engine_config_default(&ec);
     const char *model = NULL, *tmpl_name = NULL, *name = NULL, *device = NULL;
-    uint64_t kv_mb = 512, ccache_mb = 512, memo_mb = 64;
-    bool kv_mb_given = false;
+    uint64_t kv_mb = 0, ccache_mb = 512, memo_mb = 64; /* kv_mb 0: not given */
     double gpu_util = 0.0; /* --gpu-memory-utilization; 0: not given */
     uint32_t max_len = 0;
     int threads = 0;
@@ -255,7 +254,6 @@ static int serve_main(int argc, char **argv, bool batch) {
         case OPT_KV_MB:
             if (sv_cli_parse_u64(optarg, 1u << 20, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --kv-memory-mb", optarg);
             kv_mb = v;
-            kv_mb_given = true;
             break;
         case OPT_GPU_UTIL:
             if (!sv_cli_parse_utilization(optarg, &gpu_util))
@@ -422,16 +420,9 @@ static int serve_main(int argc, char **argv, bool batch) {
     uint32_t ctx = max_len ? max_len : (cfg->max_ctx < 4096 ? (uint32_t)cfg->max_ctx : 4096);
     if (ctx > (uint32_t)cfg->max_ctx) ctx = (uint32_t)cfg->max_ctx;
     ec.max_ctx = ctx;
-    ec.kv_bytes = kv_mb << 20;
-    if (kv_mb_given && gpu_util > 0.0) {
-        st = sv_error_set(&err, SV_ERR_ARG, -1, "give --kv-memory-mb or --gpu-memory-utilization, not both");
-        goto fail;
-    }
-    if (gpu_util > 0.0 || (!kv_mb_given && !strcmp(be->ops->name, "cuda"))) {
-        uint64_t kvb = 0;
-        if ((st = sv_cli_gpu_kv_bytes(be, gpu_util > 0.0 ? gpu_util : SV_CLI_GPU_UTILIZATION, &kvb, &err))) goto fail;
-        ec.kv_bytes = kvb;
-    }
+    uint64_t kvb = 0;
+    if ((st = sv_cli_kv_bytes(be, kv_mb, gpu_util, &kvb, &err))) goto fail;
+    ec.kv_bytes = kvb;
     sv_engine_vocab_t ev = {.set = sv_tokens_set(tok_engine), .tok = sv_tokens_iface(tok_engine),
                             .vocab = sv_tokens_vocab(tok_engine)};
     if ((st = sv_engine_create(m, &ev, &ec, &eng, &err))) goto fail;

@@ -85,7 +85,8 @@ bool sv_cli_parse_utilization(const char *s, double *out) {
     return true;
 }
 
-sv_status sv_cli_gpu_kv_bytes(sv_backend_t *be, double frac, uint64_t *kv_bytes, sv_error_t *err) {
+/* The fraction frac of a CUDA device's memory, less what is in use and the reserve. */
+static sv_status gpu_kv_bytes(sv_backend_t *be, double frac, uint64_t *kv_bytes, sv_error_t *err) {
 #ifdef SV_HAVE_CUDA
     if (sv_backend_is_cuda(be)) {
         size_t free_b = 0, total_b = 0;
@@ -110,4 +111,15 @@ sv_status sv_cli_gpu_kv_bytes(sv_backend_t *be, double frac, uint64_t *kv_bytes,
     (void)kv_bytes;
     return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
                         "--gpu-memory-utilization applies to a CUDA device only (--device cuda)");
+}
+
+sv_status sv_cli_kv_bytes(sv_backend_t *be, uint64_t kv_mb, double gpu_util, uint64_t *kv_bytes,
+                          sv_error_t *err) {
+    if (kv_mb && gpu_util > 0.0)
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "give --kv-memory-mb or --gpu-memory-utilization, not both");
+    if (gpu_util > 0.0 || (!kv_mb && !strcmp(be->ops->name, "cuda")))
+        return gpu_kv_bytes(be, gpu_util > 0.0 ? gpu_util : SV_CLI_GPU_UTILIZATION, kv_bytes, err);
+    *kv_bytes = (kv_mb ? kv_mb : SV_CLI_KV_MB) << 20;
+    return SV_OK;
 }

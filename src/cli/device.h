@@ -55,15 +55,19 @@ uint32_t sv_cli_default_prefetch_threads(const sv_backend_t *be);
 sv_status sv_cli_backend_create(const char *device, int threads, sv_cpu_kernels kernels, bool cuda_fp32,
                                 sv_backend_t **out, sv_error_t *err);
 
-/* The KV pool's bytes on a CUDA backend with the model loaded, for
- * --gpu-memory-utilization frac (0 < frac <= 1): frac of the device's
- * memory, less what is in use now (the weights, the backend's scratch, any
- * other process), less SV_CLI_GPU_RESERVE_MB for the engine's other device
- * buffers. SV_ERR_UNSUPPORTED on another backend; SV_ERR_BUDGET, naming
- * the figures, when nothing would be left. */
+/* The KV pool's bytes for --kv-memory-mb kv_mb and --gpu-memory-utilization
+ * gpu_util (each 0 when not given), the model loaded on be. With gpu_util,
+ * or on CUDA with neither (SV_CLI_GPU_UTILIZATION), that fraction of the
+ * device's memory less what is in use now (the weights, the backend's
+ * scratch, any other process) and less SV_CLI_GPU_RESERVE_MB for the
+ * engine's other device buffers; else kv_mb MiB (SV_CLI_KV_MB by default).
+ * Errors: SV_ERR_ARG for both given, SV_ERR_UNSUPPORTED for gpu_util off
+ * CUDA, SV_ERR_BUDGET (naming the figures) when nothing would be left. */
+#define SV_CLI_KV_MB 512
 #define SV_CLI_GPU_RESERVE_MB 256
-#define SV_CLI_GPU_UTILIZATION 0.9 /* on CUDA when neither --kv-memory-mb nor it is given */
-sv_status sv_cli_gpu_kv_bytes(sv_backend_t *be, double frac, uint64_t *kv_bytes, sv_error_t *err);
+#define SV_CLI_GPU_UTILIZATION 0.9
+sv_status sv_cli_kv_bytes(sv_backend_t *be, uint64_t kv_mb, double gpu_util, uint64_t *kv_bytes,
+                          sv_error_t *err);
 
 /* Parses --gpu-memory-utilization: a number in (0, 1]. */
 bool sv_cli_parse_utilization(const char *s, double *out);

@@ -545,16 +545,6 @@ static sv_qtype qtype_of(sv_ggml_type t) {
     }
 }
 
-/* float to bf16, round to nearest even (a NaN stays a NaN). */
-static uint16_t to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 /* load_mat for a backend that keeps float weights in bf16: each of the n
  * matrices read as fp32 (dequantized, widened: exact for bf16 files),
  * rounded to bf16 in the staging buffer, and uploaded. */
@@ -581,7 +571,7 @@ static sv_status load_mat_bf16(loader_t *L, const char *fmt, int64_t in, int64_t
         for (size_t i = 0; i < per; i++) {
             float f;
             memcpy(&f, stage + 4 * i, sizeof f);
-            uint16_t b = to_bf16(f);
+            uint16_t b = sv_f32_to_bf16(f);
             memcpy(stage + 2 * i, &b, sizeof b);
         }
         if ((st = be->ops->upload(be, (uint8_t *)dst->p + (size_t)l * dst->layer_bytes, stage,
@@ -1085,14 +1075,14 @@ static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t 
 }
 
 /* forward_layers, as a step graph (backend.h) when the backend has them
- * and the step decodes: one row per sequence, so that the rows, the
- * sequences and the rounded context bound name the work. */
+ * and the step decodes: one row per sequence, so that the number of rows
+ * and the rounded context bound name the work. */
 static sv_status step_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t n, int32_t n_seqs,
                              int32_t max_ctx, const sv_llama_batch_t *b, sv_error_t *err) {
     sv_backend_t *be = m->be;
     if (!be->ops->graph_begin || n != n_seqs)
         return forward_layers(m, kv, n, n_seqs, max_ctx, b, err);
-    uint64_t key = (uint64_t)n << 40 | (uint64_t)n_seqs << 20 | (uint64_t)(max_ctx / CTX_ROUND);
+    uint64_t key = (uint64_t)n << 32 | (uint64_t)(max_ctx / CTX_ROUND);
     sv_status st = be->ops->graph_begin(be, kv, key, err);
     if (st)
         return st;

@@ -30,6 +30,15 @@ float sv_f16_to_f32(uint16_t h) {
 
 float sv_bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
 
+uint16_t sv_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
 /* ---- blocks ---------------------------------------------------------------- */

@@ -64,5 +64,8 @@ static inline void sv_kquant_scale_min(const uint8_t *sc, int j, uint8_t *s, uin
  * a NaN keeps its sign and payload). */
 float sv_f16_to_f32(uint16_t h);
 float sv_bf16_to_f32(uint16_t h);
+/* float to bf16, rounded to nearest, ties to even; a NaN stays a (quiet)
+ * NaN. */
+uint16_t sv_f32_to_bf16(float f);
 
 #endif
