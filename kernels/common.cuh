@@ -47,4 +47,29 @@ static __device__ __forceinline__ T sv_k_block_sum(T v, T *shared) {
     return r;
 }
 
+/* Maximum of v over the block, under the same rules as sv_k_block_sum. */
+static __device__ __forceinline__ float sv_k_block_max(float v, float *shared) {
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        shared[warp] = v;
+    __syncthreads();
+    float r = shared[0];
+    for (int i = 1; i < nw; i++)
+        r = fmaxf(r, shared[i]);
+    return r;
+}
+
+/* f rounded to bf16 (nearest, ties to even; a NaN stays a quiet NaN): the
+ * input of a bf16 product (src/backend/cuda.c). */
+static __device__ __forceinline__ uint16_t sv_k_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
 #endif

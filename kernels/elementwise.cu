@@ -16,15 +16,6 @@
 
 #define EW_THREADS 256
 
-/* Round to nearest, ties to even; a NaN stays a (quiet) NaN. */
-static __device__ __forceinline__ uint16_t f32_to_bf16(float f) {
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 
 /* ---- rmsnorm ------------------------------------------------------------------ */
 
@@ -46,7 +37,7 @@ static __global__ void rmsnorm_kernel(int32_t dim, const float *x, const float *
         float v = (xr[i] * scale) * w[i];
         yr[i] = v;
         if (br)
-            br[i] = f32_to_bf16(v);
+            br[i] = sv_k_bf16(v);
     }
 }
 
@@ -60,6 +51,43 @@ extern "C" sv_status sv_k_rmsnorm(cudaStream_t stream, int32_t rows, int32_t dim
         return SV_OK;
     rmsnorm_kernel<<<(unsigned)rows, EW_THREADS, 0, stream>>>(dim, x, w, eps, y, ybf);
     return sv_k_check_launch("rmsnorm", err);
+}
+
+/* x += d, then rmsnorm_kernel's y (and ybf) of the new x: the same float
+ * operations in the same order as add_kernel then rmsnorm_kernel. */
+static __global__ void add_rmsnorm_kernel(int32_t dim, float *x, const float *d, const float *w,
+                                          float eps, float *y, uint16_t *ybf) {
+    __shared__ float red[32];
+    float *xr = x + (size_t)blockIdx.x * dim;
+    const float *dr = d + (size_t)blockIdx.x * dim;
+    float *yr = y + (size_t)blockIdx.x * dim;
+    float ss = 0.0f;
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = xr[i] + dr[i];
+        xr[i] = v;
+        ss += v * v;
+    }
+    ss = sv_k_block_sum(ss, red);
+    float scale = 1.0f / sqrtf(ss / (float)dim + eps);
+    uint16_t *br = ybf ? ybf + (size_t)blockIdx.x * dim : NULL;
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = (xr[i] * scale) * w[i]; /* this thread's own x[i]: written above */
+        yr[i] = v;
+        if (br)
+            br[i] = sv_k_bf16(v);
+    }
+}
+
+extern "C" sv_status sv_k_add_rmsnorm(cudaStream_t stream, int32_t rows, int32_t dim, float *x,
+                                      const float *d, const float *w, float eps, float *y,
+                                      uint16_t *ybf, sv_error_t *err) {
+    if (rows < 0 || dim <= 0 || !(eps >= 0.0f) || (rows > 0 && (!x || !d || !w || !y)))
+        return sv_error_set(err, SV_ERR_ARG, -1, "add_rmsnorm: bad arguments (rows %d, dim %d)",
+                            (int)rows, (int)dim);
+    if (rows == 0)
+        return SV_OK;
+    add_rmsnorm_kernel<<<(unsigned)rows, EW_THREADS, 0, stream>>>(dim, x, d, w, eps, y, ybf);
+    return sv_k_check_launch("add_rmsnorm", err);
 }
 
 /* ---- rope ---------------------------------------------------------------------- */
@@ -117,7 +145,7 @@ static __global__ void swiglu_kernel(size_t n, const float *gate, const float *u
         float v = g / (1.0f + expf(-g)) * up[i];
         out[i] = v;
         if (obf)
-            obf[i] = f32_to_bf16(v);
+            obf[i] = sv_k_bf16(v);
     }
 }
 
@@ -235,7 +263,7 @@ extern "C" sv_status sv_k_get_rows_bf16(cudaStream_t stream, int32_t rows, int32
 static __global__ void to_bf16_kernel(size_t n, const float *x, uint16_t *y) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
-        y[i] = f32_to_bf16(x[i]);
+        y[i] = sv_k_bf16(x[i]);
 }
 
 extern "C" sv_status sv_k_to_bf16(cudaStream_t stream, size_t n, const float *x, uint16_t *y,
@@ -326,4 +354,99 @@ extern "C" sv_status sv_k_kv_write(cudaStream_t stream, const sv_kv_view_t *kv, 
     dim3 grid((unsigned)rows, chunks);
     kv_write_kernel<<<grid, EW_THREADS, 0, stream>>>(*kv, 0, pos, k, v, flag);
     return sv_k_check_launch("kv_write", err);
+}
+
+/* ---- rope_kv_write: RoPE of q and k, then the KV write, one block per row ---------- */
+
+/* The rotation of one pair (i0, i1) of v by (cs, sn), as rope_kernel. */
+static __device__ __forceinline__ void rot_pair(float *v, int32_t i0, int32_t i1, float cs,
+                                                float sn, float *a, float *b) {
+    float p = v[i0], q = v[i1];
+    *a = p * cs - q * sn;
+    *b = p * sn + q * cs;
+}
+
+/* Block r: the row's angles once (as rope_kernel computes them), its
+ * physical row once (kv_phys_row), then q's pairs, k's pairs (written back
+ * and to the cache), k's unrotated tail and v. */
+static __global__ void rope_kv_write_kernel(sv_kv_view_t kv, int32_t n_heads, int32_t n_kv,
+                                            int32_t hd, int32_t half, int32_t neox,
+                                            const int32_t *pos, const float *inv_freq, float *q,
+                                            float *k, const float *v, int32_t *flag) {
+    __shared__ float cs[SV_K_MAX_HEAD_DIM / 2], sn[SV_K_MAX_HEAD_DIM / 2];
+    __shared__ long long phys_s;
+    const int32_t r = blockIdx.x;
+    const int32_t p = pos[r];
+    for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
+        double a = (double)p * (double)inv_freq[i];
+        cs[i] = (float)cos(a), sn[i] = (float)sin(a);
+    }
+    if (threadIdx.x == 0)
+        phys_s = kv_phys_row(kv, r, p, flag);
+    __syncthreads();
+    const long long phys = phys_s;
+    const size_t d = (size_t)kv.kv_dim;
+    float *qr = q + (size_t)r * n_heads * hd;
+    float *kr = k + (size_t)r * d;
+    const float *vr = v + (size_t)r * d;
+    float *kc = phys >= 0 ? kv.k + (size_t)phys * d : NULL;
+    float *vc = phys >= 0 ? kv.v + (size_t)phys * d : NULL;
+    for (int32_t t = threadIdx.x; t < n_heads * half; t += blockDim.x) {
+        int32_t hh = t / half, i = t % half;
+        float *x = qr + (size_t)hh * hd;
+        int32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+        float a, b;
+        rot_pair(x, i0, i1, cs[i], sn[i], &a, &b);
+        x[i0] = a, x[i1] = b;
+    }
+    for (int32_t t = threadIdx.x; t < n_kv * half; t += blockDim.x) {
+        int32_t hh = t / half, i = t % half;
+        float *x = kr + (size_t)hh * hd;
+        int32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+        float a, b;
+        rot_pair(x, i0, i1, cs[i], sn[i], &a, &b);
+        x[i0] = a, x[i1] = b;
+        if (kc)
+            kc[(size_t)hh * hd + i0] = a, kc[(size_t)hh * hd + i1] = b;
+    }
+    if (!kc)
+        return;
+    const int32_t tail = hd - 2 * half; /* elements past rot_dim, per head */
+    for (int32_t t = threadIdx.x; t < n_kv * tail; t += blockDim.x) {
+        size_t e = (size_t)(t / tail) * hd + 2 * half + t % tail;
+        kc[e] = kr[e];
+    }
+    for (int32_t c = threadIdx.x; c < kv.kv_dim; c += blockDim.x)
+        vc[c] = vr[c];
+}
+
+extern "C" sv_status sv_k_rope_kv_write(cudaStream_t stream, const sv_kv_view_t *kv,
+                                        const sv_attn_shape_t *sh, int32_t rows, int32_t rot_dim,
+                                        sv_rope_style style, const int32_t *pos,
+                                        const float *inv_freq, float *q, float *k,
+                                        const float *v, int32_t *flag, sv_error_t *err) {
+    if (rows < 0 || !kv || !sh || sh->n_heads <= 0 || sh->n_kv_heads <= 0 ||
+        sh->head_dim <= 0 || sh->head_dim > SV_K_MAX_HEAD_DIM ||
+        kv->kv_dim != sh->n_kv_heads * sh->head_dim || kv->capacity < 0 || !kv->k || !kv->v ||
+        rot_dim < 0 || rot_dim % 2 || rot_dim > sh->head_dim ||
+        (style != SV_ROPE_NORMAL && style != SV_ROPE_NEOX) ||
+        (rows > 0 && (!pos || !q || !k || !v || (rot_dim > 0 && !inv_freq))))
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "rope_kv_write: bad arguments (rows %d, heads %d/%d, head_dim %d, "
+                            "rot_dim %d)",
+                            (int)rows, sh ? (int)sh->n_heads : 0, sh ? (int)sh->n_kv_heads : 0,
+                            sh ? (int)sh->head_dim : 0, (int)rot_dim);
+    if (kv->tables && (kv->block_size <= 0 || kv->capacity % kv->block_size ||
+                       kv->n_seqs < 1 || !kv->seq_of_row || !kv->table_off))
+        return sv_error_set(err, SV_ERR_ARG, -1,
+                            "rope_kv_write: bad paged view (block size %d, capacity %d, %d "
+                            "sequences)",
+                            (int)kv->block_size, (int)kv->capacity, (int)kv->n_seqs);
+    if (rows == 0)
+        return SV_OK;
+    /* As kv_write: blocks of rows naming one physical row race (cuda.h). */
+    rope_kv_write_kernel<<<(unsigned)rows, EW_THREADS, 0, stream>>>(
+        *kv, sh->n_heads, sh->n_kv_heads, sh->head_dim, rot_dim / 2, style == SV_ROPE_NEOX, pos,
+        inv_freq, q, k, v, flag);
+    return sv_k_check_launch("rope_kv_write", err);
 }

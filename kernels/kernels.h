@@ -52,6 +52,11 @@ enum {
 sv_status sv_k_rmsnorm(cudaStream_t stream, int32_t rows, int32_t dim, const float *x,
                        const float *w, float eps, float *y, uint16_t *ybf, sv_error_t *err);
 
+/* backend.h's add_rmsnorm: x += d, then sv_k_rmsnorm of x into y (ybf). */
+sv_status sv_k_add_rmsnorm(cudaStream_t stream, int32_t rows, int32_t dim, float *x,
+                           const float *d, const float *w, float eps, float *y, uint16_t *ybf,
+                           sv_error_t *err);
+
 /* backend.h's rope, angles computed in double as the CPU backend does. */
 sv_status sv_k_rope(cudaStream_t stream, int32_t rows, int32_t n_heads, int32_t head_dim,
                     int32_t rot_dim, sv_rope_style style, const int32_t *pos,
@@ -91,16 +96,60 @@ sv_status sv_k_kv_write(cudaStream_t stream, const sv_kv_view_t *kv, int32_t row
                         const int32_t *pos, const float *k, const float *v, int32_t *flag,
                         sv_error_t *err);
 
+/* backend.h's rope_kv_write: sv_k_rope of q and of k, then sv_k_kv_write of
+ * k and v, in one launch (one block per row). */
+sv_status sv_k_rope_kv_write(cudaStream_t stream, const sv_kv_view_t *kv,
+                             const sv_attn_shape_t *shape, int32_t rows, int32_t rot_dim,
+                             sv_rope_style style, const int32_t *pos, const float *inv_freq,
+                             float *q, float *k, const float *v, int32_t *flag, sv_error_t *err);
+
+/* ---- gemv.cu: the bf16 products of a few rows --------------------------------- */
+
+/* The most rows sv_k_gemv_bf16 takes. */
+#define SV_K_GEMV_MAX_ROWS 8
+
+/* One product of sv_k_gemv_bf16_n: y (rows, out) = x · wᵀ (+ bias (out)),
+ * w (out, in) bf16, 16-byte aligned. */
+typedef struct sv_k_gemv_seg {
+    const uint16_t *w;
+    const float *bias; /* or NULL */
+    float *y;
+    int32_t out;
+} sv_k_gemv_seg_t;
+
+/* n (1 to 4) products of one bf16 input x (rows, in), in one launch; rows
+ * <= SV_K_GEMV_MAX_ROWS, in a multiple of 8, x 16-byte aligned (SV_ERR_ARG
+ * otherwise). A row's results do not depend on the other rows. */
+sv_status sv_k_gemv_bf16_n(cudaStream_t stream, int32_t rows, int32_t in, int32_t n,
+                           const sv_k_gemv_seg_t *segs, const uint16_t *x, sv_error_t *err);
+
+/* y (rows, out) = silu(x · wgᵀ) * (x · wuᵀ), as sv_k_swiglu computes it from
+ * the two products of sv_k_gemv_bf16_n; ybf: NULL, or (rows, out) bf16 that
+ * get y rounded too (not x). The same limits as sv_k_gemv_bf16_n. */
+sv_status sv_k_gemv_swiglu_bf16(cudaStream_t stream, int32_t rows, int32_t in, int32_t out,
+                                const uint16_t *x, const uint16_t *wg, const uint16_t *wu,
+                                float *y, uint16_t *ybf, sv_error_t *err);
+
 /* ---- attention.cu: paged attention over a ragged batch ---------------------- */
 
+/* Device scratch of split-K attention (attention.cu): part_floats floats
+ * of partial results and n_count counters, zero before the first launch
+ * (every launch leaves them zero). NULL, or part or count NULL: one pass
+ * per row. */
+typedef struct sv_k_attn_scratch {
+    float *part;
+    size_t part_floats;
+    int32_t *count;
+    size_t n_count;
+} sv_k_attn_scratch_t;
+
 /* backend.h's attention. head_dim <= SV_K_MAX_HEAD_DIM. A row whose
- * position or table is bad writes zeros and sets a flag. part: device
- * scratch of part_floats floats for split-K (attention.cu; NULL: one pass
- * per row). */
+ * position or table is bad writes zeros and sets a flag. obf: NULL, or
+ * (rows, n_heads * head_dim) bf16 that get out rounded too. */
 sv_status sv_k_attention(cudaStream_t stream, const sv_kv_view_t *kv,
                          const sv_attn_shape_t *shape, int32_t rows, const int32_t *pos,
-                         const float *q, float *out, float *part, size_t part_floats,
-                         int32_t *flag, sv_error_t *err);
+                         const float *q, float *out, uint16_t *obf,
+                         const sv_k_attn_scratch_t *scratch, int32_t *flag, sv_error_t *err);
 
 /* ---- sample.cu: the mask+sample kernel ---------------------------------------- */
 

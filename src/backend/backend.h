@@ -148,6 +148,21 @@ typedef struct sv_backend_ops {
     sv_status (*gemm_q)(sv_backend_t *be, int32_t rows, int32_t in, int32_t out, const float *x,
                         const void *w, sv_qtype t, const float *bias, float *y, sv_error_t *err);
 
+    /* Optional, with gemm_q: n (1 to 4) products of one input, ys[k] = x ·
+     * ws[k]ᵀ (+ biases[k] when biases and biases[k]), ws[k] (outs[k], in)
+     * in format t: the n gemm_q calls it stands for (a layer's q, k and
+     * v), with their results. */
+    sv_status (*gemm_q_n)(sv_backend_t *be, int32_t rows, int32_t in, int32_t n,
+                          const int32_t *outs, const float *x, const void *const *ws, sv_qtype t,
+                          const float *const *biases, float *const *ys, sv_error_t *err);
+    /* Optional, with gemm_q: gate (rows, out) = silu(x · wgᵀ) * (x · wuᵀ),
+     * wg and wu (out, in) in format t: gemm_q into gate, gemm_q into up,
+     * then swiglu into gate, with their result; up (rows, out) is scratch
+     * whose contents afterwards are unspecified. */
+    sv_status (*gemm_q_swiglu)(sv_backend_t *be, int32_t rows, int32_t in, int32_t out,
+                               const float *x, const void *wg, const void *wu, sv_qtype t,
+                               float *gate, float *up, sv_error_t *err);
+
     /* y[r] = x[r] / sqrt(mean(x[r]²) + eps) * w: x, y (rows, dim), w (dim).
      * y may equal x. */
     sv_status (*rmsnorm)(sv_backend_t *be, int32_t rows, int32_t dim, const float *x,
@@ -224,6 +239,22 @@ typedef struct sv_backend_ops {
     sv_status (*graph_end)(sv_backend_t *be, sv_error_t *err);
     void (*graph_abort)(sv_backend_t *be);
     void (*graph_forget)(sv_backend_t *be, const void *owner);
+
+    /* Optional fusions (NULL when the backend has none; the model then runs
+     * the operations each stands for, with the same result). */
+    /* ops->add(rows * dim, x, d), then ops->rmsnorm(rows, dim, x, w, eps,
+     * y): the residual add and the next block's norm. y must not overlap
+     * x or d. */
+    sv_status (*add_rmsnorm)(sv_backend_t *be, int32_t rows, int32_t dim, float *x,
+                             const float *d, const float *w, float eps, float *y,
+                             sv_error_t *err);
+    /* ops->rope of q (rows, shape->n_heads heads) and of k (rows,
+     * shape->n_kv_heads heads), both with rot_dim, style, pos and
+     * inv_freq, then ops->kv_write(kv, rows, pos, k, v). */
+    sv_status (*rope_kv_write)(sv_backend_t *be, const sv_kv_view_t *kv,
+                               const sv_attn_shape_t *shape, int32_t rows, int32_t rot_dim,
+                               sv_rope_style style, const int32_t *pos, const float *inv_freq,
+                               float *q, float *k, const float *v, sv_error_t *err);
 
     /* The final logits are ops->gemm of the final-normed rows with the
      * output matrix (vocab, dim), then ops->download. */

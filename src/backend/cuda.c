@@ -15,7 +15,9 @@
  * (XBF_ELEMS values, so a product of more rows runs in row groups), then
  * one cublasGemmEx with bf16 inputs, fp32 accumulation (CUBLAS_COMPUTE_32F)
  * and fp32 output runs on the tensor cores. The embedding table is read by
- * get_rows_q, widened exactly.
+ * get_rows_q, widened exactly. Products of at most SV_K_GEMV_MAX_ROWS rows
+ * (a decode step's) run kernels/gemv.cu's matrix-vector kernel instead of
+ * cuBLAS, on the same bf16 inputs.
  *
  * Step graphs (backend.h's graph_begin). The first step of an (owner, key)
  * runs eagerly and is remembered; the second is captured from the stream
@@ -30,8 +32,9 @@
  * that a captured product never allocates.
  *
  * Scratch. Besides the activation buffer, ATT_PART_FLOATS floats hold the
- * partial results of split-K attention (kernels/attention.cu). Both are
- * allocated with the backend, so no operation allocates.
+ * partial results of split-K attention and ATT_COUNTS its counters
+ * (kernels/attention.cu). All are allocated with the backend, so no
+ * operation allocates.
  *
  * Errors from kernels. A kernel that meets a bad index (backend.h's
  * promises that the CPU backend checks before it runs) writes a code into
@@ -56,6 +59,7 @@
 
 #define XBF_ELEMS ((size_t)16 << 20)       /* bf16 activations: 32 MB */
 #define ATT_PART_FLOATS ((size_t)16 << 20) /* split-K partials: 64 MB */
+#define ATT_COUNTS ((size_t)1 << 20)       /* split-K counters, one per (row, head): 4 MB */
 #define BLAS_WORKSPACE ((size_t)32 << 20)  /* cuBLAS's, fixed for capture */
 #define MAX_GRAPHS 64
 #define MAX_SEEN 256 /* keys met once, not yet captured (a ring) */
@@ -82,12 +86,16 @@ typedef struct cuda_backend {
     cublasHandle_t blas;
     int32_t *flag;     /* device word: the first kernel-side index error (SV_KFLAG_*) */
     uint16_t *xbf;     /* device (XBF_ELEMS): activations rounded to bf16; bf16 mode only */
+    uint16_t *xbf_alt; /* device (XBF_ELEMS): the other buffer, for an operation that reads
+                        * xbf and writes its output's rounding (cu_gemm_q_swiglu), after
+                        * which the two swap */
     /* xbf holds x's first xbf_n values, rounded, while xbf_src == x: no
      * operation other than gemm_q has run since (bind() clears it), so q,
      * k and v (gate and up) round their shared input once. */
     const float *xbf_src;
     size_t xbf_n;
     float *att_part;   /* device (ATT_PART_FLOATS): split-K attention partials */
+    int32_t *att_count; /* device (ATT_COUNTS): split-K counters, zero between launches */
     void *blas_ws;     /* device (BLAS_WORKSPACE) */
     /* step graphs */
     step_mode mode;
@@ -276,33 +284,74 @@ static sv_status cu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t out
     return sv_k_add_bias(c->stream, rows, out, y, bias, err);
 }
 
-/* gemm with w in bf16 (bf16 mode): x rounded to bf16 in row groups of
- * the scratch, then cublasGemmEx as in cu_gemm. */
-static sv_status cu_gemm_q(sv_backend_t *be, int32_t rows, int32_t in, int32_t out,
-                           const float *x, const void *w, sv_qtype t, const float *bias, float *y,
-                           sv_error_t *err) {
-    cuda_backend_t *c = cb(be);
+/* Whether a bf16 product of rows rows runs kernels/gemv.cu: a decode
+ * step's few rows, in a multiple of 8, 16-byte aligned weights. */
+static bool gemv_fits(int32_t rows, int32_t in, const void *w) {
+    return rows <= SV_K_GEMV_MAX_ROWS && in % 8 == 0 && ((uintptr_t)w & 15) == 0;
+}
+
+/* Makes xbf hold x (rows, in) rounded, unless it already does (`held`,
+ * decided before bind() forgot it). */
+static sv_status xbf_load(cuda_backend_t *c, bool held, int32_t rows, int32_t in, const float *x,
+                          sv_error_t *err) {
+    size_t n = (size_t)rows * (size_t)in;
+    if (held)
+        return SV_OK;
+    return sv_k_to_bf16(c->stream, n, x, c->xbf, err);
+}
+
+/* Whether xbf holds x's n values: read before bind(). */
+static bool xbf_has(const cuda_backend_t *c, const float *x, size_t n) {
+    return c->xbf_src == x && c->xbf_n == n && n <= XBF_ELEMS;
+}
+
+/* After a product of x (n values) into y (m values): xbf still holds x
+ * unless y overlapped it. */
+static void xbf_keep(cuda_backend_t *c, const float *x, size_t n, const float *y, size_t m) {
+    const char *xb = (const char *)x, *yb = (const char *)y;
+    if (n <= XBF_ELEMS && !(yb < xb + n * sizeof(float) && xb < yb + m * sizeof(float)))
+        xbf_holds(c, x, n);
+}
+
+static sv_status gemm_q_check(const cuda_backend_t *c, int32_t rows, int32_t in, int32_t out,
+                              const float *x, const void *w, sv_qtype t, float *y,
+                              sv_error_t *err) {
     if (rows < 0 || in <= 0 || out <= 0 || !x || !w || !y)
         return sv_error_set(err, SV_ERR_ARG, -1, "gemm_q: bad arguments (rows %d, in %d, out %d)",
                             (int)rows, (int)in, (int)out);
     if (t != SV_QT_BF16 || !c->xbf)
         return sv_error_set(err, SV_ERR_ARG, -1,
                             "gemm_q: the CUDA backend reads bf16 weights only, in bf16 mode");
-    if (rows == 0)
-        return SV_OK;
-    const float one = 1.0f, zero = 0.0f;
-    const float *src = c->xbf_src;
-    size_t src_n = c->xbf_n;
-    sv_status st = bind(c, err);
-    if (st || replaying(c))
-        return st;
-    size_t group = XBF_ELEMS / (size_t)in; /* >= 1: in <= SV_LLAMA_MAX_DIM << XBF_ELEMS */
-    if (group == 0)
+    if ((size_t)in > XBF_ELEMS)
         return sv_error_set(err, SV_ERR_ARG, -1, "gemm_q: in %d is too large", (int)in);
+    return SV_OK;
+}
+
+/* gemm with w in bf16 (bf16 mode): x rounded to bf16 (in row groups of
+ * the scratch), then cublasGemmEx as in cu_gemm; at most
+ * SV_K_GEMV_MAX_ROWS rows: kernels/gemv.cu. */
+static sv_status cu_gemm_q(sv_backend_t *be, int32_t rows, int32_t in, int32_t out,
+                           const float *x, const void *w, sv_qtype t, const float *bias, float *y,
+                           sv_error_t *err) {
+    cuda_backend_t *c = cb(be);
+    sv_status st = gemm_q_check(c, rows, in, out, x, w, t, y, err);
+    if (st || rows == 0)
+        return st;
+    const float one = 1.0f, zero = 0.0f;
     size_t n_in = (size_t)rows * (size_t)in;
-    /* One group whose input is in xbf already (rounded by the RMSNorm or
-     * SwiGLU that wrote it, or by the previous product): reuse it. */
-    bool have = (size_t)rows <= group && src == x && src_n == n_in;
+    bool have = xbf_has(c, x, n_in);
+    if ((st = bind(c, err)) || replaying(c))
+        return st;
+    if (gemv_fits(rows, in, w)) {
+        const sv_k_gemv_seg_t seg = {(const uint16_t *)w, bias, y, out};
+        if ((st = xbf_load(c, have, rows, in, x, err)) ||
+            (st = sv_k_gemv_bf16_n(c->stream, rows, in, 1, &seg, c->xbf, err)))
+            return st;
+        xbf_keep(c, x, n_in, y, (size_t)rows * out);
+        return SV_OK;
+    }
+    size_t group = XBF_ELEMS / (size_t)in; /* >= 1 (gemm_q_check) */
+    have = have && (size_t)rows <= group;
     for (int32_t r0 = 0; r0 < rows; r0 += (int32_t)group) {
         int32_t n = (size_t)(rows - r0) < group ? rows - r0 : (int32_t)group;
         if ((!have && (st = sv_k_to_bf16(c->stream, (size_t)n * (size_t)in,
@@ -314,14 +363,96 @@ static sv_status cu_gemm_q(sv_backend_t *be, int32_t rows, int32_t in, int32_t o
                               "gemm (bf16)", err)))
             return st;
     }
-    /* xbf still holds x rounded unless the product wrote over x. */
-    const char *xb = (const char *)x, *yb = (const char *)y;
-    bool overlap = yb < xb + n_in * sizeof(float) && xb < yb + (size_t)rows * out * sizeof(float);
-    if ((size_t)rows <= group && !overlap)
-        xbf_holds(c, x, n_in);
+    if ((size_t)rows <= group)
+        xbf_keep(c, x, n_in, y, (size_t)rows * out);
     if (!bias)
         return SV_OK;
     return sv_k_add_bias(c->stream, rows, out, y, bias, err);
+}
+
+/* backend.h's gemm_q_n: one launch of kernels/gemv.cu when every product
+ * fits it, else gemm_q after gemm_q. */
+static sv_status cu_gemm_q_n(sv_backend_t *be, int32_t rows, int32_t in, int32_t n,
+                             const int32_t *outs, const float *x, const void *const *ws,
+                             sv_qtype t, const float *const *biases, float *const *ys,
+                             sv_error_t *err) {
+    cuda_backend_t *c = cb(be);
+    if (n < 1 || n > 4 || !outs || !ws || !ys)
+        return sv_error_set(err, SV_ERR_ARG, -1, "gemm_q_n: bad arguments (%d products)", (int)n);
+    bool fits = true;
+    sv_k_gemv_seg_t seg[4];
+    sv_status st;
+    for (int32_t k = 0; k < n; k++) {
+        if ((st = gemm_q_check(c, rows, in, outs[k], x, ws[k], t, ys[k], err)))
+            return st;
+        fits = fits && gemv_fits(rows, in, ws[k]);
+        seg[k] = (sv_k_gemv_seg_t){(const uint16_t *)ws[k], biases ? biases[k] : NULL, ys[k],
+                                   outs[k]};
+    }
+    if (!fits) {
+        for (int32_t k = 0; k < n; k++)
+            if ((st = cu_gemm_q(be, rows, in, outs[k], x, ws[k], t, biases ? biases[k] : NULL,
+                                ys[k], err)))
+                return st;
+        return SV_OK;
+    }
+    if (rows == 0)
+        return SV_OK;
+    size_t n_in = (size_t)rows * (size_t)in;
+    bool have = xbf_has(c, x, n_in);
+    if ((st = bind(c, err)) || replaying(c))
+        return st;
+    if ((st = xbf_load(c, have, rows, in, x, err)) ||
+        (st = sv_k_gemv_bf16_n(c->stream, rows, in, n, seg, c->xbf, err)))
+        return st;
+    bool keep = true;
+    for (int32_t k = 0; k < n; k++) {
+        const char *xb = (const char *)x, *yb = (const char *)ys[k];
+        keep = keep && !(yb < xb + n_in * sizeof(float) &&
+                         xb < yb + (size_t)rows * outs[k] * sizeof(float));
+    }
+    if (keep)
+        xbf_holds(c, x, n_in);
+    return SV_OK;
+}
+
+/* backend.h's gemm_q_swiglu: kernels/gemv.cu's fused kernel when the
+ * products fit it, its bf16 output written into the other activation
+ * buffer (the kernel reads x's rounding from xbf), which then becomes
+ * xbf; else gemm_q, gemm_q, swiglu. */
+static sv_status cu_swiglu(sv_backend_t *be, size_t n, const float *gate, const float *up,
+                           float *out, sv_error_t *err);
+static sv_status cu_gemm_q_swiglu(sv_backend_t *be, int32_t rows, int32_t in, int32_t out,
+                                  const float *x, const void *wg, const void *wu, sv_qtype t,
+                                  float *gate, float *up, sv_error_t *err) {
+    cuda_backend_t *c = cb(be);
+    sv_status st;
+    if ((st = gemm_q_check(c, rows, in, out, x, wg, t, gate, err)) ||
+        (st = gemm_q_check(c, rows, in, out, x, wu, t, up, err)))
+        return st;
+    if (!gemv_fits(rows, in, wg) || !gemv_fits(rows, in, wu)) {
+        if ((st = cu_gemm_q(be, rows, in, out, x, wg, t, NULL, gate, err)) ||
+            (st = cu_gemm_q(be, rows, in, out, x, wu, t, NULL, up, err)))
+            return st;
+        return cu_swiglu(be, (size_t)rows * (size_t)out, gate, up, gate, err);
+    }
+    if (rows == 0)
+        return SV_OK;
+    size_t n_in = (size_t)rows * (size_t)in, n_out = (size_t)rows * (size_t)out;
+    bool have = xbf_has(c, x, n_in);
+    if ((st = bind(c, err)) || replaying(c))
+        return st;
+    uint16_t *obf = n_out <= XBF_ELEMS ? c->xbf_alt : NULL;
+    if ((st = xbf_load(c, have, rows, in, x, err)) ||
+        (st = sv_k_gemv_swiglu_bf16(c->stream, rows, in, out, c->xbf, (const uint16_t *)wg,
+                                    (const uint16_t *)wu, gate, obf, err)))
+        return st;
+    if (obf) {
+        c->xbf_alt = c->xbf;
+        c->xbf = obf;
+        xbf_holds(c, gate, n_out);
+    }
+    return SV_OK;
 }
 
 static sv_status cu_get_rows_q(sv_backend_t *be, int32_t rows, int32_t dim, int32_t n_table,
@@ -382,14 +513,53 @@ static sv_status cu_kv_write(sv_backend_t *be, const sv_kv_view_t *kv, int32_t r
     return sv_k_kv_write(cb(be)->stream, kv, rows, pos, k, v, cb(be)->flag, err);
 }
 
+/* The attention output is the wo product's input: in bf16 mode it is
+ * written rounded into xbf too. */
 static sv_status cu_attention(sv_backend_t *be, const sv_kv_view_t *kv, const sv_attn_shape_t *sh,
                               int32_t rows, const int32_t *pos, const float *q, float *out,
                               sv_error_t *err) {
-    sv_status st = bind(cb(be), err);
-    if (st || replaying(cb(be)))
+    cuda_backend_t *c = cb(be);
+    sv_status st = bind(c, err);
+    if (st || replaying(c))
         return st;
-    return sv_k_attention(cb(be)->stream, kv, sh, rows, pos, q, out, cb(be)->att_part,
-                          ATT_PART_FLOATS, cb(be)->flag, err);
+    size_t n = rows > 0 && sh && sh->n_heads > 0 && sh->head_dim > 0
+                   ? (size_t)rows * (size_t)sh->n_heads * (size_t)sh->head_dim
+                   : 0;
+    uint16_t *obf = xbf_for(c, n);
+    const sv_k_attn_scratch_t scratch = {c->att_part, ATT_PART_FLOATS, c->att_count, ATT_COUNTS};
+    if ((st = sv_k_attention(c->stream, kv, sh, rows, pos, q, out, obf, &scratch, c->flag, err)))
+        return st;
+    if (obf && n)
+        xbf_holds(c, out, n);
+    return SV_OK;
+}
+
+static sv_status cu_add_rmsnorm(sv_backend_t *be, int32_t rows, int32_t dim, float *x,
+                                const float *d, const float *w, float eps, float *y,
+                                sv_error_t *err) {
+    cuda_backend_t *c = cb(be);
+    sv_status st = bind(c, err);
+    if (st || replaying(c))
+        return st;
+    size_t n = rows > 0 && dim > 0 ? (size_t)rows * (size_t)dim : 0;
+    uint16_t *ybf = xbf_for(c, n);
+    if ((st = sv_k_add_rmsnorm(c->stream, rows, dim, x, d, w, eps, y, ybf, err)))
+        return st;
+    if (ybf && n)
+        xbf_holds(c, y, n);
+    return SV_OK;
+}
+
+static sv_status cu_rope_kv_write(sv_backend_t *be, const sv_kv_view_t *kv,
+                                  const sv_attn_shape_t *sh, int32_t rows, int32_t rot_dim,
+                                  sv_rope_style style, const int32_t *pos, const float *inv_freq,
+                                  float *q, float *k, const float *v, sv_error_t *err) {
+    cuda_backend_t *c = cb(be);
+    sv_status st = bind(c, err);
+    if (st || replaying(c))
+        return st;
+    return sv_k_rope_kv_write(c->stream, kv, sh, rows, rot_dim, style, pos, inv_freq, q, k, v,
+                              c->flag, err);
 }
 
 static sv_status cu_swiglu(sv_backend_t *be, size_t n, const float *gate, const float *up,
@@ -554,7 +724,9 @@ static void cu_destroy(sv_backend_t *be) {
     if (c->flag)
         (void)cudaFree(c->flag);
     (void)cudaFree(c->xbf);
+    (void)cudaFree(c->xbf_alt);
     (void)cudaFree(c->att_part);
+    (void)cudaFree(c->att_count);
     (void)cudaFree(c->blas_ws);
     if (c->stream)
         (void)cudaStreamDestroy(c->stream);
@@ -570,6 +742,8 @@ static const sv_backend_ops_t cuda_ops = {
     .copy = cu_copy,
     .gemm = cu_gemm,
     .gemm_q = cu_gemm_q,
+    .gemm_q_n = cu_gemm_q_n,
+    .gemm_q_swiglu = cu_gemm_q_swiglu,
     .rmsnorm = cu_rmsnorm,
     .rope = cu_rope,
     .kv_write = cu_kv_write,
@@ -584,6 +758,8 @@ static const sv_backend_ops_t cuda_ops = {
     .graph_end = cu_graph_end,
     .graph_abort = cu_graph_abort,
     .graph_forget = cu_graph_forget,
+    .add_rmsnorm = cu_add_rmsnorm,
+    .rope_kv_write = cu_rope_kv_write,
     .destroy = cu_destroy,
 };
 
@@ -623,8 +799,16 @@ sv_status sv_cuda_backend_create(const sv_cuda_config_t *cfg, sv_backend_t **out
         (st = cuda_status(cudaMalloc((void **)&c->flag, sizeof(int32_t)), "error flag", err)) ||
         (st = cuda_status(cudaMalloc((void **)&c->att_part, ATT_PART_FLOATS * sizeof(float)),
                           "attention scratch", err)) ||
+        (st = cuda_status(cudaMalloc((void **)&c->att_count, ATT_COUNTS * sizeof(int32_t)),
+                          "attention counters", err)) ||
+        (st = cuda_status(cudaMemsetAsync(c->att_count, 0, ATT_COUNTS * sizeof(int32_t),
+                                          c->stream),
+                          "attention counters reset", err)) ||
         (c->bf16 && (st = cuda_status(cudaMalloc((void **)&c->xbf, XBF_ELEMS * sizeof(uint16_t)),
                                       "bf16 activation scratch", err))) ||
+        (c->bf16 &&
+         (st = cuda_status(cudaMalloc((void **)&c->xbf_alt, XBF_ELEMS * sizeof(uint16_t)),
+                           "bf16 activation scratch", err))) ||
         (st = cuda_status(cudaMemsetAsync(c->flag, 0, sizeof(int32_t), c->stream),
                           "error flag reset", err)) ||
         (st = blas_status(cublasCreate(&c->blas), "create", err)) ||

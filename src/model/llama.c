@@ -666,6 +666,15 @@ static sv_status mat_gemm(const sv_llama_t *m, int32_t rows, int32_t in, int32_t
     return be->ops->gemm(be, rows, in, out, x, (const float *)p, bias, y, err);
 }
 
+/* Layer `layer` of w, when it is in the format of the whole matrix (no
+ * mixed layers) and a stored one (qt != 0): for the backend's fused
+ * products; NULL otherwise. */
+static const void *mat_layer_q(const wmat_t *w, size_t layer) {
+    if (w->lqt || !w->qt)
+        return NULL;
+    return (const uint8_t *)w->p + layer * w->layer_bytes;
+}
+
 /* RoPE frequencies: inv_freq[i] = theta^(-2i / rot_dim), then scaled. */
 static sv_status make_inv_freq(loader_t *L, const rope_scaling_t *rs, sv_error_t *err) {
     sv_llama_t *m = L->m;
@@ -1005,6 +1014,81 @@ sv_status sv_llama_kv_copy_block(sv_llama_kv_t *kv, int32_t src, int32_t dst, sv
 
 /* ---- forward ----------------------------------------------------------------- */
 
+/* The residual add of a block's output (kv->xb2) into kv->x, then the
+ * next block's norm (weights w) into kv->xb: one fused operation when the
+ * backend has it. */
+static sv_status residual_norm(const sv_llama_t *m, int32_t n, sv_llama_kv_t *kv, const float *w,
+                               sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    sv_backend_t *be = m->be;
+    if (be->ops->add_rmsnorm)
+        return be->ops->add_rmsnorm(be, n, c->dim, kv->x, kv->xb2, w, c->norm_eps, kv->xb, err);
+    sv_status st = be->ops->add(be, (size_t)n * c->dim, kv->x, kv->xb2, err);
+    return st ? st : be->ops->rmsnorm(be, n, c->dim, kv->x, w, c->norm_eps, kv->xb, err);
+}
+
+/* RoPE of kv->q and kv->k, then the write of k and v into the cache view:
+ * one fused operation when the backend has it. */
+static sv_status rope_kv_write(const sv_llama_t *m, const sv_kv_view_t *view,
+                               const sv_attn_shape_t *shape, int32_t n, sv_llama_kv_t *kv,
+                               sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    sv_backend_t *be = m->be;
+    const sv_backend_ops_t *op = be->ops;
+    if (op->rope_kv_write)
+        return op->rope_kv_write(be, view, shape, n, c->rot_dim, c->rope_style, kv->pos,
+                                 m->inv_freq, kv->q, kv->k, kv->v, err);
+    sv_status st;
+    if ((st = op->rope(be, n, c->n_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,
+                       m->inv_freq, kv->q, err)) ||
+        (st = op->rope(be, n, c->n_kv_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,
+                       m->inv_freq, kv->k, err)))
+        return st;
+    return op->kv_write(be, view, n, kv->pos, kv->k, kv->v, err);
+}
+
+/* The q, k and v products of layer L from kv->xb: one gemm_q_n when the
+ * backend has it and the three matrices share their stored format. */
+static sv_status qkv(const sv_llama_t *m, int32_t n, size_t L, sv_llama_kv_t *kv, const float *bq,
+                     const float *bk, const float *bv, sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    sv_backend_t *be = m->be;
+    const int32_t dim = c->dim, q_dim = c->n_heads * c->head_dim;
+    const int32_t kv_dim = c->n_kv_heads * c->head_dim;
+    const void *ws[3] = {mat_layer_q(&m->wq, L), mat_layer_q(&m->wk, L), mat_layer_q(&m->wv, L)};
+    if (be->ops->gemm_q_n && ws[0] && ws[1] && ws[2] && m->wq.qt == m->wk.qt &&
+        m->wq.qt == m->wv.qt) {
+        const int32_t outs[3] = {q_dim, kv_dim, kv_dim};
+        const float *bs[3] = {bq, bk, bv};
+        float *ys[3] = {kv->q, kv->k, kv->v};
+        return be->ops->gemm_q_n(be, n, dim, 3, outs, kv->xb, ws, m->wq.qt, bs, ys, err);
+    }
+    sv_status st;
+    if ((st = mat_gemm(m, n, dim, q_dim, kv->xb, &m->wq, L, bq, kv->q, err)) ||
+        (st = mat_gemm(m, n, dim, kv_dim, kv->xb, &m->wk, L, bk, kv->k, err)))
+        return st;
+    return mat_gemm(m, n, dim, kv_dim, kv->xb, &m->wv, L, bv, kv->v, err);
+}
+
+/* The feed-forward's gate and up products of layer L from kv->xb and
+ * SwiGLU of the two into kv->hb: one gemm_q_swiglu when the backend has it
+ * and the two matrices share their stored format. */
+static sv_status gate_up(const sv_llama_t *m, int32_t n, size_t L, sv_llama_kv_t *kv,
+                         sv_error_t *err) {
+    const sv_llama_config_t *c = &m->cfg;
+    sv_backend_t *be = m->be;
+    const int32_t dim = c->dim, hid = c->hidden_dim;
+    const void *wg = mat_layer_q(&m->w_gate, L), *wu = mat_layer_q(&m->w_up, L);
+    if (be->ops->gemm_q_swiglu && wg && wu && m->w_gate.qt == m->w_up.qt)
+        return be->ops->gemm_q_swiglu(be, n, dim, hid, kv->xb, wg, wu, m->w_gate.qt, kv->hb,
+                                      kv->hb2, err);
+    sv_status st;
+    if ((st = mat_gemm(m, n, dim, hid, kv->xb, &m->w_gate, L, NULL, kv->hb, err)) ||
+        (st = mat_gemm(m, n, dim, hid, kv->xb, &m->w_up, L, NULL, kv->hb2, err)))
+        return st;
+    return be->ops->swiglu(be, (size_t)n * hid, kv->hb, kv->hb2, kv->hb, err);
+}
+
 /* Runs the n rows whose descriptors (tokens, positions, sequences of the
  * step, n_seqs block tables) are already uploaded to kv through the layers;
  * leaves the final residual stream in kv->x. */
@@ -1024,6 +1108,10 @@ static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t 
                                    kv->tok, kv->x, err)
                   : op->get_rows(be, n, dim, c->vocab_size, m->token_embd.p, kv->tok, kv->x, err)))
         return st;
+    /* The first layer's norm; every later norm follows a residual add
+     * (fused when the backend has add_rmsnorm). */
+    if ((st = op->rmsnorm(be, n, dim, kv->x, m->attn_norm, c->norm_eps, kv->xb, err)))
+        return st;
     for (int32_t l = 0; l < c->n_layers; l++) {
         if (b->interrupt && b->interrupt(b->interrupt_ud))
             return sv_error_set(err, SV_ERR_CANCELLED, -1, "forward: interrupted before layer %d", (int)l);
@@ -1042,33 +1130,26 @@ static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t 
         const float *bq = m->bq ? m->bq + L * q_dim : NULL;
         const float *bk = m->bk ? m->bk + L * kv_dim : NULL;
         const float *bv = m->bv ? m->bv + L * kv_dim : NULL;
-        /* attention block */
-        if ((st = op->rmsnorm(be, n, dim, kv->x, m->attn_norm + L * dim, c->norm_eps, kv->xb,
-                              err)) ||
-            (st = mat_gemm(m, n, dim, q_dim, kv->xb, &m->wq, L, bq, kv->q, err)) ||
-            (st = mat_gemm(m, n, dim, kv_dim, kv->xb, &m->wk, L, bk, kv->k, err)) ||
-            (st = mat_gemm(m, n, dim, kv_dim, kv->xb, &m->wv, L, bv, kv->v, err)) ||
+        /* attention block (kv->xb holds the normed input) */
+        if ((st = qkv(m, n, L, kv, bq, bk, bv, err)) ||
             (m->q_norm && (st = op->rmsnorm(be, n * c->n_heads, c->head_dim, kv->q, m->q_norm + L * c->head_dim,
                                             c->norm_eps, kv->q, err))) ||
             (m->k_norm && (st = op->rmsnorm(be, n * c->n_kv_heads, c->head_dim, kv->k,
                                             m->k_norm + L * c->head_dim, c->norm_eps, kv->k, err))) ||
-            (st = op->rope(be, n, c->n_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,
-                           m->inv_freq, kv->q, err)) ||
-            (st = op->rope(be, n, c->n_kv_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,
-                           m->inv_freq, kv->k, err)) ||
-            (st = op->kv_write(be, &view, n, kv->pos, kv->k, kv->v, err)) ||
+            (st = rope_kv_write(m, &view, &shape, n, kv, err)) ||
             (st = op->attention(be, &view, &shape, n, kv->pos, kv->q, kv->att, err)) ||
             (st = mat_gemm(m, n, q_dim, dim, kv->att, &m->wo, L, NULL, kv->xb2, err)) ||
-            (st = op->add(be, (size_t)n * dim, kv->x, kv->xb2, err)))
+            (st = residual_norm(m, n, kv, m->ffn_norm + L * dim, err)))
             return st;
         /* feed-forward block */
-        if ((st = op->rmsnorm(be, n, dim, kv->x, m->ffn_norm + L * dim, c->norm_eps, kv->xb,
-                              err)) ||
-            (st = mat_gemm(m, n, dim, hid, kv->xb, &m->w_gate, L, NULL, kv->hb, err)) ||
-            (st = mat_gemm(m, n, dim, hid, kv->xb, &m->w_up, L, NULL, kv->hb2, err)) ||
-            (st = op->swiglu(be, (size_t)n * hid, kv->hb, kv->hb2, kv->hb, err)) ||
-            (st = mat_gemm(m, n, hid, dim, kv->hb, &m->w_down, L, NULL, kv->xb2, err)) ||
-            (st = op->add(be, (size_t)n * dim, kv->x, kv->xb2, err)))
+        if ((st = gate_up(m, n, L, kv, err)) ||
+            (st = mat_gemm(m, n, hid, dim, kv->hb, &m->w_down, L, NULL, kv->xb2, err)))
+            return st;
+        if (l + 1 < c->n_layers)
+            st = residual_norm(m, n, kv, m->attn_norm + (L + 1) * dim, err);
+        else
+            st = op->add(be, (size_t)n * dim, kv->x, kv->xb2, err);
+        if (st)
             return st;
     }
     return SV_OK;

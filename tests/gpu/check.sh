@@ -30,7 +30,10 @@
 #              written on the spot by make_random_llama)
 #   bench      gpu_bench on that model: decode at batch 1/8/64/256, prefill,
 #              mask+sample at batch 64; bench-bf16 the same in bf16 mode
+#   bench-1b-long  bf16 decode at context 4096 (attention's share grows)
 #   bench-135m the same on a random SmolLM2-135M-shape model
+#   profile-1b, profile-135m: ncu's time per kernel of an eager bf16 decode
+#              step at batch 1 (when ncu is on the PATH)
 #   memcheck, memcheck-s, racecheck: the kernel and sampler tests (--quick)
 #              under compute-sanitizer, when the run has time left (SANITIZE=1)
 # Output: everything goes to $OUT/check.log and the summary to
@@ -297,6 +300,13 @@ if [ -f "$M1B/model.safetensors" ]; then
     step bench 150 "$G/gpu_bench" "$M1B" --ctx 512 --steps 10 --batches 1,8,64,256 --prefill 2048
     step bench-bf16 150 "$G/gpu_bench" "$M1B" --ctx 512 --steps 20 --batches 1,8,64,256 \
         --prefill 2048 --dtype bf16
+    step bench-1b-long 90 "$G/gpu_bench" "$M1B" --ctx 4096 --steps 10 --batches 1,16 \
+        --prefill 0 --dtype bf16
+    if command -v ncu >/dev/null; then
+        step profile-1b 90 env SV_CUDA_GRAPHS=0 ncu --clock-control none \
+            --metrics gpu__time_duration.sum --launch-count 1200 --print-summary per-kernel \
+            "$G/gpu_bench" "$M1B" --ctx 512 --steps 1 --batches 1 --prefill 0 --dtype bf16
+    fi
 fi
 rm -rf "$M1B"
 
@@ -309,6 +319,12 @@ if [ -f "$M135/model.safetensors" ]; then
         --prefill 2048 --dtype bf16
     step bench-135m-eager 60 env SV_CUDA_GRAPHS=0 "$G/gpu_bench" "$M135" --ctx 512 --steps 20 \
         --batches 1,8,64 --prefill 0 --dtype bf16
+    # Where a step's time goes, kernel by kernel (eager, so each is one launch).
+    if command -v ncu >/dev/null; then
+        step profile-135m 90 env SV_CUDA_GRAPHS=0 ncu --clock-control none \
+            --metrics gpu__time_duration.sum --launch-count 2000 --print-summary per-kernel \
+            "$G/gpu_bench" "$M135" --ctx 512 --steps 1 --batches 1 --prefill 0 --dtype bf16
+    fi
 fi
 rm -rf "$M135"
 

@@ -30,6 +30,7 @@
 
 #include "src/backend/cpu.h"
 #include "src/backend/cuda.h"
+#include "src/model/quant.h"
 #include "src/util/rng.h"
 #include "tests/unit/test.h"
 
@@ -215,6 +216,54 @@ static void test_rmsnorm(void) {
     printf("rmsnorm: worst |Δ| / max|y| = %.3g (tolerance 1e-5)\n", worst);
 }
 
+/* The fused residual add and norm against the CPU's add then rmsnorm: x
+ * bit-exact, y to the norm's tolerance; and bit for bit the GPU's own add
+ * then rmsnorm (the same float operations in the same order). */
+static void test_add_rmsnorm(void) {
+    const int32_t D[] = {1, 7, 64, 576, 2048, 4097};
+    double worst = 0.0;
+    for (size_t i = 0; i < sizeof D / sizeof *D; i++)
+        for (int32_t rows = 1; rows <= 33; rows += 16) {
+            int32_t dim = D[i];
+            size_t n = (size_t)rows * dim;
+            pair_t x = floats(n, 3.0f), d = floats(n, 1.0f), w = floats((size_t)dim, 1.0f);
+            pair_t y = floats(n, 0.0f), x2, y2 = floats(n, 0.0f);
+            pair_alloc(&x2, x.bytes);
+            memcpy(x2.c, x.c, x.bytes);
+            pair_sync(&x2);
+            sv_error_t err;
+            sv_status s1 = CPU->ops->add(CPU, n, x.c, d.c, &err);
+            sv_status s2 = CPU->ops->rmsnorm(CPU, rows, dim, x.c, w.c, 1e-5f, y.c, &err);
+            sv_status s3 = GPU->ops->add_rmsnorm(GPU, rows, dim, x.g, d.g, w.g, 1e-5f, y.g, &err);
+            sv_status s4 = GPU->ops->add(GPU, n, x2.g, d.g, &err);
+            sv_status s5 = GPU->ops->rmsnorm(GPU, rows, dim, x2.g, w.g, 1e-5f, y2.g, &err);
+            sv_status s6, s7, s8, s9;
+            float *gx = fetch(&x, &s6, &err), *gy = fetch(&y, &s7, &err);
+            float *gx2 = fetch(&x2, &s8, &err), *gy2 = fetch(&y2, &s9, &err);
+            CHECK(!s1 && !s2 && !s3 && !s4 && !s5 && !s6 && !s7 && !s8 && !s9, "add_rmsnorm: %s",
+                  err.message);
+            CHECK(memcmp(gx, x.c, n * sizeof(float)) == 0, "add_rmsnorm rows %d dim %d: x differs",
+                  rows, dim);
+            CHECK(memcmp(gx, gx2, n * sizeof(float)) == 0 && memcmp(gy, gy2, n * sizeof(float)) == 0,
+                  "add_rmsnorm rows %d dim %d: not the GPU's add then rmsnorm bit for bit", rows,
+                  dim);
+            const float *yc = y.c;
+            double mx = 0.0, dd = 0.0;
+            for (size_t k = 0; k < n; k++) {
+                mx = fmax(mx, fabs(yc[k]));
+                dd = fmax(dd, fabs((double)gy[k] - yc[k]));
+            }
+            worst = fmax(worst, dd / mx);
+            CHECK(dd <= 1e-5 * mx, "add_rmsnorm rows %d dim %d: |Δ| %g, max |y| %g", rows, dim, dd,
+                  mx);
+            free(gx), free(gy), free(gx2), free(gy2);
+            pair_free(&x), pair_free(&d), pair_free(&w), pair_free(&y), pair_free(&x2),
+                pair_free(&y2);
+        }
+    printf("add_rmsnorm: x bit-exact, the GPU's add+rmsnorm bit for bit; worst |Δ| / max|y| "
+           "against the CPU = %.3g (tolerance 1e-5)\n", worst);
+}
+
 static void test_rope(void) {
     struct { int32_t heads, hd, rot; } S[] = {{4, 16, 16}, {32, 64, 64}, {8, 128, 128},
                                               {2, 64, 32}, {3, 80, 20}, {1, 256, 2}};
@@ -323,12 +372,192 @@ static void test_get_rows(void) {
     printf("get_rows: bit-exact; a bad id is SV_ERR_ARG at sync\n");
 }
 
+/* ---- bf16 products (bf16 mode) ---------------------------------------------------- */
+
+#define GEMV_ROWS 8 /* kernels/kernels.h's SV_K_GEMV_MAX_ROWS */
+
+/* Downloads n floats of device p into a new host array. */
+static float *grab(sv_backend_t *B, const void *p, size_t n, sv_status *st, sv_error_t *err) {
+    float *h = malloc(n * sizeof(float));
+    *st = B->ops->download(B, h, p, n * sizeof(float), err);
+    return h;
+}
+
+/* gemm_q_n (three products, one without bias) and gemm_q_swiglu on
+ * backend B against gemm_q, gemm_q, gemm_q and gemm_q, gemm_q, swiglu; then
+ * a product of the fused SwiGLU's output (its bf16 rounding kept by the
+ * backend) against the same product after the rounding is recomputed. */
+static void fused_checks(sv_backend_t *B, int32_t in, int32_t out, void *xg, void *wg, void *bg,
+                         int *n_cases) {
+    const int32_t Rw[] = {1, 4, 8, 9};
+    sv_error_t err;
+    int32_t half = out / 2 > 0 ? out / 2 : 1;
+    size_t ny = (size_t)9 * (out > in ? out : in);
+    void *y[9] = {0}, *w2 = NULL, *w3 = NULL;
+    uint16_t *w2h = malloc((size_t)out * in * 2), *w3h = malloc((size_t)in * out * 2);
+    for (size_t i = 0; i < (size_t)out * in; i++)
+        w2h[i] = sv_f32_to_bf16(nrand() * 0.05f), w3h[i] = sv_f32_to_bf16(nrand() * 0.05f);
+    for (int i = 0; i < 9; i++)
+        if (B->ops->alloc(B, ny * sizeof(float), &y[i], &err))
+            goto out;
+    if (B->ops->alloc(B, (size_t)out * in * 2, &w2, &err) ||
+        B->ops->alloc(B, (size_t)in * out * 2, &w3, &err) ||
+        B->ops->upload(B, w2, w2h, (size_t)out * in * 2, &err) ||
+        B->ops->upload(B, w3, w3h, (size_t)in * out * 2, &err))
+        goto out;
+    for (size_t ri = 0; ri < sizeof Rw / sizeof *Rw; ri++) {
+        int32_t rows = Rw[ri];
+        const int32_t outs[3] = {out, half, out};
+        const void *ws[3] = {wg, wg, w2};
+        const float *bs[3] = {bg, NULL, bg};
+        float *ys[3] = {y[0], y[1], y[2]};
+        sv_status st = B->ops->gemm_q_n(B, rows, in, 3, outs, xg, ws, SV_QT_BF16, bs, ys, &err);
+        for (int k = 0; !st && k < 3; k++)
+            st = B->ops->gemm_q(B, rows, in, outs[k], xg, ws[k], SV_QT_BF16, bs[k], y[3 + k],
+                                &err);
+        bool same = true;
+        for (int k = 0; !st && k < 3; k++) {
+            sv_status s1, s2;
+            size_t n = (size_t)rows * outs[k];
+            float *a = grab(B, y[k], n, &s1, &err), *b = grab(B, y[3 + k], n, &s2, &err);
+            st = s1 ? s1 : s2;
+            same = same && !st && memcmp(a, b, n * sizeof(float)) == 0;
+            free(a), free(b);
+        }
+        CHECK(!st && same, "gemm_q_n rows %d in %d out %d: %s", rows, in, out,
+              st ? err.message : "differs from its gemm_q calls");
+        /* gate = y[0], up scratch y[1]; the unfused: y[3], y[4], swiglu into y[3]. */
+        st = B->ops->gemm_q_swiglu(B, rows, in, out, xg, wg, w2, SV_QT_BF16, y[0], y[1], &err);
+        /* the fused output's product, its rounding as the fused kernel left it */
+        if (!st)
+            st = B->ops->gemm_q(B, rows, out, in, y[0], w3, SV_QT_BF16, NULL, y[6], &err);
+        if (!st)
+            st = B->ops->gemm_q(B, rows, in, out, xg, wg, SV_QT_BF16, NULL, y[3], &err);
+        if (!st)
+            st = B->ops->gemm_q(B, rows, in, out, xg, w2, SV_QT_BF16, NULL, y[4], &err);
+        if (!st)
+            st = B->ops->swiglu(B, (size_t)rows * out, y[3], y[4], y[3], &err);
+        /* the same product with the rounding recomputed (another op ran since) */
+        if (!st)
+            st = B->ops->add(B, 1, y[8], y[8], &err);
+        if (!st)
+            st = B->ops->gemm_q(B, rows, out, in, y[0], w3, SV_QT_BF16, NULL, y[7], &err);
+        sv_status s1 = SV_OK, s2 = SV_OK, s3 = SV_OK, s4 = SV_OK;
+        size_t n = (size_t)rows * out, n2 = (size_t)rows * in;
+        float *a = grab(B, y[0], n, &s1, &err), *b = grab(B, y[3], n, &s2, &err);
+        float *c = grab(B, y[6], n2, &s3, &err), *d = grab(B, y[7], n2, &s4, &err);
+        CHECK(!st && !s1 && !s2 && !s3 && !s4 && memcmp(a, b, n * sizeof(float)) == 0 &&
+                  memcmp(c, d, n2 * sizeof(float)) == 0,
+              "gemm_q_swiglu rows %d in %d out %d: %s", rows, in, out,
+              st || s1 || s2 || s3 || s4 ? err.message
+              : memcmp(a, b, n * sizeof(float)) ? "differs from gemm_q, gemm_q, swiglu"
+                                                 : "its output's kept rounding differs");
+        free(a), free(b), free(c), free(d);
+        ++*n_cases;
+    }
+out:
+    for (int i = 0; i < 9; i++)
+        B->ops->free(B, y[i]);
+    B->ops->free(B, w2), B->ops->free(B, w3);
+    free(w2h), free(w3h);
+}
+
+/* gemm_q with bf16 weights on a bf16-mode backend: at most 8 rows run
+ * kernels/gemv.cu, more run cuBLAS. Both against a double-precision sum
+ * of the same bf16-rounded inputs; and the matrix-vector kernel's rows
+ * bit for bit the same whatever rows share the call. */
+static void test_gemm_bf16(void) {
+    sv_cuda_config_t bc = {.device = 0, .bf16 = true};
+    sv_backend_t *B = NULL;
+    sv_error_t err;
+    if (sv_cuda_backend_create(&bc, &B, &err)) {
+        CHECK(0, "bf16 backend: %s", err.message);
+        return;
+    }
+    struct { int32_t in, out; } S[] = {{64, 40}, {576, 576}, {136, 1000}, {2048, 512}, {8192, 96}};
+    const int32_t Rw[] = {1, 2, 3, 5, 8, 9, 17};
+    double worst = 0.0;
+    int cases = 0, inv = 0, fused = 0;
+    for (size_t si = 0; si < sizeof S / sizeof *S; si++) {
+        int32_t in = S[si].in, out = S[si].out, maxr = 17;
+        size_t nw = (size_t)in * out, nx = (size_t)maxr * in;
+        uint16_t *wh = malloc(nw * 2);
+        float *xh = malloc(nx * 4), *bh = malloc((size_t)out * 4), *y1 = NULL;
+        for (size_t i = 0; i < nw; i++)
+            wh[i] = sv_f32_to_bf16(nrand() * 0.05f);
+        for (size_t i = 0; i < nx; i++)
+            xh[i] = nrand();
+        for (int32_t i = 0; i < out; i++)
+            bh[i] = nrand();
+        void *wg = NULL, *xg = NULL, *bg = NULL, *yg = NULL;
+        if (B->ops->alloc(B, nw * 2, &wg, &err) || B->ops->alloc(B, nx * 4, &xg, &err) ||
+            B->ops->alloc(B, (size_t)out * 4, &bg, &err) ||
+            B->ops->alloc(B, (size_t)maxr * out * 4, &yg, &err) ||
+            B->ops->upload(B, wg, wh, nw * 2, &err) || B->ops->upload(B, xg, xh, nx * 4, &err) ||
+            B->ops->upload(B, bg, bh, (size_t)out * 4, &err)) {
+            CHECK(0, "bf16 gemm setup: %s", err.message);
+            break;
+        }
+        float *y = malloc((size_t)maxr * out * 4);
+        for (size_t ri = 0; ri < sizeof Rw / sizeof *Rw; ri++) {
+            int32_t rows = Rw[ri];
+            bool bias = ri % 2 == 1;
+            sv_status st = B->ops->gemm_q(B, rows, in, out, xg, wg, SV_QT_BF16, bias ? bg : NULL,
+                                          yg, &err);
+            if (!st)
+                st = B->ops->download(B, y, yg, (size_t)rows * out * 4, &err);
+            CHECK(!st, "bf16 gemm rows %d in %d out %d: %s", rows, in, out, err.message);
+            if (st)
+                continue;
+            double dmax = 0.0;
+            for (int32_t r = 0; r < rows; r++)
+                for (int32_t o = 0; o < out; o++) {
+                    double sum = 0.0, mag = 0.0;
+                    for (int32_t i = 0; i < in; i++) {
+                        double t = (double)sv_bf16_to_f32(sv_f32_to_bf16(xh[(size_t)r * in + i])) *
+                                   sv_bf16_to_f32(wh[(size_t)o * in + i]);
+                        sum += t, mag += fabs(t);
+                    }
+                    if (bias)
+                        sum += bh[o], mag += fabs(bh[o]);
+                    dmax = fmax(dmax, fabs(y[(size_t)r * out + o] - sum) / (mag + 1e-3));
+                }
+            worst = fmax(worst, dmax);
+            CHECK(dmax <= 5e-5, "bf16 gemm rows %d in %d out %d: |Δ| / Σ|x·w| = %g", rows, in,
+                  out, dmax);
+            cases++;
+            /* Row 0 of a matrix-vector call is the one-row call's, bit for bit. */
+            if (rows == 1 && !bias) {
+                free(y1);
+                y1 = malloc((size_t)out * 4);
+                memcpy(y1, y, (size_t)out * 4);
+            } else if (rows <= GEMV_ROWS && !bias && y1) {
+                CHECK(memcmp(y, y1, (size_t)out * 4) == 0,
+                      "gemv rows %d in %d out %d: row 0 differs from the one-row product", rows,
+                      in, out);
+                inv++;
+            }
+        }
+        /* The fused products against the calls they stand for, bit for bit. */
+        fused_checks(B, in, out, xg, wg, bg, &fused);
+        free(y), free(y1), free(wh), free(xh), free(bh);
+        B->ops->free(B, wg), B->ops->free(B, xg), B->ops->free(B, bg), B->ops->free(B, yg);
+        if (QUICK && si >= 2)
+            break;
+    }
+    sv_backend_destroy(B);
+    printf("bf16 gemm_q: %d cases (matrix-vector kernel up to %d rows, cuBLAS past), worst |Δ| / "
+           "Σ|x·w| = %.3g (tolerance 5e-5); %d batch-invariance checks bit-exact; gemm_q_n "
+           "and gemm_q_swiglu bit for bit their unfused calls in %d cases\n",
+           cases, GEMV_ROWS, worst, inv, fused);
+}
+
 /* ---- kv_write and attention over paged views ------------------------------------- */
 
 /* One ragged batch: n_seqs sequences, sequence s with len[s] positions of
  * which the last new[s] are this call's rows, in shuffled blocks of bs. */
-static double worst_attn, worst_split;
-static int n_split_cases;
+static double worst_attn, worst_split, worst_rkw;
+static int n_split_cases, n_rkw;
 
 static double max_abs_diff(const float *a, const float *b, size_t n) {
     double d = 0.0;
@@ -418,6 +647,55 @@ static void attn_case(int32_t n_seqs, int32_t max_len, int32_t bs, int32_t n_hea
           n_seqs, rows, max_len, bs, n_heads, n_kv, hd, paged, d, vmax);
     free(gk), free(gv), free(go);
 
+    /* The fused RoPE + KV write against the CPU's rope, rope and kv_write:
+     * fresh q and k, the caches as they are now, half the cases rotating
+     * only part of each head. */
+    {
+        int32_t rot = irand(2) ? hd : 2 * (1 + irand(hd / 2));
+        sv_rope_style style = (sv_rope_style)irand(2);
+        float inv[256]; /* head_dim <= 512 (kernels/kernels.h) */
+        for (int32_t i = 0; i < rot / 2; i++)
+            inv[i] = (float)pow(10000.0, -2.0 * i / rot);
+        pair_t F;
+        pair_alloc(&F, sizeof inv);
+        memcpy(F.c, inv, sizeof inv);
+        pair_sync(&F);
+        pair_t q2 = floats((size_t)rows * q_dim, 1.0f), k2 = floats((size_t)rows * kv_dim, 1.0f);
+        pair_t kc2, vc2;
+        pair_alloc(&kc2, kc.bytes), pair_alloc(&vc2, vc.bytes);
+        memcpy(kc2.c, kc.c, kc.bytes), memcpy(vc2.c, vc.c, vc.bytes);
+        pair_sync(&kc2), pair_sync(&vc2);
+        sv_kv_view_t wc = vcpu, wg = vgpu;
+        wc.k = kc2.c, wc.v = vc2.c, wg.k = kc2.g, wg.v = vc2.g;
+        s1 = CPU->ops->rope(CPU, rows, n_heads, hd, rot, style, P.c, F.c, q2.c, &err);
+        s2 = CPU->ops->rope(CPU, rows, n_kv, hd, rot, style, P.c, F.c, k2.c, &err);
+        s3 = CPU->ops->kv_write(CPU, &wc, rows, P.c, k2.c, v.c, &err);
+        s4 = GPU->ops->rope_kv_write(GPU, &wg, &sh, rows, rot, style, P.g, F.g, q2.g, k2.g, v.g,
+                                     &err);
+        sv_status t1, t2, t3, t4;
+        float *gq = fetch(&q2, &t1, &err), *gk2 = fetch(&k2, &t2, &err);
+        float *gkc = fetch(&kc2, &t3, &err), *gvc = fetch(&vc2, &t4, &err);
+        CHECK(!s1 && !s2 && !s3 && !s4 && !t1 && !t2 && !t3 && !t4, "rope_kv_write: %s",
+              err.message);
+        double dq = 0.0;
+        const float *qc = q2.c, *kc2c = k2.c, *kcc = kc2.c;
+        for (size_t i = 0; i < (size_t)rows * q_dim; i++)
+            dq = fmax(dq, fabs((double)gq[i] - qc[i]) / (fabs(qc[i]) + 1.0));
+        for (size_t i = 0; i < (size_t)rows * kv_dim; i++)
+            dq = fmax(dq, fabs((double)gk2[i] - kc2c[i]) / (fabs(kc2c[i]) + 1.0));
+        for (size_t i = 0; i < (size_t)capacity * kv_dim; i++)
+            dq = fmax(dq, fabs((double)gkc[i] - kcc[i]) / (fabs(kcc[i]) + 1.0));
+        worst_rkw = fmax(worst_rkw, dq);
+        CHECK(dq <= 1e-6 && memcmp(gvc, vc2.c, vc2.bytes) == 0,
+              "rope_kv_write (%d rows, heads %d/%d, hd %d, rot %d, style %d, paged %d): "
+              "relative |Δ| %g, values %s",
+              rows, n_heads, n_kv, hd, rot, (int)style, paged, dq,
+              memcmp(gvc, vc2.c, vc2.bytes) ? "differ" : "equal");
+        n_rkw++;
+        free(gq), free(gk2), free(gkc), free(gvc);
+        pair_free(&F), pair_free(&q2), pair_free(&k2), pair_free(&kc2), pair_free(&vc2);
+    }
+
     /* Split-K: the same rows with their contexts bounded (max_ctx), exact
      * and loose; contexts past one split (kernels/attention.cu, 128
      * positions) take several blocks and the combine. */
@@ -454,6 +732,10 @@ static void attn_case(int32_t n_seqs, int32_t max_len, int32_t bs, int32_t n_hea
         s2 = GPU->ops->kv_write(GPU, &vgpu, rows, BAD.g, k.g, v.g, &err);
         s5 = sv_cuda_sync(GPU, &err);
         CHECK(!s2 && s5 == SV_ERR_ARG, "kv_write past the table: %d %d", s2, s5);
+        s2 = GPU->ops->rope_kv_write(GPU, &vgpu, &sh, rows, 0, SV_ROPE_NEOX, BAD.g, NULL, q.g,
+                                     k.g, v.g, &err);
+        s5 = sv_cuda_sync(GPU, &err);
+        CHECK(!s2 && s5 == SV_ERR_ARG, "rope_kv_write past the table: %d %d", s2, s5);
         s4 = GPU->ops->attention(GPU, &vgpu, &sh, rows, BAD.g, q.g, o.g, &err);
         s5 = sv_cuda_sync(GPU, &err);
         CHECK(!s4 && s5 == SV_ERR_ARG, "attention past the table: %d %d", s4, s5);
@@ -500,9 +782,10 @@ static void test_attention(void) {
         }
     }
     printf("kv_write: bit-exact; attention: %d ragged/paged cases, worst |Δ| / max|v| = %.3g "
-           "(tolerance 1e-4); split-K (max_ctx given; %d cases past one split): %.3g; bad "
-           "positions, blocks and bounds are SV_ERR_ARG at sync\n",
-           n, worst_attn, n_split_cases, worst_split);
+           "(tolerance 1e-4); split-K (max_ctx given; %d cases past one split): %.3g; "
+           "rope_kv_write: %d cases, worst relative |Δ| %.3g (tolerance 1e-6), values bit-exact; "
+           "bad positions, blocks and bounds are SV_ERR_ARG at sync\n",
+           n, worst_attn, n_split_cases, worst_split, n_rkw, worst_rkw);
     CHECK(n_split_cases > 0, "no attention case was long enough to split");
 }
 
@@ -543,8 +826,10 @@ int main(int argc, char **argv) {
     test_get_rows();
     test_elementwise();
     test_rmsnorm();
+    test_add_rmsnorm();
     test_rope();
     test_gemm();
+    test_gemm_bf16();
     test_attention();
     sv_backend_destroy(GPU);
     sv_backend_destroy(CPU);

@@ -41,7 +41,7 @@ O=$BUILD/emu
 mkdir -p "$O"
 INC=(-I"$O" -I"$EMU" -I"$ROOT" -I"$CUDA_INC")
 sed 's|#include <cuda_runtime.h>|#include "emu_kernel.h"|' "$ROOT/kernels/common.cuh" >"$O/common_emu.cuh"
-for k in elementwise attention sample; do
+for k in elementwise attention gemv sample; do
     python3 "$EMU/transform.py" "$ROOT/kernels/$k.cu" "$O/$k.cpp" "${EMU_SAMPLE_THREADS:-128}" >/dev/null
     g++ -std=c++17 -O2 -g -Wall -Wno-unknown-pragmas "${INC[@]}" -c "$O/$k.cpp" -o "$O/$k.o"
 done
@@ -50,7 +50,7 @@ for f in emu_kernel emu_runtime; do
 done
 CC_FLAGS=(-std=c11 -O2 -g -Wall -Wextra -D_POSIX_C_SOURCE=200809L "${INC[@]}")
 gcc "${CC_FLAGS[@]}" -c "$ROOT/src/backend/cuda.c" -o "$O/cuda.o"
-EMU_OBJS=("$O"/cuda.o "$O"/elementwise.o "$O"/attention.o "$O"/sample.o "$O"/emu_kernel.o "$O"/emu_runtime.o)
+EMU_OBJS=("$O"/cuda.o "$O"/elementwise.o "$O"/attention.o "$O"/gemv.o "$O"/sample.o "$O"/emu_kernel.o "$O"/emu_runtime.o)
 LIBS=("$BUILD"/libsievehttp.a "$BUILD"/libsievebatch.a "$BUILD"/libsieveapi.a "$BUILD"/libsieveserve.a "$BUILD"/libsieveengine.a "$BUILD"/libsievellm.a "$BUILD"/libsievetok.a
       "$BUILD"/libsievefsm.a "$BUILD"/libsievemodel.a "$BUILD"/libsieveutil.a -ljansson -lpcre2-8 -lsqlite3 -levent_pthreads
       -levent -lm -lpthread)

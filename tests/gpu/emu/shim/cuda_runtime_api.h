@@ -50,6 +50,11 @@ struct uint3 {
 };
 typedef struct uint3 uint3;
 
+struct __attribute__((aligned(16))) float4 {
+    float x, y, z, w;
+};
+typedef struct float4 float4;
+
 #ifdef __cplusplus
 struct dim3 {
     unsigned int x, y, z;
