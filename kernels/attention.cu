@@ -237,18 +237,18 @@ attention_kernel(sv_kv_view_t kv, int32_t n_heads, int32_t group, int32_t hd, fl
                     break;
                 const float *vb = kv.v + koff + d;
                 int32_t j = kg;
-                /* Four rows' loads in flight, then their sums in row order. */
-                for (; j + 3 * G < nt; j += 4 * G) {
-                    vecf<VEC> vv[4];
-                    float pj[4];
+                /* Eight rows' loads in flight, then their sums in row order. */
+                for (; j + 7 * G < nt; j += 8 * G) {
+                    vecf<VEC> vv[8];
+                    float pj[8];
 #pragma unroll
-                    for (int u = 0; u < 4; u++) {
+                    for (int u = 0; u < 8; u++) {
                         long long off = rowoff[j + u * G];
                         pj[u] = off >= 0 ? pr[j + u * G] : 0.0f;
                         vv[u] = vecf<VEC>::load(vb + (off >= 0 ? off : 0));
                     }
 #pragma unroll
-                    for (int u = 0; u < 4; u++)
+                    for (int u = 0; u < 8; u++)
 #pragma unroll
                         for (int i = 0; i < VEC; i++)
                             acc[c][i] += pj[u] * vv[u].v[i];

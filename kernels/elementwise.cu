@@ -41,6 +41,14 @@ static __global__ void rmsnorm_kernel(int32_t dim, const float *x, const float *
     }
 }
 
+/* Threads of a row's block in the norms: about 4 values each, at most
+ * 1024; a function of dim alone, so a row's sum order never depends on
+ * the number of rows. */
+static unsigned norm_threads(int32_t dim) {
+    int32_t t = ((dim + 3) / 4 + 31) / 32 * 32;
+    return (unsigned)(t < 32 ? 32 : t > 1024 ? 1024 : t);
+}
+
 extern "C" sv_status sv_k_rmsnorm(cudaStream_t stream, int32_t rows, int32_t dim, const float *x,
                                   const float *w, float eps, float *y, uint16_t *ybf,
                                   sv_error_t *err) {
@@ -49,7 +57,7 @@ extern "C" sv_status sv_k_rmsnorm(cudaStream_t stream, int32_t rows, int32_t dim
                             (int)rows, (int)dim);
     if (rows == 0)
         return SV_OK;
-    rmsnorm_kernel<<<(unsigned)rows, EW_THREADS, 0, stream>>>(dim, x, w, eps, y, ybf);
+    rmsnorm_kernel<<<(unsigned)rows, norm_threads(dim), 0, stream>>>(dim, x, w, eps, y, ybf);
     return sv_k_check_launch("rmsnorm", err);
 }
 
@@ -86,7 +94,8 @@ extern "C" sv_status sv_k_add_rmsnorm(cudaStream_t stream, int32_t rows, int32_t
                             (int)rows, (int)dim);
     if (rows == 0)
         return SV_OK;
-    add_rmsnorm_kernel<<<(unsigned)rows, EW_THREADS, 0, stream>>>(dim, x, d, w, eps, y, ybf);
+    add_rmsnorm_kernel<<<(unsigned)rows, norm_threads(dim), 0, stream>>>(dim, x, d, w, eps, y,
+                                                                           ybf);
     return sv_k_check_launch("add_rmsnorm", err);
 }
 
@@ -381,7 +390,9 @@ static __global__ void rope_kv_write_kernel(sv_kv_view_t kv, int32_t n_heads, in
         double a = (double)p * (double)inv_freq[i];
         cs[i] = (float)cos(a), sn[i] = (float)sin(a);
     }
-    if (threadIdx.x == 0)
+    /* The last thread (another warp than the angles' first) follows the
+     * table while the angles are computed. */
+    if (threadIdx.x == blockDim.x - 1)
         phys_s = kv_phys_row(kv, r, p, flag);
     __syncthreads();
     const long long phys = phys_s;

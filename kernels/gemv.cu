@@ -5,16 +5,21 @@
  * they are matrix-vector products that only stream the weights. cuBLAS's
  * tensor-core kernels for them take 4 to 5 µs even for a 576×576 matrix
  * (BENCHMARKS.md, "The CUDA backend on an H200"), and a step has seven a
- * layer. Here one warp computes one output for every row: its lanes read
+ * layer. Here a warp computes one output for every row: its lanes read
  * the weight row 8 values (16 bytes) at a time, four loads in flight, and
  * each lane keeps one fp32 sum per row; a shuffle tree adds the lanes.
+ * When the outputs are few for the GPU and the rows long (a down
+ * projection: 2048 outputs of 8192 values), 2, 4 or 8 warps share an
+ * output, each taking every W-th chunk, and their sums are added in a
+ * fixed order (gemv_parts picks W from the shape alone).
  * One launch serves several products of one input (a layer's q, k and v),
  * and gate and up with SwiGLU applied (the feed-forward's first half), so
  * a layer's seven products are four launches.
  *
  * The arithmetic: each product of two bf16 values is exact in fp32, the
- * sums are fp32 in a fixed order (lane i takes the 8-value chunks i, i +
- * 32, ...; within a chunk in index order; then the tree), so a row's
+ * sums are fp32 in a fixed order (lane i of part p takes the 8-value
+ * chunks 32p + i, 32p + i + 32W, ...; within a chunk in index order; then
+ * the tree, then the parts in order), so a row's
  * result does not depend on the other rows of the call. It differs from
  * cuBLAS's (another order), which src/backend/cuda.c uses for more rows:
  * a row's bits may change when the batch passes SV_K_GEMV_MAX_ROWS. */
@@ -34,30 +39,32 @@ static __device__ __forceinline__ void unpack8(const uint16_t *p, float f[8]) {
     }
 }
 
-/* The lane's partial sums of one weight row wr (in values) against the R
- * rows of x: chunks lane, lane + 32, ..., each in index order. */
+/* The partial sums of one weight row wr (in values) against the R rows of
+ * x over the chunks c0, c0 + step, c0 + 2·step, ... (8 values each, in
+ * index order within a chunk), four loads in flight. */
 template <int R>
 static __device__ __forceinline__ void lane_dots(const uint16_t *wr, const uint16_t *x,
-                                                 int32_t in, int lane, float acc[R]) {
+                                                 int32_t in, int32_t c0, int32_t step,
+                                                 float acc[R]) {
     const int32_t n8 = in / 8;
-    int32_t c = lane;
-    for (; c + 96 < n8; c += 128) { /* four chunks in flight */
+    int32_t c = c0;
+    for (; c + 3 * step < n8; c += 4 * step) {
         float wf[4][8];
 #pragma unroll
         for (int u = 0; u < 4; u++)
-            unpack8(wr + (size_t)(c + 32 * u) * 8, wf[u]);
+            unpack8(wr + (size_t)(c + step * u) * 8, wf[u]);
 #pragma unroll
         for (int u = 0; u < 4; u++)
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 float xf[8];
-                unpack8(x + (size_t)r * in + (size_t)(c + 32 * u) * 8, xf);
+                unpack8(x + (size_t)r * in + (size_t)(c + step * u) * 8, xf);
 #pragma unroll
                 for (int k = 0; k < 8; k++)
                     acc[r] += wf[u][k] * xf[k];
             }
     }
-    for (; c < n8; c += 32) {
+    for (; c < n8; c += step) {
         float wf[8];
         unpack8(wr + (size_t)c * 8, wf);
 #pragma unroll
@@ -89,27 +96,51 @@ typedef struct gemv_segs {
     int32_t n;
 } gemv_segs_t;
 
-/* Block b, warp w: output (b - block0[k]) * GEMV_WARPS + w of segment k, for
- * all R rows. */
+/* The W warps of an output (W = 1, 2, 4 or 8, a power of two dividing
+ * GEMV_WARPS) split its chunks: warp part p of W takes chunks p·32 + lane,
+ * stepping 32·W; their sums are added in part order through shared
+ * memory. W depends on the shape only (gemv_parts), never on the rows. */
+template <int R>
+static __device__ __forceinline__ bool parts_sum(float acc[R], int32_t W, int warp, int lane,
+                                                 float (*part)[SV_K_GEMV_MAX_ROWS]) {
+    if (W == 1)
+        return lane == 0;
+    if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            part[warp][r] = acc[r];
+    __syncthreads();
+    if (lane != 0 || warp % W != 0)
+        return false;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        for (int32_t j = 1; j < W; j++)
+            acc[r] += part[warp + j][r];
+    return true;
+}
+
+/* Block b: GEMV_WARPS / W outputs of segment k, (b - block0[k]) · that
+ * onward; warp w works on output w / W, part w % W; for all R rows. */
 template <int R>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32)
-gemv_bf16_kernel(int32_t in, const uint16_t *x, gemv_segs_t S) {
-    const int lane = threadIdx.x & 31;
+gemv_bf16_kernel(int32_t in, const uint16_t *x, gemv_segs_t S, int32_t W) {
+    __shared__ float part[GEMV_WARPS][SV_K_GEMV_MAX_ROWS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int32_t b = (int32_t)blockIdx.x;
     int k = 0;
     while (k + 1 < S.n && b >= S.block0[k + 1])
         k++;
     const sv_k_gemv_seg_t sg = S.s[k];
-    const int32_t o = (b - S.block0[k]) * GEMV_WARPS + (int32_t)(threadIdx.x >> 5);
-    if (o >= sg.out)
-        return; /* a whole warp: no barrier below */
+    const int32_t o = (b - S.block0[k]) * (GEMV_WARPS / W) + warp / W;
+    const bool live = o < sg.out; /* no return: parts_sum may wait at a barrier */
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
         acc[r] = 0.0f;
-    lane_dots<R>(sg.w + (size_t)o * in, x, in, lane, acc);
+    if (live)
+        lane_dots<R>(sg.w + (size_t)o * in, x, in, (warp % W) * 32 + lane, 32 * W, acc);
     warp_sums<R>(acc);
-    if (lane == 0) {
+    if (parts_sum<R>(acc, W, warp, lane, part) && live) {
         const float bb = sg.bias ? sg.bias[o] : 0.0f;
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -119,24 +150,31 @@ gemv_bf16_kernel(int32_t in, const uint16_t *x, gemv_segs_t S) {
 
 /* The gate and up products of output o and SwiGLU of the two, as
  * elementwise.cu's swiglu_kernel computes it; ybf: NULL or the bf16
- * rounding of y (which must not be x). */
+ * rounding of y (which must not be x). Warps as in gemv_bf16_kernel. */
 template <int R>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32)
 gemv_swiglu_kernel(int32_t in, int32_t out, const uint16_t *x, const uint16_t *wg,
-                   const uint16_t *wu, float *y, uint16_t *ybf) {
-    const int lane = threadIdx.x & 31;
-    const int32_t o = (int32_t)blockIdx.x * GEMV_WARPS + (int32_t)(threadIdx.x >> 5);
-    if (o >= out)
-        return;
+                   const uint16_t *wu, float *y, uint16_t *ybf, int32_t W) {
+    __shared__ float part[GEMV_WARPS][SV_K_GEMV_MAX_ROWS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int32_t o = (int32_t)blockIdx.x * (GEMV_WARPS / W) + warp / W;
+    const bool live = o < out;
     float ag[R], au[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
         ag[r] = au[r] = 0.0f;
-    lane_dots<R>(wg + (size_t)o * in, x, in, lane, ag);
-    lane_dots<R>(wu + (size_t)o * in, x, in, lane, au);
+    const int32_t c0 = (warp % W) * 32 + lane;
+    if (live) {
+        lane_dots<R>(wg + (size_t)o * in, x, in, c0, 32 * W, ag);
+        lane_dots<R>(wu + (size_t)o * in, x, in, c0, 32 * W, au);
+    }
     warp_sums<R>(ag);
     warp_sums<R>(au);
-    if (lane == 0) {
+    bool mine = parts_sum<R>(ag, W, warp, lane, part);
+    if (W > 1)
+        __syncthreads(); /* part is read before it is rewritten (W is uniform) */
+    mine = parts_sum<R>(au, W, warp, lane, part) && mine;
+    if (mine && live) {
 #pragma unroll
         for (int r = 0; r < R; r++) {
             float g = ag[r];
@@ -146,6 +184,15 @@ gemv_swiglu_kernel(int32_t in, int32_t out, const uint16_t *x, const uint16_t *w
                 ybf[(size_t)r * out + o] = sv_k_bf16(v);
         }
     }
+}
+
+/* Warps per output: enough warps in all (about 16384) to keep the memory
+ * busy, while each still reads at least 2 chunks per lane. */
+static int32_t gemv_parts(int32_t in, int64_t outs) {
+    int32_t W = 1;
+    while (W < GEMV_WARPS && outs * W < 16384 && in >= 512 * 2 * W)
+        W *= 2;
+    return W;
 }
 
 static bool gemv_args_ok(int32_t rows, int32_t in, const uint16_t *x) {
@@ -158,13 +205,17 @@ extern "C" sv_status sv_k_gemv_bf16_n(cudaStream_t stream, int32_t rows, int32_t
                                       sv_error_t *err) {
     gemv_segs_t S;
     bool ok = gemv_args_ok(rows, in, x) && n >= 1 && n <= GEMV_MAX_SEGS && segs;
-    int64_t blocks = 0;
+    int64_t blocks = 0, outs = 0;
+    for (int32_t k = 0; ok && k < n; k++) {
+        ok = segs[k].out > 0 && segs[k].w && segs[k].y && ((uintptr_t)segs[k].w & 15) == 0;
+        outs += ok ? segs[k].out : 0;
+    }
+    const int32_t W = ok ? gemv_parts(in, outs) : 1, per = GEMV_WARPS / W;
     for (int32_t k = 0; ok && k < n; k++) {
         S.s[k] = segs[k];
         S.block0[k] = (int32_t)blocks;
-        ok = segs[k].out > 0 && segs[k].w && segs[k].y && ((uintptr_t)segs[k].w & 15) == 0;
-        blocks += (segs[k].out + GEMV_WARPS - 1) / GEMV_WARPS;
-        ok = ok && blocks <= 0x7fffffff;
+        blocks += (segs[k].out + per - 1) / per;
+        ok = blocks <= 0x7fffffff;
     }
     if (!ok)
         return sv_error_set(err, SV_ERR_ARG, -1,
@@ -177,7 +228,7 @@ extern "C" sv_status sv_k_gemv_bf16_n(cudaStream_t stream, int32_t rows, int32_t
     switch (rows) {
 #define GEMV_CASE(R)                                                                            \
     case R:                                                                                     \
-        gemv_bf16_kernel<R><<<(unsigned)blocks, GEMV_WARPS * 32, 0, stream>>>(in, x, S);       \
+        gemv_bf16_kernel<R><<<(unsigned)blocks, GEMV_WARPS * 32, 0, stream>>>(in, x, S, W);    \
         break;
         GEMV_CASE(1)
         GEMV_CASE(2)
@@ -203,12 +254,13 @@ extern "C" sv_status sv_k_gemv_swiglu_bf16(cudaStream_t stream, int32_t rows, in
                             (int)rows, (int)in, (int)out);
     if (rows == 0)
         return SV_OK;
-    unsigned blocks = sv_k_blocks((size_t)out, GEMV_WARPS);
+    const int32_t W = gemv_parts(in, out);
+    unsigned blocks = sv_k_blocks((size_t)out, (unsigned)(GEMV_WARPS / W));
     switch (rows) {
 #define GEMV_CASE(R)                                                                            \
     case R:                                                                                     \
         gemv_swiglu_kernel<R><<<blocks, GEMV_WARPS * 32, 0, stream>>>(in, out, x, wg, wu, y,   \
-                                                                       ybf);                    \
+                                                                       ybf, W);                 \
         break;
         GEMV_CASE(1)
         GEMV_CASE(2)

@@ -32,7 +32,7 @@
 #include "src/model/quant.h"
 #include "src/model/safetensors.h"
 
-#define LOGIT_ROWS 8 /* rows of logits computed per gemm when all are wanted */
+#define LOGIT_ROWS 64 /* at most this many rows of logits per product (kv->logit_rows) */
 #define CTX_ROUND 128 /* attention's context bound is rounded up to this (step_layers) */
 
 /* A weight matrix, one per layer or a single one: fp32 (qt == 0), or kept
@@ -93,7 +93,8 @@ struct sv_llama_kv {
     float *att;          /* (max_tokens, n_heads * head_dim) */
     float *hb;           /* (max_tokens, hidden_dim) */
     float *hb2;          /* (max_tokens, hidden_dim) */
-    float *logits;       /* (LOGIT_ROWS, vocab) */
+    float *logits;       /* (logit_rows, vocab) */
+    int32_t logit_rows;  /* min(max_tokens, LOGIT_ROWS): a decode step's logits in one product */
     /* the step's descriptors in backend memory ... */
     int32_t *tok;        /* (max_tokens) */
     int32_t *pos;        /* (max_tokens) */
@@ -939,6 +940,7 @@ sv_status sv_llama_kv_create(const sv_llama_t *m, int32_t n_blocks, int32_t max_
     kv->n_blocks = n_blocks;
     kv->max_tokens = max_tokens;
     kv->table_cap = (int32_t)(n_blocks + ctx_blocks);
+    kv->logit_rows = max_tokens < LOGIT_ROWS ? max_tokens : LOGIT_ROWS;
     sv_backend_t *be = m->be;
     size_t T = (size_t)max_tokens;
     size_t q_dim = (size_t)c->n_heads * c->head_dim;
@@ -959,7 +961,7 @@ sv_status sv_llama_kv_create(const sv_llama_t *m, int32_t n_blocks, int32_t max_
         {(void **)&kv->att, T * q_dim * sizeof(float)},
         {(void **)&kv->hb, T * c->hidden_dim * sizeof(float)},
         {(void **)&kv->hb2, T * c->hidden_dim * sizeof(float)},
-        {(void **)&kv->logits, (size_t)LOGIT_ROWS * c->vocab_size * sizeof(float)},
+        {(void **)&kv->logits, (size_t)kv->logit_rows * c->vocab_size * sizeof(float)},
         {(void **)&kv->tok, T * sizeof(int32_t)},
         {(void **)&kv->pos, T * sizeof(int32_t)},
         {(void **)&kv->seq, T * sizeof(int32_t)},
@@ -1184,8 +1186,8 @@ static sv_status logits_rows(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t n, 
     if ((st = be->ops->get_rows(be, nl, c->dim, n, kv->x, kv->lrows, kv->xb, err)) ||
         (st = be->ops->rmsnorm(be, nl, c->dim, kv->xb, m->out_norm, c->norm_eps, kv->xb, err)))
         return st;
-    for (int32_t i = 0; i < nl; i += LOGIT_ROWS) {
-        int32_t k = nl - i < LOGIT_ROWS ? nl - i : LOGIT_ROWS;
+    for (int32_t i = 0; i < nl; i += kv->logit_rows) {
+        int32_t k = nl - i < kv->logit_rows ? nl - i : kv->logit_rows;
         if ((st = mat_gemm(m, k, c->dim, c->vocab_size, kv->xb + (size_t)i * c->dim,
                            &m->output, 0, NULL, kv->logits, err)) ||
             (st = be->ops->download(be, dst + (size_t)i * c->vocab_size, kv->logits,

@@ -145,7 +145,8 @@ size_t sv_llama_kv_block_bytes(const sv_llama_t *m);
  * buffers for up to max_tokens batch rows per internal step (a larger
  * batch runs as several steps, which changes no result; activations take
  * about max_tokens * (4 dim + 3 q_dim + 2 kv_dim + 2 hidden_dim) floats,
- * plus LOGIT rows of vocab floats and n_blocks + ctx/16 + 4 max_tokens
+ * plus min(max_tokens, 64) rows of vocab floats (the logits of one product)
+ * and n_blocks + ctx/16 + 4 max_tokens
  * int32 of tables). m is borrowed and must outlive the cache. Errors:
  * SV_ERR_ARG (n_blocks or max_tokens < 1), SV_ERR_NOMEM. On success *out
  * is freed with sv_llama_kv_destroy. */

@@ -353,8 +353,9 @@ static void test_quantized(void) {
             CHECK(gemm_q_calls == 0, "the fp32 model called gemm_q");
             be->ops = &counting;
             run_all(mq, 64, lq);
-            /* 7 matrices a layer, and the output for every 8 rows of logits */
-            int want = 7 * LAYERS + (N + 7) / 8;
+            /* 7 matrices a layer, and the output for every 64 rows of logits
+             * (src/model/llama.c, LOGIT_ROWS) */
+            int want = 7 * LAYERS + (N + 63) / 64;
             CHECK(gemm_q_calls == want, "gemm_q called %d times, wanted %d", gemm_q_calls, want);
             run_all(mq, 1, ls); /* decode steps, one token a call */
             CHECK(memcmp(lq, lf, sizeof(float) * N * VOCAB) == 0,
