@@ -37,6 +37,8 @@
 #              attention kernel's stall reasons
 #   memcheck, memcheck-s, racecheck: the kernel and sampler tests (--quick)
 #              under compute-sanitizer, when the run has time left (SANITIZE=1)
+# SKIP_STEPS="bench bench-135m ..." leaves the steps named out (SKIPPED in
+# results.txt; to spend a short device budget on what changed).
 # Output: everything goes to $OUT/check.log and the summary to
 # $OUT/results.txt ($OUT defaults to build-gpu/out). Exit status 0 when every
 # step passed, 1 when one failed, 3 when none failed but one could not run
@@ -97,6 +99,9 @@ record() {
 step() {
     local name=$1 limit=$2
     shift 2
+    case " ${SKIP_STEPS:-} " in
+    *" $name "*) record "$name" SKIPPED "in SKIP_STEPS"; return 0 ;;
+    esac
     echo
     local line="=== $name (limit ${limit}s, at $(($(date +%s) - T0))s): $*"
     echo "$line"
