@@ -304,7 +304,7 @@ if [ -f "$M1B/model.safetensors" ]; then
     step e2e-1b 180 "$G/gpu_test_e2e" "$M1B" --prompt 48 --decode 8 --seqs 4 --tol 2e-2
     step e2e-1b-bf16 120 "$G/gpu_test_e2e" "$M1B" --prompt 48 --decode 8 --seqs 4 --tol 0.5 --bf16
     step bench 150 "$G/gpu_bench" "$M1B" --ctx 512 --steps 10 --batches 1,8,64,256 --prefill 2048
-    step bench-bf16 150 "$G/gpu_bench" "$M1B" --ctx 512 --steps 20 --batches 1,8,64,256 \
+    step bench-bf16 150 "$G/gpu_bench" "$M1B" --ctx 512 --steps 20 --batches 1,2,4,8,16,64,256 \
         --prefill 2048 --dtype bf16
     step bench-1b-long 90 "$G/gpu_bench" "$M1B" --ctx 4096 --steps 10 --batches 1,16 \
         --prefill 0 --dtype bf16
@@ -321,7 +321,7 @@ M135=$WORK/smollm2-135m
 step gen-135m 60 "$G/make_random_llama" "$M135" --shape smollm2-135m
 if [ -f "$M135/model.safetensors" ]; then
     step bench-135m 90 "$G/gpu_bench" "$M135" --ctx 512 --steps 10 --batches 1,8,64,256 --prefill 2048
-    step bench-135m-bf16 90 "$G/gpu_bench" "$M135" --ctx 512 --steps 20 --batches 1,8,64,256 \
+    step bench-135m-bf16 90 "$G/gpu_bench" "$M135" --ctx 512 --steps 20 --batches 1,2,4,8,16,64,256 \
         --prefill 2048 --dtype bf16
     step bench-135m-eager 60 env SV_CUDA_GRAPHS=0 "$G/gpu_bench" "$M135" --ctx 512 --steps 20 \
         --batches 1,8,64 --prefill 0 --dtype bf16

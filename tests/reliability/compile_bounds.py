@@ -142,6 +142,10 @@ def main() -> int:
         "wall_s": {p: pct(walls, p) for p in (50, 90, 99, 100)},
         "peak_rss_mib": {p: round(pct(rss, p) / 2**20, 1) for p in (50, 90, 99, 100)},
         "over_budget": len(over_budget),
+        # issue 14's target: a compile's peak at most 256 MiB on every schema
+        "rss_over_256_mib": sum(1 for x in rss if x - baseline > 256 << 20),
+        "rss_over_baseline_mib_hist": {f"<={b}": sum(1 for x in rss if (x - baseline) <= b << 20)
+                                       for b in (16, 32, 64, 128, 256, 512)},
         "worst_time_overshoot_s": round(max(walls) - TIMEOUT_MS / 1000, 3),
         "worst_rss_over_baseline_mib": round((max(rss) - baseline) / 2**20, 1),
         "slowest": sorted(({"file": r["file"], "wall": r["wall"], "outcome": r["outcome"]} for r in results),
@@ -156,7 +160,8 @@ def main() -> int:
     print(f"compile_bounds: {len(results)} schemas in {elapsed:.0f} s; outcomes {report['outcomes']}; "
           f"wall p50/p99/max {report['wall_s'][50]:.3f}/{report['wall_s'][99]:.3f}/{report['wall_s'][100]:.3f} s; "
           f"peak RSS p50/p99/max {report['peak_rss_mib'][50]}/{report['peak_rss_mib'][99]}/"
-          f"{report['peak_rss_mib'][100]} MiB (baseline {baseline >> 20} MiB, limit {rss_limit >> 20} MiB); "
+          f"{report['peak_rss_mib'][100]} MiB (baseline {baseline >> 20} MiB, limit {rss_limit >> 20} MiB; "
+          f"{report['rss_over_256_mib']} over 256 MiB past the baseline); "
           f"{len(bad)} failures", file=sys.stderr)
     for b in bad[:20]:
         print(f"compile_bounds: FAIL {b}", file=sys.stderr)
