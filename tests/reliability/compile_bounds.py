@@ -144,6 +144,10 @@ def main() -> int:
         "over_budget": len(over_budget),
         # issue 14's target: a compile's peak at most 256 MiB on every schema
         "rss_over_256_mib": sum(1 for x in rss if x - baseline > 256 << 20),
+        "over_256_mib": sorted(({"file": r["file"], "outcome": r["outcome"],
+                                 "rss_mib": round((r["rss"] - baseline) / 2**20, 1)}
+                                for r in results if r["rss"] - baseline > 256 << 20),
+                               key=lambda r: -r["rss_mib"]),
         "rss_over_baseline_mib_hist": {f"<={b}": sum(1 for x in rss if (x - baseline) <= b << 20)
                                        for b in (16, 32, 64, 128, 256, 512)},
         "worst_time_overshoot_s": round(max(walls) - TIMEOUT_MS / 1000, 3),
