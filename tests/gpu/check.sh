@@ -38,11 +38,12 @@
 #   memcheck, memcheck-s, racecheck: the kernel and sampler tests (--quick)
 #              under compute-sanitizer, when the run has time left (SANITIZE=1)
 # SKIP_STEPS="bench bench-135m ..." leaves the steps named out (SKIPPED in
-# results.txt; to spend a short device budget on what changed).
+# results.txt, and the exit status is then 3, not 0: a partial run; to spend
+# a short device budget on what changed).
 # Output: everything goes to $OUT/check.log and the summary to
 # $OUT/results.txt ($OUT defaults to build-gpu/out). Exit status 0 when every
 # step passed, 1 when one failed, 3 when none failed but one could not run
-# (MISSING: e.g. no fixture; the log says why).
+# (MISSING: e.g. no fixture; SKIPPED: SKIP_STEPS; the log says why).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -91,7 +92,7 @@ record() {
     echo "$line" >&3
     case $2 in
     FAIL) STATUS=1 ;;
-    MISSING) [ $STATUS -eq 0 ] && STATUS=3 ;;
+    MISSING | SKIPPED) [ $STATUS -eq 0 ] && STATUS=3 ;;
     esac
 }
 
