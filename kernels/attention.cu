@@ -34,9 +34,10 @@
  * each (grid (rows * n_heads, splits)); a block writes its split's running
  * maximum, sum and unnormalised accumulators to a scratch buffer, then
  * counts itself done in a per-(row, head) counter; the block that
- * completes the count combines the row's splits in split order (whichever
- * block that is, the arithmetic is the same), writes the output and
- * resets the counter for the next launch. The splits of a row depend on
+ * completes the count combines the row's splits (whichever block that is,
+ * the arithmetic is the same: block reductions over the splits, then each
+ * dimension in split order), writes the output and resets the counter for
+ * the next launch. The splits of a row depend on
  * its own context length only, never on the batch. A row of one split
  * writes its output directly. The scratch and the counters (owned by the
  * backend) serve as many rows at a time as fit (row groups, one launch
@@ -321,24 +322,29 @@ attention_kernel(sv_kv_view_t kv, int32_t n_heads, int32_t group, int32_t hd, fl
     __threadfence();
     if (tid == 0)
         count[blockIdx.x] = 0;
-    /* Read through L2: the other splits' blocks wrote these. */
-    const volatile float *base = part + (size_t)blockIdx.x * n_split * stride;
-    float mx = -INFINITY;
-    for (int32_t s = 0; s < row_splits; s++)
-        mx = fmaxf(mx, base[s * stride]);
-    float sum = 0.0f;
-    for (int32_t s = 0; s < row_splits; s++) {
-        float ms = base[s * stride];
-        sum += ms == -INFINITY ? 0.0f : expf(ms - mx) * base[s * stride + 1];
+    /* The other splits' blocks wrote these: read through L2 (__ldcg). The
+     * threads take the splits t, t + ATT_THREADS, ...: the maximum, then
+     * each split's weight exp(m_s - max), written over its m_s, and the
+     * weighted sum of the l_s (block reductions: a fixed order); then each
+     * dimension's accumulators in split order. */
+    float *base = part + (size_t)blockIdx.x * n_split * stride;
+    float lm = -INFINITY;
+    for (int32_t s = tid; s < row_splits; s += ATT_THREADS)
+        lm = fmaxf(lm, __ldcg(base + s * stride));
+    const float mx = sv_k_block_max(lm, red);
+    float ls = 0.0f;
+    for (int32_t s = tid; s < row_splits; s += ATT_THREADS) {
+        const float ms = __ldcg(base + s * stride);
+        const float w = ms == -INFINITY ? 0.0f : expf(ms - mx);
+        ls += w * __ldcg(base + s * stride + 1);
+        __stcg(base + s * stride, w); /* to L2, where the loads below look */
     }
+    const float sum = sv_k_block_sum(ls, red); /* its barriers publish the weights */
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     for (int32_t d = tid; d < hd; d += ATT_THREADS) {
         float a = 0.0f;
-        for (int32_t s = 0; s < row_splits; s++) {
-            float ms = base[s * stride];
-            if (ms != -INFINITY)
-                a += expf(ms - mx) * base[s * stride + 2 + d];
-        }
+        for (int32_t s = 0; s < row_splits; s++)
+            a += __ldcg(base + s * stride) * __ldcg(base + s * stride + 2 + d);
         att_store(o, ob, d, a * inv);
     }
 }

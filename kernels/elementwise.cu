@@ -41,11 +41,11 @@ static __global__ void rmsnorm_kernel(int32_t dim, const float *x, const float *
     }
 }
 
-/* Threads of a row's block in the norms: about 4 values each, at most
- * 1024; a function of dim alone, so a row's sum order never depends on
- * the number of rows. */
+/* Threads of a row's block in the norms: one a value up to 1024 (a row's
+ * loads then all in flight at once); a function of dim alone, so a row's
+ * sum order never depends on the number of rows. */
 static unsigned norm_threads(int32_t dim) {
-    int32_t t = ((dim + 3) / 4 + 31) / 32 * 32;
+    int32_t t = (dim + 31) / 32 * 32;
     return (unsigned)(t < 32 ? 32 : t > 1024 ? 1024 : t);
 }
 

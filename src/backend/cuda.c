@@ -100,6 +100,8 @@ typedef struct cuda_backend {
     /* step graphs */
     step_mode mode;
     bool no_graphs;    /* SV_CUDA_GRAPHS=0 in the environment: every step eager */
+    int32_t gemv_rows; /* products of at most this many rows run kernels/gemv.cu (bf16):
+                          SV_K_GEMV_MAX_ROWS, or SV_CUDA_GEMV_ROWS (0 .. that) to measure */
     bool in_step;      /* between graph_begin and graph_end / graph_abort */
     int32_t cur;       /* STEP_REPLAY: the graph being replayed */
     const void *cap_owner;
@@ -286,8 +288,8 @@ static sv_status cu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t out
 
 /* Whether a bf16 product of rows rows runs kernels/gemv.cu: a decode
  * step's few rows, in a multiple of 8, 16-byte aligned weights. */
-static bool gemv_fits(int32_t rows, int32_t in, const void *w) {
-    return rows <= SV_K_GEMV_MAX_ROWS && in % 8 == 0 && ((uintptr_t)w & 15) == 0;
+static bool gemv_fits(const cuda_backend_t *c, int32_t rows, int32_t in, const void *w) {
+    return rows <= c->gemv_rows && in % 8 == 0 && ((uintptr_t)w & 15) == 0;
 }
 
 /* Makes xbf hold x (rows, in) rounded, unless it already does (`held`,
@@ -342,7 +344,7 @@ static sv_status cu_gemm_q(sv_backend_t *be, int32_t rows, int32_t in, int32_t o
     bool have = xbf_has(c, x, n_in);
     if ((st = bind(c, err)) || replaying(c))
         return st;
-    if (gemv_fits(rows, in, w)) {
+    if (gemv_fits(c, rows, in, w)) {
         const sv_k_gemv_seg_t seg = {(const uint16_t *)w, bias, y, out};
         if ((st = xbf_load(c, have, rows, in, x, err)) ||
             (st = sv_k_gemv_bf16_n(c->stream, rows, in, 1, &seg, c->xbf, err)))
@@ -385,7 +387,7 @@ static sv_status cu_gemm_q_n(sv_backend_t *be, int32_t rows, int32_t in, int32_t
     for (int32_t k = 0; k < n; k++) {
         if ((st = gemm_q_check(c, rows, in, outs[k], x, ws[k], t, ys[k], err)))
             return st;
-        fits = fits && gemv_fits(rows, in, ws[k]);
+        fits = fits && gemv_fits(c, rows, in, ws[k]);
         seg[k] = (sv_k_gemv_seg_t){(const uint16_t *)ws[k], biases ? biases[k] : NULL, ys[k],
                                    outs[k]};
     }
@@ -430,7 +432,7 @@ static sv_status cu_gemm_q_swiglu(sv_backend_t *be, int32_t rows, int32_t in, in
     if ((st = gemm_q_check(c, rows, in, out, x, wg, t, gate, err)) ||
         (st = gemm_q_check(c, rows, in, out, x, wu, t, up, err)))
         return st;
-    if (!gemv_fits(rows, in, wg) || !gemv_fits(rows, in, wu)) {
+    if (!gemv_fits(c, rows, in, wg) || !gemv_fits(c, rows, in, wu)) {
         if ((st = cu_gemm_q(be, rows, in, out, x, wg, t, NULL, gate, err)) ||
             (st = cu_gemm_q(be, rows, in, out, x, wu, t, NULL, up, err)))
             return st;
@@ -784,6 +786,19 @@ sv_status sv_cuda_backend_create(const sv_cuda_config_t *cfg, sv_backend_t **out
     if (dev < 0 || dev >= n)
         return sv_error_set(err, SV_ERR_ARG, -1, "cuda backend: device %d not found (%d present)",
                             dev, n);
+    /* SV_CUDA_GEMV_ROWS: the matrix-vector kernel's row limit, lowered to
+     * measure its crossover with cuBLAS (tests/gpu/check.sh). */
+    const char *gr = getenv("SV_CUDA_GEMV_ROWS");
+    int32_t gemv_rows = SV_K_GEMV_MAX_ROWS;
+    if (gr && *gr) {
+        char *end;
+        long v = strtol(gr, &end, 10);
+        if (*end || v < 0 || v > SV_K_GEMV_MAX_ROWS)
+            return sv_error_set(err, SV_ERR_ARG, -1,
+                                "cuda backend: SV_CUDA_GEMV_ROWS=%s is not 0..%d", gr,
+                                SV_K_GEMV_MAX_ROWS);
+        gemv_rows = (int32_t)v;
+    }
     cuda_backend_t *c = calloc(1, sizeof *c);
     if (!c)
         return sv_error_set(err, SV_ERR_NOMEM, -1, "cuda backend: out of memory");
@@ -792,6 +807,7 @@ sv_status sv_cuda_backend_create(const sv_cuda_config_t *cfg, sv_backend_t **out
     c->bf16 = cfg && cfg->bf16;
     const char *g = getenv("SV_CUDA_GRAPHS");
     c->no_graphs = g && !strcmp(g, "0");
+    c->gemv_rows = gemv_rows;
     sv_status st;
     if ((st = cuda_status(cudaSetDevice(dev), "set device", err)) ||
         (st = cuda_status(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),

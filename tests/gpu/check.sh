@@ -31,6 +31,12 @@
 #   bench      gpu_bench on that model: decode at batch 1/8/64/256, prefill,
 #              mask+sample at batch 64; bench-bf16 the same in bf16 mode
 #   bench-1b-long  bf16 decode at context 4096 (attention's share grows)
+#   gemv-rows-1b, gemv-rows-135m: bf16 decode at batch 1, 2, 4, 8 with the
+#              matrix-vector kernel's row limit lowered (SV_CUDA_GEMV_ROWS=0,
+#              2, 4; cuda.c): where cuBLAS overtakes it
+#   engine-1b  tests/gpu/engine_bench.py: the engine (generate --batch) on
+#              the 1B shape with the Llama 3 tokenizer, 64 rows running,
+#              constrained (schemas/) against unconstrained tokens/s
 #   bench-135m the same on a random SmolLM2-135M-shape model
 #   profile-1b, profile-135m: ncu's time per kernel of an eager bf16 decode
 #              step at batch 1 (when ncu is on the PATH); profile-attn the
@@ -66,7 +72,15 @@ if [ "${1:-}" = "--prepare" ]; then
     # cannot find jansson and libpcre2-8.
     (cd "$FIXTURE/debs" && apt-get download $DEB_PACKAGES >/dev/null 2>&1) ||
         { echo "check.sh --prepare: apt-get download failed" >&2; exit 1; }
-    echo "check.sh --prepare: wrote $FIXTURE (tiny.gguf, tiny-hf/, debs/); do not commit it"
+    # The Llama 3 tokenizer, for the engine bench on the 1B shape (its
+    # vocabulary is the shape's): constrained decoding needs a real one.
+    tok=$ROOT/../shared/data/tokenizers/llama3
+    if [ -f "$tok/tokenizer.json" ]; then
+        mkdir -p "$FIXTURE/llama3" && cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$FIXTURE/llama3/"
+    else
+        echo "check.sh --prepare: no Llama 3 tokenizer at $tok: the engine-1b step will be MISSING" >&2
+    fi
+    echo "check.sh --prepare: wrote $FIXTURE (tiny.gguf, tiny-hf/, debs/, llama3/); do not commit it"
     exit 0
 fi
 
@@ -298,6 +312,20 @@ else
     record e2e-fixture MISSING "the random tiny models ran, the make_tiny_llama fixture did not"
 fi
 
+# gemv_rows MODEL: bf16 decode at 1..8 rows with the matrix-vector
+# kernel's row limit at 0 (cuBLAS for every product), 2 and 4; bench-bf16
+# has the default (8).
+gemv_rows() {
+    local r rc=0
+    for r in 0 2 4; do
+        echo "--- SV_CUDA_GEMV_ROWS=$r"
+        SV_CUDA_GEMV_ROWS=$r "$G/gpu_bench" "$1" --ctx 512 --steps 20 --batches 1,2,4,8 --prefill 0 \
+            --dtype bf16 || rc=1
+    done
+    return $rc
+}
+export -f gemv_rows
+
 # ---- the Llama-3.2-1B shape --------------------------------------------------------------
 M1B=$WORK/llama-3.2-1b
 step gen-1b 90 "$G/make_random_llama" "$M1B" --shape llama-3.2-1b
@@ -309,6 +337,15 @@ if [ -f "$M1B/model.safetensors" ]; then
         --prefill 2048 --dtype bf16
     step bench-1b-long 90 "$G/gpu_bench" "$M1B" --ctx 4096 --steps 10 --batches 1,16 \
         --prefill 0 --dtype bf16
+    step gemv-rows-1b 120 gemv_rows "$M1B"
+    if [ -f "$FIXTURE/llama3/tokenizer.json" ]; then
+        cp "$FIXTURE/llama3/tokenizer.json" "$FIXTURE/llama3/tokenizer_config.json" "$M1B/"
+        step engine-1b 300 python3 "$ROOT/tests/gpu/engine_bench.py" --sieve "$B/sieve" --model "$M1B" \
+            --schemas "$ROOT/schemas" --requests 128 --max-num-seqs 64 --max-tokens 128 \
+            --out "$OUT/engine-1b.json"
+    else
+        record engine-1b MISSING "no tests/gpu/fixture/llama3/tokenizer.json: run check.sh --prepare first"
+    fi
     if command -v ncu >/dev/null; then
         step profile-1b 90 env SV_CUDA_GRAPHS=0 ncu --clock-control none \
             --metrics gpu__time_duration.sum --launch-count 1200 --print-summary per-kernel \
@@ -324,6 +361,7 @@ if [ -f "$M135/model.safetensors" ]; then
     step bench-135m 90 "$G/gpu_bench" "$M135" --ctx 512 --steps 10 --batches 1,8,64,256 --prefill 2048
     step bench-135m-bf16 90 "$G/gpu_bench" "$M135" --ctx 512 --steps 20 --batches 1,2,4,8,16,64,256 \
         --prefill 2048 --dtype bf16
+    step gemv-rows-135m 90 gemv_rows "$M135"
     step bench-135m-eager 60 env SV_CUDA_GRAPHS=0 "$G/gpu_bench" "$M135" --ctx 512 --steps 20 \
         --batches 1,8,64 --prefill 0 --dtype bf16
     # Where a step's time goes, kernel by kernel (eager, so each is one launch).

@@ -54,6 +54,9 @@ inline int atomicCAS(int *p, int cmp, int val) {
 inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 // Blocks run one after another: every write is visible to the next block already.
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// A load that bypasses L1 on a GPU; a plain load here.
+template <typename T> inline T __ldcg(const T *p) { return *p; }
+template <typename T> inline void __stcg(T *p, T v) { *p = v; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 using std::isnan;
