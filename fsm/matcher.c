@@ -245,6 +245,13 @@ sv_status sv_matcher_mask(sv_matcher_t *m, const uint32_t **mask, sv_error_t *er
     return SV_OK;
 }
 
+bool sv_matcher_mask_key(const sv_matcher_t *m, const uint32_t *mask, uint64_t key[2]) {
+    if (!mask || mask == m->buf) return false;
+    key[0] = sv_token_index_serial(m->ix);
+    key[1] = (uint64_t)(uint32_t)m->state << 32 | m->ws;
+    return true;
+}
+
 static bool push(sv_matcher_t *m, int32_t id) {
     if (!sv_grow((void **)&m->hist, &m->caphist, m->nhist + 1, sizeof *m->hist)) return false;
     m->hist[m->nhist++] = (step_t){m->state, m->ws, id};

@@ -62,6 +62,11 @@ sv_status sv_matcher_clone(const sv_matcher_t *m, sv_matcher_t **out, sv_error_t
 /* The mask of the current state under the budget, borrowed until the next
  * call on m (or from the index's memo). */
 sv_status sv_matcher_mask(sv_matcher_t *m, const uint32_t **mask, sv_error_t *err);
+/* Whether mask, from the last sv_matcher_mask call, is the index's memo for
+ * the current state (no budget cut); then key gets a name for it that no
+ * other mask of the process has: the index's serial, the state and the
+ * whitespace run. False for a mask the matcher computed for this call. */
+bool sv_matcher_mask_key(const sv_matcher_t *m, const uint32_t *mask, uint64_t key[2]);
 /* Advances by token id if it is allowed (by the same rule as the mask);
  * false leaves the matcher unchanged. An EOG token is allowed in accepting
  * states and ends the walk (sv_matcher_is_finished). */

@@ -730,6 +730,8 @@ uint32_t sv_token_index_num_states(const sv_token_index_t *ix) {
     return n;
 }
 
+uint64_t sv_token_index_serial(const sv_token_index_t *ix) { return ix->serial; }
+
 bool sv_token_index_accepting(const sv_token_index_t *ix, int32_t v) {
     if (!ix->cfg) return ix->dfa->accept[v] != 0;
     pthread_mutex_lock((pthread_mutex_t *)&ix->lock);

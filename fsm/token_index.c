@@ -502,6 +502,8 @@ sv_status sv_token_index_create(sv_dfa_t *dfa, const sv_token_set_t *ts, const s
     if (o->ws_cap > 4096) return sv_error_set(err, SV_ERR_ARG, -1, "a whitespace cap of %u is too large", o->ws_cap);
     sv_token_index_t *ix = calloc(1, sizeof *ix);
     if (!ix) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    static atomic_uint_fast64_t next_serial = 1;
+    ix->serial = (uint64_t)atomic_fetch_add(&next_serial, 1);
     ix->ts = ts;
     ix->o = *o;
     ix->nbuckets = o->ws_cap + 1;

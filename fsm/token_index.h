@@ -121,6 +121,10 @@ bool sv_token_index_ws_after(const sv_token_index_t *ix, uint32_t ws_run, int32_
  * (state 0 is the start), so the count grows; every function here and
  * above takes them. */
 uint32_t sv_token_index_num_states(const sv_token_index_t *ix);
+/* A number no other index of this process has had or will have (from 1):
+ * with a state and a whitespace run it names a mask for good, e.g. in a
+ * device's mask table (src/engine/engine.c). */
+uint64_t sv_token_index_serial(const sv_token_index_t *ix);
 /* The whole output may end in state v (EOG tokens are allowed). */
 bool sv_token_index_accepting(const sv_token_index_t *ix, int32_t v);
 /* Accepting, and nothing may follow. */

@@ -83,6 +83,7 @@ typedef struct {
 } cons_slot_t;
 
 struct sv_token_index {
+    uint64_t serial; /* sv_token_index_serial: unique in the process, from 1 */
     sv_dfa_t *dfa;
     const sv_token_set_t *ts;
     sv_token_index_opts_t o;

@@ -100,8 +100,8 @@ typedef struct cuda_backend {
     /* step graphs */
     step_mode mode;
     bool no_graphs;    /* SV_CUDA_GRAPHS=0 in the environment: every step eager */
-    int32_t gemv_rows; /* products of at most this many rows run kernels/gemv.cu (bf16):
-                          SV_K_GEMV_MAX_ROWS, or SV_CUDA_GEMV_ROWS (0 .. that) to measure */
+    int32_t gemv_rows; /* SV_CUDA_GEMV_ROWS (0 .. SV_K_GEMV_MAX_ROWS): the matrix-vector
+                          kernel's row limit for every product; -1: gemv_fits's rule */
     bool in_step;      /* between graph_begin and graph_end / graph_abort */
     int32_t cur;       /* STEP_REPLAY: the graph being replayed */
     const void *cap_owner;
@@ -287,9 +287,19 @@ static sv_status cu_gemm(sv_backend_t *be, int32_t rows, int32_t in, int32_t out
 }
 
 /* Whether a bf16 product of rows rows runs kernels/gemv.cu: a decode
- * step's few rows, in a multiple of 8, 16-byte aligned weights. */
-static bool gemv_fits(const cuda_backend_t *c, int32_t rows, int32_t in, const void *w) {
-    return rows <= c->gemv_rows && in % 8 == 0 && ((uintptr_t)w & 15) == 0;
+ * step's few rows, in a multiple of 8, 16-byte aligned weights. The row
+ * limit is where cuBLAS overtook the kernel on an H200 (BENCHMARKS.md,
+ * "gemv crossover"): at 4 rows on the 1B shape (matrices of 1M to 16M
+ * weights), past 8 on the 135M shape (at most 0.9M): 8 rows for matrices
+ * of at most GEMV_SMALL weights, else 2. SV_CUDA_GEMV_ROWS sets one limit
+ * for every matrix instead (to measure). */
+#define GEMV_SMALL (1 << 21)
+static bool gemv_fits(const cuda_backend_t *c, int32_t rows, int32_t in, int32_t out,
+                      const void *w) {
+    int32_t lim = c->gemv_rows >= 0                       ? c->gemv_rows
+                  : (int64_t)in * out <= GEMV_SMALL ? SV_K_GEMV_MAX_ROWS
+                                                          : 2;
+    return rows <= lim && in % 8 == 0 && ((uintptr_t)w & 15) == 0;
 }
 
 /* Makes xbf hold x (rows, in) rounded, unless it already does (`held`,
@@ -344,7 +354,7 @@ static sv_status cu_gemm_q(sv_backend_t *be, int32_t rows, int32_t in, int32_t o
     bool have = xbf_has(c, x, n_in);
     if ((st = bind(c, err)) || replaying(c))
         return st;
-    if (gemv_fits(c, rows, in, w)) {
+    if (gemv_fits(c, rows, in, out, w)) {
         const sv_k_gemv_seg_t seg = {(const uint16_t *)w, bias, y, out};
         if ((st = xbf_load(c, have, rows, in, x, err)) ||
             (st = sv_k_gemv_bf16_n(c->stream, rows, in, 1, &seg, c->xbf, err)))
@@ -387,7 +397,7 @@ static sv_status cu_gemm_q_n(sv_backend_t *be, int32_t rows, int32_t in, int32_t
     for (int32_t k = 0; k < n; k++) {
         if ((st = gemm_q_check(c, rows, in, outs[k], x, ws[k], t, ys[k], err)))
             return st;
-        fits = fits && gemv_fits(c, rows, in, ws[k]);
+        fits = fits && gemv_fits(c, rows, in, outs[k], ws[k]);
         seg[k] = (sv_k_gemv_seg_t){(const uint16_t *)ws[k], biases ? biases[k] : NULL, ys[k],
                                    outs[k]};
     }
@@ -432,7 +442,7 @@ static sv_status cu_gemm_q_swiglu(sv_backend_t *be, int32_t rows, int32_t in, in
     if ((st = gemm_q_check(c, rows, in, out, x, wg, t, gate, err)) ||
         (st = gemm_q_check(c, rows, in, out, x, wu, t, up, err)))
         return st;
-    if (!gemv_fits(c, rows, in, wg) || !gemv_fits(c, rows, in, wu)) {
+    if (!gemv_fits(c, rows, in, out, wg) || !gemv_fits(c, rows, in, out, wu)) {
         if ((st = cu_gemm_q(be, rows, in, out, x, wg, t, NULL, gate, err)) ||
             (st = cu_gemm_q(be, rows, in, out, x, wu, t, NULL, up, err)))
             return st;
@@ -789,7 +799,7 @@ sv_status sv_cuda_backend_create(const sv_cuda_config_t *cfg, sv_backend_t **out
     /* SV_CUDA_GEMV_ROWS: the matrix-vector kernel's row limit, lowered to
      * measure its crossover with cuBLAS (tests/gpu/check.sh). */
     const char *gr = getenv("SV_CUDA_GEMV_ROWS");
-    int32_t gemv_rows = SV_K_GEMV_MAX_ROWS;
+    int32_t gemv_rows = -1; /* gemv_fits's rule */
     if (gr && *gr) {
         char *end;
         long v = strtol(gr, &end, 10);
@@ -886,7 +896,7 @@ struct sv_cuda_sampler {
     sv_cuda_sample_params_t *h_params; /* pinned host (max_rows) */
     sv_cuda_sample_out_t *h_out;       /* pinned host (max_rows) */
     /* the mask table's directory */
-    uint64_t *key;              /* (max_masks) */
+    uint64_t *key;              /* (max_masks, 2) */
     uint64_t *last_step;        /* (max_masks) step of the last lookup; 0: slot empty */
     uint64_t step;              /* the current step, from 1 */
 };
@@ -935,7 +945,7 @@ sv_status sv_cuda_sampler_create(sv_backend_t *be, int32_t max_rows, int32_t voc
         (st = cuda_status(cudaMallocHost((void **)&s->h_out, nr * sizeof *s->h_out),
                           "sampler pinned output", err)))
         goto fail;
-    s->key = calloc((size_t)max_masks, sizeof *s->key);
+    s->key = calloc(2 * (size_t)max_masks, sizeof *s->key);
     s->last_step = calloc((size_t)max_masks, sizeof *s->last_step);
     if (!s->key || !s->last_step) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "cuda sampler: out of memory");
@@ -950,11 +960,11 @@ fail:
 
 void sv_cuda_sampler_begin_step(sv_cuda_sampler_t *s) { s->step++; }
 
-sv_status sv_cuda_sampler_mask_slot(sv_cuda_sampler_t *s, uint64_t key, const uint32_t *mask_host,
-                                    int32_t *slot, sv_error_t *err) {
+sv_status sv_cuda_sampler_mask_slot(sv_cuda_sampler_t *s, uint64_t key_hi, uint64_t key_lo,
+                                    const uint32_t *mask_host, int32_t *slot, sv_error_t *err) {
     int32_t victim = -1;
     for (int32_t i = 0; i < s->max_masks; i++) {
-        if (s->last_step[i] && s->key[i] == key) {
+        if (s->last_step[i] && s->key[2 * i] == key_hi && s->key[2 * i + 1] == key_lo) {
             s->last_step[i] = s->step;
             *slot = i;
             return SV_OK;
@@ -984,7 +994,8 @@ sv_status sv_cuda_sampler_mask_slot(sv_cuda_sampler_t *s, uint64_t key, const ui
         s->last_step[victim] = 0; /* the slot's old contents may be gone */
         return st;
     }
-    s->key[victim] = key;
+    s->key[2 * victim] = key_hi;
+    s->key[2 * victim + 1] = key_lo;
     s->last_step[victim] = s->step;
     *slot = victim;
     return SV_OK;

@@ -132,14 +132,14 @@ void sv_cuda_sampler_destroy(sv_cuda_sampler_t *s);
  * call, so a step never evicts a mask one of its rows uses. */
 void sv_cuda_sampler_begin_step(sv_cuda_sampler_t *s);
 
-/* The table slot holding the mask named key (a caller's name for a
- * distinct mask, e.g. a matcher state): found, or uploaded from
+/* The table slot holding the mask named (key_hi, key_lo) (a caller's name
+ * for a distinct mask, e.g. sv_matcher_mask_key's): found, or uploaded from
  * mask_host ((vocab + 31) / 32 words, bits past vocab ignored) into a free
  * or least recently used slot. Each distinct mask is uploaded once while
  * it stays in the table. SV_ERR_BUDGET when every slot is pinned by the
  * current step. */
-sv_status sv_cuda_sampler_mask_slot(sv_cuda_sampler_t *s, uint64_t key, const uint32_t *mask_host,
-                                    int32_t *slot, sv_error_t *err);
+sv_status sv_cuda_sampler_mask_slot(sv_cuda_sampler_t *s, uint64_t key_hi, uint64_t key_lo,
+                                    const uint32_t *mask_host, int32_t *slot, sv_error_t *err);
 
 /* Samples rows (<= max_rows) rows of logits (backend memory, (rows,
  * vocab), not modified) with params (host, rows) into out (host, rows).

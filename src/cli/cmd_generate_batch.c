@@ -79,7 +79,8 @@
 #define BATCH_CTX_CAP 4096          /* the context, as cmd_generate's default */
 
 enum { OPT_BATCH = 256, OPT_GPU_UTIL, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB, OPT_NO_JF, OPT_STATS,
-       OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32 };
+       OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32,
+       OPT_HOST_SAMPLING };
 
 static const char *const usage_text =
     "Usage: sieve generate --batch FILE.jsonl -m MODEL [--max-num-seqs 8] [--threads N]\n"
@@ -88,6 +89,7 @@ static const char *const usage_text =
     "                      [--max-num-batched-tokens 256] [--no-prefix-cache]\n"
     "                      [--prefetch-threads 1] [--no-jump-forward] [--stats FILE]\n"
     "                      [--device cpu|cuda|auto] [--cuda-fp32] [--cpu-kernels ref|int8]\n"
+    "                      [--host-sampling]\n"
     "\n"
     "Runs every line of FILE (- is standard input) through the continuous-batching\n"
     "engine. A line is a JSON object:\n"
@@ -116,6 +118,9 @@ static const char *const usage_text =
     "                       request may reach next (default: 1 on a GPU, 0 on the CPU).\n"
     "  --no-jump-forward    sample every constrained token (no forced extends).\n"
     "  --stats FILE         write the engine's counters as one JSON object at the end.\n"
+    "  --host-sampling      on CUDA, sample every row on the host (the logits come\n"
+    "                       back each step) instead of on the device (the default for\n"
+    "                       rows without logprobs, logit bias or penalties).\n"
     "  --ws, --allow-unknown-formats, --threads, --device, --cuda-fp32, --cpu-kernels: as for one\n"
     "                       generation\n"
     "                       (on CUDA a line's text matches the sequential run's up to\n"
@@ -137,6 +142,7 @@ typedef struct {
     const char *device; /* --device; NULL: auto */
     sv_cpu_kernels kernels; /* --cpu-kernels */
     bool cuda_fp32;         /* --cuda-fp32 */
+    bool host_sampling;     /* --host-sampling */
 } batch_opts_t;
 
 /* One choice's result. */
@@ -530,9 +536,10 @@ static int print_line(size_t idx, const line_t *l, const sv_vocab_t *v) {
 
 /* The engine's counters as one JSON object. */
 static sv_status write_stats(const char *path, const sv_engine_stats_t *es, sv_error_t *err) {
-    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "steps",
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "steps",
                           (json_int_t)es->steps, "rows", (json_int_t)es->rows, "cached_tokens",
-                          (json_int_t)es->cached_tokens, "sampled", (json_int_t)es->sampled, "forced",
+                          (json_int_t)es->cached_tokens, "sampled", (json_int_t)es->sampled, "dev_sampled",
+                          (json_int_t)es->dev_sampled, "forced",
                           (json_int_t)es->forced, "rollbacks", (json_int_t)es->rollbacks, "preemptions",
                           (json_int_t)es->preemptions, "running", (json_int_t)es->running, "waiting",
                           (json_int_t)es->waiting, "max_running", (json_int_t)es->max_running, "prefix_queries",
@@ -564,6 +571,7 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
         {"device", required_argument, 0, OPT_DEVICE},
         {"cpu-kernels", required_argument, 0, OPT_CPU_KERNELS},
         {"cuda-fp32", no_argument, 0, OPT_CUDA_FP32},
+        {"host-sampling", no_argument, 0, OPT_HOST_SAMPLING},
         {0, 0, 0, 0},
     };
     const char *verb = "generate";
@@ -588,6 +596,9 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
             break;
         case OPT_CUDA_FP32:
             o->cuda_fp32 = true;
+            break;
+        case OPT_HOST_SAMPLING:
+            o->host_sampling = true;
             break;
         case OPT_CPU_KERNELS:
             if (!sv_cli_parse_cpu_kernels(optarg, &o->kernels))
@@ -659,6 +670,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
     sv_llama_t *model = NULL;
     sv_tokens_t *tok = NULL;
     sv_engine_t *eng = NULL;
+    sv_engine_dsampler_t *dsampler = NULL; /* after eng, before be */
     line_t *lines = NULL;
     size_t *order = NULL;
     size_t n_lines = 0;
@@ -731,6 +743,9 @@ int sv_cmd_generate_batch(int argc, char **argv) {
         sv_engine_config_default(&ec);
         ec.max_num_seqs = o.max_num_seqs;
         ec.max_ctx = max_ctx;
+        if (!o.host_sampling && (st = sv_cli_dsampler_create(be, cfg->vocab_size, &dsampler, &err)))
+            goto fail;
+        ec.dsampler = dsampler;
         uint64_t kvb = 0;
         if ((st = sv_cli_kv_bytes(be, o.kv_mb, o.gpu_util, &kvb, &err)))
             goto fail;
@@ -807,6 +822,7 @@ fail:
     rc = st == SV_ERR_ARG || st == SV_ERR_BUDGET ? SV_EXIT_USAGE : SV_EXIT_RUNTIME;
 done:
     sv_engine_destroy(eng); /* before the token indexes its requests borrow */
+    sv_cli_dsampler_destroy(dsampler);
     for (size_t i = 0; i < n_lines; i++) {
         line_t *l = &lines[i];
         json_decref(l->error);

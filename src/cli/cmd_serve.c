@@ -26,7 +26,7 @@
 enum {
     OPT_HOST = 256, OPT_GPU_UTIL, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
-    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
+    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32, OPT_HOST_SAMPLING, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER,
     OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES, OPT_DFA_MEMO_MB,
     OPT_ERRORS, OPT_INPUT_ERRORS, OPT_RESUME, OPT_CONCURRENCY, OPT_QUIET, OPT_BATCH_STEP, OPT_DATA_DIR,
     OPT_MAX_FILE,
@@ -84,6 +84,7 @@ static const char *const usage_text =
     "  --prefetch-threads N      mask prefetch workers (default: 1 on a GPU, 0 on the CPU)\n"
     "  --threads N               CPU threads for the model (default: the online CPUs)\n"
     SV_CLI_DEVICE_HELP
+    SV_CLI_HOST_SAMPLING_HELP
     SV_CLI_CPU_KERNELS_HELP
     "  --compile-threads N       constraint compile threads (default 2)\n"
     "  --compile-queue N         constraints waiting to compile before 429 (default 64)\n"
@@ -170,6 +171,7 @@ static int serve_main(int argc, char **argv, bool batch) {
         {"device", required_argument, 0, OPT_DEVICE},
         {"cpu-kernels", required_argument, 0, OPT_CPU_KERNELS},
         {"cuda-fp32", no_argument, 0, OPT_CUDA_FP32},
+        {"host-sampling", no_argument, 0, OPT_HOST_SAMPLING},
         {"input", required_argument, 0, 'i'},
         {"output", required_argument, 0, 'o'},
         {"errors", required_argument, 0, OPT_ERRORS},
@@ -195,7 +197,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     int threads = 0;
     bool prefetch_given = false;
     sv_cpu_kernels kernels = SV_CPU_KERNELS_INT8;
-    bool cuda_fp32 = false;
+    bool cuda_fp32 = false, host_sampling = false;
     unsigned long long v;
     opterr = 0;
     optind = 1;
@@ -343,6 +345,9 @@ static int serve_main(int argc, char **argv, bool batch) {
                 return sv_cli_usage_error(verb, "invalid value '%s' for --device (cpu, cuda, cuda:N, auto)", optarg);
             device = optarg;
             break;
+        case OPT_HOST_SAMPLING:
+            host_sampling = true;
+            break;
         case OPT_CUDA_FP32:
             cuda_fp32 = true;
             break;
@@ -391,6 +396,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     sv_llama_t *m = NULL;
     sv_tokens_t *tok_engine = NULL, *tok_http = NULL;
     sv_engine_t *eng = NULL;
+    sv_engine_dsampler_t *dsampler = NULL; /* outlives eng, not be */
     sv_engine_loop_t *loop = NULL;
     sv_status st;
     if ((st = sv_cli_backend_create(device, threads, kernels, cuda_fp32, &be, &err)) || (st = sv_llama_load(model, be, &m, &err)))
@@ -420,6 +426,8 @@ static int serve_main(int argc, char **argv, bool batch) {
     uint32_t ctx = max_len ? max_len : (cfg->max_ctx < 4096 ? (uint32_t)cfg->max_ctx : 4096);
     if (ctx > (uint32_t)cfg->max_ctx) ctx = (uint32_t)cfg->max_ctx;
     ec.max_ctx = ctx;
+    if (!host_sampling && (st = sv_cli_dsampler_create(be, cfg->vocab_size, &dsampler, &err))) goto fail;
+    ec.dsampler = dsampler;
     uint64_t kvb = 0;
     if ((st = sv_cli_kv_bytes(be, kv_mb, gpu_util, &kvb, &err))) goto fail;
     ec.kv_bytes = kvb;
@@ -448,6 +456,7 @@ static int serve_main(int argc, char **argv, bool batch) {
         sv_tokens_destroy(tok_http);
         sv_tokens_destroy(tok_engine);
         sv_llama_destroy(m);
+        sv_cli_dsampler_destroy(dsampler);
         sv_backend_destroy(be);
         return rc;
     }
@@ -458,6 +467,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     sv_tokens_destroy(tok_http);
     sv_tokens_destroy(tok_engine);
     sv_llama_destroy(m);
+    sv_cli_dsampler_destroy(dsampler);
     sv_backend_destroy(be);
     return SV_EXIT_OK;
 fail:
@@ -467,6 +477,7 @@ fail:
     sv_tokens_destroy(tok_http);
     sv_tokens_destroy(tok_engine);
     sv_llama_destroy(m);
+    sv_cli_dsampler_destroy(dsampler);
     sv_backend_destroy(be);
     return SV_EXIT_RUNTIME;
 }

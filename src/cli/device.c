@@ -123,3 +123,62 @@ sv_status sv_cli_kv_bytes(sv_backend_t *be, uint64_t kv_mb, double gpu_util, uin
     *kv_bytes = (kv_mb ? kv_mb : SV_CLI_KV_MB) << 20;
     return SV_OK;
 }
+
+#ifdef SV_HAVE_CUDA
+typedef struct cli_dsampler {
+    sv_engine_dsampler_t ds; /* first: the engine's view */
+    sv_cuda_sampler_t *s;
+} cli_dsampler_t;
+
+static void ds_begin_step(void *ud) { sv_cuda_sampler_begin_step(((cli_dsampler_t *)ud)->s); }
+
+static sv_status ds_mask_slot(void *ud, uint64_t key_hi, uint64_t key_lo, const uint32_t *mask,
+                              int32_t *slot, sv_error_t *err) {
+    return sv_cuda_sampler_mask_slot(((cli_dsampler_t *)ud)->s, key_hi, key_lo, mask, slot, err);
+}
+
+static sv_status ds_sample(void *ud, int32_t rows, const float *logits,
+                           const sv_cuda_sample_params_t *params, sv_cuda_sample_out_t *out,
+                           sv_error_t *err) {
+    return sv_cuda_sample(((cli_dsampler_t *)ud)->s, rows, logits, params, out, err);
+}
+#endif
+
+sv_status sv_cli_dsampler_create(sv_backend_t *be, int32_t vocab, sv_engine_dsampler_t **out,
+                                 sv_error_t *err) {
+    *out = NULL;
+#ifdef SV_HAVE_CUDA
+    if (!sv_backend_is_cuda(be))
+        return SV_OK;
+    cli_dsampler_t *d = calloc(1, sizeof *d);
+    if (!d)
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    /* 64 rows a call: the engine's logits come 64 rows a product
+     * (src/model/llama.c), so a call is one product's rows. */
+    sv_status st = sv_cuda_sampler_create(be, 64, vocab, SV_CLI_DSAMPLER_MASKS, &d->s, err);
+    if (st) {
+        free(d);
+        return st;
+    }
+    d->ds = (sv_engine_dsampler_t){.ud = d, .max_rows = 64, .begin_step = ds_begin_step,
+                                   .mask_slot = ds_mask_slot, .sample = ds_sample};
+    *out = &d->ds;
+#else
+    (void)be;
+    (void)vocab;
+    (void)err;
+#endif
+    return SV_OK;
+}
+
+void sv_cli_dsampler_destroy(sv_engine_dsampler_t *d) {
+#ifdef SV_HAVE_CUDA
+    if (!d)
+        return;
+    cli_dsampler_t *c = (cli_dsampler_t *)d;
+    sv_cuda_sampler_destroy(c->s);
+    free(c);
+#else
+    (void)d;
+#endif
+}

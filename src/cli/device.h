@@ -14,6 +14,7 @@
 
 #include "../backend/backend.h"
 #include "../backend/cpu.h"
+#include "../engine/engine.h"
 #include "../util/error.h"
 
 /* The help line every verb prints for --device. */
@@ -68,6 +69,18 @@ sv_status sv_cli_backend_create(const char *device, int threads, sv_cpu_kernels 
 #define SV_CLI_GPU_UTILIZATION 0.9
 sv_status sv_cli_kv_bytes(sv_backend_t *be, uint64_t kv_mb, double gpu_util, uint64_t *kv_bytes,
                           sv_error_t *err);
+
+/* The engine's device sampler (src/engine/engine.h, sv_engine_dsampler_t)
+ * for a CUDA backend: *out is NULL (and the status SV_OK) on any other
+ * backend. vocab is the model's logits row length. Create it before
+ * sv_cli_kv_bytes (its mask table is device memory) and destroy it after
+ * the engine, before the backend. --host-sampling leaves it out. */
+#define SV_CLI_DSAMPLER_MASKS 512 /* the device's mask table: 8 MB at a 128k vocabulary */
+sv_status sv_cli_dsampler_create(sv_backend_t *be, int32_t vocab, sv_engine_dsampler_t **out, sv_error_t *err);
+void sv_cli_dsampler_destroy(sv_engine_dsampler_t *d);
+#define SV_CLI_HOST_SAMPLING_HELP                                                           \
+    "  --host-sampling   on CUDA, sample every row on the host (the logits come back\n"   \
+    "                    each step) instead of on the device.\n"
 
 /* Parses --gpu-memory-utilization: a number in (0, 1]. */
 bool sv_cli_parse_utilization(const char *s, double *out);

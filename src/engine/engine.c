@@ -144,6 +144,13 @@ struct sv_engine {
     sv_llama_seq_t *b_seqs;                            /* (max_num_seqs) */
     float *logits;                                     /* (logit_cap, n_vocab), grown on demand */
     uint32_t logit_cap;
+    /* device sampling (cfg.dsampler): per logits row of a step */
+    uint32_t *lr_place;            /* (max_num_batched_tokens) its place */
+    bool *lr_dev;                  /* (max_num_batched_tokens) sampled on the device */
+    sv_cuda_sample_out_t *dout;    /* (logit_cap) the device's choice */
+    sv_cuda_sample_params_t *dpar; /* (dsampler->max_rows) */
+    sv_backend_t *be;              /* the model's (borrowed): downloads the other rows */
+    uint64_t dev_masks;            /* names of budget-cut masks (key_hi 0) handed out */
     float *row, *raw;  /* (n_vocab): a choice's copy of a row; the row a rolled-back token came from */
     uint32_t *match_blocks; /* (max_ctx / 16 + 1) */
 
@@ -216,6 +223,10 @@ void sv_engine_destroy(sv_engine_t *e) {
     free(e->b_logit_rows);
     free(e->b_seqs);
     free(e->logits);
+    free(e->lr_place);
+    free(e->lr_dev);
+    free(e->dout);
+    free(e->dpar);
     free(e->row);
     free(e->raw);
     free(e->match_blocks);
@@ -238,6 +249,9 @@ sv_status sv_engine_create(sv_llama_t *m, const sv_engine_vocab_t *vocab, const 
     if (c.prefetch_threads > SV_PREFETCH_MAX_THREADS)
         return sv_error_set(err, SV_ERR_ARG, -1, "engine: prefetch_threads must be 0..%u", SV_PREFETCH_MAX_THREADS);
     if (c.max_ctx < 2) return sv_error_set(err, SV_ERR_ARG, -1, "engine: max_ctx must be at least 2");
+    if (c.dsampler && (c.dsampler->max_rows < 1 || !c.dsampler->begin_step || !c.dsampler->mask_slot ||
+                       !c.dsampler->sample))
+        return sv_error_set(err, SV_ERR_ARG, -1, "engine: an incomplete device sampler");
     uint32_t min_blocks = (c.max_ctx + SV_KV_BLOCK - 1) / SV_KV_BLOCK;
     if (c.kv_blocks == 0) {
         uint64_t bb = sv_llama_kv_block_bytes(m);
@@ -282,11 +296,19 @@ sv_status sv_engine_create(sv_llama_t *m, const sv_engine_vocab_t *vocab, const 
      * logprobs grow it (at most max_num_batched_tokens rows). */
     e->logit_cap = c.max_num_seqs < c.max_num_batched_tokens ? c.max_num_seqs : c.max_num_batched_tokens;
     e->logits = calloc((size_t)e->logit_cap * V, sizeof(float));
+    e->lr_place = calloc(B, sizeof *e->lr_place);
+    e->lr_dev = calloc(B, sizeof *e->lr_dev);
+    e->be = sv_llama_backend(m);
+    if (c.dsampler) {
+        e->dout = calloc(e->logit_cap, sizeof *e->dout);
+        e->dpar = calloc((size_t)c.dsampler->max_rows, sizeof *e->dpar);
+    }
     e->row = calloc(V, sizeof(float));
     e->raw = calloc(V, sizeof(float));
     e->match_blocks = calloc(min_blocks + 1, sizeof(uint32_t));
     if (!e->running || !e->waiting || !e->places || !e->b_tokens || !e->b_pos || !e->b_seq || !e->b_seqs ||
-        !e->b_logit_rows || !e->logits || !e->row || !e->raw || !e->match_blocks) {
+        !e->b_logit_rows || !e->logits || !e->row || !e->raw || !e->match_blocks || !e->lr_place || !e->lr_dev ||
+        (c.dsampler && (!e->dout || !e->dpar))) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
         goto fail;
     }
@@ -606,6 +628,89 @@ static sv_status advance(sv_engine_t *e, req_t *r, int64_t raw_at, sv_error_t *e
     return settle(e, r, err);
 }
 
+/* r's sampled token id (its logprobs in r->lp when lp): appends it and
+ * advances (keep_raw: e->raw holds the row it came from). */
+static sv_status took(sv_engine_t *e, req_t *r, int32_t id, bool lp, bool keep_raw, sv_error_t *err) {
+    sv_status st;
+    uint32_t n_out = r->n_toks - r->n_prompt;
+    e->st.sampled++;
+    if (is_eog(e, id)) {
+        if (r->matcher) sv_matcher_accept(r->matcher, id);
+        return finish(e, r, SV_FINISH_STOP, false, id, err);
+    }
+    if (!r->matcher)
+        for (uint32_t i = 0; i < r->g->n_stop_ids; i++)
+            if (r->g->stop_ids[i] == id) return finish(e, r, SV_FINISH_STOP, false, id, err);
+    SV_INVARIANT(!r->matcher || sv_matcher_accept(r->matcher, id), err, "engine: internal: sampled token %d is outside the mask", id);
+    if ((st = sv_sampler_accept(r->sampler, id, err))) return st;
+    r->toks[r->n_toks++] = id;
+    if (lp) r->n_scored++;
+    if (r->matcher && sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, false, -1, err);
+    return advance(e, r, keep_raw ? (int64_t)n_out : -1, err);
+}
+
+/* Whether r's next token is sampled on the device (engine.h,
+ * sv_engine_dsampler_t): no logprobs, nothing the device does not apply,
+ * and not choice 0 at its group's fork (fork_group shares the row). */
+static bool dev_sampled(const sv_engine_t *e, const req_t *r) {
+    float t, p, mp;
+    int32_t k;
+    return e->cfg.dsampler && !r->g->logprobs && r->g->forked && sv_sampler_plain(r->sampler, &t, &k, &p, &mp);
+}
+
+/* The logits hook of a step with a device sampler (llama.h): rows
+ * [first, first + k) of the step's logits in dev. Rows sampled here get
+ * the device's choice in e->dout (the draw peeked, not taken: a step given
+ * up later takes none); the others are downloaded into e->logits. */
+static sv_status dev_logits(void *ud, int32_t first, int32_t k, const float *dev, sv_error_t *err) {
+    sv_engine_t *e = ud;
+    const sv_engine_dsampler_t *ds = e->cfg.dsampler;
+    const size_t V = (size_t)e->n_vocab;
+    sv_status st;
+    for (int32_t i = 0, j; i < k; i = j) {
+        for (j = i; j < k && e->lr_dev[first + j] == e->lr_dev[first + i]; j++) {}
+        if (!e->lr_dev[first + i] &&
+            (st = e->be->ops->download(e->be, e->logits + (size_t)(first + i) * V, dev + (size_t)i * V,
+                                       (size_t)(j - i) * V * sizeof(float), err)))
+            return st;
+    }
+    for (int32_t i0 = 0; i0 < k; i0 += ds->max_rows) {
+        int32_t n = k - i0 < ds->max_rows ? k - i0 : ds->max_rows, any = 0;
+        ds->begin_step(ds->ud);
+        for (int32_t i = 0; i < n; i++) {
+            int32_t li = first + i0 + i;
+            sv_cuda_sample_params_t *p = &e->dpar[i];
+            *p = (sv_cuda_sample_params_t){.temperature = 0.0f, .top_p = 1.0f, .mask = -1};
+            if (!e->lr_dev[li]) continue; /* greedy on its row, unused */
+            any = 1;
+            req_t *r = e->places[e->lr_place[li]].r;
+            (void)sv_sampler_plain(r->sampler, &p->temperature, &p->top_k, &p->top_p, &p->min_p);
+            p->draw = sv_sampler_peek_draw(r->sampler);
+            if (r->matcher) {
+                const uint32_t *mask;
+                uint64_t key[2];
+                if ((st = get_mask(e, r, &mask, err))) return st;
+                if (!sv_matcher_mask_key(r->matcher, mask, key)) key[0] = 0, key[1] = ++e->dev_masks;
+                if ((st = ds->mask_slot(ds->ud, key[0], key[1], mask, &p->mask, err))) return st;
+            }
+        }
+        if (any && (st = ds->sample(ds->ud, n, dev + (size_t)i0 * V, e->dpar, e->dout + first + i0, err))) return st;
+    }
+    return SV_OK;
+}
+
+/* r's token from the device sampler (o): takes the draw and advances. */
+static sv_status take_dev(sv_engine_t *e, req_t *r, const sv_cuda_sample_out_t *o, sv_error_t *err) {
+    if (o->status != SV_OK)
+        return sv_error_set(err, (sv_status)o->status, -1, "%s",
+                            o->status == SV_ERR_EMPTY
+                                ? "sampler: no token is allowed (the mask is empty or every allowed logit is -inf)"
+                                : "sampler: an allowed logit is NaN or +inf (device)");
+    sv_sampler_take_draw(r->sampler);
+    e->st.dev_sampled++;
+    return took(e, r, o->id, false, false, err);
+}
+
 /* Samples r's next token from its logits row (modified) and advances. */
 static sv_status sample(sv_engine_t *e, req_t *r, float *logits, sv_error_t *err) {
     const uint32_t *mask = NULL;
@@ -623,20 +728,7 @@ static sv_status sample(sv_engine_t *e, req_t *r, float *logits, sv_error_t *err
     }
     int32_t id;
     if ((st = sv_sampler_sample(r->sampler, logits, mask, &id, lp, err))) return st;
-    e->st.sampled++;
-    if (is_eog(e, id)) {
-        if (r->matcher) sv_matcher_accept(r->matcher, id);
-        return finish(e, r, SV_FINISH_STOP, false, id, err);
-    }
-    if (!r->matcher)
-        for (uint32_t i = 0; i < r->g->n_stop_ids; i++)
-            if (r->g->stop_ids[i] == id) return finish(e, r, SV_FINISH_STOP, false, id, err);
-    SV_INVARIANT(!r->matcher || sv_matcher_accept(r->matcher, id), err, "engine: internal: sampled token %d is outside the mask", id);
-    if ((st = sv_sampler_accept(r->sampler, id, err))) return st;
-    r->toks[r->n_toks++] = id;
-    if (lp) r->n_scored++;
-    if (r->matcher && sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, false, -1, err);
-    return advance(e, r, keep_raw ? (int64_t)n_out : -1, err);
+    return took(e, r, id, lp != NULL, keep_raw, err);
 }
 
 /* Scores the forced tokens at output indexes n_scored .. n_scored + n - 1
@@ -1147,11 +1239,15 @@ place_running:
             e->b_seq[row] = (int32_t)j;
             if (p + 1 == r->n_toks) {
                 if (!r->ending) {
+                    e->lr_place[nl] = j;
+                    e->lr_dev[nl] = dev_sampled(e, r);
                     e->b_logit_rows[nl++] = (int32_t)row;
                     pl->n_sample = 1;
                 }
             } else if (r->g->logprobs && p + 1 >= first_unscored) {
                 SV_INVARIANT(pl->n_score > 0 || p + 1 == first_unscored, err, "engine: internal: a forced token's row was skipped");
+                e->lr_place[nl] = j;
+                e->lr_dev[nl] = false;
                 e->b_logit_rows[nl++] = (int32_t)row;
                 pl->n_score++;
             }
@@ -1164,11 +1260,20 @@ place_running:
         float *l = realloc(e->logits, (size_t)nl * (size_t)e->n_vocab * sizeof *l);
         if (!l) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
         e->logits = l;
+        if (e->dout) {
+            sv_cuda_sample_out_t *d = realloc(e->dout, (size_t)nl * sizeof *d);
+            if (!d) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+            e->dout = d;
+        }
         e->logit_cap = nl;
     }
     sv_llama_batch_t b = {.n_tokens = (int32_t)nt, .tokens = e->b_tokens, .positions = e->b_pos,
                           .seq = e->b_seq, .n_seqs = (int32_t)np, .seqs = e->b_seqs,
                           .n_logits = (int32_t)nl, .logit_rows = e->b_logit_rows};
+    if (e->cfg.dsampler) {
+        b.logits_hook = dev_logits;
+        b.logits_ud = e;
+    }
     /* A step of batch rows alone may be given up for an online request. */
     bool all_batch = true;
     for (uint32_t j = 0; j < np && all_batch; j++) all_batch = e->places[j].r->g->batch;
@@ -1197,7 +1302,9 @@ place_running:
         float *rows = e->logits + (size_t)pl->logit0 * V;
         if (pl->n_score && (st = score_forced(e, r, rows, pl->n_score, err))) return st;
         bool at_fork = !r->g->forked && r->index == 0 && r->n_computed == r->n_toks;
-        if (pl->n_sample) {
+        if (pl->n_sample && e->lr_dev[pl->logit0 + pl->n_score]) {
+            if ((st = take_dev(e, r, &e->dout[pl->logit0 + pl->n_score], err))) return st;
+        } else if (pl->n_sample) {
             float *srow = rows + (size_t)pl->n_score * V;
             if ((st = at_fork ? fork_group(e, r, srow, err) : sample(e, r, srow, err))) return st;
         } else if (r->ending && avail(r) == r->n_toks - r->n_prompt) {

@@ -125,6 +125,7 @@
 
 #include "fsm/matcher.h"
 #include "fsm/token_index.h"
+#include "src/backend/cuda.h"
 #include "src/engine/kv_pool.h"
 #include "src/engine/sample.h"
 #include "src/model/llama.h"
@@ -132,6 +133,30 @@
 #include "src/util/error.h"
 
 typedef struct sv_engine sv_engine_t;
+
+/* A device sampler (src/backend/cuda.h's, behind function pointers so
+ * that the engine links no CUDA; src/cli/device.c makes one for a CUDA
+ * backend). With one, a step's logits rows stay on the device where they
+ * can: a row whose request wants no logprobs, logit bias or penalties (and
+ * is not choice 0 of an n > 1 request at its fork) is masked and sampled
+ * there, and only its id comes back; the other rows are downloaded and
+ * sampled on the host as before. The device draws with the request's own
+ * RNG (one draw a non-greedy token, as on the host), but walks its
+ * candidates in id order, so at temperature > 0 a seed gives a different
+ * (equally distributed) token than the host sampler would; greedy rows
+ * choose the same token. Masks are named for the device's table by
+ * sv_matcher_mask_key (uploaded once while they stay there); a mask cut by
+ * a token budget is uploaded for its row alone. */
+typedef struct sv_engine_dsampler {
+    void *ud;
+    int32_t max_rows; /* rows a sample call takes */
+    /* Masks looked up after this stay in the table until the next call. */
+    void (*begin_step)(void *ud);
+    sv_status (*mask_slot)(void *ud, uint64_t key_hi, uint64_t key_lo, const uint32_t *mask,
+                           int32_t *slot, sv_error_t *err);
+    sv_status (*sample)(void *ud, int32_t rows, const float *logits, const sv_cuda_sample_params_t *params,
+                        sv_cuda_sample_out_t *out, sv_error_t *err);
+} sv_engine_dsampler_t;
 
 typedef struct sv_engine_config {
     uint32_t kv_blocks;              /* KV blocks of 16 positions; 0: from kv_bytes */
@@ -149,6 +174,8 @@ typedef struct sv_engine_config {
     uint32_t prefetch_threads;       /* mask prefetch workers (default 1; 0: none) */
     uint64_t fault_at_step;          /* tests only: the Nth call of sv_engine_step with work fails
                                         with SV_ERR_INTERNAL, as a broken invariant would (0: never) */
+    const sv_engine_dsampler_t *dsampler; /* borrowed (must outlive the engine); NULL: every row
+                                        is sampled on the host */
 } sv_engine_config_t;
 
 /* What the engine needs of the tokenizer, both borrowed and both optional:
@@ -231,6 +258,7 @@ typedef struct sv_engine_stats {
     uint64_t rows;             /* batch rows computed (all kinds) */
     uint64_t cached_tokens;    /* tokens adopted from the prefix cache instead of computed */
     uint64_t sampled;          /* tokens sampled */
+    uint64_t dev_sampled;      /* of them, on the device (cfg.dsampler) */
     uint64_t forced;           /* tokens appended by jump-forward */
     uint64_t rollbacks;        /* jump-forward one-token rollbacks */
     uint64_t preemptions;      /* requests preempted (recompute) */

@@ -210,6 +210,27 @@ sv_status sv_sampler_accept(sv_sampler_t *s, int32_t id, sv_error_t *err) {
     return SV_OK;
 }
 
+bool sv_sampler_plain(const sv_sampler_t *s, float *t, int32_t *k, float *p, float *mp) {
+    const sv_sample_params_t *q = &s->p;
+    if (q->n_logit_bias || q->repetition_penalty != 1.0f || q->presence_penalty != 0.0f ||
+        q->frequency_penalty != 0.0f || q->n_logprobs)
+        return false;
+    *t = q->temperature;
+    *k = q->top_k;
+    *p = q->top_p;
+    *mp = q->min_p;
+    return true;
+}
+
+uint64_t sv_sampler_peek_draw(const sv_sampler_t *s) {
+    sv_rng_t r = s->rng;
+    return sv_rng_next(&r);
+}
+
+void sv_sampler_take_draw(sv_sampler_t *s) {
+    if (s->p.temperature != 0.0f) (void)sv_rng_next(&s->rng);
+}
+
 sv_status sv_sampler_unaccept(sv_sampler_t *s, int32_t id, sv_error_t *err) {
     if (id < 0 || (uint32_t)id >= s->vocab) return bad_id(s, id, "sampler unaccept", err);
     uint32_t u = (uint32_t)id;

@@ -142,6 +142,18 @@ sv_status sv_sampler_accept(sv_sampler_t *s, int32_t id, sv_error_t *err);
  * range or was not accepted. */
 sv_status sv_sampler_unaccept(sv_sampler_t *s, int32_t id, sv_error_t *err);
 
+/* Sampling elsewhere (a device sampler, src/backend/cuda.h): true when
+ * the parameters need nothing beyond the mask, temperature, top-k, top-p
+ * and min-p (no logit bias, no penalties, no logprobs), and then *t, *k,
+ * *p and *mp get them; false otherwise (sample here). */
+bool sv_sampler_plain(const sv_sampler_t *s, float *t, int32_t *k, float *p, float *mp);
+/* The draw sv_sampler_sample would take next (the RNG is not advanced), and
+ * advancing past it: a choice made elsewhere with the peeked draw takes it
+ * (sv_sampler_take_draw) once the choice is kept, as sv_sampler_sample
+ * would have (no draw when greedy). */
+uint64_t sv_sampler_peek_draw(const sv_sampler_t *s);
+void sv_sampler_take_draw(sv_sampler_t *s);
+
 /* Chooses the next token (see the order of operations above).
  *
  * logits: vocab_size floats, MODIFIED IN PLACE (no copy on the hot path): on

@@ -892,6 +892,7 @@ void sv_llama_destroy(sv_llama_t *m) {
 }
 
 const sv_llama_config_t *sv_llama_config(const sv_llama_t *m) { return &m->cfg; }
+sv_backend_t *sv_llama_backend(const sv_llama_t *m) { return m->be; }
 
 /* ---- the paged KV cache ------------------------------------------------------ */
 
@@ -1177,9 +1178,10 @@ static sv_status step_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t n, 
 }
 
 /* Logits of the nl rows of kv->x listed in kv->lrows (uploaded) into host
- * rows dst (nl, vocab). */
-static sv_status logits_rows(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t n, int32_t nl,
-                             float *dst, sv_error_t *err) {
+ * rows dst (nl, vocab), or each product's rows to b's logits hook (entries
+ * l0 .. of b->logit_rows). */
+static sv_status logits_rows(const sv_llama_t *m, sv_llama_kv_t *kv, const sv_llama_batch_t *b,
+                             int32_t l0, int32_t n, int32_t nl, float *dst, sv_error_t *err) {
     const sv_llama_config_t *c = &m->cfg;
     sv_backend_t *be = m->be;
     sv_status st;
@@ -1189,9 +1191,14 @@ static sv_status logits_rows(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t n, 
     for (int32_t i = 0; i < nl; i += kv->logit_rows) {
         int32_t k = nl - i < kv->logit_rows ? nl - i : kv->logit_rows;
         if ((st = mat_gemm(m, k, c->dim, c->vocab_size, kv->xb + (size_t)i * c->dim,
-                           &m->output, 0, NULL, kv->logits, err)) ||
-            (st = be->ops->download(be, dst + (size_t)i * c->vocab_size, kv->logits,
-                                    (size_t)k * c->vocab_size * sizeof(float), err)))
+                           &m->output, 0, NULL, kv->logits, err)))
+            return st;
+        if (b->logits_hook)
+            st = b->logits_hook(b->logits_ud, l0 + i, k, kv->logits, err);
+        else
+            st = be->ops->download(be, dst + (size_t)i * c->vocab_size, kv->logits,
+                                   (size_t)k * c->vocab_size * sizeof(float), err);
+        if (st)
             return st;
     }
     return SV_OK;
@@ -1320,7 +1327,7 @@ sv_status sv_llama_forward_batch(sv_llama_t *m, sv_llama_kv_t *kv, const sv_llam
             (st = be->ops->upload(be, kv->lrows, kv->h_lrows, (size_t)nl * i4, err)) ||
             (st = step_layers(m, kv, n, ns, max_ctx, b, err)))
             return st;
-        if (nl > 0 && (st = logits_rows(m, kv, n, nl, logits + (size_t)l0 * vocab, err)))
+        if (nl > 0 && (st = logits_rows(m, kv, b, l0, n, nl, logits + (size_t)l0 * vocab, err)))
             return st;
     }
     return SV_OK;

@@ -92,6 +92,8 @@ void sv_llama_destroy(sv_llama_t *m);
 
 /* Borrowed, valid until sv_llama_destroy. */
 const sv_llama_config_t *sv_llama_config(const sv_llama_t *m);
+/* The backend the model runs on (borrowed). */
+sv_backend_t *sv_llama_backend(const sv_llama_t *m);
 
 /* A sequence's state: a KV cache for positions 0 .. max_ctx-1 (1 <= max_ctx
  * <= config max_ctx) and buffers for max_batch tokens per internal step
@@ -204,6 +206,15 @@ typedef struct sv_llama_batch {
      * request arrives: src/engine/engine.c). */
     bool (*interrupt)(void *ud);
     void *interrupt_ud;
+    /* Optional (NULL: every row is downloaded into `logits`): called for
+     * each product of logits rows instead of its download, with entries
+     * [first, first + k) of logit_rows in dev (backend memory, (k, vocab),
+     * valid during the call only). It downloads into `logits` the rows it
+     * wants on the host (sv_llama_backend's download op) and may use the
+     * others where they are (the engine samples them on the device:
+     * src/engine/engine.c). An error it returns ends the call. */
+    sv_status (*logits_hook)(void *ud, int32_t first, int32_t k, const float *dev, sv_error_t *err);
+    void *logits_ud;
 } sv_llama_batch_t;
 
 /* Runs batch b through the model, writing its keys and values into kv

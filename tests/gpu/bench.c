@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
             seq[s] = s;
             lr[s] = s;
         }
-        sv_llama_batch_t b = {B, tok, pos, seq, B, seqs, 0, lr, NULL, NULL};
+        sv_llama_batch_t b = {B, tok, pos, seq, B, seqs, 0, lr, NULL, NULL, NULL, NULL};
         double t_layers = 0, t_full = 0;
         for (int pass = 0; pass < 2; pass++) {
             b.n_logits = pass ? B : 0;
@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
             }
             lr[s] = n - 1;
         }
-        sv_llama_batch_t b = {n, tok, pos, seq, pf_seqs, seqs, pf_seqs, lr, NULL, NULL};
+        sv_llama_batch_t b = {n, tok, pos, seq, pf_seqs, seqs, pf_seqs, lr, NULL, NULL, NULL, NULL};
         if (sv_llama_forward_batch(m, kv, &b, logits, &err))
             return fail("prefill", &err);
         int reps = 3;
@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
                     int32_t slot = -1;
                     if (variant > 0) {
                         uint64_t key = variant == 1 ? (uint64_t)(i + 3) * 1000 + r : (uint64_t)r;
-                        if (sv_cuda_sampler_mask_slot(smp, key, masks + (size_t)r * words, &slot,
+                        if (sv_cuda_sampler_mask_slot(smp, 0, key, masks + (size_t)r * words, &slot,
                                                       &err))
                             return fail("mask slot", &err);
                     }

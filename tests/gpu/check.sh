@@ -36,7 +36,8 @@
 #              2, 4; cuda.c): where cuBLAS overtakes it
 #   engine-1b  tests/gpu/engine_bench.py: the engine (generate --batch) on
 #              the 1B shape with the Llama 3 tokenizer, 64 rows running,
-#              constrained (schemas/) against unconstrained tokens/s
+#              constrained (schemas/) against unconstrained tokens/s;
+#              engine-1b-host the same with --host-sampling
 #   bench-135m the same on a random SmolLM2-135M-shape model
 #   profile-1b, profile-135m: ncu's time per kernel of an eager bf16 decode
 #              step at batch 1 (when ncu is on the PATH); profile-attn the
@@ -300,6 +301,36 @@ for l in lines:
         n += 1
 print("generate --batch on cuda: %d constrained outputs, all valid" % n)
 PY
+    # Sampling on the device (the default on CUDA) against --host-sampling:
+    # greedy lines (constrained, unconstrained, and a regex whose budget cuts
+    # its masks) give the same text; the stats say where rows were sampled.
+    python3 - "$WORK/greedy.jsonl" <<'PY'
+import json, sys
+schema = {"type": "object", "properties": {"id": {"type": "integer"}, "ok": {"type": "boolean"}},
+          "required": ["id", "ok"], "additionalProperties": False}
+with open(sys.argv[1], "w") as f:
+    for i in range(12):
+        l = {"prompt": "line %d" % i, "max_tokens": 48, "temperature": 0.0}
+        if i % 3 == 0:
+            l["schema"] = schema
+        elif i % 3 == 1:
+            l["regex"], l["max_tokens"] = "[a-z]{2,40}", 10
+        f.write(json.dumps(l) + "\n")
+PY
+    "$B/sieve" generate --batch "$WORK/greedy.jsonl" -m "$m" --max-num-seqs 6 --device cuda \
+        --stats "$WORK/dev.stats" >"$WORK/dev.out" &&
+        "$B/sieve" generate --batch "$WORK/greedy.jsonl" -m "$m" --max-num-seqs 6 --device cuda \
+            --host-sampling --stats "$WORK/host.stats" >"$WORK/host.out" ||
+        { echo "cli: generate --batch (greedy, device / host sampling) failed"; return 1; }
+    cmp "$WORK/dev.out" "$WORK/host.out" ||
+        { echo "cli: device and host sampling gave different greedy lines"; rc=1; }
+    python3 - "$WORK/dev.stats" "$WORK/host.stats" <<'PY' || rc=1
+import json, sys
+d, h = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert d["dev_sampled"] == d["sampled"] > 0, d
+assert h["dev_sampled"] == 0 and h["sampled"] == d["sampled"], h
+print("greedy: %d tokens sampled on the device, the same lines as on the host" % d["dev_sampled"])
+PY
     return $rc
 }
 export -f cli_check
@@ -343,6 +374,10 @@ if [ -f "$M1B/model.safetensors" ]; then
         step engine-1b 300 python3 "$ROOT/tests/gpu/engine_bench.py" --sieve "$B/sieve" --model "$M1B" \
             --schemas "$ROOT/schemas" --requests 128 --max-num-seqs 64 --max-tokens 128 \
             --out "$OUT/engine-1b.json"
+        # The same with every row sampled on the host (the logits come back).
+        step engine-1b-host 300 python3 "$ROOT/tests/gpu/engine_bench.py" --sieve "$B/sieve" \
+            --model "$M1B" --schemas "$ROOT/schemas" --requests 128 --max-num-seqs 64 --max-tokens 128 \
+            --extra=--host-sampling --out "$OUT/engine-1b-host.json"
     else
         record engine-1b MISSING "no tests/gpu/fixture/llama3/tokenizer.json: run check.sh --prepare first"
     fi

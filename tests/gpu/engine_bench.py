@@ -10,7 +10,10 @@ Runs the same prompts twice, each line at temperature 1 with its own seed:
 once unconstrained, once with the schemas of DIR in turn (every schema file but
 big_integers.json, sorted), with --max-num-seqs rows running. Compiles happen before the
 clock starts (cmd_generate_batch.c), so the figures are decode: completion
-tokens a second, as the CLI's summary reports them, and their ratio. Every
+tokens a second, as the CLI's summary reports them (forced tokens count:
+jump-forward's gain), and time a step (a step's rows differ: constrained
+requests finish sooner, so more of their steps carry prefills), and the
+ratios of both. Every
 constrained output must parse as JSON (an output a budget cut is closed
 valid); any error line fails the run. Python's standard library only: the
 GPU machine has nothing else.
@@ -87,12 +90,17 @@ def main():
            "extra": args.extra, "unconstrained": free, "constrained": cons,
            "ratio": cons["tokens_per_s"] / free["tokens_per_s"] if free["tokens_per_s"] else 0.0,
            "invalid": bad}
-    print("unconstrained: %d tokens in %.2f s, %.1f tokens/s, %d steps" %
-          (free["completion_tokens"], free["seconds"], free["tokens_per_s"], free["steps"]))
-    print("constrained:   %d tokens in %.2f s, %.1f tokens/s, %d steps (%d sampled, %d forced)" %
-          (cons["completion_tokens"], cons["seconds"], cons["tokens_per_s"], cons["steps"],
-           cons["stats"]["sampled"], cons["stats"]["forced"]))
-    print("constrained / unconstrained tokens/s: %.3f; invalid outputs: %d" % (res["ratio"], bad))
+    for r in (free, cons):
+        r["ms_per_step"] = 1000.0 * r["seconds"] / r["steps"] if r["steps"] else 0.0
+    res["step_ratio"] = free["ms_per_step"] / cons["ms_per_step"] if cons["ms_per_step"] else 0.0
+    for name, r in (("unconstrained", free), ("constrained", cons)):
+        st = r["stats"]
+        print("%-14s %d tokens in %.2f s, %.1f tokens/s; %d steps, %.2f ms a step; %d sampled (%d on the "
+              "device), %d forced" % (name + ":", r["completion_tokens"], r["seconds"], r["tokens_per_s"],
+                                      r["steps"], r["ms_per_step"], st["sampled"], st.get("dev_sampled", 0),
+                                      st["forced"]))
+    print("constrained / unconstrained: tokens/s %.3f, steps/s %.3f; invalid outputs: %d" %
+          (res["ratio"], res["step_ratio"], bad))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(res, f, indent=1)

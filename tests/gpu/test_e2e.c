@@ -216,7 +216,7 @@ static void ragged(run_t *r, int32_t S, int32_t P, int32_t D) {
         lr[s] = n - 1;
         seqs[s].len = len[s];
     }
-    sv_llama_batch_t b = {n, bt, bp, bs, S, seqs, S, lr, NULL, NULL};
+    sv_llama_batch_t b = {n, bt, bp, bs, S, seqs, S, lr, NULL, NULL, NULL, NULL};
     sv_status e = sv_llama_forward_batch(r->gpu, kv, &b, lg, &err);
     CHECK(!e, "cuda prefill batch: %s", err.message);
     for (int32_t d = 0; !e && d <= D; d++) {
@@ -233,7 +233,7 @@ static void ragged(run_t *r, int32_t S, int32_t P, int32_t D) {
             bt[s] = toks[s][p], bp[s] = p, bs[s] = s, lr[s] = s;
             seqs[s].len = p + 1;
         }
-        b = (sv_llama_batch_t){S, bt, bp, bs, S, seqs, S, lr, NULL, NULL};
+        b = (sv_llama_batch_t){S, bt, bp, bs, S, seqs, S, lr, NULL, NULL, NULL, NULL};
         e = sv_llama_forward_batch(r->gpu, kv, &b, lg, &err);
         CHECK(!e, "cuda decode batch %d: %s", d, err.message);
     }

@@ -123,7 +123,7 @@ static void test_greedy(ctx_t *c, float sd, float q, double ninf, double density
     if (masked) {
         make_mask(mask, V, density);
         sv_cuda_sampler_begin_step(c->smp);
-        CHECK(!sv_cuda_sampler_mask_slot(c->smp, sv_rng_next(&R), mask, &slot, &err), "slot: %s",
+        CHECK(!sv_cuda_sampler_mask_slot(c->smp, 0, sv_rng_next(&R), mask, &slot, &err), "slot: %s",
               err.message);
     }
     for (int32_t r = 0; r < n; r++) {
@@ -185,8 +185,8 @@ static void test_row_errors(ctx_t *c) {
     sv_error_t err;
     int32_t s_none, s_one;
     sv_cuda_sampler_begin_step(c->smp);
-    CHECK(!sv_cuda_sampler_mask_slot(c->smp, 1001, none, &s_none, &err) &&
-              !sv_cuda_sampler_mask_slot(c->smp, 1002, one, &s_one, &err),
+    CHECK(!sv_cuda_sampler_mask_slot(c->smp, 0, 1001, none, &s_none, &err) &&
+              !sv_cuda_sampler_mask_slot(c->smp, 0, 1002, one, &s_one, &err),
           "slots: %s", err.message);
     for (int r = 0; r < 5; r++)
         make_row(c->h_rows + (size_t)r * V, V, 1.0f, 0, 0);
@@ -284,7 +284,7 @@ static void test_dist(ctx_t *c, const dist_case_t *dc, int32_t n_draws) {
     for (int32_t done_n = 0; done_n < n_draws; done_n += COPIES) {
         int32_t n = n_draws - done_n < COPIES ? n_draws - done_n : COPIES;
         sv_cuda_sampler_begin_step(c->smp);
-        if (masked && sv_cuda_sampler_mask_slot(c->smp, key, mask, &slot, &err)) {
+        if (masked && sv_cuda_sampler_mask_slot(c->smp, 0, key, mask, &slot, &err)) {
             CHECK(0, "slot: %s", err.message);
             goto done;
         }
@@ -357,10 +357,10 @@ static void test_mask_table(ctx_t *c) {
     int32_t slots[3], again;
     sv_cuda_sampler_begin_step(c->smp);
     for (int k = 0; k < 3; k++)
-        CHECK(!sv_cuda_sampler_mask_slot(c->smp, 500 + k, masks + (size_t)k * words, &slots[k],
+        CHECK(!sv_cuda_sampler_mask_slot(c->smp, 0, 500 + k, masks + (size_t)k * words, &slots[k],
                                          &err),
               "slot %d: %s", k, err.message);
-    CHECK(!sv_cuda_sampler_mask_slot(c->smp, 501, NULL, &again, &err) && again == slots[1],
+    CHECK(!sv_cuda_sampler_mask_slot(c->smp, 0, 501, NULL, &again, &err) && again == slots[1],
           "key 501 again: slot %d, first %d", again, slots[1]);
     for (int32_t r = 0; r < n; r++)
         make_row(c->h_rows + (size_t)r * V, V, 2.0f, 0, 0);
@@ -388,7 +388,7 @@ static void test_mask_table(ctx_t *c) {
     int32_t s;
     sv_status st = SV_OK;
     for (int k = 0; k < 9 && !st; k++)
-        st = sv_cuda_sampler_mask_slot(c->smp, 9000 + k, masks, &s, &err);
+        st = sv_cuda_sampler_mask_slot(c->smp, 0, 9000 + k, masks, &s, &err);
     CHECK(st == SV_ERR_BUDGET, "9 masks in one step of an 8-slot table: %d", st);
     sv_sampler_destroy(cs);
     free(tmp);

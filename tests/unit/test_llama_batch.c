@@ -293,7 +293,7 @@ static void simulate(sv_llama_t *m, int32_t max_tokens, uint64_t seed, const cha
         }
         if (!ok)
             break;
-        sv_llama_batch_t b = {n, tok, pos, seq, k, seqs, nl, lrows, NULL, NULL};
+        sv_llama_batch_t b = {n, tok, pos, seq, k, seqs, nl, lrows, NULL, NULL, NULL, NULL};
         sv_status rc = sv_llama_forward_batch(m, kv, &b, logits, &err);
         CHECK(rc == SV_OK, "%s: step %d: %s", what, step, err.message);
         if (rc) {
@@ -397,7 +397,7 @@ static void test_shared_prefix(sv_llama_t *m) {
     for (int32_t c = 0; c < P; c += 50) {
         last = 49;
         sv_llama_seq_t sq = {blocks[0], nb[0], c + 50};
-        sv_llama_batch_t b = {50, toks[0] + c, pos + c, zero, 1, &sq, 1, &last, NULL, NULL};
+        sv_llama_batch_t b = {50, toks[0] + c, pos + c, zero, 1, &sq, 1, &last, NULL, NULL, NULL, NULL};
         CHECK(sv_llama_forward_batch(m, kv, &b, lg, &err) == SV_OK, "%s", err.message);
     }
     CHECK(memcmp(lg, ref[0] + (size_t)(P - 1) * VOCAB, sizeof(float) * VOCAB) == 0,
@@ -431,7 +431,7 @@ static void test_shared_prefix(sv_llama_t *m) {
             lr[f] = f;
             sq[f] = (sv_llama_seq_t){blocks[f], nb[f], P + d + 1};
         }
-        sv_llama_batch_t b = {F, t, p, s, F, sq, F, lr, NULL, NULL};
+        sv_llama_batch_t b = {F, t, p, s, F, sq, F, lr, NULL, NULL, NULL, NULL};
         CHECK(sv_llama_forward_batch(m, kv, &b, lg, &err) == SV_OK, "%s", err.message);
         for (int f = 0; f < F; f++)
             bad += memcmp(lg + (size_t)f * VOCAB, ref[f] + (size_t)(P + d) * VOCAB,
@@ -471,9 +471,9 @@ static void test_errors(sv_llama_t *m) {
     float lg[2 * VOCAB];
     /* A and B, 20 positions each, in their own blocks */
     sv_llama_seq_t sa = {ba, 2, 20}, sb = {bb, 2, 20};
-    sv_llama_batch_t b = {20, ta, pos, zero, 1, &sa, 1, &last, NULL, NULL};
+    sv_llama_batch_t b = {20, ta, pos, zero, 1, &sa, 1, &last, NULL, NULL, NULL, NULL};
     CHECK(sv_llama_forward_batch(m, kv, &b, lg, &err) == SV_OK, "%s", err.message);
-    b = (sv_llama_batch_t){20, tb, pos, zero, 1, &sb, 1, &last, NULL, NULL};
+    b = (sv_llama_batch_t){20, tb, pos, zero, 1, &sb, 1, &last, NULL, NULL, NULL, NULL};
     CHECK(sv_llama_forward_batch(m, kv, &b, lg, &err) == SV_OK, "%s", err.message);
 
     /* Each case: A rewriting its positions 0..3 with B's tokens (which
@@ -509,7 +509,7 @@ static void test_errors(sv_llama_t *m) {
                 p2[7] = BCTX; break;
         case 8: s2[7] = 2; break;
         }
-        sv_llama_batch_t bad = {8, t2, p2, s2, 2, ss, 2, l2, NULL, NULL};
+        sv_llama_batch_t bad = {8, t2, p2, s2, 2, ss, 2, l2, NULL, NULL, NULL, NULL};
         sv_error_clear(&err);
         sv_status rc = sv_llama_forward_batch(m, kv, &bad, lg, &err);
         CHECK(rc == SV_ERR_ARG && strstr(err.message, cases[i].says),
@@ -521,7 +521,7 @@ static void test_errors(sv_llama_t *m) {
     uint32_t bl3[3] = {3, 5, 6};
     sv_llama_seq_t sa3 = {bl3, 2, 21};
     int32_t zero1 = 0;
-    b = (sv_llama_batch_t){1, &t20, &p20, &zero1, 1, &sa3, 1, &zero1, NULL, NULL};
+    b = (sv_llama_batch_t){1, &t20, &p20, &zero1, 1, &sa3, 1, &zero1, NULL, NULL, NULL, NULL};
     CHECK(sv_llama_forward_batch(m, kv, &b, lg, &err) == SV_OK, "%s", err.message);
     CHECK(memcmp(lg, ra + 20 * VOCAB, sizeof(float) * VOCAB) == 0,
           "a refused batch changed the cache");
