@@ -162,7 +162,7 @@ typedef struct {
     sv_ids_t prompt;        /* encoded prompt */
     sv_sample_params_t sp;
     uint32_t budget;        /* min(max_tokens, ctx - prompt) */
-    sv_token_index_t *ix;   /* NULL when unconstrained; owned, freed at the end */
+    sv_token_index_t *ix;   /* NULL when unconstrained; the cache's (cx_cache_t) */
     uint32_t n;             /* choices */
     bool logprobs;
     char *stop[SV_ENGINE_MAX_STOP];
@@ -194,6 +194,8 @@ static void line_status_error(line_t *l, const sv_error_t *err) {
     if (err->keyword[0] || err->pointer[0]) json_object_set_new(l->error, "pointer", json_string(err->pointer));
 }
 
+typedef struct cx_cache cx_cache_t; /* below */
+
 /* Shared, read-only state for preparing lines. */
 typedef struct {
     const batch_opts_t *o;
@@ -203,34 +205,78 @@ typedef struct {
     long ctx;
     const sv_chat_template_t *tmpl; /* NULL when the model has none */
     const char *tmpl_error;         /* why, for chat lines */
+    cx_cache_t *cache;              /* the compiled constraints */
 } prep_t;
 
-/* Compiles a line's schema or regex into l->ix. */
+/* Lines with the same constraint (a schema's text as the line writes it,
+ * or a regex) share one compiled index: a job of thousands of lines with
+ * one schema compiles it once, and its lines share the masks it computes.
+ * Open addressing on an FNV-1a hash, at most half full; the cache owns the
+ * indexes (freed after the engine). */
+typedef struct {
+    char *key; /* "s" + schema text, or "r" + regex */
+    sv_token_index_t *ix;
+} cx_ent_t;
+struct cx_cache {
+    cx_ent_t *t;
+    size_t cap; /* a power of two >= 2 * lines */
+};
+
+static void cx_free(cx_cache_t *c) {
+    for (size_t i = 0; c->t && i < c->cap; i++) {
+        free(c->t[i].key);
+        sv_token_index_destroy(c->t[i].ix);
+    }
+    free(c->t);
+}
+
+static cx_ent_t *cx_slot(cx_cache_t *c, const char *key) {
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *s = (const unsigned char *)key; *s; s++) h = (h ^ *s) * 1099511628211ull;
+    for (size_t i = (size_t)h & (c->cap - 1);; i = (i + 1) & (c->cap - 1))
+        if (!c->t[i].key || !strcmp(c->t[i].key, key)) return &c->t[i];
+}
+
+/* Compiles a line's schema or regex into l->ix, or finds it compiled. */
 static void compile_constraint(const prep_t *p, line_t *l, json_t *schema, const char *regex) {
     sv_error_t err;
     sv_error_clear(&err);
     sv_dfa_t *dfa = NULL;
     sv_status st;
+    char *text = schema ? json_dumps(schema, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+    size_t n = schema ? (text ? strlen(text) : 0) : strlen(regex);
+    char *key = (!schema || text) ? malloc(n + 2) : NULL;
+    if (!key) { free(text); line_error(l, "nomem", "out of memory"); return; }
+    key[0] = schema ? 's' : 'r';
+    memcpy(key + 1, schema ? text : regex, n + 1);
+    free(text);
+    cx_ent_t *e = cx_slot(p->cache, key);
+    if (e->key) {
+        free(key);
+        l->ix = e->ix;
+        return;
+    }
     if (schema) {
-        char *text = json_dumps(schema, JSON_PRESERVE_ORDER | JSON_COMPACT);
-        if (!text) { line_error(l, "nomem", "out of memory"); return; }
         sv_schema_opts_t so;
         sv_schema_opts_default(&so);
         so.ws = p->o->ws;
         so.unknown_formats_ok = p->o->unknown_formats;
-        st = sv_schema_compile(text, strlen(text), &so, &dfa, NULL, &err);
-        free(text);
+        st = sv_schema_compile(key + 1, n, &so, &dfa, NULL, &err);
     } else {
-        st = sv_regex_compile(regex, strlen(regex), NULL, &dfa, &err);
+        st = sv_regex_compile(regex, n, NULL, &dfa, &err);
     }
-    if (st) { line_status_error(l, &err); return; }
+    if (st) { free(key); line_status_error(l, &err); return; }
     sv_token_index_opts_t io;
     sv_token_index_opts_default(&io);
     if (schema && p->o->ws == SV_WS_FLEXIBLE) io.ws_cap = 16; /* as cmd_generate */
     if ((st = sv_token_index_create(dfa, sv_tokens_set(p->tok), &io, &l->ix, &err))) {
         sv_dfa_destroy(dfa);
+        free(key);
         line_status_error(l, &err);
+        return;
     }
+    e->key = key;
+    e->ix = l->ix;
 }
 
 /* "stop": a string or a list of strings, each 1..SV_ENGINE_MAX_STOP_BYTES
@@ -671,6 +717,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
     sv_tokens_t *tok = NULL;
     sv_engine_t *eng = NULL;
     sv_engine_dsampler_t *dsampler = NULL; /* after eng, before be */
+    cx_cache_t cache = {0};
     line_t *lines = NULL;
     size_t *order = NULL;
     size_t n_lines = 0;
@@ -698,8 +745,13 @@ int sv_cmd_generate_batch(int argc, char **argv) {
                           sv_vocab_size(v), cfg->vocab_size);
         goto fail;
     }
+    for (cache.cap = 16; cache.cap < 2 * cap_lines; cache.cap *= 2) {}
+    if (!(cache.t = calloc(cache.cap, sizeof *cache.t))) {
+        st = sv_error_set(&err, SV_ERR_NOMEM, -1, "out of memory");
+        goto fail;
+    }
     prep_t p = {.o = &o, .tok = tok, .v = v, .n_vocab = cfg->vocab_size,
-                .ctx = cfg->max_ctx < BATCH_CTX_CAP ? cfg->max_ctx : BATCH_CTX_CAP};
+                .ctx = cfg->max_ctx < BATCH_CTX_CAP ? cfg->max_ctx : BATCH_CTX_CAP, .cache = &cache};
     sv_error_t terr;
     sv_error_clear(&terr);
     if (!sv_generate_load_template(o.model, &tmpl, &terr)) p.tmpl = &tmpl;
@@ -834,8 +886,8 @@ done:
         }
         free(l->ch);
         for (uint32_t k = 0; k < l->n_stop; k++) free(l->stop[k]);
-        sv_token_index_destroy(l->ix);
     }
+    cx_free(&cache); /* after the engine: its requests borrowed the indexes */
     free(lines);
     free(order);
     free(input);

@@ -37,7 +37,8 @@
 #   engine-1b  tests/gpu/engine_bench.py: the engine (generate --batch) on
 #              the 1B shape with the Llama 3 tokenizer, 64 rows running,
 #              constrained (schemas/) against unconstrained tokens/s;
-#              engine-1b-host the same with --host-sampling
+#              engine-1b-pf4 with 4 mask prefetch workers, engine-1b-host
+#              with --host-sampling
 #   bench-135m the same on a random SmolLM2-135M-shape model
 #   profile-1b, profile-135m: ncu's time per kernel of an eager bf16 decode
 #              step at batch 1 (when ncu is on the PATH); profile-attn the
@@ -374,6 +375,10 @@ if [ -f "$M1B/model.safetensors" ]; then
         step engine-1b 300 python3 "$ROOT/tests/gpu/engine_bench.py" --sieve "$B/sieve" --model "$M1B" \
             --schemas "$ROOT/schemas" --requests 128 --max-num-seqs 64 --max-tokens 128 \
             --out "$OUT/engine-1b.json"
+        # Four mask prefetch workers instead of one (the GPU machine's CPUs idle).
+        step engine-1b-pf4 300 python3 "$ROOT/tests/gpu/engine_bench.py" --sieve "$B/sieve" \
+            --model "$M1B" --schemas "$ROOT/schemas" --requests 128 --max-num-seqs 64 --max-tokens 128 \
+            --extra=--prefetch-threads=4 --out "$OUT/engine-1b-pf4.json"
         # The same with every row sampled on the host (the logits come back).
         step engine-1b-host 300 python3 "$ROOT/tests/gpu/engine_bench.py" --sieve "$B/sieve" \
             --model "$M1B" --schemas "$ROOT/schemas" --requests 128 --max-num-seqs 64 --max-tokens 128 \

@@ -292,9 +292,10 @@ def test_forced_logprobs_and_stats(tmp_path):
     on = run_batch(tmp_path, lines, "--stats", str(on_stats), name="on.jsonl")
     off = run_batch(tmp_path, lines, "--no-jump-forward", "--stats", str(off_stats), name="off.jsonl")
     son, soff = json.loads(on_stats.read_text()), json.loads(off_stats.read_text())
-    keys = {"steps", "rows", "cached_tokens", "sampled", "forced", "rollbacks", "preemptions", "running", "waiting",
-            "max_running", "prefix_queries", "prefetched", "mask_waits"}
+    keys = {"steps", "rows", "cached_tokens", "sampled", "dev_sampled", "forced", "rollbacks", "preemptions",
+            "running", "waiting", "max_running", "prefix_queries", "prefetched", "mask_waits"}
     assert set(son) == keys and set(soff) == keys, son
+    assert son["dev_sampled"] == soff["dev_sampled"] == 0, (son, soff)  # the CPU samples on the host
     assert son["forced"] > 0 and soff["forced"] == 0 and soff["rollbacks"] == 0, (son, soff)
     assert soff["steps"] > son["steps"], (son, soff)
     for s, res in ((son, on), (soff, off)):
