@@ -1686,17 +1686,24 @@ static sv_status pure_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run,
         if (max_dist) *max_dist = ix->maxd[key];
         return SV_OK;
     }
+    /* The walk runs outside the lock (as sv_token_index_fill's does), into
+     * a buffer of its own: a thread walking one state does not hold up
+     * another that wants a different one (the engine thread and the
+     * prefetch workers share an index; src/engine/prefetch.c). Two threads
+     * may walk the same state at once; the first to insert wins. */
+    uint32_t *buf = calloc(ix->ts->words, sizeof *buf);
+    if (!buf) return SV_ERR_NOMEM;
+    uint32_t md;
+    atomic_fetch_add_explicit(&ix->walks, 1, memory_order_relaxed);
+    walk(ix, state, ws_run, NULL, NULL, buf, &md);
     pthread_mutex_lock(&ix->lock);
     p = atomic_load_explicit(&ix->memo[key], memory_order_relaxed);
     if (!p) {
-        memset(ix->scratch, 0, (size_t)ix->ts->words * sizeof *ix->scratch);
-        uint32_t md;
-        atomic_fetch_add_explicit(&ix->walks, 1, memory_order_relaxed);
-        walk(ix, state, ws_run, NULL, NULL, ix->scratch, &md);
         const uint32_t *m;
-        sv_status st = cons_insert(ix, ix->scratch, &m);
+        sv_status st = cons_insert(ix, buf, &m);
         if (st) {
             pthread_mutex_unlock(&ix->lock);
+            free(buf);
             return st;
         }
         ix->maxd[key] = md;
@@ -1705,6 +1712,7 @@ static sv_status pure_mask(sv_token_index_t *ix, int32_t state, uint32_t ws_run,
         atomic_store_explicit(&ix->memo[key], p, memory_order_release);
     }
     pthread_mutex_unlock(&ix->lock);
+    free(buf);
     *mask = (const uint32_t *)p;
     if (max_dist) *max_dist = ix->maxd[key];
     return SV_OK;

@@ -895,6 +895,10 @@ struct sv_cuda_sampler {
     sv_cuda_sample_out_t *d_out;       /* device (max_rows) */
     sv_cuda_sample_params_t *h_params; /* pinned host (max_rows) */
     sv_cuda_sample_out_t *h_out;       /* pinned host (max_rows) */
+    uint32_t *h_stage;          /* pinned host (max_rows, words): masks on their way up, so
+                                   that an upload neither waits for the stream nor makes it wait */
+    int32_t n_staged;           /* of them, used since begin_step */
+    bool staged;                /* uploads from h_stage may be in flight (no sync since) */
     /* the mask table's directory */
     uint64_t *key;              /* (max_masks, 2) */
     uint64_t *last_step;        /* (max_masks) step of the last lookup; 0: slot empty */
@@ -911,6 +915,7 @@ void sv_cuda_sampler_destroy(sv_cuda_sampler_t *s) {
     (void)cudaFree(s->d_out);
     (void)cudaFreeHost(s->h_params);
     (void)cudaFreeHost(s->h_out);
+    (void)cudaFreeHost(s->h_stage);
     free(s->key);
     free(s->last_step);
     free(s);
@@ -943,7 +948,10 @@ sv_status sv_cuda_sampler_create(sv_backend_t *be, int32_t max_rows, int32_t voc
         (st = cuda_status(cudaMallocHost((void **)&s->h_params, nr * sizeof *s->h_params),
                           "sampler pinned params", err)) ||
         (st = cuda_status(cudaMallocHost((void **)&s->h_out, nr * sizeof *s->h_out),
-                          "sampler pinned output", err)))
+                          "sampler pinned output", err)) ||
+        (st = cuda_status(cudaMallocHost((void **)&s->h_stage,
+                                         nr * (size_t)s->words * sizeof(uint32_t)),
+                          "sampler pinned mask staging", err)))
         goto fail;
     s->key = calloc(2 * (size_t)max_masks, sizeof *s->key);
     s->last_step = calloc((size_t)max_masks, sizeof *s->last_step);
@@ -958,7 +966,17 @@ fail:
     return st;
 }
 
-void sv_cuda_sampler_begin_step(sv_cuda_sampler_t *s) { s->step++; }
+void sv_cuda_sampler_begin_step(sv_cuda_sampler_t *s) {
+    s->step++;
+    /* The staging rows are reused from the first: uploads from them since
+     * the last sample call (which synchronises) must be done first. Not
+     * the engine's order (it samples after its uploads); an error shows at
+     * the next call that synchronises. */
+    if (s->staged && bind(s->be, NULL) == SV_OK)
+        (void)cudaStreamSynchronize(s->be->stream);
+    s->staged = false;
+    s->n_staged = 0;
+}
 
 sv_status sv_cuda_sampler_mask_slot(sv_cuda_sampler_t *s, uint64_t key_hi, uint64_t key_lo,
                                     const uint32_t *mask_host, int32_t *slot, sv_error_t *err) {
@@ -980,16 +998,26 @@ sv_status sv_cuda_sampler_mask_slot(sv_cuda_sampler_t *s, uint64_t key_hi, uint6
                             (int)s->max_masks);
     if (!mask_host)
         return sv_error_set(err, SV_ERR_ARG, -1, "cuda sampler: a new mask without its bits");
-    /* From pageable memory cudaMemcpyAsync returns once the bits are
-     * staged, so mask_host may change after the call. */
+    /* Through a pinned staging row the copy is asynchronous: the host goes
+     * on (computing the next rows' masks) while the stream runs. Past
+     * max_rows uploads in a step, from mask_host itself: from pageable
+     * memory cudaMemcpyAsync returns once the bits are staged (it may wait
+     * for the stream first). Either way mask_host may change after the
+     * call. */
     sv_status st = bind(s->be, err);
     if (st)
         return st;
-    st = cuda_status(
-        cudaMemcpyAsync(s->masks + (size_t)victim * (size_t)s->words, mask_host,
-                        (size_t)s->words * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                        s->be->stream),
-        "mask upload", err);
+    const size_t wb = (size_t)s->words * sizeof(uint32_t);
+    const uint32_t *src = mask_host;
+    if (s->n_staged < s->max_rows) {
+        uint32_t *row = s->h_stage + (size_t)s->n_staged++ * (size_t)s->words;
+        memcpy(row, mask_host, wb);
+        src = row;
+        s->staged = true;
+    }
+    st = cuda_status(cudaMemcpyAsync(s->masks + (size_t)victim * (size_t)s->words, src, wb,
+                                     cudaMemcpyHostToDevice, s->be->stream),
+                     "mask upload", err);
     if (st) {
         s->last_step[victim] = 0; /* the slot's old contents may be gone */
         return st;
@@ -1035,6 +1063,7 @@ sv_status sv_cuda_sample(sv_cuda_sampler_t *s, int32_t rows, const float *logits
                           "sample output download", err)) ||
         (st = sync_and_check(s->be, err)))
         return st;
+    s->staged = false;
     memcpy(out, s->h_out, ob);
     return SV_OK;
 }

@@ -661,19 +661,16 @@ static bool dev_sampled(const sv_engine_t *e, const req_t *r) {
 /* The logits hook of a step with a device sampler (llama.h): rows
  * [first, first + k) of the step's logits in dev. Rows sampled here get
  * the device's choice in e->dout (the draw peeked, not taken: a step given
- * up later takes none); the others are downloaded into e->logits. */
+ * up later takes none); the others are downloaded into e->logits. The
+ * masks come first: the device is still computing the step (nothing here
+ * has waited for it yet), so their host work overlaps it, and their
+ * uploads are asynchronous (src/backend/cuda.c). */
 static sv_status dev_logits(void *ud, int32_t first, int32_t k, const float *dev, sv_error_t *err) {
     sv_engine_t *e = ud;
     const sv_engine_dsampler_t *ds = e->cfg.dsampler;
     const size_t V = (size_t)e->n_vocab;
     sv_status st;
-    for (int32_t i = 0, j; i < k; i = j) {
-        for (j = i; j < k && e->lr_dev[first + j] == e->lr_dev[first + i]; j++) {}
-        if (!e->lr_dev[first + i] &&
-            (st = e->be->ops->download(e->be, e->logits + (size_t)(first + i) * V, dev + (size_t)i * V,
-                                       (size_t)(j - i) * V * sizeof(float), err)))
-            return st;
-    }
+    bool downloaded = false;
     for (int32_t i0 = 0; i0 < k; i0 += ds->max_rows) {
         int32_t n = k - i0 < ds->max_rows ? k - i0 : ds->max_rows, any = 0;
         ds->begin_step(ds->ud);
@@ -693,6 +690,16 @@ static sv_status dev_logits(void *ud, int32_t first, int32_t k, const float *dev
                 if (!sv_matcher_mask_key(r->matcher, mask, key)) key[0] = 0, key[1] = ++e->dev_masks;
                 if ((st = ds->mask_slot(ds->ud, key[0], key[1], mask, &p->mask, err))) return st;
             }
+        }
+        if (!downloaded) {
+            for (int32_t i = 0, j; i < k; i = j) {
+                for (j = i; j < k && e->lr_dev[first + j] == e->lr_dev[first + i]; j++) {}
+                if (!e->lr_dev[first + i] &&
+                    (st = e->be->ops->download(e->be, e->logits + (size_t)(first + i) * V, dev + (size_t)i * V,
+                                               (size_t)(j - i) * V * sizeof(float), err)))
+                    return st;
+            }
+            downloaded = true;
         }
         if (any && (st = ds->sample(ds->ud, n, dev + (size_t)i0 * V, e->dpar, e->dout + first + i0, err))) return st;
     }
