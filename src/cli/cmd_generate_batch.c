@@ -15,9 +15,11 @@
  * that many alternatives, forced (jump-forward) tokens included.
  *
  * (only "prompt" is required; blank lines are skipped and do not take an
- * index). Every line is parsed, encoded and its constraint compiled (each
- * line its own token index) before anything runs, so a bad line costs no
- * forward pass. The good lines are then submitted to one engine (stepping
+ * index). Every line is parsed, encoded and its constraint compiled before
+ * anything runs, so a bad line costs no forward pass; lines with the same
+ * schema text or regex share one token index (and the masks it computes).
+ * On CUDA rows are sampled on the device unless --host-sampling (see
+ * docs/cuda.md, "Sampling on the device"). The good lines are then submitted to one engine (stepping
  * while its waiting queue is full) and the engine is stepped until every
  * request has finished.
  *
