@@ -106,6 +106,7 @@ typedef struct cuda_backend {
     int32_t cur;       /* STEP_REPLAY: the graph being replayed */
     const void *cap_owner;
     uint64_t cap_key, steps;
+    uint64_t n_replayed, n_captured; /* sv_cuda_graph_stats */
     graph_ent_t graphs[MAX_GRAPHS];
     seen_ent_t seen[MAX_SEEN];
     int32_t seen_next;
@@ -682,9 +683,12 @@ static sv_status cu_graph_end(sv_backend_t *be, sv_error_t *err) {
         return st;
     if (mode == STEP_EAGER)
         return SV_OK;
-    if (mode == STEP_REPLAY)
+    if (mode == STEP_REPLAY) {
+        c->n_replayed++;
         return cuda_status(cudaGraphLaunch(c->graphs[c->cur].exec, c->stream), "graph launch",
                            err);
+    }
+    c->n_captured++;
     cudaGraph_t g = NULL;
     cudaGraphExec_t exec = NULL;
     if ((st = cuda_status(cudaStreamEndCapture(c->stream, &g), "end of capture", err)))
@@ -859,6 +863,12 @@ sv_status sv_cuda_sync(sv_backend_t *be, sv_error_t *err) {
         return st;
     st = bind(cb(be), err);
     return st ? st : sync_and_check(cb(be), err);
+}
+
+void sv_cuda_graph_stats(const sv_backend_t *be, sv_cuda_graph_stats_t *st) {
+    const cuda_backend_t *c = (const cuda_backend_t *)be;
+    *st = (sv_cuda_graph_stats_t){.opened = c->steps, .replayed = c->n_replayed,
+                                  .captured = c->n_captured};
 }
 
 sv_status sv_cuda_device_info(sv_backend_t *be, char *name, size_t name_len, size_t *free_b,

@@ -73,6 +73,16 @@ sv_status sv_cuda_sync(sv_backend_t *be, sv_error_t *err);
 
 /* The device's name and memory, for logs: name (at most name_len bytes,
  * NUL-terminated), free and total bytes. */
+/* Step graphs so far (docs/cuda.md, "Decode steps as CUDA graphs"): steps
+ * that opened one (decode steps: one row a sequence), of them replayed
+ * and captured (the rest ran eagerly: met once, or graphs off). Steps of
+ * other shapes (prefill chunks, jump-forward extends) open none. be must
+ * be a CUDA backend. */
+typedef struct sv_cuda_graph_stats {
+    uint64_t opened, replayed, captured;
+} sv_cuda_graph_stats_t;
+void sv_cuda_graph_stats(const sv_backend_t *be, sv_cuda_graph_stats_t *st);
+
 sv_status sv_cuda_device_info(sv_backend_t *be, char *name, size_t name_len, size_t *free_b,
                               size_t *total_b, sv_error_t *err);
 

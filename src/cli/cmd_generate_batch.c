@@ -119,7 +119,9 @@ static const char *const usage_text =
     "  --prefetch-threads N threads computing the masks of states a constrained\n"
     "                       request may reach next (default: 1 on a GPU, 0 on the CPU).\n"
     "  --no-jump-forward    sample every constrained token (no forced extends).\n"
-    "  --stats FILE         write the engine's counters as one JSON object at the end.\n"
+    "  --stats FILE         write the engine's counters as one JSON object at the end\n"
+    "                       (on CUDA with the step graphs': graph_steps, graph_replays,\n"
+    "                       graph_captures).\n"
     "  --host-sampling      on CUDA, sample every row on the host (the logits come\n"
     "                       back each step) instead of on the device (the default for\n"
     "                       rows without logprobs, logit bias or penalties).\n"
@@ -583,7 +585,8 @@ static int print_line(size_t idx, const line_t *l, const sv_vocab_t *v) {
 }
 
 /* The engine's counters as one JSON object. */
-static sv_status write_stats(const char *path, const sv_engine_stats_t *es, sv_error_t *err) {
+static sv_status write_stats(const char *path, const sv_engine_stats_t *es, const sv_backend_t *be,
+                             sv_error_t *err) {
     json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "steps",
                           (json_int_t)es->steps, "rows", (json_int_t)es->rows, "cached_tokens",
                           (json_int_t)es->cached_tokens, "sampled", (json_int_t)es->sampled, "dev_sampled",
@@ -594,6 +597,23 @@ static sv_status write_stats(const char *path, const sv_engine_stats_t *es, sv_e
                           (json_int_t)es->prefix_queries, "prefetched", (json_int_t)es->prefetched, "mask_waits",
                           (json_int_t)es->mask_waits);
     if (!o) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    json_t *t = json_pack("{s:I, s:I, s:I, s:I, s:I}", "step_ns", (json_int_t)es->step_ns, "forward_ns",
+                          (json_int_t)es->forward_ns, "hook_ns", (json_int_t)es->hook_ns, "mask_ns",
+                          (json_int_t)es->mask_ns, "sample_ns", (json_int_t)es->sample_ns);
+    if (!t || json_object_update(o, t)) {
+        json_decref(t);
+        json_decref(o);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
+    json_decref(t);
+    uint64_t opened, replayed, captured; /* on CUDA: the step graphs (src/backend/cuda.h) */
+    if (sv_cli_graph_stats(be, &opened, &replayed, &captured) &&
+        (json_object_set_new(o, "graph_steps", json_integer((json_int_t)opened)) ||
+         json_object_set_new(o, "graph_replays", json_integer((json_int_t)replayed)) ||
+         json_object_set_new(o, "graph_captures", json_integer((json_int_t)captured)))) {
+        json_decref(o);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    }
     int rc = json_dump_file(o, path, JSON_PRESERVE_ORDER | JSON_COMPACT);
     json_decref(o);
     if (rc) return sv_error_set(err, SV_ERR_IO, -1, "--stats: cannot write %s", path);
@@ -861,7 +881,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
         if (print_line(i, l, v)) { st = sv_error_set(&err, SV_ERR_NOMEM, -1, "out of memory"); goto fail; }
     }
     fflush(stdout);
-    if (o.stats && (st = write_stats(o.stats, &es, &err))) goto fail;
+    if (o.stats && (st = write_stats(o.stats, &es, be, &err))) goto fail;
     double secs = (double)(t1 - t0) / 1e9;
     fprintf(stderr,
             "sieve generate --batch: %zu requests (%zu ran, %zu errors); %llu prompt + %llu completion tokens in "

@@ -182,3 +182,17 @@ void sv_cli_dsampler_destroy(sv_engine_dsampler_t *d) {
     (void)d;
 #endif
 }
+
+bool sv_cli_graph_stats(const sv_backend_t *be, uint64_t *opened, uint64_t *replayed, uint64_t *captured) {
+#ifdef SV_HAVE_CUDA
+    if (sv_backend_is_cuda(be)) {
+        sv_cuda_graph_stats_t g;
+        sv_cuda_graph_stats(be, &g);
+        *opened = g.opened, *replayed = g.replayed, *captured = g.captured;
+        return true;
+    }
+#endif
+    (void)be;
+    *opened = *replayed = *captured = 0;
+    return false;
+}

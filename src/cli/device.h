@@ -82,6 +82,10 @@ void sv_cli_dsampler_destroy(sv_engine_dsampler_t *d);
     "  --host-sampling   on CUDA, sample every row on the host (the logits come back\n"   \
     "                    each step) instead of on the device.\n"
 
+/* On a CUDA backend, its step graph counts (sv_cuda_graph_stats: steps
+ * that opened a graph, replayed, captured) and true; false elsewhere. */
+bool sv_cli_graph_stats(const sv_backend_t *be, uint64_t *opened, uint64_t *replayed, uint64_t *captured);
+
 /* Parses --gpu-memory-utilization: a number in (0, 1]. */
 bool sv_cli_parse_utilization(const char *s, double *out);
 

@@ -57,6 +57,7 @@
 #include "src/engine/prefetch.h"
 #include "src/engine/radix.h"
 #include "src/tokenizer/detok.h"
+#include "src/util/clock.h"
 
 #define FORCED_CAP 64 /* jump-forward tokens per matcher call */
 
@@ -565,9 +566,12 @@ static bool is_eog(const sv_engine_t *e, int32_t id) {
 /* The matcher's mask, counting the first visits the engine thread pays
  * for (the index walked its trie during the call). */
 static sv_status get_mask(sv_engine_t *e, req_t *r, const uint32_t **mask, sv_error_t *err) {
+    uint64_t t0 = sv_now_ns();
     if (!sv_token_index_mask_known(r->g->ix, sv_matcher_state(r->matcher), sv_matcher_ws_run(r->matcher)))
         e->st.mask_waits++;
-    return sv_matcher_mask(r->matcher, mask, err);
+    sv_status st = sv_matcher_mask(r->matcher, mask, err);
+    e->st.mask_ns += sv_now_ns() - t0;
+    return st;
 }
 
 /* Asks the prefetch workers for the masks r may need next: its state's and
@@ -665,8 +669,17 @@ static bool dev_sampled(const sv_engine_t *e, const req_t *r) {
  * masks come first: the device is still computing the step (nothing here
  * has waited for it yet), so their host work overlaps it, and their
  * uploads are asynchronous (src/backend/cuda.c). */
+static sv_status dev_logits_run(sv_engine_t *e, int32_t first, int32_t k, const float *dev, sv_error_t *err);
+
 static sv_status dev_logits(void *ud, int32_t first, int32_t k, const float *dev, sv_error_t *err) {
     sv_engine_t *e = ud;
+    uint64_t t0 = sv_now_ns();
+    sv_status st = dev_logits_run(e, first, k, dev, err);
+    e->st.hook_ns += sv_now_ns() - t0;
+    return st;
+}
+
+static sv_status dev_logits_run(sv_engine_t *e, int32_t first, int32_t k, const float *dev, sv_error_t *err) {
     const sv_engine_dsampler_t *ds = e->cfg.dsampler;
     const size_t V = (size_t)e->n_vocab;
     sv_status st;
@@ -734,7 +747,10 @@ static sv_status sample(sv_engine_t *e, req_t *r, float *logits, sv_error_t *err
         if (keep_raw) memcpy(e->raw, logits, (size_t)e->n_vocab * sizeof *e->raw);
     }
     int32_t id;
-    if ((st = sv_sampler_sample(r->sampler, logits, mask, &id, lp, err))) return st;
+    uint64_t t0 = sv_now_ns();
+    st = sv_sampler_sample(r->sampler, logits, mask, &id, lp, err);
+    e->st.sample_ns += sv_now_ns() - t0;
+    if (st) return st;
     return took(e, r, id, lp != NULL, keep_raw, err);
 }
 
@@ -1116,7 +1132,16 @@ static sv_status unplace(sv_engine_t *e, uint32_t np, sv_error_t *err) {
     return SV_OK;
 }
 
+static sv_status step_once(sv_engine_t *e, sv_error_t *err);
+
 sv_status sv_engine_step(sv_engine_t *e, sv_error_t *err) {
+    uint64_t t0 = sv_now_ns(), steps = e->st.steps;
+    sv_status st = step_once(e, err);
+    if (e->st.steps != steps) e->st.step_ns += sv_now_ns() - t0;
+    return st;
+}
+
+static sv_status step_once(sv_engine_t *e, sv_error_t *err) {
     retire(e);
     if (!sv_engine_has_work(e)) return SV_OK;
     if (e->cfg.fault_at_step && ++e->step_calls == e->cfg.fault_at_step)
@@ -1288,7 +1313,9 @@ place_running:
         b.interrupt = e->interrupt;
         b.interrupt_ud = e->interrupt_ud;
     }
+    uint64_t tf = sv_now_ns();
     st = sv_llama_forward_batch(e->model, e->kv, &b, e->logits, err);
+    e->st.forward_ns += sv_now_ns() - tf;
     if (st == SV_ERR_CANCELLED && b.interrupt) return unplace(e, np, err);
     if (st) return st;
     e->st.steps++;

@@ -270,6 +270,13 @@ typedef struct sv_engine_stats {
     uint64_t prefetched;       /* masks the prefetch workers computed */
     uint64_t mask_waits;       /* mask calls on the engine thread during which the constraint's
                                   index walked its trie (first visits, or budget-filtered masks) */
+    /* Where the engine thread's time goes, in ns (monotonic clock), over
+     * the steps that ran a forward: the whole steps; the forward calls
+     * (sv_llama_forward_batch, the device sampler's hook included, and on
+     * a GPU the wait for the device); of them the hook; the masks asked of
+     * the matchers (either sampler); the host sampler's calls. A step's
+     * engine work outside the model is step_ns - forward_ns. */
+    uint64_t step_ns, forward_ns, hook_ns, mask_ns, sample_ns;
 } sv_engine_stats_t;
 
 /* Sets defaults for every field (prefix cache on). */

@@ -96,9 +96,16 @@ def main():
     for name, r in (("unconstrained", free), ("constrained", cons)):
         st = r["stats"]
         print("%-14s %d tokens in %.2f s, %.1f tokens/s; %d steps, %.2f ms a step; %d sampled (%d on the "
-              "device), %d forced" % (name + ":", r["completion_tokens"], r["seconds"], r["tokens_per_s"],
-                                      r["steps"], r["ms_per_step"], st["sampled"], st.get("dev_sampled", 0),
-                                      st["forced"]))
+              "device), %d forced; %d rows; step graphs: %d opened, %d replayed, %d captured" %
+              (name + ":", r["completion_tokens"], r["seconds"], r["tokens_per_s"], r["steps"],
+               r["ms_per_step"], st["sampled"], st.get("dev_sampled", 0), st["forced"], st["rows"],
+               st.get("graph_steps", 0), st.get("graph_replays", 0), st.get("graph_captures", 0)))
+        if "step_ns" in st and r["steps"]:
+            per = lambda k: st[k] / 1e6 / r["steps"]
+            print("%-14s ms a step: %.2f in all, %.2f in the forward (%.2f of it in the device sampler's "
+                  "hook), %.2f outside it; masks %.2f, host sampling %.2f" %
+                  ("", per("step_ns"), per("forward_ns"), per("hook_ns"), per("step_ns") - per("forward_ns"),
+                   per("mask_ns"), per("sample_ns")))
     print("constrained / unconstrained: tokens/s %.3f, steps/s %.3f; invalid outputs: %d" %
           (res["ratio"], res["step_ratio"], bad))
     if args.out:

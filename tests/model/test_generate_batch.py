@@ -293,9 +293,13 @@ def test_forced_logprobs_and_stats(tmp_path):
     off = run_batch(tmp_path, lines, "--no-jump-forward", "--stats", str(off_stats), name="off.jsonl")
     son, soff = json.loads(on_stats.read_text()), json.loads(off_stats.read_text())
     keys = {"steps", "rows", "cached_tokens", "sampled", "dev_sampled", "forced", "rollbacks", "preemptions",
-            "running", "waiting", "max_running", "prefix_queries", "prefetched", "mask_waits"}
+            "running", "waiting", "max_running", "prefix_queries", "prefetched", "mask_waits", "step_ns",
+            "forward_ns", "hook_ns", "mask_ns", "sample_ns"}
     assert set(son) == keys and set(soff) == keys, son
     assert son["dev_sampled"] == soff["dev_sampled"] == 0, (son, soff)  # the CPU samples on the host
+    for s in (son, soff):  # the time split: parts within the whole, the hook only on a device
+        assert s["step_ns"] >= s["forward_ns"] > 0 and s["hook_ns"] == 0, s
+        assert s["step_ns"] - s["forward_ns"] >= s["sample_ns"] > 0 and s["mask_ns"] > 0, s
     assert son["forced"] > 0 and soff["forced"] == 0 and soff["rollbacks"] == 0, (son, soff)
     assert soff["steps"] > son["steps"], (son, soff)
     for s, res in ((son, on), (soff, off)):
