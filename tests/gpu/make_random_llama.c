@@ -2,7 +2,7 @@
  * a Hugging Face directory (config.json + model.safetensors, BF16), for the
  * end-to-end CUDA checks on a machine without network or Python packages.
  *
- *     make_random_llama OUTDIR [--shape llama-3.2-1b|smollm2-135m|small|tiny] [--arch llama|qwen2]
+ *     make_random_llama OUTDIR [--shape llama-3.2-1b|smollm2-135m|small|tiny|tiny-llama3] [--arch llama|qwen2]
  *                       [--seed N]
  *
  * Shapes:
@@ -16,6 +16,9 @@
  *                 vocabulary 32000, untied
  *   tiny          hidden 64, 2 layers, 4 / 2 heads, head_dim 16, FFN 128,
  *                 vocabulary 261, untied (make_tiny_llama.py's shape)
+ *   tiny-llama3   tiny's layers with Llama 3's vocabulary (128256, tied): with
+ *                 its tokenizer, the engine's host work at a real vocabulary
+ *                 on the CPU (BENCHMARKS.md, "The engine on the device")
  * --arch qwen2 adds Q/K/V biases (the bias path) and rotates halves as every
  * HF checkpoint does.
  *
@@ -46,6 +49,7 @@ static const shape_t SHAPES[] = {
     {"smollm2-135m", 576, 30, 9, 3, 64, 1536, 49152, 8192, 100000.0, 1, 0},
     {"small", 512, 4, 8, 2, 64, 1536, 32000, 4096, 10000.0, 0, 0},
     {"tiny", 64, 2, 4, 2, 16, 128, 261, 256, 10000.0, 0, 0},
+    {"tiny-llama3", 64, 2, 4, 2, 16, 128, 128256, 4096, 10000.0, 1, 0},
 };
 
 typedef struct tensor {
@@ -73,7 +77,7 @@ static uint16_t to_bf16(float f) { /* round to nearest even; values here are fin
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: make_random_llama OUTDIR [--shape llama-3.2-1b|smollm2-135m|small|tiny] "
+    fprintf(stderr, "usage: make_random_llama OUTDIR [--shape llama-3.2-1b|smollm2-135m|small|tiny|tiny-llama3] "
                     "[--arch llama|qwen2] [--seed N]\n");
     return 64;
 }
