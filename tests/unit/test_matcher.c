@@ -194,7 +194,7 @@ typedef struct {
     const sv_token_set_t *ts;
     const sv_tokenizer_iface_t *tok;
     sv_rng_t rng;
-    uint64_t walks, forced_steps, forced_tokens, merges, budget_walks, memo_checks;
+    uint64_t walks, forced_steps, forced_tokens, merges, budget_walks;
 } walker_t;
 
 static int32_t pick(walker_t *w, const uint32_t *mask, uint32_t *count) {
@@ -293,30 +293,6 @@ static bool walk(walker_t *w, sv_token_index_t *ix, const char *name, int64_t bu
             CHECK(0, "%s: mask: %s", name, err.message);
             ok = false;
             break;
-        }
-        if (budget > 0) {
-            /* The matcher's memo (U, the tokens a state needs) only ever
-             * skips work: a clone, which starts without it, gives the same
-             * mask. */
-            sv_matcher_t *c = NULL;
-            const uint32_t *cm = NULL;
-            size_t mb = (size_t)sv_token_set_mask_words(w->ts) * sizeof *mask;
-            bool cloned = sv_matcher_clone(m, &c, &err) == SV_OK && sv_matcher_mask(c, &cm, &err) == SV_OK;
-            CHECK(cloned && memcmp(cm, mask, mb) == 0,
-                  "%s: budget %lld, step %d: the mask differs from a fresh matcher's", name, (long long)budget,
-                  step);
-            /* asked again, m may answer from its memo now */
-            if (sv_matcher_mask(m, &mask, &err)) {
-                CHECK(0, "%s: mask: %s", name, err.message);
-                sv_matcher_destroy(c);
-                ok = false;
-                break;
-            }
-            CHECK(cloned && memcmp(cm, mask, mb) == 0,
-                  "%s: budget %lld, step %d: the mask asked again differs from a fresh matcher's", name,
-                  (long long)budget, step);
-            w->memo_checks++;
-            sv_matcher_destroy(c);
         }
         uint32_t count;
         int32_t id = pick(w, mask, &count);
@@ -472,7 +448,6 @@ int main(int argc, char **argv) {
     }
     free(texts);
     free(names);
-    printf("test_matcher: %llu budget masks checked against a fresh matcher's\n", (unsigned long long)w.memo_checks);
     printf("test_matcher: unit checks %s; %u schemas, %llu walks (%llu under a budget), %llu jump-forwards "
            "(%llu tokens, %llu merged with the previous token), %s tokenizer: %d failures\n",
            unit_failures ? "FAILED" : "passed", nschemas, (unsigned long long)w.walks,
