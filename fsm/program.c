@@ -24,9 +24,10 @@
  * choices never compete: no byte both continues and starts a call, no two
  * calls of a state start alike, a callee never accepts the empty string,
  * and a part that may go on after reaching a final state never shares a
- * byte with what its callers do after it returns. Every schema construct
- * that uses calls (free-form values) meets that check by construction;
- * anything that does not is compiled without calls. Soundness does not
+ * byte with what its callers do after it returns. A part whose calls
+ * compete is first determinized again with those calls expanded (see
+ * "competing choices" below); what still fails the check is compiled with
+ * fewer calls by the schema compiler. Soundness does not
  * depend on the check (every accepted string has a derivation); the check
  * makes the walk complete.
  *
@@ -38,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/clock.h"
 #include "../src/util/grow.h"
 #include "dfa_internal.h"
 
@@ -71,25 +73,49 @@ typedef struct {
     uint32_t part, state; /* the caller (part-local state) */
     uint32_t callee;      /* part index */
     uint32_t ret;         /* part-local state of the caller */
+    uint32_t id;          /* the marker's id */
 } site_t;
 
+/* A part's DFA replaced by its expansion (expand_conflicts): `from` is what
+ * the resolver (or the caller, for the root) gave, `to` is owned. */
 typedef struct {
-    const sv_dfa_t **parts;
-    uint32_t nparts, capparts;
+    const sv_dfa_t *from;
+    sv_dfa_t *to;
+} swap_t;
+
+typedef struct {
+    const sv_dfa_t **parts; /* what is linked: a part's DFA, or its expansion */
+    const sv_dfa_t **orig;  /* what names the part (equal pointers are one part) */
+    uint32_t nparts, capparts, caporig;
     site_t *sites;
     uint32_t nsites, capsites;
+    const swap_t *swaps;
+    uint32_t nswaps;
 } linker_t;
 
+static void linker_free(linker_t *L) {
+    free(L->parts);
+    free(L->orig);
+    free(L->sites);
+    L->parts = L->orig = NULL;
+    L->sites = NULL;
+    L->nparts = L->capparts = L->caporig = L->nsites = L->capsites = 0;
+}
 
 static sv_status add_part(linker_t *L, const sv_dfa_t *d, uint32_t *idx, sv_error_t *err) {
     for (uint32_t i = 0; i < L->nparts; i++)
-        if (L->parts[i] == d) { *idx = i; return SV_OK; }
+        if (L->orig[i] == d) { *idx = i; return SV_OK; }
     if (L->nparts >= SV_CALL_MAX_ID)
         return sv_error_set(err, SV_ERR_BUDGET, -1, "the constraint has more than %u parts", SV_CALL_MAX_ID);
-    if (!sv_grow((void **)&L->parts, &L->capparts, L->nparts + 1, sizeof *L->parts))
+    if (!sv_grow((void **)&L->parts, &L->capparts, L->nparts + 1, sizeof *L->parts) ||
+        !sv_grow((void **)&L->orig, &L->caporig, L->nparts + 1, sizeof *L->orig))
         return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
     *idx = L->nparts;
-    L->parts[L->nparts++] = d;
+    L->orig[L->nparts] = d;
+    L->parts[L->nparts] = d;
+    for (uint32_t i = 0; i < L->nswaps; i++)
+        if (L->swaps[i].from == d) L->parts[L->nparts] = L->swaps[i].to;
+    L->nparts++;
     return SV_OK;
 }
 
@@ -124,7 +150,7 @@ static sv_status scan_part(linker_t *L, uint32_t p, sv_call_resolve_fn resolve, 
             if (r) return r;
             if (!sv_grow((void **)&L->sites, &L->capsites, L->nsites + 1, sizeof *L->sites))
                 return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
-            L->sites[L->nsites++] = (site_t){p, s, ci, (uint32_t)t};
+            L->sites[L->nsites++] = (site_t){p, s, ci, (uint32_t)t, id};
             dig[k]++;
         }
     }
@@ -372,17 +398,512 @@ out:
     return st;
 }
 
+/* ---- competing choices, resolved by expansion ----------------------------------
+ *
+ * A union of branches that call a part where another branch spells the same
+ * kind of value out (`{"a": {}}` beside `{"a": [[1]]}`: the free-form part's
+ * call and the bytes of `[[1]]` after `"a": `), or that call two parts which
+ * start alike, leaves a state whose choices compete, and check_choices
+ * refuses it. Before linking, such a part is determinized again over
+ * *configurations*: a state of any part with a stack of return states (a
+ * few frames deep) and the set of its calls already expanded. Where the
+ * configurations of a subset compete (a call's callee may start with a
+ * byte the subset reads, or with a byte another callee starts with, or
+ * accepts the empty string), each competing call is expanded: the callee's
+ * start joins the subset with the call's return state pushed, and a final
+ * state of a callee joins its return state (popped) as an epsilon move. A
+ * call that competes with nothing stays a call (a marker in the new part,
+ * its return the subset of the configurations that made it). So the
+ * branches share the bytes they share and split where they differ, one
+ * container level deeper where the spelled-out side goes on, which a finite
+ * automaton does only to a bounded depth; a loop of the spelled side (the
+ * items of an array) meets the same configurations again and closes. A call
+ * stands for its callee's strings, so the new part has the same language:
+ * exact. What it cannot settle within EXPAND_DEPTH frames or the budgets
+ * stays for check_choices to refuse, and the schema compiler then compiles
+ * with fewer parts, as before. */
+
+#define EXPAND_ROUNDS 4
+#define EXPAND_DEPTH 16
+
+/* The text bytes with a move from x (the marker bytes aside). */
+static void text_set(const sv_dfa_t *d, int32_t x, uint64_t out[4]) {
+    memset(out, 0, 4 * sizeof *out);
+    const int32_t *row = d->trans + (size_t)x * d->nclasses;
+    for (int b = 0; b < SV_CALL_DIGIT0; b++)
+        if (row[d->classes[b]] >= 0) bset(out, (uint32_t)b);
+}
+
+/* first(p) over unlinked parts: the text bytes of p's start and the first
+ * sets of the calls there (soff[p]: p's first site; sites are in part, then
+ * state order). False on a call before any byte that leads back to p. */
+static bool raw_first(const linker_t *L, const uint32_t *soff, uint32_t p, uint8_t *mark, uint64_t (*memo)[4]) {
+    if (mark[p] == 2) return true;
+    if (mark[p] == 1) return false;
+    mark[p] = 1;
+    text_set(L->parts[p], 0, memo[p]);
+    for (uint32_t i = soff[p]; i < soff[p + 1] && L->sites[i].state == 0; i++) {
+        if (!raw_first(L, soff, L->sites[i].callee, mark, memo)) return false;
+        bor(memo[p], memo[L->sites[i].callee]);
+    }
+    mark[p] = 2;
+    return true;
+}
+
+/* Interned tuples of k words (frames, configurations): ids in order of
+ * first sight, an open-addressing table of ids. */
+typedef struct {
+    uint32_t k, n, cap, tcap;
+    uint32_t *v;   /* (n, k) */
+    uint32_t *tab; /* ids + 1; 0 empty */
+} tuples_t;
+
+static uint32_t tuple_hash(const uint32_t *t, uint32_t k) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (uint32_t i = 0; i < k; i++) h = (h ^ t[i]) * 0x100000001B3ull, h ^= h >> 29;
+    return (uint32_t)h;
+}
+
+/* The id of tuple t, added if new; UINT32_MAX when out of memory. */
+static uint32_t tuple_id(tuples_t *T, const uint32_t *t) {
+    if (2 * (T->n + 1) > T->tcap) {
+        uint32_t nc = T->tcap ? 2 * T->tcap : 1024;
+        uint32_t *nt = calloc(nc, sizeof *nt);
+        if (!nt) return UINT32_MAX;
+        for (uint32_t i = 0; i < T->n; i++) {
+            uint32_t h = tuple_hash(T->v + (size_t)i * T->k, T->k) & (nc - 1);
+            while (nt[h]) h = (h + 1) & (nc - 1);
+            nt[h] = i + 1;
+        }
+        free(T->tab);
+        T->tab = nt;
+        T->tcap = nc;
+    }
+    uint32_t h = tuple_hash(t, T->k) & (T->tcap - 1);
+    for (; T->tab[h]; h = (h + 1) & (T->tcap - 1))
+        if (!memcmp(T->v + (size_t)(T->tab[h] - 1) * T->k, t, T->k * sizeof *t)) return T->tab[h] - 1;
+    if (!sv_grow((void **)&T->v, &T->cap, (T->n + 1) * T->k, sizeof *T->v)) return UINT32_MAX;
+    memcpy(T->v + (size_t)T->n * T->k, t, T->k * sizeof *t);
+    T->tab[h] = T->n + 1;
+    return T->n++;
+}
+
+/* Subsets of configurations: sorted id lists in one pool. */
+typedef struct {
+    uint32_t *pool, npool, cappool;
+    uint32_t *off, n, capoff; /* subset i is pool[off[i] .. off[i + 1]) */
+    uint32_t *tab, tcap;
+} subsets_t;
+
+static uint32_t subset_id(subsets_t *S, const uint32_t *c, uint32_t nc, bool *fresh) {
+    *fresh = false;
+    if (2 * (S->n + 1) > S->tcap) {
+        uint32_t cap = S->tcap ? 2 * S->tcap : 1024;
+        uint32_t *nt = calloc(cap, sizeof *nt);
+        if (!nt) return UINT32_MAX;
+        for (uint32_t i = 0; i < S->n; i++) {
+            uint32_t h = tuple_hash(S->pool + S->off[i], S->off[i + 1] - S->off[i]) & (cap - 1);
+            while (nt[h]) h = (h + 1) & (cap - 1);
+            nt[h] = i + 1;
+        }
+        free(S->tab);
+        S->tab = nt;
+        S->tcap = cap;
+    }
+    uint32_t h = tuple_hash(c, nc) & (S->tcap - 1);
+    for (; S->tab[h]; h = (h + 1) & (S->tcap - 1)) {
+        uint32_t i = S->tab[h] - 1;
+        if (S->off[i + 1] - S->off[i] == nc && !memcmp(S->pool + S->off[i], c, nc * sizeof *c)) return i;
+    }
+    if (!sv_grow((void **)&S->pool, &S->cappool, S->npool + nc, sizeof *S->pool) ||
+        !sv_grow((void **)&S->off, &S->capoff, S->n + 2, sizeof *S->off))
+        return UINT32_MAX;
+    if (!S->n) S->off[0] = 0;
+    memcpy(S->pool + S->npool, c, nc * sizeof *c);
+    S->npool += nc;
+    S->off[S->n + 1] = S->npool;
+    S->tab[h] = S->n + 1;
+    *fresh = true;
+    return S->n++;
+}
+
+typedef struct {
+    const linker_t *L;
+    const uint32_t *base, *pof, *sidx; /* per part: first global state; per global state: its part, first site */
+    const uint64_t (*first)[4];
+    tuples_t frames; /* (return state, frame below); frame 0 is the empty stack */
+    uint32_t *depth, capdepth;
+    tuples_t confs;  /* (global state, frame, expanded sites: a bit per site of the state) */
+    uint32_t *set, nset, capset; /* the subset being closed */
+    sv_error_t *err;
+} expander_t;
+
+static const sv_dfa_t *gpart(const expander_t *E, uint32_t x, uint32_t *local) {
+    uint32_t p = E->pof[x];
+    *local = x - E->base[p];
+    return E->L->parts[p];
+}
+
+static sv_status add_conf(expander_t *E, uint32_t x, uint32_t frame, uint32_t exp) {
+    uint32_t t[3] = {x, frame, exp}, id = tuple_id(&E->confs, t);
+    if (id == UINT32_MAX || !sv_grow((void **)&E->set, &E->capset, E->nset + 1, sizeof *E->set))
+        return sv_error_set(E->err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+    for (uint32_t i = 0; i < E->nset; i++)
+        if (E->set[i] == id) return SV_OK;
+    E->set[E->nset++] = id;
+    return SV_OK;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Closes E->set: returns from final states of callees, and expansions of
+ * the calls that compete; then sorts it. */
+static sv_status close_set(expander_t *E) {
+    sv_status st;
+    for (bool changed = true; changed;) {
+        changed = false;
+        uint64_t text[4] = {0};
+        for (uint32_t i = 0; i < E->nset; i++) {
+            const uint32_t *c = E->confs.v + (size_t)E->set[i] * 3;
+            uint32_t loc;
+            const sv_dfa_t *d = gpart(E, c[0], &loc);
+            uint64_t own[4];
+            text_set(d, (int32_t)loc, own);
+            bor(text, own);
+            if (c[1] && d->accept[loc]) {
+                const uint32_t *f = E->frames.v + (size_t)c[1] * 2;
+                uint32_t before = E->nset;
+                if ((st = add_conf(E, f[0], f[1], 0))) return st;
+                changed |= E->nset != before;
+            }
+        }
+        for (uint32_t i = 0; i < E->nset; i++) {
+            const uint32_t *c = E->confs.v + (size_t)E->set[i] * 3;
+            uint32_t x = c[0], frame = c[1], exp = c[2], grow = 0;
+            for (uint32_t s = E->sidx[x]; s < E->sidx[x + 1]; s++) {
+                uint32_t bit = 1u << (s - E->sidx[x]);
+                if (exp & bit) continue;
+                uint32_t q = E->L->sites[s].callee;
+                bool clash = bmeet(text, E->first[q]) || E->L->parts[q]->accept[0];
+                /* another unexpanded call of the subset to a different part */
+                for (uint32_t j = 0; j < E->nset && !clash; j++) {
+                    const uint32_t *o = E->confs.v + (size_t)E->set[j] * 3;
+                    for (uint32_t t = E->sidx[o[0]]; t < E->sidx[o[0] + 1] && !clash; t++)
+                        clash = !(o[2] & 1u << (t - E->sidx[o[0]])) && E->L->sites[t].callee != q &&
+                                bmeet(E->first[q], E->first[E->L->sites[t].callee]);
+                }
+                if (clash) grow |= bit;
+            }
+            if (!grow) continue;
+            if (E->frames.n && E->depth[frame] >= EXPAND_DEPTH)
+                return sv_error_set(E->err, SV_ERR_UNSUPPORTED, -1, "competing calls nest deeper than %d frames",
+                                    EXPAND_DEPTH);
+            /* the configuration with those calls expanded replaces it */
+            uint32_t t[3] = {x, frame, exp | grow}, id = tuple_id(&E->confs, t);
+            if (id == UINT32_MAX) return sv_error_set(E->err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+            E->set[i] = id;
+            for (uint32_t s = E->sidx[x]; s < E->sidx[x + 1]; s++) {
+                if (!(grow & 1u << (s - E->sidx[x]))) continue;
+                const site_t *z = &E->L->sites[s];
+                uint32_t fr[2] = {E->base[z->part] + z->ret, frame}, fid = tuple_id(&E->frames, fr);
+                if (fid == UINT32_MAX || !sv_grow((void **)&E->depth, &E->capdepth, E->frames.n, sizeof *E->depth))
+                    return sv_error_set(E->err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+                E->depth[fid] = E->depth[frame] + 1;
+                if ((st = add_conf(E, E->base[z->callee], fid, 0))) return st;
+            }
+            changed = true;
+        }
+    }
+    qsort(E->set, E->nset, sizeof *E->set, cmp_u32);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < E->nset; i++)
+        if (!n || E->set[n - 1] != E->set[i]) E->set[n++] = E->set[i];
+    E->nset = n;
+    return SV_OK;
+}
+
+/* Part p determinized over configurations (above), as a raw DFA with the
+ * calls that stay as markers. */
+static sv_status expand_part(const linker_t *L, uint32_t p, const uint32_t *soff, const uint64_t (*first)[4],
+                             const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
+    uint32_t np = L->nparts, total = 0;
+    expander_t E = {.L = L, .first = first, .frames = {.k = 2}, .confs = {.k = 3}, .err = err};
+    subsets_t S = {0};
+    uint32_t *base = malloc(((size_t)np + 1) * sizeof *base), *pof = NULL, *sidx = NULL;
+    sv_ast_edge_t *edges = NULL;
+    uint32_t ne = 0, cape = 0;
+    uint8_t *final = NULL;
+    uint32_t capfinal = 0;
+    sv_arena_t *a = sv_arena_create(0);
+    uint64_t t0 = sv_now_ns(), deadline = lim && lim->max_time_us ? t0 + lim->max_time_us * 1000 : 0;
+    uint32_t max_states = lim ? lim->max_dfa_states : 200000;
+    sv_status st = SV_OK;
+    if (!base || !a) goto nomem;
+    for (uint32_t q = 0; q < np; q++) base[q] = total, total += L->parts[q]->nstates;
+    base[np] = total;
+    pof = malloc(((size_t)total + 1) * sizeof *pof);
+    sidx = calloc((size_t)total + 2, sizeof *sidx);
+    if (!pof || !sidx) goto nomem;
+    for (uint32_t q = 0; q < np; q++)
+        for (uint32_t x = base[q]; x < base[q + 1]; x++) pof[x] = q;
+    for (uint32_t i = 0; i < L->nsites; i++) sidx[base[L->sites[i].part] + L->sites[i].state + 1]++;
+    for (uint32_t x = 0; x < total; x++) {
+        if (sidx[x + 1] > 32) {
+            st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a state makes more than 32 calls");
+            goto done;
+        }
+        sidx[x + 1] += sidx[x];
+    }
+    (void)soff;
+    E.base = base;
+    E.pof = pof;
+    E.sidx = sidx;
+    uint32_t empty[2] = {UINT32_MAX, UINT32_MAX};
+    if (tuple_id(&E.frames, empty) != 0 || !sv_grow((void **)&E.depth, &E.capdepth, 1, sizeof *E.depth)) goto nomem;
+    E.depth[0] = 0;
+    bool fresh;
+    E.nset = 0;
+    if ((st = add_conf(&E, base[p], 0, 0)) || (st = close_set(&E))) goto done;
+    if (subset_id(&S, E.set, E.nset, &fresh) == UINT32_MAX) goto nomem;
+    uint32_t *next = NULL, capnext = 0;
+    for (uint32_t u = 0; u < S.n; u++) {
+        if (S.n > max_states) {
+            st = sv_error_set(err, SV_ERR_BUDGET, -1, "the constraint needs more than %u DFA states (the "
+                              "max_dfa_states budget)", max_states);
+            break;
+        }
+        if (deadline && !(u & 255) && sv_now_ns() > deadline) {
+            st = sv_error_set(err, SV_ERR_TIMEOUT, -1, "compiling the constraint exceeded the time budget of %llu ms",
+                              (unsigned long long)((lim->time_budget_us ? lim->time_budget_us : lim->max_time_us) / 1000));
+            break;
+        }
+        if (!sv_grow((void **)&final, &capfinal, u + 1, 1)) { st = SV_ERR_NOMEM; break; }
+        final[u] = 0;
+        uint32_t lo = S.off[u], hi = S.off[u + 1];
+        for (uint32_t i = lo; i < hi; i++) {
+            const uint32_t *c = E.confs.v + (size_t)S.pool[i] * 3, loc;
+            uint32_t lc;
+            const sv_dfa_t *d = gpart(&E, c[0], &lc);
+            (void)loc;
+            if (!c[1] && d->accept[lc]) final[u] = 1;
+        }
+        /* text bytes: the successor subset per byte, a run of bytes with
+         * the same successor one edge */
+        int32_t prev_target = -1;
+        int run_lo = 0;
+        uint32_t *prev = NULL, nprev = 0;
+        for (int b = 0; b <= SV_CALL_DIGIT0; b++) {
+            int32_t target = -1;
+            uint32_t nn = 0;
+            if (b < SV_CALL_DIGIT0) {
+                for (uint32_t i = S.off[u]; i < S.off[u + 1]; i++) {
+                    const uint32_t *c = E.confs.v + (size_t)S.pool[i] * 3;
+                    uint32_t lc;
+                    const sv_dfa_t *d = gpart(&E, c[0], &lc);
+                    int32_t t = d->trans[(size_t)lc * d->nclasses + d->classes[b]];
+                    if (t < 0) continue;
+                    if (!sv_grow((void **)&next, &capnext, 2 * (nn + 1), sizeof *next)) { st = SV_ERR_NOMEM; break; }
+                    next[2 * nn] = c[0] - lc + (uint32_t)t;
+                    next[2 * nn + 1] = c[1];
+                    nn++;
+                }
+                if (st) break;
+                if (nn && prev && nn == nprev && !memcmp(prev, next, 2 * nn * sizeof *next)) {
+                    target = prev_target;
+                } else if (nn) {
+                    E.nset = 0;
+                    for (uint32_t i = 0; i < nn && !st; i++) st = add_conf(&E, next[2 * i], next[2 * i + 1], 0);
+                    if (st || (st = close_set(&E))) break;
+                    uint32_t id = subset_id(&S, E.set, E.nset, &fresh);
+                    if (id == UINT32_MAX) { st = SV_ERR_NOMEM; break; }
+                    target = (int32_t)id;
+                    /* the raw successors of this byte, to compare with the next byte's */
+                    free(prev);
+                    prev = malloc(2 * nn * sizeof *prev);
+                    if (!prev) { st = SV_ERR_NOMEM; break; }
+                    memcpy(prev, next, 2 * nn * sizeof *next);
+                    nprev = nn;
+                } else {
+                    free(prev);
+                    prev = NULL;
+                    nprev = 0;
+                }
+            }
+            if (b > 0 && target != prev_target) {
+                if (prev_target >= 0) {
+                    if (!sv_grow((void **)&edges, &cape, ne + 1, sizeof *edges)) { st = SV_ERR_NOMEM; break; }
+                    edges[ne++] = (sv_ast_edge_t){u, (uint32_t)prev_target, sv_ast_bytes(a, (uint8_t)run_lo, (uint8_t)(b - 1))};
+                    if (!edges[ne - 1].label) { st = SV_ERR_NOMEM; break; }
+                }
+                run_lo = b;
+            }
+            prev_target = target;
+        }
+        free(prev);
+        if (st) break;
+        /* the calls that stay: one marker per callee, its return the subset
+         * of the configurations after it */
+        /* (add_conf may move E.confs.v: configurations are copied out) */
+        for (uint32_t i = lo; i < hi && !st; i++) {
+            const uint32_t cx = E.confs.v[(size_t)S.pool[i] * 3], cexp = E.confs.v[(size_t)S.pool[i] * 3 + 2];
+            for (uint32_t s = sidx[cx]; s < sidx[cx + 1] && !st; s++) {
+                if (cexp & 1u << (s - sidx[cx])) continue;
+                uint32_t q = L->sites[s].callee;
+                bool seen = false; /* a call to q from an earlier configuration made the edge */
+                for (uint32_t j = lo; j < i && !seen; j++) {
+                    const uint32_t *o = E.confs.v + (size_t)S.pool[j] * 3;
+                    for (uint32_t t = sidx[o[0]]; t < sidx[o[0] + 1] && !seen; t++)
+                        seen = !(o[2] & 1u << (t - sidx[o[0]])) && L->sites[t].callee == q;
+                }
+                if (seen) continue;
+                E.nset = 0;
+                for (uint32_t j = i; j < hi && !st; j++) {
+                    const uint32_t *o = E.confs.v + (size_t)S.pool[j] * 3;
+                    const uint32_t ox = o[0], ofr = o[1], oexp = o[2];
+                    for (uint32_t t = sidx[ox]; t < sidx[ox + 1] && !st; t++)
+                        if (!(oexp & 1u << (t - sidx[ox])) && L->sites[t].callee == q)
+                            st = add_conf(&E, base[L->sites[t].part] + L->sites[t].ret, ofr, 0);
+                }
+                if (st || (st = close_set(&E))) break;
+                uint32_t id = subset_id(&S, E.set, E.nset, &fresh);
+                if (id == UINT32_MAX) { st = SV_ERR_NOMEM; break; }
+                sv_ast_t *m = sv_call_marker(a, L->sites[s].id);
+                if (!m || !sv_grow((void **)&edges, &cape, ne + 1, sizeof *edges)) { st = SV_ERR_NOMEM; break; }
+                edges[ne++] = (sv_ast_edge_t){u, id, m};
+            }
+        }
+        if (st) break;
+    }
+    free(next);
+    if (st == SV_ERR_NOMEM) goto nomem;
+    if (st) goto done;
+    {
+        sv_ast_t *g = sv_ast_graph(a, S.n, edges, ne, final);
+        if (!g) goto nomem;
+        st = sv_dfa_from_ast(g, lim, out, err);
+    }
+    goto done;
+nomem:
+    st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+done:
+    free(base);
+    free(pof);
+    free(sidx);
+    free(edges);
+    free(final);
+    free(E.frames.v);
+    free(E.frames.tab);
+    free(E.depth);
+    free(E.confs.v);
+    free(E.confs.tab);
+    free(E.set);
+    free(S.pool);
+    free(S.off);
+    free(S.tab);
+    sv_arena_destroy(a);
+    return st;
+}
+
+/* One round: finds the parts with calls whose choice competes at their
+ * state (the callee may start with a byte the state reads, or that another
+ * call there starts with, or accepts the empty string) and determinizes
+ * each again over configurations, its swap recorded under the DFA that
+ * names it. *n: the parts redone. */
+static sv_status expand_round(linker_t *L, swap_t **swaps, uint32_t *nswaps, uint32_t *capswaps,
+                              const sv_fsm_limits_t *lim, uint32_t *n, sv_error_t *err) {
+    *n = 0;
+    uint32_t np = L->nparts, ns = L->nsites;
+    uint32_t *soff = calloc((size_t)np + 1, sizeof *soff);
+    uint8_t *mark = calloc(np, 1), *want = calloc(np, 1);
+    uint64_t (*first)[4] = calloc(np, sizeof *first);
+    sv_status st = SV_OK;
+    if (!soff || !mark || !want || !first) {
+        st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+        goto out;
+    }
+    for (uint32_t i = 0; i < ns; i++) soff[L->sites[i].part + 1]++;
+    for (uint32_t p = 0; p < np; p++) soff[p + 1] += soff[p];
+    for (uint32_t p = 0; p < np; p++)
+        if (!raw_first(L, soff, p, mark, first)) goto out; /* check_choices says why */
+    uint32_t nwant = 0;
+    for (uint32_t i = 0, j; i < ns; i = j) {
+        const site_t *x = &L->sites[i];
+        for (j = i; j < ns && L->sites[j].part == x->part && L->sites[j].state == x->state;) j++;
+        uint64_t own[4];
+        text_set(L->parts[x->part], (int32_t)x->state, own);
+        for (uint32_t k = i; k < j && !want[x->part]; k++) {
+            const uint64_t *fk = first[L->sites[k].callee];
+            bool clash = bmeet(own, fk) || L->parts[L->sites[k].callee]->accept[0];
+            for (uint32_t m = i; m < j && !clash; m++)
+                clash = L->sites[m].callee != L->sites[k].callee && bmeet(fk, first[L->sites[m].callee]);
+            if (clash) want[x->part] = 1, nwant++;
+        }
+    }
+    for (uint32_t p = 0; p < np && nwant; p++) {
+        if (!want[p]) continue;
+        sv_dfa_t *nd = NULL;
+        if ((st = expand_part(L, p, soff, (const uint64_t(*)[4])first, lim, &nd, err))) goto out;
+        uint32_t w = 0;
+        while (w < *nswaps && (*swaps)[w].from != L->orig[p]) w++;
+        if (w == *nswaps) {
+            if (!sv_grow((void **)swaps, capswaps, w + 1, sizeof **swaps)) {
+                sv_dfa_destroy(nd);
+                st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+                goto out;
+            }
+            (*swaps)[w] = (swap_t){L->orig[p], NULL};
+            (*nswaps)++;
+        }
+        /* the other parts of this round still read the old DFA: keep it
+         * until the round ends */
+        sv_dfa_t *old = (*swaps)[w].to;
+        (*swaps)[w].to = nd;
+        (*n)++;
+        if (old) {
+            if (!sv_grow((void **)swaps, capswaps, *nswaps + 1, sizeof **swaps)) {
+                sv_dfa_destroy(old);
+                st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+                goto out;
+            }
+            (*swaps)[(*nswaps)++] = (swap_t){NULL, old}; /* freed with the rest */
+        }
+    }
+out:
+    free(soff);
+    free(mark);
+    free(want);
+    free(first);
+    return st;
+}
+
 sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void *ctx, const sv_fsm_limits_t *lim,
                           sv_dfa_t **out, sv_error_t *err) {
     *out = NULL;
     linker_t L = {0};
     sv_dfa_t *d = NULL;
     uint32_t *base = NULL;
+    swap_t *swaps = NULL;
+    uint32_t nswaps = 0, capswaps = 0;
     sv_status st;
     uint32_t idx;
-    if ((st = add_part(&L, root, &idx, err))) goto fail;
-    for (uint32_t p = 0; p < L.nparts; p++)
-        if ((st = scan_part(&L, p, resolve, ctx, err))) goto fail;
+    for (uint32_t round = 0;; round++) {
+        L.swaps = swaps;
+        L.nswaps = nswaps;
+        if ((st = add_part(&L, root, &idx, err))) goto fail;
+        for (uint32_t p = 0; p < L.nparts; p++)
+            if ((st = scan_part(&L, p, resolve, ctx, err))) goto fail;
+        if (round == EXPAND_ROUNDS) break;
+        uint32_t n;
+        st = expand_round(&L, &swaps, &nswaps, &capswaps, lim, &n, err);
+        /* out of a budget: check_choices refuses what is left */
+        if (st == SV_ERR_BUDGET) break;
+        if (st) goto fail;
+        if (!n) break;
+        linker_free(&L);
+    }
     base = malloc(((size_t)L.nparts + 1) * sizeof *base);
     if (!base) goto nomem;
     uint64_t total = 0;
@@ -397,7 +918,7 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
     if (!d) goto nomem;
     d->nstates = (uint32_t)total;
     d->nparts = L.nparts;
-    d->root_states = root->nstates;
+    d->root_states = L.parts[0]->nstates; /* the root, or its expansion */
     /* Byte classes: the common refinement of the parts' classes, one part
      * at a time (a byte's class so far and its class in the part name its
      * class after the part: an open-addressing table of those pairs, reset
@@ -474,18 +995,18 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
         goto fail;
     }
     if ((st = sv_dfa_analyze(d, err)) || (st = sv_dfa_charge(d, err))) goto fail;
-    free(base);
-    free(L.parts);
-    free(L.sites);
     *out = d;
-    return SV_OK;
+    d = NULL;
+    goto done;
 nomem:
     st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
 fail:
-    free(base);
-    free(L.parts);
-    free(L.sites);
     sv_dfa_destroy(d);
+done:
+    free(base);
+    linker_free(&L);
+    for (uint32_t i = 0; i < nswaps; i++) sv_dfa_destroy(swaps[i].to);
+    free(swaps);
     return st;
 }
 
