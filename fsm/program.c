@@ -813,7 +813,7 @@ done:
  * each again over configurations, its swap recorded under the DFA that
  * names it. *n: the parts redone. */
 static sv_status expand_round(linker_t *L, swap_t **swaps, uint32_t *nswaps, uint32_t *capswaps,
-                              const sv_fsm_limits_t *lim, uint32_t *n, sv_error_t *err) {
+                              const sv_fsm_limits_t *lim, bool root_only, uint32_t *n, sv_error_t *err) {
     *n = 0;
     uint32_t np = L->nparts, ns = L->nsites;
     uint32_t *soff = calloc((size_t)np + 1, sizeof *soff);
@@ -832,6 +832,7 @@ static sv_status expand_round(linker_t *L, swap_t **swaps, uint32_t *nswaps, uin
     for (uint32_t i = 0, j; i < ns; i = j) {
         const site_t *x = &L->sites[i];
         for (j = i; j < ns && L->sites[j].part == x->part && L->sites[j].state == x->state;) j++;
+        if (root_only && x->part) break;
         uint64_t own[4];
         text_set(L->parts[x->part], (int32_t)x->state, own);
         for (uint32_t k = i; k < j && !want[x->part]; k++) {
@@ -897,7 +898,7 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
             if ((st = scan_part(&L, p, resolve, ctx, err))) goto fail;
         if (round == EXPAND_ROUNDS) break;
         uint32_t n;
-        st = expand_round(&L, &swaps, &nswaps, &capswaps, lim, &n, err);
+        st = expand_round(&L, &swaps, &nswaps, &capswaps, lim, false, &n, err);
         /* out of a budget: check_choices refuses what is left */
         if (st == SV_ERR_BUDGET) break;
         if (st) goto fail;
@@ -1007,6 +1008,24 @@ done:
     linker_free(&L);
     for (uint32_t i = 0; i < nswaps; i++) sv_dfa_destroy(swaps[i].to);
     free(swaps);
+    return st;
+}
+
+sv_status sv_program_expand(const sv_dfa_t *d, sv_call_resolve_fn resolve, void *ctx, const sv_fsm_limits_t *lim,
+                            sv_dfa_t **out, sv_error_t *err) {
+    *out = NULL;
+    linker_t L = {0};
+    swap_t *swaps = NULL;
+    uint32_t nswaps = 0, capswaps = 0, idx, n = 0;
+    sv_status st = add_part(&L, d, &idx, err);
+    for (uint32_t p = 0; p < L.nparts && !st; p++) st = scan_part(&L, p, resolve, ctx, err);
+    if (!st) st = expand_round(&L, &swaps, &nswaps, &capswaps, lim, true, &n, err);
+    for (uint32_t i = 0; i < nswaps; i++) {
+        if (!st && swaps[i].from == d) *out = swaps[i].to;
+        else sv_dfa_destroy(swaps[i].to);
+    }
+    free(swaps);
+    linker_free(&L);
     return st;
 }
 
