@@ -1934,20 +1934,30 @@ static sv_status distribute_allof(sctx_t *c, json_t *s, json_t **out) {
     json_t *br = json_object_get(u, any ? "anyOf" : "oneOf"), *alts = json_array();
     if (!alts) return sv_sc_nomem(c);
     bool ok = true;
+    /* The branch's conjuncts go where the union stands among the others
+     * (right after the schema that holds it), so the merged objects list
+     * their properties in the order the schema defines them, as the
+     * product path does. */
+    uint32_t at = 0;
+    while (at < n && conj[at] != u) at++;
+    at = at < n ? at + 1 : n;
     for (size_t i = 0; ok && i < json_array_size(br); i++) {
-        json_t *ci[MERGE_MAX_CONJUNCTS];
-        memcpy(ci, conj, n * sizeof *ci);
+        json_t *ci[MERGE_MAX_CONJUNCTS], *bi[MERGE_MAX_CONJUNCTS];
+        memcpy(bi, conj, n * sizeof *bi);
         uint32_t m = n;
         bool o = object;
-        if (!merge_collect(c, json_array_get(br, i), 0, ci, &m, &o, NULL)) {
+        if (!merge_collect(c, json_array_get(br, i), 0, bi, &m, &o, NULL)) {
             json_decref(alts);
             return SV_OK; /* a branch that does not merge: the product path */
         }
-        for (uint32_t j = n; j < m && !st; j++) st = check_keywords(c, ci[j]);
+        for (uint32_t j = n; j < m && !st; j++) st = check_keywords(c, bi[j]);
         if (st) {
             json_decref(alts);
             return st;
         }
+        memcpy(ci, conj, at * sizeof *ci);
+        memcpy(ci + at, bi + n, (m - n) * sizeof *ci);
+        memcpy(ci + at + (m - n), conj + at, (n - at) * sizeof *ci);
         json_t *x = merge_conjuncts(ci, m, o);
         ok = x && json_array_append_new(alts, x) == 0;
     }

@@ -107,3 +107,16 @@ def test_strict_properties_closes_each_conjunct():
     for schema in (plain, union):
         got = sieve_match(schema, texts, "--strict-properties")
         assert got == [oracle(closed(schema), t) for t in texts], (schema, got)
+
+
+def test_distributed_union_keeps_definition_order():
+    # The union's keys stand where the union stands among the conjuncts:
+    # `a`/`b` before `e`, as the schema defines them (and as the product
+    # path orders them). The branch's conjuncts used to be merged after the
+    # others, so `e` came first and `{"a": .., "e": ..}` was refused.
+    schema = {"$schema": DRAFT4, "allOf": [
+        {"anyOf": [{"properties": {"a": {"type": "string"}}}, {"properties": {"b": {"type": "string"}}}]},
+        {"properties": {"e": {"type": "string"}}}]}
+    texts = ['{"a": "x", "e": "B"}', '{"b": "x", "e": "B"}', '{"a": "x", "e": 1}', '{"b": "x", "e": 2}', '{"e": "B"}',
+             '{"a": "x"}', '{"a": 1, "b": 2}']
+    assert_agrees(schema, texts)
