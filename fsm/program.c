@@ -41,6 +41,7 @@
 
 #include "../src/util/clock.h"
 #include "../src/util/grow.h"
+#include "../src/util/memacct.h"
 #include "dfa_internal.h"
 
 void sv_call_digits(uint32_t id, uint8_t digits[SV_CALL_DIGITS]) {
@@ -638,7 +639,8 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint32_t *soff
     uint8_t *final = NULL;
     uint32_t capfinal = 0;
     sv_arena_t *a = sv_arena_create(0);
-    uint64_t t0 = sv_now_ns(), deadline = lim && lim->max_time_us ? t0 + lim->max_time_us * 1000 : 0;
+    uint64_t t0 = sv_now_ns(), deadline = lim && lim->max_time_us ? t0 + lim->max_time_us * 1000 : 0, acct = 0;
+    size_t charged = 0;
     uint32_t max_states = lim ? lim->max_dfa_states : 200000;
     sv_status st = SV_OK;
     if (!base || !a) goto nomem;
@@ -670,6 +672,22 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint32_t *soff
     if (subset_id(&S, E.set, E.nset, &fresh) == UINT32_MAX) goto nomem;
     uint32_t *next = NULL, capnext = 0;
     for (uint32_t u = 0; u < S.n; u++) {
+        if (!(u & 63)) {
+            /* the tables so far, charged to the compile's account */
+            size_t bytes = (size_t)total * 2 * sizeof(uint32_t) + ((size_t)E.frames.cap + E.frames.tcap +
+                           E.confs.cap + E.confs.tcap + E.capset + E.capdepth + S.cappool + S.capoff + S.tcap +
+                           capnext) * sizeof(uint32_t) + (size_t)cape * sizeof *edges + capfinal;
+            if (bytes > charged) {
+                uint64_t id;
+                if (!sv_memacct_charge(bytes - charged, &id)) {
+                    st = sv_error_set(err, SV_ERR_BUDGET, -1, "expanding competing calls exceeds what is left of "
+                                      "the compile's memory budget of %zu bytes", lim ? lim->max_memory : 0);
+                    break;
+                }
+                acct = id;
+                charged = bytes;
+            }
+        }
         if (S.n > max_states) {
             st = sv_error_set(err, SV_ERR_BUDGET, -1, "the constraint needs more than %u DFA states (the "
                               "max_dfa_states budget)", max_states);
@@ -789,6 +807,7 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint32_t *soff
 nomem:
     st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
 done:
+    if (charged) sv_memacct_release(acct, charged);
     free(base);
     free(pof);
     free(sidx);
