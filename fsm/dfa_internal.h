@@ -76,11 +76,13 @@ typedef const sv_dfa_t *(*sv_call_resolve_fn)(void *ctx, uint32_t id, sv_error_t
 sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void *ctx, const sv_fsm_limits_t *lim,
                           sv_dfa_t **out, sv_error_t *err);
 /* Raw DFA d determinized again with the calls that compete at a state
- * expanded (program.c, "competing choices"): *out is the new DFA, or NULL
- * when nothing competes. SV_ERR_UNSUPPORTED or SV_ERR_BUDGET when the
- * expansion cannot be done within its depth or the budgets. */
-sv_status sv_program_expand(const sv_dfa_t *d, sv_call_resolve_fn resolve, void *ctx, const sv_fsm_limits_t *lim,
-                            sv_dfa_t **out, sv_error_t *err);
+ * expanded (program.c, "competing choices"), and with keep non-NULL every
+ * call to a part other than keep as well: *out is the new DFA, or NULL when
+ * there was nothing to expand. SV_ERR_UNSUPPORTED or SV_ERR_BUDGET when the
+ * expansion cannot be done within its depth (a recursive part) or the
+ * budgets. */
+sv_status sv_program_expand(const sv_dfa_t *d, sv_call_resolve_fn resolve, void *ctx, const sv_dfa_t *keep,
+                            const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
 /* The product of raw DFAs whose only markers call part id, the free-form
  * container `part` (program_product.c): a call one side makes where the
  * other reads a bracket is first expanded into a copy of the part, as deep

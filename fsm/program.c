@@ -537,6 +537,7 @@ typedef struct {
     tuples_t confs;  /* (global state, frame, expanded sites: a bit per site of the state) */
     uint32_t *set, nset, capset; /* the subset being closed */
     sv_error_t *err;
+    int32_t keep; /* >= 0: every call to another part is expanded too (sv_program_expand) */
 } expander_t;
 
 static const sv_dfa_t *gpart(const expander_t *E, uint32_t x, uint32_t *local) {
@@ -588,7 +589,8 @@ static sv_status close_set(expander_t *E) {
                 uint32_t bit = 1u << (s - E->sidx[x]);
                 if (exp & bit) continue;
                 uint32_t q = E->L->sites[s].callee;
-                bool clash = bmeet(text, E->first[q]) || E->L->parts[q]->accept[0];
+                bool clash = (E->keep >= 0 && q != (uint32_t)E->keep) || bmeet(text, E->first[q]) ||
+                             E->L->parts[q]->accept[0];
                 /* another unexpanded call of the subset to a different part */
                 for (uint32_t j = 0; j < E->nset && !clash; j++) {
                     const uint32_t *o = E->confs.v + (size_t)E->set[j] * 3;
@@ -629,9 +631,9 @@ static sv_status close_set(expander_t *E) {
 /* Part p determinized over configurations (above), as a raw DFA with the
  * calls that stay as markers. */
 static sv_status expand_part(const linker_t *L, uint32_t p, const uint32_t *soff, const uint64_t (*first)[4],
-                             const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
+                             int32_t keep, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
     uint32_t np = L->nparts, total = 0;
-    expander_t E = {.L = L, .first = first, .frames = {.k = 2}, .confs = {.k = 3}, .err = err};
+    expander_t E = {.L = L, .first = first, .frames = {.k = 2}, .confs = {.k = 3}, .err = err, .keep = keep};
     subsets_t S = {0};
     uint32_t *base = malloc(((size_t)np + 1) * sizeof *base), *pof = NULL, *sidx = NULL;
     sv_ast_edge_t *edges = NULL;
@@ -832,7 +834,8 @@ done:
  * each again over configurations, its swap recorded under the DFA that
  * names it. *n: the parts redone. */
 static sv_status expand_round(linker_t *L, swap_t **swaps, uint32_t *nswaps, uint32_t *capswaps,
-                              const sv_fsm_limits_t *lim, bool root_only, uint32_t *n, sv_error_t *err) {
+                              const sv_fsm_limits_t *lim, bool root_only, int32_t keep, uint32_t *n,
+                              sv_error_t *err) {
     *n = 0;
     uint32_t np = L->nparts, ns = L->nsites;
     uint32_t *soff = calloc((size_t)np + 1, sizeof *soff);
@@ -856,7 +859,8 @@ static sv_status expand_round(linker_t *L, swap_t **swaps, uint32_t *nswaps, uin
         text_set(L->parts[x->part], (int32_t)x->state, own);
         for (uint32_t k = i; k < j && !want[x->part]; k++) {
             const uint64_t *fk = first[L->sites[k].callee];
-            bool clash = bmeet(own, fk) || L->parts[L->sites[k].callee]->accept[0];
+            bool clash = (keep >= 0 && L->sites[k].callee != (uint32_t)keep) || bmeet(own, fk) ||
+                         L->parts[L->sites[k].callee]->accept[0];
             for (uint32_t m = i; m < j && !clash; m++)
                 clash = L->sites[m].callee != L->sites[k].callee && bmeet(fk, first[L->sites[m].callee]);
             if (clash) want[x->part] = 1, nwant++;
@@ -865,7 +869,7 @@ static sv_status expand_round(linker_t *L, swap_t **swaps, uint32_t *nswaps, uin
     for (uint32_t p = 0; p < np && nwant; p++) {
         if (!want[p]) continue;
         sv_dfa_t *nd = NULL;
-        if ((st = expand_part(L, p, soff, (const uint64_t(*)[4])first, lim, &nd, err))) goto out;
+        if ((st = expand_part(L, p, soff, (const uint64_t(*)[4])first, keep, lim, &nd, err))) goto out;
         uint32_t w = 0;
         while (w < *nswaps && (*swaps)[w].from != L->orig[p]) w++;
         if (w == *nswaps) {
@@ -917,7 +921,7 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
             if ((st = scan_part(&L, p, resolve, ctx, err))) goto fail;
         if (round == EXPAND_ROUNDS) break;
         uint32_t n;
-        st = expand_round(&L, &swaps, &nswaps, &capswaps, lim, false, &n, err);
+        st = expand_round(&L, &swaps, &nswaps, &capswaps, lim, false, -1, &n, err);
         /* out of a budget: check_choices refuses what is left */
         if (st == SV_ERR_BUDGET) break;
         if (st) goto fail;
@@ -1030,15 +1034,21 @@ done:
     return st;
 }
 
-sv_status sv_program_expand(const sv_dfa_t *d, sv_call_resolve_fn resolve, void *ctx, const sv_fsm_limits_t *lim,
-                            sv_dfa_t **out, sv_error_t *err) {
+sv_status sv_program_expand(const sv_dfa_t *d, sv_call_resolve_fn resolve, void *ctx, const sv_dfa_t *keep,
+                            const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
     *out = NULL;
     linker_t L = {0};
     swap_t *swaps = NULL;
     uint32_t nswaps = 0, capswaps = 0, idx, n = 0;
     sv_status st = add_part(&L, d, &idx, err);
     for (uint32_t p = 0; p < L.nparts && !st; p++) st = scan_part(&L, p, resolve, ctx, err);
-    if (!st) st = expand_round(&L, &swaps, &nswaps, &capswaps, lim, true, &n, err);
+    int32_t k = -1; /* with keep: its part, or one no part has (every call expanded) */
+    if (keep) {
+        k = (int32_t)L.nparts;
+        for (uint32_t p = 0; p < L.nparts; p++)
+            if (L.orig[p] == keep) k = (int32_t)p;
+    }
+    if (!st) st = expand_round(&L, &swaps, &nswaps, &capswaps, lim, true, k, &n, err);
     for (uint32_t i = 0; i < nswaps; i++) {
         if (!st && swaps[i].from == d) *out = swaps[i].to;
         else sv_dfa_destroy(swaps[i].to);

@@ -640,14 +640,7 @@ sv_status sv_sc_to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out) {
     return st;
 }
 
-/* The resolver of products' operands: only the free-form part is called
- * inside products (program_product.c). */
-static const sv_dfa_t *any_part_only(void *ctx, uint32_t id, sv_error_t *err) {
-    sctx_t *c = ctx;
-    if (id == SV_SCHEMA_PART_ANY && c->any_part) return c->any_part;
-    sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a call to a part other than the free-form value reached a product");
-    return NULL;
-}
+static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err);
 
 sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out) {
     if (!a) { *out = op == SV_DFA_OR || op == SV_DFA_XOR ? b : NULL; return SV_OK; }
@@ -661,16 +654,21 @@ sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const
     }
     sv_error_t e;
     sv_error_clear(&e);
-    /* A side that both calls the free-form part and reads a bracket at one
-     * state (a union of a free-form value and a spelled-out container) is
-     * first determinized again with those calls expanded (program.c); if
-     * that cannot be done, the product below refuses it as before. */
+    /* Only the free-form part is called inside products. A side that calls
+     * other parts (a big value, a `$ref` target), or that both calls the
+     * free-form part and reads a bracket at one state (a union of a
+     * free-form value and a spelled-out container), is first determinized
+     * again with those calls expanded (program.c), the free-form part's
+     * inner calls kept; if that cannot be done (a part still being
+     * compiled, a recursive one, a budget), the product below refuses it
+     * as before. */
     for (int side = 0; calls && side < 2; side++) {
         sv_dfa_t **x = side ? &b : &a, *nx = NULL;
         if (!sv_dfa_has_markers(*x)) continue;
         sv_error_t ee;
         sv_error_clear(&ee);
-        sv_status xs = sv_program_expand(*x, any_part_only, c, sv_sc_lim(c), &nx, &ee);
+        sv_status xs = c->any_part ? sv_program_expand(*x, resolve_part, c, c->any_part, sv_sc_lim(c), &nx, &ee)
+                                   : SV_ERR_UNSUPPORTED;
         if (xs == SV_ERR_NOMEM || xs == SV_ERR_TIMEOUT) return sv_sc_fail(c, xs, kw, "%s", ee.message);
         if (xs || !nx) continue;
         if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, nx)) {

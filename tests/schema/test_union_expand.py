@@ -151,3 +151,27 @@ def test_free_member_beside_a_spelled_array_inside_a_product():
     values = [{"a": [[1, 2]]}, {"a": [[1, "x"]]}, {"a": ["x"]}, {"a": 5}, {"a": 6}, {"a": [5]}, {"a": {"k": 1}},
               {}, {"b": [1]}, {"a": [[1], {"x": 2}]}, {"a": [[]], "b": 5}, {"a": "s", "b": {"c": [1]}}]
     assert_agrees(schema, [json.dumps(v) for v in values])
+
+
+def test_value_parts_inside_a_product_are_expanded_there():
+    # `Palette` meets the object of the pattern `^[^/]` in a product; its
+    # member `c` is a container value, a part of its own. Only the
+    # free-form part is called inside products, so the operand is
+    # determinized again with `c`'s call expanded (its free-form values
+    # still calls), where before the whole compile started again with
+    # fewer parts (MaskBench's IntelliJ theme schemas, Github_hard---o76944).
+    schema = {"$schema": DRAFT, "type": "object",
+              "properties": {"Palette": {"type": "object", "properties": {
+                  "a": {"type": "string"},
+                  "c": {"type": "object", "properties": {"x": {"type": "array", "items": {"type": "integer"}},
+                                                         "y": {"type": "string"}}},
+                  "d": {}}}},
+              "patternProperties": {"^[^/]": {"type": "object", "patternProperties": {"^/": {"type": "string"}}}}}
+    s = stats(schema)
+    assert s["parts"] >= 3, s
+    deep = nested(50)
+    values = [{"Palette": {"a": "s", "c": {"x": [1], "y": "t"}, "d": deep}}, {"Palette": {"a": 1}},
+              {"Palette": {"c": {"x": ["s"]}}}, {"Palette": {"a": "s", "/p": "q"}}, {"Palette": {"a": "s", "/p": 1}},
+              {"Palette": {"c": {"x": [1], "z": deep}}}, {"Palette": {"c": {"x": [1], "/z": deep}}},
+              {"Other": {"/k": "v"}}, {"Other": {"/k": 1}}, {"Other": 5}, {"/top": deep}]
+    assert_agrees(schema, [json.dumps(v) for v in values])
