@@ -630,7 +630,7 @@ static sv_status close_set(expander_t *E) {
 
 /* Part p determinized over configurations (above), as a raw DFA with the
  * calls that stay as markers. */
-static sv_status expand_part(const linker_t *L, uint32_t p, const uint32_t *soff, const uint64_t (*first)[4],
+static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*first)[4],
                              int32_t keep, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
     uint32_t np = L->nparts, total = 0;
     expander_t E = {.L = L, .first = first, .frames = {.k = 2}, .confs = {.k = 3}, .err = err, .keep = keep};
@@ -661,7 +661,6 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint32_t *soff
         }
         sidx[x + 1] += sidx[x];
     }
-    (void)soff;
     E.base = base;
     E.pof = pof;
     E.sidx = sidx;
@@ -704,10 +703,9 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint32_t *soff
         final[u] = 0;
         uint32_t lo = S.off[u], hi = S.off[u + 1];
         for (uint32_t i = lo; i < hi; i++) {
-            const uint32_t *c = E.confs.v + (size_t)S.pool[i] * 3, loc;
+            const uint32_t *c = E.confs.v + (size_t)S.pool[i] * 3;
             uint32_t lc;
             const sv_dfa_t *d = gpart(&E, c[0], &lc);
-            (void)loc;
             if (!c[1] && d->accept[lc]) final[u] = 1;
         }
         /* text bytes: the successor subset per byte, a run of bytes with
@@ -869,7 +867,7 @@ static sv_status expand_round(linker_t *L, swap_t **swaps, uint32_t *nswaps, uin
     for (uint32_t p = 0; p < np && nwant; p++) {
         if (!want[p]) continue;
         sv_dfa_t *nd = NULL;
-        if ((st = expand_part(L, p, soff, (const uint64_t(*)[4])first, keep, lim, &nd, err))) goto out;
+        if ((st = expand_part(L, p, (const uint64_t(*)[4])first, keep, lim, &nd, err))) goto out;
         uint32_t w = 0;
         while (w < *nswaps && (*swaps)[w].from != L->orig[p]) w++;
         if (w == *nswaps) {
