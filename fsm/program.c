@@ -77,7 +77,7 @@ typedef struct {
     uint32_t id;          /* the marker's id */
 } site_t;
 
-/* A part's DFA replaced by its expansion (expand_conflicts): `from` is what
+/* A part's DFA replaced by its expansion (expand_round): `from` is what
  * the resolver (or the caller, for the root) gave, `to` is owned. */
 typedef struct {
     const sv_dfa_t *from;
@@ -451,59 +451,29 @@ static bool raw_first(const linker_t *L, const uint32_t *soff, uint32_t p, uint8
     return true;
 }
 
-/* Interned tuples of k words (frames, configurations): ids in order of
- * first sight, an open-addressing table of ids. */
-typedef struct {
-    uint32_t k, n, cap, tcap;
-    uint32_t *v;   /* (n, k) */
-    uint32_t *tab; /* ids + 1; 0 empty */
-} tuples_t;
-
-static uint32_t tuple_hash(const uint32_t *t, uint32_t k) {
+static uint32_t words_hash(const uint32_t *t, uint32_t k) {
     uint64_t h = 0x9E3779B97F4A7C15ull;
     for (uint32_t i = 0; i < k; i++) h = (h ^ t[i]) * 0x100000001B3ull, h ^= h >> 29;
     return (uint32_t)h;
 }
 
-/* The id of tuple t, added if new; UINT32_MAX when out of memory. */
-static uint32_t tuple_id(tuples_t *T, const uint32_t *t) {
-    if (2 * (T->n + 1) > T->tcap) {
-        uint32_t nc = T->tcap ? 2 * T->tcap : 1024;
-        uint32_t *nt = calloc(nc, sizeof *nt);
-        if (!nt) return UINT32_MAX;
-        for (uint32_t i = 0; i < T->n; i++) {
-            uint32_t h = tuple_hash(T->v + (size_t)i * T->k, T->k) & (nc - 1);
-            while (nt[h]) h = (h + 1) & (nc - 1);
-            nt[h] = i + 1;
-        }
-        free(T->tab);
-        T->tab = nt;
-        T->tcap = nc;
-    }
-    uint32_t h = tuple_hash(t, T->k) & (T->tcap - 1);
-    for (; T->tab[h]; h = (h + 1) & (T->tcap - 1))
-        if (!memcmp(T->v + (size_t)(T->tab[h] - 1) * T->k, t, T->k * sizeof *t)) return T->tab[h] - 1;
-    if (!sv_grow((void **)&T->v, &T->cap, (T->n + 1) * T->k, sizeof *T->v)) return UINT32_MAX;
-    memcpy(T->v + (size_t)T->n * T->k, t, T->k * sizeof *t);
-    T->tab[h] = T->n + 1;
-    return T->n++;
-}
-
-/* Subsets of configurations: sorted id lists in one pool. */
+/* Interned lists of words, in one pool: subsets of configurations (sorted
+ * id lists), and with lists of k words frames and configurations. Ids in
+ * order of first sight, an open-addressing table of ids. */
 typedef struct {
     uint32_t *pool, npool, cappool;
-    uint32_t *off, n, capoff; /* subset i is pool[off[i] .. off[i + 1]) */
-    uint32_t *tab, tcap;
-} subsets_t;
+    uint32_t *off, n, capoff; /* list i is pool[off[i] .. off[i + 1]) */
+    uint32_t *tab, tcap;      /* ids + 1; 0 empty */
+} lists_t;
 
-static uint32_t subset_id(subsets_t *S, const uint32_t *c, uint32_t nc, bool *fresh) {
-    *fresh = false;
+/* The id of list c (nc words), added if new; UINT32_MAX when out of memory. */
+static uint32_t list_id(lists_t *S, const uint32_t *c, uint32_t nc) {
     if (2 * (S->n + 1) > S->tcap) {
         uint32_t cap = S->tcap ? 2 * S->tcap : 1024;
         uint32_t *nt = calloc(cap, sizeof *nt);
         if (!nt) return UINT32_MAX;
         for (uint32_t i = 0; i < S->n; i++) {
-            uint32_t h = tuple_hash(S->pool + S->off[i], S->off[i + 1] - S->off[i]) & (cap - 1);
+            uint32_t h = words_hash(S->pool + S->off[i], S->off[i + 1] - S->off[i]) & (cap - 1);
             while (nt[h]) h = (h + 1) & (cap - 1);
             nt[h] = i + 1;
         }
@@ -511,7 +481,7 @@ static uint32_t subset_id(subsets_t *S, const uint32_t *c, uint32_t nc, bool *fr
         S->tab = nt;
         S->tcap = cap;
     }
-    uint32_t h = tuple_hash(c, nc) & (S->tcap - 1);
+    uint32_t h = words_hash(c, nc) & (S->tcap - 1);
     for (; S->tab[h]; h = (h + 1) & (S->tcap - 1)) {
         uint32_t i = S->tab[h] - 1;
         if (S->off[i + 1] - S->off[i] == nc && !memcmp(S->pool + S->off[i], c, nc * sizeof *c)) return i;
@@ -524,17 +494,22 @@ static uint32_t subset_id(subsets_t *S, const uint32_t *c, uint32_t nc, bool *fr
     S->npool += nc;
     S->off[S->n + 1] = S->npool;
     S->tab[h] = S->n + 1;
-    *fresh = true;
     return S->n++;
+}
+
+static void lists_free(lists_t *S) {
+    free(S->pool);
+    free(S->off);
+    free(S->tab);
 }
 
 typedef struct {
     const linker_t *L;
     const uint32_t *base, *pof, *sidx; /* per part: first global state; per global state: its part, first site */
     const uint64_t (*first)[4];
-    tuples_t frames; /* (return state, frame below); frame 0 is the empty stack */
+    lists_t frames; /* (return state, frame below); frame 0 is the empty stack */
     uint32_t *depth, capdepth;
-    tuples_t confs;  /* (global state, frame, expanded sites: a bit per site of the state) */
+    lists_t confs;  /* (global state, frame, expanded sites: a bit per site of the state) */
     uint32_t *set, nset, capset; /* the subset being closed */
     sv_error_t *err;
     int32_t keep; /* >= 0: every call to another part is expanded too (sv_program_expand) */
@@ -546,8 +521,12 @@ static const sv_dfa_t *gpart(const expander_t *E, uint32_t x, uint32_t *local) {
     return E->L->parts[p];
 }
 
+/* Configuration i's words, frame f's words (fixed lengths 3 and 2). */
+static const uint32_t *conf(const expander_t *E, uint32_t i) { return E->confs.pool + (size_t)i * 3; }
+static const uint32_t *frame_of(const expander_t *E, uint32_t f) { return E->frames.pool + (size_t)f * 2; }
+
 static sv_status add_conf(expander_t *E, uint32_t x, uint32_t frame, uint32_t exp) {
-    uint32_t t[3] = {x, frame, exp}, id = tuple_id(&E->confs, t);
+    uint32_t t[3] = {x, frame, exp}, id = list_id(&E->confs, t, 3);
     if (id == UINT32_MAX || !sv_grow((void **)&E->set, &E->capset, E->nset + 1, sizeof *E->set))
         return sv_error_set(E->err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
     for (uint32_t i = 0; i < E->nset; i++)
@@ -569,21 +548,21 @@ static sv_status close_set(expander_t *E) {
         changed = false;
         uint64_t text[4] = {0};
         for (uint32_t i = 0; i < E->nset; i++) {
-            const uint32_t *c = E->confs.v + (size_t)E->set[i] * 3;
+            const uint32_t *c = conf(E, E->set[i]);
             uint32_t loc;
             const sv_dfa_t *d = gpart(E, c[0], &loc);
             uint64_t own[4];
             text_set(d, (int32_t)loc, own);
             bor(text, own);
             if (c[1] && d->accept[loc]) {
-                const uint32_t *f = E->frames.v + (size_t)c[1] * 2;
+                const uint32_t *f = frame_of(E, c[1]);
                 uint32_t before = E->nset;
                 if ((st = add_conf(E, f[0], f[1], 0))) return st;
                 changed |= E->nset != before;
             }
         }
         for (uint32_t i = 0; i < E->nset; i++) {
-            const uint32_t *c = E->confs.v + (size_t)E->set[i] * 3;
+            const uint32_t *c = conf(E, E->set[i]);
             uint32_t x = c[0], frame = c[1], exp = c[2], grow = 0;
             for (uint32_t s = E->sidx[x]; s < E->sidx[x + 1]; s++) {
                 uint32_t bit = 1u << (s - E->sidx[x]);
@@ -593,7 +572,7 @@ static sv_status close_set(expander_t *E) {
                              E->L->parts[q]->accept[0];
                 /* another unexpanded call of the subset to a different part */
                 for (uint32_t j = 0; j < E->nset && !clash; j++) {
-                    const uint32_t *o = E->confs.v + (size_t)E->set[j] * 3;
+                    const uint32_t *o = conf(E, E->set[j]);
                     for (uint32_t t = E->sidx[o[0]]; t < E->sidx[o[0] + 1] && !clash; t++)
                         clash = !(o[2] & 1u << (t - E->sidx[o[0]])) && E->L->sites[t].callee != q &&
                                 bmeet(E->first[q], E->first[E->L->sites[t].callee]);
@@ -601,17 +580,17 @@ static sv_status close_set(expander_t *E) {
                 if (clash) grow |= bit;
             }
             if (!grow) continue;
-            if (E->frames.n && E->depth[frame] >= EXPAND_DEPTH)
+            if (E->depth[frame] >= EXPAND_DEPTH)
                 return sv_error_set(E->err, SV_ERR_UNSUPPORTED, -1, "competing calls nest deeper than %d frames",
                                     EXPAND_DEPTH);
             /* the configuration with those calls expanded replaces it */
-            uint32_t t[3] = {x, frame, exp | grow}, id = tuple_id(&E->confs, t);
+            uint32_t t[3] = {x, frame, exp | grow}, id = list_id(&E->confs, t, 3);
             if (id == UINT32_MAX) return sv_error_set(E->err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
             E->set[i] = id;
             for (uint32_t s = E->sidx[x]; s < E->sidx[x + 1]; s++) {
                 if (!(grow & 1u << (s - E->sidx[x]))) continue;
                 const site_t *z = &E->L->sites[s];
-                uint32_t fr[2] = {E->base[z->part] + z->ret, frame}, fid = tuple_id(&E->frames, fr);
+                uint32_t fr[2] = {E->base[z->part] + z->ret, frame}, fid = list_id(&E->frames, fr, 2);
                 if (fid == UINT32_MAX || !sv_grow((void **)&E->depth, &E->capdepth, E->frames.n, sizeof *E->depth))
                     return sv_error_set(E->err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
                 E->depth[fid] = E->depth[frame] + 1;
@@ -633,8 +612,8 @@ static sv_status close_set(expander_t *E) {
 static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*first)[4],
                              int32_t keep, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
     uint32_t np = L->nparts, total = 0;
-    expander_t E = {.L = L, .first = first, .frames = {.k = 2}, .confs = {.k = 3}, .err = err, .keep = keep};
-    subsets_t S = {0};
+    expander_t E = {.L = L, .first = first, .err = err, .keep = keep};
+    lists_t S = {0};
     uint32_t *base = malloc(((size_t)np + 1) * sizeof *base), *pof = NULL, *sidx = NULL;
     sv_ast_edge_t *edges = NULL;
     uint32_t ne = 0, cape = 0;
@@ -665,19 +644,20 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
     E.pof = pof;
     E.sidx = sidx;
     uint32_t empty[2] = {UINT32_MAX, UINT32_MAX};
-    if (tuple_id(&E.frames, empty) != 0 || !sv_grow((void **)&E.depth, &E.capdepth, 1, sizeof *E.depth)) goto nomem;
+    if (list_id(&E.frames, empty, 2) != 0 || !sv_grow((void **)&E.depth, &E.capdepth, 1, sizeof *E.depth)) goto nomem;
     E.depth[0] = 0;
-    bool fresh;
     E.nset = 0;
     if ((st = add_conf(&E, base[p], 0, 0)) || (st = close_set(&E))) goto done;
-    if (subset_id(&S, E.set, E.nset, &fresh) == UINT32_MAX) goto nomem;
-    uint32_t *next = NULL, capnext = 0;
+    if (list_id(&S, E.set, E.nset) == UINT32_MAX) goto nomem;
+    /* a byte's raw successors (state, frame pairs), and the byte before's */
+    uint32_t *next = NULL, capnext = 0, *prev = NULL, capprev = 0;
     for (uint32_t u = 0; u < S.n; u++) {
         if (!(u & 63)) {
             /* the tables so far, charged to the compile's account */
-            size_t bytes = (size_t)total * 2 * sizeof(uint32_t) + ((size_t)E.frames.cap + E.frames.tcap +
-                           E.confs.cap + E.confs.tcap + E.capset + E.capdepth + S.cappool + S.capoff + S.tcap +
-                           capnext) * sizeof(uint32_t) + (size_t)cape * sizeof *edges + capfinal;
+            size_t bytes = (size_t)total * 2 * sizeof(uint32_t) +
+                           ((size_t)E.frames.cappool + E.frames.capoff + E.frames.tcap + E.confs.cappool +
+                            E.confs.capoff + E.confs.tcap + E.capset + E.capdepth + S.cappool + S.capoff + S.tcap +
+                            capnext + capprev) * sizeof(uint32_t) + (size_t)cape * sizeof *edges + capfinal;
             if (bytes > charged) {
                 uint64_t id;
                 if (!sv_memacct_charge(bytes - charged, &id)) {
@@ -703,7 +683,7 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
         final[u] = 0;
         uint32_t lo = S.off[u], hi = S.off[u + 1];
         for (uint32_t i = lo; i < hi; i++) {
-            const uint32_t *c = E.confs.v + (size_t)S.pool[i] * 3;
+            const uint32_t *c = conf(&E, S.pool[i]);
             uint32_t lc;
             const sv_dfa_t *d = gpart(&E, c[0], &lc);
             if (!c[1] && d->accept[lc]) final[u] = 1;
@@ -712,13 +692,13 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
          * the same successor one edge */
         int32_t prev_target = -1;
         int run_lo = 0;
-        uint32_t *prev = NULL, nprev = 0;
+        uint32_t nprev = 0;
         for (int b = 0; b <= SV_CALL_DIGIT0; b++) {
             int32_t target = -1;
             uint32_t nn = 0;
             if (b < SV_CALL_DIGIT0) {
                 for (uint32_t i = S.off[u]; i < S.off[u + 1]; i++) {
-                    const uint32_t *c = E.confs.v + (size_t)S.pool[i] * 3;
+                    const uint32_t *c = conf(&E, S.pool[i]);
                     uint32_t lc;
                     const sv_dfa_t *d = gpart(&E, c[0], &lc);
                     int32_t t = d->trans[(size_t)lc * d->nclasses + d->classes[b]];
@@ -729,26 +709,21 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
                     nn++;
                 }
                 if (st) break;
-                if (nn && prev && nn == nprev && !memcmp(prev, next, 2 * nn * sizeof *next)) {
+                if (nn && nn == nprev && !memcmp(prev, next, 2 * nn * sizeof *next)) {
                     target = prev_target;
                 } else if (nn) {
                     E.nset = 0;
                     for (uint32_t i = 0; i < nn && !st; i++) st = add_conf(&E, next[2 * i], next[2 * i + 1], 0);
                     if (st || (st = close_set(&E))) break;
-                    uint32_t id = subset_id(&S, E.set, E.nset, &fresh);
+                    uint32_t id = list_id(&S, E.set, E.nset);
                     if (id == UINT32_MAX) { st = SV_ERR_NOMEM; break; }
                     target = (int32_t)id;
-                    /* the raw successors of this byte, to compare with the next byte's */
-                    free(prev);
-                    prev = malloc(2 * nn * sizeof *prev);
-                    if (!prev) { st = SV_ERR_NOMEM; break; }
-                    memcpy(prev, next, 2 * nn * sizeof *next);
-                    nprev = nn;
-                } else {
-                    free(prev);
-                    prev = NULL;
-                    nprev = 0;
                 }
+                /* keep this byte's successors to compare with the next byte's */
+                uint32_t *tp = prev, tc = capprev;
+                prev = next, capprev = capnext;
+                next = tp, capnext = tc;
+                nprev = nn;
             }
             if (b > 0 && target != prev_target) {
                 if (prev_target >= 0) {
@@ -760,33 +735,32 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
             }
             prev_target = target;
         }
-        free(prev);
         if (st) break;
         /* the calls that stay: one marker per callee, its return the subset
          * of the configurations after it */
-        /* (add_conf may move E.confs.v: configurations are copied out) */
+        /* (add_conf may move E.confs.pool: configurations are copied out) */
         for (uint32_t i = lo; i < hi && !st; i++) {
-            const uint32_t cx = E.confs.v[(size_t)S.pool[i] * 3], cexp = E.confs.v[(size_t)S.pool[i] * 3 + 2];
+            const uint32_t cx = conf(&E, S.pool[i])[0], cexp = conf(&E, S.pool[i])[2];
             for (uint32_t s = sidx[cx]; s < sidx[cx + 1] && !st; s++) {
                 if (cexp & 1u << (s - sidx[cx])) continue;
                 uint32_t q = L->sites[s].callee;
                 bool seen = false; /* a call to q from an earlier configuration made the edge */
                 for (uint32_t j = lo; j < i && !seen; j++) {
-                    const uint32_t *o = E.confs.v + (size_t)S.pool[j] * 3;
+                    const uint32_t *o = conf(&E, S.pool[j]);
                     for (uint32_t t = sidx[o[0]]; t < sidx[o[0] + 1] && !seen; t++)
                         seen = !(o[2] & 1u << (t - sidx[o[0]])) && L->sites[t].callee == q;
                 }
                 if (seen) continue;
                 E.nset = 0;
                 for (uint32_t j = i; j < hi && !st; j++) {
-                    const uint32_t *o = E.confs.v + (size_t)S.pool[j] * 3;
+                    const uint32_t *o = conf(&E, S.pool[j]);
                     const uint32_t ox = o[0], ofr = o[1], oexp = o[2];
                     for (uint32_t t = sidx[ox]; t < sidx[ox + 1] && !st; t++)
                         if (!(oexp & 1u << (t - sidx[ox])) && L->sites[t].callee == q)
                             st = add_conf(&E, base[L->sites[t].part] + L->sites[t].ret, ofr, 0);
                 }
                 if (st || (st = close_set(&E))) break;
-                uint32_t id = subset_id(&S, E.set, E.nset, &fresh);
+                uint32_t id = list_id(&S, E.set, E.nset);
                 if (id == UINT32_MAX) { st = SV_ERR_NOMEM; break; }
                 sv_ast_t *m = sv_call_marker(a, L->sites[s].id);
                 if (!m || !sv_grow((void **)&edges, &cape, ne + 1, sizeof *edges)) { st = SV_ERR_NOMEM; break; }
@@ -796,6 +770,7 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
         if (st) break;
     }
     free(next);
+    free(prev);
     if (st == SV_ERR_NOMEM) goto nomem;
     if (st) goto done;
     {
@@ -813,15 +788,11 @@ done:
     free(sidx);
     free(edges);
     free(final);
-    free(E.frames.v);
-    free(E.frames.tab);
+    lists_free(&E.frames);
     free(E.depth);
-    free(E.confs.v);
-    free(E.confs.tab);
+    lists_free(&E.confs);
     free(E.set);
-    free(S.pool);
-    free(S.off);
-    free(S.tab);
+    lists_free(&S);
     sv_arena_destroy(a);
     return st;
 }
