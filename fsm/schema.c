@@ -465,7 +465,6 @@ static bool pattern_matches(sctx_t *c, const char *pattern, const char *key) {
 
 /* ---- types ------------------------------------------------------------------- */
 
-enum { T_NULL = 1, T_BOOL = 2, T_OBJECT = 4, T_ARRAY = 8, T_STRING = 16, T_NUMBER = 32, T_INTEGER = 64, T_ALL = 63 };
 
 static int type_bit(const char *t) {
     static const struct { const char *n; int b; } map[] = {
@@ -1206,6 +1205,7 @@ typedef struct {
     json_t *any, *one;
     bool disjoint, open;
     bool type_implied; /* the schema's type holds every branch's: see type_implied */
+    int type_filter;   /* else a type mask read off the union's first byte (type_filtered), or 0 */
     bool meets;        /* a union here meets type keywords in a product (no calls) */
 } unions_t;
 
@@ -1266,6 +1266,30 @@ static bool type_implied(sctx_t *c, json_t *s, json_t *arr, const char *kw) {
     return true;
 }
 
+/* Whether the schema is a union (anyOf, or a oneOf that is one) beside a
+ * type and nothing else that constrains, so that the type is the union's
+ * strings that start with its bytes (schema_typed.c): the type mask, or 0.
+ * Only with calls, which a product would turn off for the whole union;
+ * without, the product is the same language at the same cost. */
+static int type_filtered(sctx_t *c, json_t *s, const unions_t *u) {
+    if (!sv_sc_calls(c) || !json_object_get(s, "type")) return 0;
+    const char *kw = u->any && !json_object_get(s, "oneOf") ? "anyOf"
+                     : u->one && !json_object_get(s, "anyOf") && u->disjoint && !(u->open && sv_sc_keysets(c)) ? "oneOf"
+                                                                                                         : NULL;
+    if (!kw || !json_is_array(json_object_get(s, kw)) || json_array_size(json_object_get(s, kw)) == 0) return 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) if (strcmp(k, kw) && strcmp(k, "type") && strcmp(k, "nullable") && strcmp(k, "$defs") &&
+                                     strcmp(k, "definitions") &&
+                                     in_list(k, handled, sizeof handled / sizeof handled[0])) return 0;
+    int m;
+    sv_error_t *keep = c->err, scratch;
+    c->err = &scratch;
+    sv_status st = type_mask(c, s, &m);
+    c->err = keep;
+    return st || (m & T_INTEGER) || m == T_ALL ? 0 : m;
+}
+
 static void unions_of(sctx_t *c, json_t *s, unions_t *u) {
     u->any = sv_sc_any_required(s) || sv_sc_union_keys(s, "anyOf") ? NULL : json_object_get(s, "anyOf");
     u->one = sv_sc_one_required(s) || sv_sc_union_keys(s, "oneOf") ? NULL : json_object_get(s, "oneOf");
@@ -1274,6 +1298,8 @@ static void unions_of(sctx_t *c, json_t *s, unions_t *u) {
     u->type_implied = u->any && !json_object_get(s, "oneOf") ? type_implied(c, s, u->any, "anyOf")
                       : u->one && !json_object_get(s, "anyOf") && u->disjoint ? type_implied(c, s, u->one, "oneOf")
                                                                                : false;
+    u->type_filter = u->type_implied ? 0 : type_filtered(c, s, u);
+    if (u->type_filter) u->type_implied = true; /* no product: the type is read off the first byte */
     u->meets = json_object_size(s) > 1 && !u->type_implied &&
                (json_object_get(s, "type") || json_object_get(s, "const") || json_object_get(s, "enum") ||
                 has_type_keywords(s));
@@ -1759,6 +1785,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     if (differences) c->no_keysets++;
     c->lang_depth++;
     sv_status st = lang_object(c, s, loc, &u, out);
+    if (!st && u.type_filter) st = sv_sc_type_filter(c, *out, u.type_filter, out);
     c->lang_depth--;
     if (products) c->no_calls--;
     if (differences) c->no_keysets--;
@@ -2043,12 +2070,12 @@ static sv_status ref_part(sctx_t *c, sv_ast_t *ta, sv_ast_t **out) {
     return SV_OK;
 }
 
-sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out) {
+sv_status sv_sc_part_id(sctx_t *c, sv_dfa_t *d, uint32_t *id) {
     /* equal languages are one part (minimal BFS-numbered DFAs are equal
      * field by field) */
     for (uint32_t i = 0; d && i < c->nparts; i++)
         if (c->parts[i] == d || (c->parts[i] && sv_dfa_num_states(c->parts[i]) == sv_dfa_num_states(d) &&
-                                 sv_dfa_equal(c->parts[i], d))) { *out = sv_call_marker(c->arena, SV_SCHEMA_PART_FIRST + i); return *out ? SV_OK : sv_sc_nomem(c); }
+                                 sv_dfa_equal(c->parts[i], d))) { *id = SV_SCHEMA_PART_FIRST + i; return SV_OK; }
     if (SV_SCHEMA_PART_FIRST + c->nparts > SV_CALL_MAX_ID)
         return sv_sc_fail(c, SV_ERR_BUDGET, NULL, "the schema needs more than %u parts", SV_CALL_MAX_ID);
     if (c->nparts == c->capparts) {
@@ -2060,8 +2087,15 @@ sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out) {
         c->capparts = cap;
     }
     c->parts[c->nparts] = d;
-    if (!out) { c->nparts++; return SV_OK; } /* reserved (rec_open) */
-    *out = sv_call_marker(c->arena, SV_SCHEMA_PART_FIRST + c->nparts++);
+    *id = SV_SCHEMA_PART_FIRST + c->nparts++;
+    return SV_OK;
+}
+
+sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out) {
+    uint32_t id;
+    sv_status st = sv_sc_part_id(c, d, &id);
+    if (st || !out) return st; /* without out: reserved (rec_open) */
+    *out = sv_call_marker(c->arena, id);
     return *out ? SV_OK : sv_sc_nomem(c);
 }
 

@@ -31,6 +31,9 @@ enum { V_NULL = 1, V_BOOL = 2, V_OBJECT = 4, V_ARRAY = 8, V_STRING = 16, V_INT =
 
 /* Proof depth through member values (a tag inside a tag). */
 #define DISJOINT_MAX_DEPTH 4
+/* Schema pairs the proof for one pair of branches compares (anyOf and
+ * oneOf inside branches make it a tree): past them, "not proven". */
+#define DISJOINT_MAX_STEPS 4096u
 /* $ref hops followed to reach a branch's schema. */
 #define DISJOINT_MAX_HOPS 16
 
@@ -150,6 +153,31 @@ static bool approx(json_t *s, approx_t *a) {
     return true;
 }
 
+/* Whether s's `not` refuses every literal of a: a `not` of literals only
+ * ({"not": {"enum": [...]}}, the catch-all branch of a tagged union), and
+ * each of a's literals a scalar equal to one of them. */
+static bool excludes(json_t *s, const approx_t *a) {
+    json_t *n = json_object_get(s, "not");
+    if (!json_is_object(n)) return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(n, k, v) if (strcmp(k, "enum") && strcmp(k, "const") && !sv_sc_inert_keyword(k)) return false;
+    if (json_object_get(n, "enum") && json_object_get(n, "const")) return false; /* approx reads const alone */
+    approx_t na;
+    if (!approx(n, &na) || !na.lits) return false;
+    for (size_t i = 0; i < lits_n(a); i++) {
+        json_t *x = lits_at(a, i);
+        /* maybe_equal is exact on scalars only, and on numbers where a
+         * double holds every integer */
+        if (json_is_object(x) || json_is_array(x) || (json_is_number(x) && !(fabs(json_number_value(x)) < 9007199254740992.0)))
+            return false;
+        bool out = false;
+        for (size_t j = 0; j < lits_n(&na) && !out; j++) out = maybe_equal(x, lits_at(&na, j), 0);
+        if (!out) return false;
+    }
+    return true;
+}
+
 /* The schema a object schema s puts on the value of member key: NULL for
  * "any value" (not known), &forbidden when s allows no such member. */
 static json_t forbidden_mark;
@@ -186,6 +214,7 @@ static bool member_apart(sctx_t *c, json_t *a, json_t *b, int depth) {
 }
 
 static bool disjoint_within(sctx_t *c, json_t *x, json_t *y, int within, int depth) {
+    if (++c->disjoint_steps > DISJOINT_MAX_STEPS) return false;
     x = follow(c, x);
     y = follow(c, y);
     if (!x || !y) return false;
@@ -200,6 +229,20 @@ static bool disjoint_within(sctx_t *c, json_t *x, json_t *y, int within, int dep
                      : disjoint_within(c, json_array_get(all, i), y, within, depth + 1))
                 return true;
     }
+    /* Nor more than its anyOf or oneOf branches together: apart from every
+     * branch is apart from the whole (a value given as a string or an
+     * object, beside an array of them). */
+    static const char *const unions[] = {"anyOf", "oneOf"};
+    for (int side = 0; side < 2 && depth < DISJOINT_MAX_DEPTH; side++)
+        for (int u = 0; u < 2; u++) {
+            json_t *br = json_object_get(side ? y : x, unions[u]);
+            if (!json_is_array(br) || json_array_size(br) == 0) continue;
+            bool apart = true;
+            for (size_t i = 0; i < json_array_size(br) && apart; i++)
+                apart = side ? disjoint_within(c, x, json_array_get(br, i), within, depth + 1)
+                             : disjoint_within(c, json_array_get(br, i), y, within, depth + 1);
+            if (apart) return true;
+        }
     approx_t a, b;
     if (!approx(x, &a) || !approx(y, &b)) return false;
     int both = a.cls & b.cls & within;
@@ -210,6 +253,7 @@ static bool disjoint_within(sctx_t *c, json_t *x, json_t *y, int within, int dep
             for (size_t j = 0; j < lits_n(&b) && !meet; j++) meet = maybe_equal(lits_at(&a, i), lits_at(&b, j), 0);
         if (!meet) return true;
     }
+    if ((a.lits && excludes(y, &a)) || (b.lits && excludes(x, &b))) return true;
     /* Only objects in common: a required member apart is enough. */
     if (both == V_OBJECT && !a.lits && !b.lits)
         return member_apart(c, x, y, depth) || member_apart(c, y, x, depth);
@@ -241,8 +285,10 @@ bool sv_sc_oneof_disjoint(sctx_t *c, json_t *branches, json_t *beside) {
     int within = beside && approx(beside, &w) ? w.cls : V_ALL;
     size_t n = json_array_size(branches);
     for (size_t i = 0; i < n; i++)
-        for (size_t j = i + 1; j < n; j++)
+        for (size_t j = i + 1; j < n; j++) {
+            c->disjoint_steps = 0;
             if (!disjoint_within(c, json_array_get(branches, i), json_array_get(branches, j), within, 0)) return false;
+        }
     return true;
 }
 

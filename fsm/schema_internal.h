@@ -120,6 +120,7 @@ typedef struct sctx {
      * each a part reserved now and compiled once every part is known. */
     struct sv_deferred { uint32_t id; sv_ast_t **alts; uint8_t *inline_it; uint32_t n; const char *ptr; } *deferred;
     uint32_t ndeferred, capdeferred;
+    uint32_t disjoint_steps;   /* of the oneOf disjointness proof under way (schema_disjoint.c) */
 } sctx_t;
 
 /* Whether free-form values are calls here. */
@@ -296,6 +297,23 @@ sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out);
  * marker AST in *out. Only where sv_sc_calls(c). With d and out NULL it
  * reserves the next id (filled in later). */
 sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out);
+/* The same, giving the part's marker id (d's own when an equal part exists). */
+sv_status sv_sc_part_id(sctx_t *c, sv_dfa_t *d, uint32_t *id);
+
+/* JSON types as bits (a type mask; integer apart from number). */
+enum { T_NULL = 1, T_BOOL = 2, T_OBJECT = 4, T_ARRAY = 8, T_STRING = 16, T_NUMBER = 32, T_INTEGER = 64, T_ALL = 63 };
+
+/* ---- a type beside a union (schema_typed.c) ---- */
+
+/* The bytes a JSON text of a type in mask starts with (no T_INTEGER
+ * without T_NUMBER: integers are not told by their first byte). */
+void sv_sc_type_first_bytes(int mask, bool allowed[256]);
+/* The strings of a (a union's language, JSON texts) whose type is in mask,
+ * read off their first byte, with the parts a's start calls cut the same
+ * way (new parts). Only where sv_sc_calls(c); what it cannot read off the
+ * start (a callee still being compiled, a nullable one) sets
+ * calls_conflict, so the compile is redone with fewer calls. */
+sv_status sv_sc_type_filter(sctx_t *c, sv_ast_t *a, int mask, sv_ast_t **out);
 
 /* ---- containers (schema_container.c) ---- */
 /* canonical_any: build the universe at this location (every key optional,

@@ -299,3 +299,52 @@ def test_required_key_groups_agree_with_jsonschema(kw):
             accepted += sum(got)
     low = 0.1 if kw == "anyOf" else 0.03  # exactly one of a few keys present is rarer
     assert checked == 2000 and low * checked < accepted < 0.9 * checked, accepted
+
+
+def test_branches_apart_through_their_own_unions_and_a_catch_all_tag():
+    """Two more proofs: a branch that is itself an anyOf or oneOf is apart
+    from another when every one of its branches is (a value given as a
+    string or a closed object, beside an array of them), and a tag whose
+    literal the other branch's `not` of literals refuses is apart from it
+    (the catch-all branch of a tagged union: {"not": {"enum": [...]}}).
+    Proven, the oneOf is a union with parts: the recursive list below is
+    accepted 50 deep. Near misses stay differences and refuse the shared
+    value."""
+    env = {"oneOf": [{"type": "string"}, {"type": "object", "properties": {"secure": {"type": "string"}},
+                                          "additionalProperties": False}]}
+    deploy = [{"type": "object", "properties": {"provider": {"enum": [p]}, "x": {"type": "integer"}},
+               "required": ["provider"]} for p in ("script", "npm", 3)]
+    deploy.append({"type": "object", "properties": {"provider": {"not": {"enum": ["script", "npm", 3.0]}},
+                                                    "rest": {"$ref": "#"}}, "required": ["provider"]})
+    schema = {"$schema": DRAFT, "type": "object",
+              "properties": {"env": {"oneOf": [env, {"type": "array", "items": env}]},
+                             "deploy": {"oneOf": deploy}}}
+    st = stats(schema)
+    assert not st["recursion_truncated"], st
+    chain = {"provider": "last"}
+    for i in range(50):
+        chain = {"provider": "s%d" % i, "rest": {"deploy": chain}}
+    values = [{"env": "A=1"}, {"env": {"secure": "x"}}, {"env": ["A=1", {"secure": "y"}]}, {"env": {"k": 1}},
+              {"env": [{}]}, {"env": {}}, {"env": 5}, {"deploy": {"provider": "npm", "x": 1}},
+              {"deploy": {"provider": 3, "x": "s"}}, {"deploy": {"provider": 3.0}}, {"deploy": {"provider": "other"}},
+              {"deploy": {"provider": "script", "x": 2}}, {"deploy": {"x": 2}}, {"deploy": chain}]
+    texts = [json.dumps(v) for v in values]
+    assert match(schema, texts) == [oracle(schema, t) for t in texts]
+    near = [
+        # {} is valid in the closed object of env and in the second branch
+        ({"oneOf": [env, {"type": "object", "properties": {"g": {}}, "additionalProperties": False}]},
+         ["{}", '{"g": 1}', '"s"', '{"secure": "x"}']),
+        # the `not` also holds other keywords: "b" is refused by neither
+        ({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]},
+                    {"properties": {"t": {"not": {"enum": ["a"], "type": "string"}}}, "required": ["t"]}]},
+         ['{"t": "a"}', '{"t": "b"}', '{"t": 1}']),
+        # a `not` of enum and const together refuses only what both name
+        ({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]},
+                    {"properties": {"t": {"not": {"enum": ["b"], "const": "a"}}}, "required": ["t"]}]},
+         ['{"t": "a"}', '{"t": "b"}']),
+        # integers past 2**53 are not taken for equal
+        ({"oneOf": [{"const": 9007199254740993}, {"not": {"enum": [9007199254740992]}}]},
+         ["9007199254740993", "9007199254740992", "1"]),
+    ]
+    for s, ts in near:
+        assert match(s, ts) == [oracle(s, t) for t in ts], (s, ts)
