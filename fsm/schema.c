@@ -2133,6 +2133,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
     loc.orders = orders;
     if (!st) st = sv_sc_lang(&c, root, &loc, &top);
     if (!st) st = finish_deferred(&c);
+    if (!st) st = sv_sc_type_filter_finish(&c);
     if (!st && o->ws == SV_WS_FLEXIBLE) top = sv_sc_cat3(&c, sv_sc_ws(&c), top, sv_sc_ws(&c));
     if (!st) {
         sv_error_t e;

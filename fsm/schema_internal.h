@@ -121,6 +121,11 @@ typedef struct sctx {
     struct sv_deferred { uint32_t id; sv_ast_t **alts; uint8_t *inline_it; uint32_t n; const char *ptr; } *deferred;
     uint32_t ndeferred, capdeferred;
     uint32_t disjoint_steps;   /* of the oneOf disjointness proof under way (schema_disjoint.c) */
+    /* Parts cut to a type whose source part was still open (schema_typed.c):
+     * reserved ids, filled by sv_sc_type_filter_finish. */
+    struct sv_typed_part { uint32_t id, src; int mask; uint8_t state; } *typed;
+    uint32_t ntyped, captyped;
+    bool typed_final;          /* sv_sc_type_filter_finish is running */
 } sctx_t;
 
 /* Whether free-form values are calls here. */
@@ -314,6 +319,9 @@ void sv_sc_type_first_bytes(int mask, bool allowed[256]);
  * start (a callee still being compiled, a nullable one) sets
  * calls_conflict, so the compile is redone with fewer calls. */
 sv_status sv_sc_type_filter(sctx_t *c, sv_ast_t *a, int mask, sv_ast_t **out);
+/* Fills the parts sv_sc_type_filter reserved for calls to parts still open
+ * (a recursive $ref target), once every other part is compiled. */
+sv_status sv_sc_type_filter_finish(sctx_t *c);
 
 /* ---- containers (schema_container.c) ---- */
 /* canonical_any: build the universe at this location (every key optional,

@@ -148,9 +148,35 @@ static sv_status rebuild(sctx_t *c, const sv_dfa_t *d, const bool allowed[256], 
     return st;
 }
 
-/* *out: the strings of d whose first byte is allowed; d itself when that is
- * all of them, NULL when none is. */
-static sv_status filter(sctx_t *c, const sv_dfa_t *d, const bool allowed[256], int depth, const sv_dfa_t **out) {
+static sv_status resolve_typed(sctx_t *c, uint32_t k);
+
+/* A part that is d's part src cut to mask, where src is still open (a
+ * recursive target being compiled): a reserved id, filled at the end. */
+static sv_status defer(sctx_t *c, uint32_t src, int mask, uint32_t *id) {
+    for (uint32_t k = 0; k < c->ntyped; k++)
+        if (c->typed[k].src == src && c->typed[k].mask == mask) {
+            *id = c->typed[k].id;
+            return SV_OK;
+        }
+    sv_status st = sv_sc_part_id(c, NULL, id);
+    if (st) return st;
+    if (c->ntyped == c->captyped) {
+        uint32_t cap = c->captyped ? 2 * c->captyped : 8;
+        struct sv_typed_part *v = sv_arena_alloc(c->arena, cap * sizeof *v);
+        if (!v) return sv_sc_nomem(c);
+        if (c->ntyped) memcpy(v, c->typed, c->ntyped * sizeof *v);
+        c->typed = v;
+        c->captyped = cap;
+    }
+    c->typed[c->ntyped++] = (struct sv_typed_part){*id, src, mask, 0};
+    return SV_OK;
+}
+
+/* *out: the strings of d whose first byte the type allows; d itself when
+ * that is all of them, NULL when none is. */
+static sv_status filter(sctx_t *c, const sv_dfa_t *d, int mask, int depth, const sv_dfa_t **out) {
+    bool allowed[256];
+    sv_sc_type_first_bytes(mask, allowed);
     int32_t s0 = sv_dfa_start(d);
     if (d->accept[s0]) return unsupported(c, "meets the empty string");
     const int32_t *row0 = d->trans + (size_t)s0 * d->nclasses;
@@ -171,17 +197,30 @@ static sv_status filter(sctx_t *c, const sv_dfa_t *d, const bool allowed[256], i
         return unsupported(c, "meets a union of more calls than it reads");
     int nkept = 0;
     for (int i = 0; i < ncalls; i++) {
+        sv_status st;
         const sv_dfa_t *callee = callee_of(c, calls[i].id), *f;
-        if (!callee) return unsupported(c, "calls a part still being compiled");
+        if (!callee && c->typed_final) {
+            /* a part cut to a type itself, not filled yet */
+            for (uint32_t k = 0; k < c->ntyped; k++)
+                if (c->typed[k].id == calls[i].id && (st = resolve_typed(c, k))) return st;
+            callee = callee_of(c, calls[i].id);
+            if (!callee) return unsupported(c, "calls a part that never compiled");
+        }
         if (depth == FILTER_DEPTH) return unsupported(c, "calls parts nested too deep at its start");
-        sv_status st = filter(c, callee, allowed, depth + 1, &f);
-        if (st) return st;
+        calls[nkept].ret = calls[i].ret;
+        if (!callee) {
+            /* still open: cut when it is done (taken as not empty then) */
+            if ((st = defer(c, calls[i].id, mask, &ids[nkept]))) return st;
+            nkept++;
+            kept = cut = true;
+            continue;
+        }
+        if ((st = filter(c, callee, mask, depth + 1, &f))) return st;
         if (!f) {
             cut = true;
             continue;
         }
         kept = true;
-        calls[nkept].ret = calls[i].ret;
         if (f == callee) {
             ids[nkept++] = calls[i].id;
             continue;
@@ -205,14 +244,41 @@ static sv_status filter(sctx_t *c, const sv_dfa_t *d, const bool allowed[256], i
     return SV_OK;
 }
 
+static sv_status resolve_typed(sctx_t *c, uint32_t k) {
+    if (c->typed[k].state == 2) return SV_OK;
+    if (c->typed[k].state == 1) return unsupported(c, "calls a part whose start calls itself");
+    c->typed[k].state = 1;
+    uint32_t src = c->typed[k].src;
+    const sv_dfa_t *d = callee_of(c, src), *f;
+    for (uint32_t j = 0; !d && j < c->ntyped; j++) {
+        sv_status st = c->typed[j].id == src ? resolve_typed(c, j) : SV_OK;
+        if (st) return st;
+        d = callee_of(c, src);
+    }
+    if (!d) return unsupported(c, "calls a part that never compiled");
+    sv_status st = filter(c, d, c->typed[k].mask, 0, &f);
+    if (st) return st;
+    if (!f) return unsupported(c, "calls a part none of whose values has the type");
+    c->parts[c->typed[k].id - SV_SCHEMA_PART_FIRST] = (sv_dfa_t *)f;
+    c->typed[k].state = 2;
+    return SV_OK;
+}
+
+sv_status sv_sc_type_filter_finish(sctx_t *c) {
+    c->typed_final = true;
+    sv_status st = SV_OK;
+    /* (resolving one may add none: every part is compiled by now) */
+    for (uint32_t k = 0; k < c->ntyped && !st; k++) st = resolve_typed(c, k);
+    c->typed_final = false;
+    return st;
+}
+
 sv_status sv_sc_type_filter(sctx_t *c, sv_ast_t *a, int mask, sv_ast_t **out) {
-    bool allowed[256];
-    sv_sc_type_first_bytes(mask, allowed);
     sv_dfa_t *d;
     sv_status st = sv_sc_to_dfa(c, a, &d);
     if (st) return st;
     const sv_dfa_t *f = NULL;
-    if (d && (st = filter(c, d, allowed, 0, &f))) return st;
+    if (d && (st = filter(c, d, mask, 0, &f))) return st;
     if (!f) return sv_sc_fail(c, SV_ERR_EMPTY, "type", "no branch of the union here has the type beside it");
     *out = f == d ? a : sv_ast_dfa(c->arena, f, false);
     return *out ? SV_OK : sv_sc_nomem(c);

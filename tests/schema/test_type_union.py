@@ -112,3 +112,34 @@ def test_a_type_no_branch_has_is_empty():
     r = sieve("compile", schema)
     assert r.returncode == 2, r.stdout
     assert json.loads(r.stdout)["error"]["type"] == "empty", r.stdout
+
+
+def test_a_recursive_branch_is_cut_once_compiled():
+    # node's `kids` items are objects among node (being compiled: its part
+    # is still open there) and leaf, neither typed: the cut of node's part
+    # waits until node is done (sv_sc_type_filter_finish). (Closed objects:
+    # open ones would put a free-form value beside node's `kids` array, a
+    # competing call into a recursion that expansion cannot close.)
+    schema = {"$schema": DRAFT, "$ref": "#/$defs/node",
+              "$defs": {"node": {"properties": {"name": {"type": "string"},
+                                                "kids": {"type": "array",
+                                                         "items": {"type": "object",
+                                                                   "anyOf": [{"$ref": "#/$defs/node"},
+                                                                             {"$ref": "#/$defs/leaf"}]}}},
+                                 "required": ["name"], "additionalProperties": False},
+                        "leaf": {"properties": {"value": {"type": "integer"}}, "required": ["value"],
+                                 "additionalProperties": False}}}
+    s = stats(schema)
+    assert not s["recursion_truncated"], s
+
+    def tree(d, bad=None):
+        t = {"name": "n%d" % d, "kids": [{"value": d}]}
+        for i in range(d):
+            t = {"name": "n%d" % i, "kids": [t, {"value": i}] if i != bad else [t, "leaf"]}
+        return t
+
+    values = [tree(0), tree(50), tree(50, bad=20), tree(50, bad=49), {"name": "x", "kids": [5]},
+              {"name": "x", "kids": [{"value": "s"}]}, {"name": "x", "kids": [{"name": 1}]}, "s", 5, None, [],
+              {"kids": []}, {"name": "x", "kids": [{}]}]
+    assert_agrees(schema, [json.dumps(v) for v in values])
+    samples_valid(schema, 20)
