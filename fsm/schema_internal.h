@@ -121,9 +121,11 @@ typedef struct sctx {
     struct sv_deferred { uint32_t id; sv_ast_t **alts; uint8_t *inline_it; uint32_t n; const char *ptr; } *deferred;
     uint32_t ndeferred, capdeferred;
     uint32_t disjoint_steps;   /* of the oneOf disjointness proof under way (schema_disjoint.c) */
-    /* Parts cut to a type whose source part was still open (schema_typed.c):
-     * reserved ids, filled by sv_sc_type_filter_finish. */
-    struct sv_typed_part { uint32_t id, src; int mask; uint8_t state; } *typed;
+    /* Parts cut to a type (schema_typed.c), each (part, type) once: the
+     * result's id (0: none is left); where the source part was still open
+     * (reserved), an id reserved now and filled by sv_sc_type_filter_finish.
+     * state: 0 reserved and not filled, 1 being cut, 2 done. */
+    struct sv_typed_part { uint32_t id, src; int mask; uint8_t state; bool reserved; } *typed;
     uint32_t ntyped, captyped;
     bool typed_final;          /* sv_sc_type_filter_finish is running */
 } sctx_t;

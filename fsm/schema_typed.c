@@ -150,30 +150,31 @@ static sv_status rebuild(sctx_t *c, const sv_dfa_t *d, const bool allowed[256], 
 
 static sv_status resolve_typed(sctx_t *c, uint32_t k);
 
-/* A part that is d's part src cut to mask, where src is still open (a
- * recursive target being compiled): a reserved id, filled at the end. */
-static sv_status defer(sctx_t *c, uint32_t src, int mask, uint32_t *id) {
+/* The entry of (part src, type mask) in c->typed, or a new one (state 1,
+ * id 0): its index, or -1 out of memory. */
+static int32_t typed_entry(sctx_t *c, uint32_t src, int mask, bool *found) {
     for (uint32_t k = 0; k < c->ntyped; k++)
         if (c->typed[k].src == src && c->typed[k].mask == mask) {
-            *id = c->typed[k].id;
-            return SV_OK;
+            *found = true;
+            return (int32_t)k;
         }
-    sv_status st = sv_sc_part_id(c, NULL, id);
-    if (st) return st;
+    *found = false;
     if (c->ntyped == c->captyped) {
         uint32_t cap = c->captyped ? 2 * c->captyped : 8;
         struct sv_typed_part *v = sv_arena_alloc(c->arena, cap * sizeof *v);
-        if (!v) return sv_sc_nomem(c);
+        if (!v) return -1;
         if (c->ntyped) memcpy(v, c->typed, c->ntyped * sizeof *v);
         c->typed = v;
         c->captyped = cap;
     }
-    c->typed[c->ntyped++] = (struct sv_typed_part){*id, src, mask, 0};
-    return SV_OK;
+    c->typed[c->ntyped] = (struct sv_typed_part){0, src, mask, 1, false};
+    return (int32_t)c->ntyped++;
 }
 
 /* *out: the strings of d whose first byte the type allows; d itself when
- * that is all of them, NULL when none is. */
+ * that is all of them, NULL when none is. The parts d's start calls are
+ * cut once each (c->typed); one still open gets an id now and its cut at
+ * the end (taken as not empty until then). */
 static sv_status filter(sctx_t *c, const sv_dfa_t *d, int mask, int depth, const sv_dfa_t **out) {
     bool allowed[256];
     sv_sc_type_first_bytes(mask, allowed);
@@ -198,36 +199,49 @@ static sv_status filter(sctx_t *c, const sv_dfa_t *d, int mask, int depth, const
     int nkept = 0;
     for (int i = 0; i < ncalls; i++) {
         sv_status st;
-        const sv_dfa_t *callee = callee_of(c, calls[i].id), *f;
-        if (!callee && c->typed_final) {
-            /* a part cut to a type itself, not filled yet */
-            for (uint32_t k = 0; k < c->ntyped; k++)
-                if (c->typed[k].id == calls[i].id && (st = resolve_typed(c, k))) return st;
-            callee = callee_of(c, calls[i].id);
-            if (!callee) return unsupported(c, "calls a part that never compiled");
+        uint32_t p = calls[i].id;
+        bool found;
+        int32_t k = typed_entry(c, p, mask, &found);
+        if (k < 0) return sv_sc_nomem(c);
+        if (found && c->typed[k].state == 0 && c->typed_final && (st = resolve_typed(c, (uint32_t)k))) return st;
+        if (found && c->typed[k].state == 1) return unsupported(c, "calls a part whose start calls itself");
+        if (!found) {
+            const sv_dfa_t *callee = callee_of(c, p), *f;
+            if (!callee && c->typed_final) {
+                /* a part cut to a type itself, not filled yet */
+                for (uint32_t j = 0; j < c->ntyped && !callee; j++)
+                    if (c->typed[j].reserved && c->typed[j].id == p) {
+                        if ((st = resolve_typed(c, j))) return st;
+                        callee = callee_of(c, p);
+                    }
+                if (!callee) return unsupported(c, "calls a part that never compiled");
+            }
+            if (!callee) {
+                /* still open: an id now, the cut once it is compiled */
+                uint32_t id;
+                if ((st = sv_sc_part_id(c, NULL, &id))) return st;
+                c->typed[k].id = id;
+                c->typed[k].reserved = true;
+                c->typed[k].state = 0;
+            } else {
+                if (depth == FILTER_DEPTH) return unsupported(c, "calls parts nested too deep at its start");
+                if ((st = filter(c, callee, mask, depth + 1, &f))) return st;
+                uint32_t id = 0;
+                if (f == callee) id = p;
+                else if (f && (st = sv_sc_part_id(c, (sv_dfa_t *)f, &id))) return st;
+                c->typed[k].id = id;
+                c->typed[k].state = 2;
+            }
         }
-        if (depth == FILTER_DEPTH) return unsupported(c, "calls parts nested too deep at its start");
-        calls[nkept].ret = calls[i].ret;
-        if (!callee) {
-            /* still open: cut when it is done (taken as not empty then) */
-            if ((st = defer(c, calls[i].id, mask, &ids[nkept]))) return st;
-            nkept++;
-            kept = cut = true;
-            continue;
-        }
-        if ((st = filter(c, callee, mask, depth + 1, &f))) return st;
-        if (!f) {
+        uint32_t id = c->typed[k].id;
+        if (!id) {
             cut = true;
             continue;
         }
         kept = true;
-        if (f == callee) {
-            ids[nkept++] = calls[i].id;
-            continue;
-        }
-        cut = true;
-        if ((st = sv_sc_part_id(c, (sv_dfa_t *)f, &ids[nkept]))) return st;
-        nkept++;
+        cut |= id != p;
+        calls[nkept].ret = calls[i].ret;
+        ids[nkept++] = id;
     }
     if (!kept) {
         *out = NULL;
@@ -244,6 +258,7 @@ static sv_status filter(sctx_t *c, const sv_dfa_t *d, int mask, int depth, const
     return SV_OK;
 }
 
+/* Fills the reserved entry k: its source's cut, now that it is compiled. */
 static sv_status resolve_typed(sctx_t *c, uint32_t k) {
     if (c->typed[k].state == 2) return SV_OK;
     if (c->typed[k].state == 1) return unsupported(c, "calls a part whose start calls itself");
@@ -251,7 +266,7 @@ static sv_status resolve_typed(sctx_t *c, uint32_t k) {
     uint32_t src = c->typed[k].src;
     const sv_dfa_t *d = callee_of(c, src), *f;
     for (uint32_t j = 0; !d && j < c->ntyped; j++) {
-        sv_status st = c->typed[j].id == src ? resolve_typed(c, j) : SV_OK;
+        sv_status st = c->typed[j].reserved && c->typed[j].id == src ? resolve_typed(c, j) : SV_OK;
         if (st) return st;
         d = callee_of(c, src);
     }
@@ -267,8 +282,9 @@ static sv_status resolve_typed(sctx_t *c, uint32_t k) {
 sv_status sv_sc_type_filter_finish(sctx_t *c) {
     c->typed_final = true;
     sv_status st = SV_OK;
-    /* (resolving one may add none: every part is compiled by now) */
-    for (uint32_t k = 0; k < c->ntyped && !st; k++) st = resolve_typed(c, k);
+    /* (a cut made here reserves nothing: every part is compiled by now) */
+    for (uint32_t k = 0; k < c->ntyped && !st; k++)
+        if (c->typed[k].reserved) st = resolve_typed(c, k);
     c->typed_final = false;
     return st;
 }
