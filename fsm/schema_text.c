@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/memacct.h"
 #include "json_format.h"
 #include "json_num.h"
 #include "regex.h"
@@ -417,6 +418,36 @@ static sv_status get_count(sctx_t *c, json_t *s, const char *kw, uint32_t cap, b
     return SV_OK;
 }
 
+/* The shortest maxLength a pattern's product with the length is narrowed
+ * to (sv_sc_string_content). */
+#define STRING_NARROW_MIN 16u
+
+/* The intersection of the languages parts[0..n): *out. */
+static sv_status string_product(sctx_t *c, sv_ast_t **parts, uint32_t n, sv_dfa_t **out) {
+    sv_dfa_t *acc = NULL;
+    sv_status st;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!parts[i]) return sv_sc_nomem(c);
+        sv_dfa_t *d;
+        size_t mark = c->ptr_len;
+        if ((st = sv_sc_dfa(c, parts[i], &d))) {
+            if (st == SV_ERR_EMPTY) return sv_sc_fail(c, SV_ERR_EMPTY, "pattern", "the string constraints match no string");
+            return st;
+        }
+        sv_sc_pop(c, mark);
+        if (!acc) { acc = d; continue; }
+        sv_dfa_t *r;
+        st = sv_dfa_product(acc, d, SV_DFA_AND, sv_sc_lim(c), &r, c->err);
+        if (st == SV_ERR_EMPTY)
+            return sv_sc_fail(c, SV_ERR_EMPTY, "pattern", "no string satisfies pattern, length and format together");
+        if (st) return sv_sc_fail(c, st, "pattern", "%s", c->err->message);
+        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, r)) return sv_sc_nomem(c);
+        acc = r;
+    }
+    *out = acc;
+    return SV_OK;
+}
+
 sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out) {
     sv_ast_t *parts[3];
     uint32_t n = 0;
@@ -431,18 +462,23 @@ sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out) {
     uint32_t lim = c->o->max_string_length;
     if (has_min && mn > lim)
         return sv_sc_fail(c, SV_ERR_BUDGET, "minLength", "minLength %u is above max_string_length (%u)", mn, lim);
+    bool counted = false; /* this schema's cut reported in info->nnarrowed */
     if (has_max && mx > lim) {
         mx = lim;
         c->truncated = true;
         if (c->info) c->info->nnarrowed++;
+        counted = true;
     }
+    sv_ast_t *cp = NULL;
+    int len_part = -1;
     if ((has_min && mn > 0) || has_max) {
         sv_cpset_t any;
         sv_cpset_init(&any);
         if (sv_cpset_add(&any, 0, SV_CP_MAX) || sv_cpset_normalize(&any)) { sv_cpset_free(&any); return sv_sc_nomem(c); }
-        sv_ast_t *cp = sv_ast_class(c->arena, &any);
+        cp = sv_ast_class(c->arena, &any);
         sv_cpset_free(&any);
         if (has_max && has_min && mn > mx) return sv_sc_fail(c, SV_ERR_EMPTY, "minLength", "minLength %u is above maxLength %u", mn, mx);
+        len_part = (int)n;
         parts[n++] = sv_ast_repeat(c->arena, cp, has_min ? mn : 0, has_max ? mx : SV_AST_INF);
     }
     json_t *pat = json_object_get(s, "pattern");
@@ -475,25 +511,21 @@ sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out) {
         }
     }
     if (n == 0) { *out = NULL; return SV_OK; }
-    sv_dfa_t *acc = NULL;
-    for (uint32_t i = 0; i < n; i++) {
-        if (!parts[i]) return sv_sc_nomem(c);
-        sv_dfa_t *d;
-        size_t mark = c->ptr_len;
-        if ((st = sv_sc_dfa(c, parts[i], &d))) {
-            if (st == SV_ERR_EMPTY) return sv_sc_fail(c, SV_ERR_EMPTY, "pattern", "the string constraints match no string");
+    /* A pattern counted to a length can outgrow the state budget (words
+     * times characters: `^(?:\\S+\\s+){0,49}\\S+$` within 500 characters):
+     * the length is then narrowed further, halved while the product does
+     * not fit, down to STRING_NARROW_MIN characters, and reported as the
+     * cut to max_string_length is. */
+    for (;;) {
+        st = string_product(c, parts, n, out);
+        if (st != SV_ERR_BUDGET || len_part < 0 || !has_max || mx / 2 < STRING_NARROW_MIN || mx / 2 < mn ||
+            sv_memacct_pool_short())
             return st;
-        }
-        sv_sc_pop(c, mark);
-        if (!acc) { acc = d; continue; }
-        sv_dfa_t *r;
-        st = sv_dfa_product(acc, d, SV_DFA_AND, sv_sc_lim(c), &r, c->err);
-        if (st == SV_ERR_EMPTY)
-            return sv_sc_fail(c, SV_ERR_EMPTY, "pattern", "no string satisfies pattern, length and format together");
-        if (st) return sv_sc_fail(c, st, "pattern", "%s", c->err->message);
-        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, r)) return sv_sc_nomem(c);
-        acc = r;
+        mx /= 2;
+        if (!(parts[len_part] = sv_ast_repeat(c->arena, cp, has_min ? mn : 0, mx))) return sv_sc_nomem(c);
+        if (!counted && c->info) c->info->nnarrowed++;
+        counted = true;
+        c->truncated = true;
+        if (c->err) sv_error_clear(c->err);
     }
-    *out = acc;
-    return SV_OK;
 }
