@@ -465,7 +465,6 @@ static bool pattern_matches(sctx_t *c, const char *pattern, const char *key) {
 
 /* ---- types ------------------------------------------------------------------- */
 
-
 static int type_bit(const char *t) {
     static const struct { const char *n; int b; } map[] = {
         {"null", T_NULL}, {"boolean", T_BOOL}, {"object", T_OBJECT}, {"array", T_ARRAY},
@@ -2100,13 +2099,16 @@ sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out) {
 }
 
 /* The parts that the schema compiler's call markers name. */
-static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
-    sctx_t *c = ctx;
-    if (id == SV_SCHEMA_PART_ANY && c->any_part) return c->any_part;
-    if (id >= SV_SCHEMA_PART_FIRST && id - SV_SCHEMA_PART_FIRST < c->nparts && c->parts[id - SV_SCHEMA_PART_FIRST])
-        return c->parts[id - SV_SCHEMA_PART_FIRST];
-    sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: call marker %u names no part", id);
+const sv_dfa_t *sv_sc_part_dfa(const sctx_t *c, uint32_t id) {
+    if (id == SV_SCHEMA_PART_ANY) return c->any_part;
+    if (id >= SV_SCHEMA_PART_FIRST && id - SV_SCHEMA_PART_FIRST < c->nparts) return c->parts[id - SV_SCHEMA_PART_FIRST];
     return NULL;
+}
+
+static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
+    const sv_dfa_t *d = sv_sc_part_dfa(ctx, id);
+    if (!d) sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: call marker %u names no part", id);
+    return d;
 }
 
 /* One compilation of the loaded schema, objects accepting up to `orders` key

@@ -306,15 +306,15 @@ sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out);
 sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out);
 /* The same, giving the part's marker id (d's own when an equal part exists). */
 sv_status sv_sc_part_id(sctx_t *c, sv_dfa_t *d, uint32_t *id);
+/* The raw DFA of the part a marker id names (the free-form part too), or
+ * NULL while it is reserved and not yet compiled. */
+const sv_dfa_t *sv_sc_part_dfa(const sctx_t *c, uint32_t id);
 
 /* JSON types as bits (a type mask; integer apart from number). */
 enum { T_NULL = 1, T_BOOL = 2, T_OBJECT = 4, T_ARRAY = 8, T_STRING = 16, T_NUMBER = 32, T_INTEGER = 64, T_ALL = 63 };
 
 /* ---- a type beside a union (schema_typed.c) ---- */
 
-/* The bytes a JSON text of a type in mask starts with (no T_INTEGER
- * without T_NUMBER: integers are not told by their first byte). */
-void sv_sc_type_first_bytes(int mask, bool allowed[256]);
 /* The strings of a (a union's language, JSON texts) whose type is in mask,
  * read off their first byte, with the parts a's start calls cut the same
  * way (new parts). Only where sv_sc_calls(c); what it cannot read off the

@@ -33,7 +33,9 @@ static bool value_first(unsigned b) {
     return b == '{' || b == '[' || b == '"' || b == 't' || b == 'f' || b == 'n' || b == '-' || (b >= '0' && b <= '9');
 }
 
-void sv_sc_type_first_bytes(int mask, bool allowed[256]) {
+/* The bytes a JSON text of a type in mask starts with (no T_INTEGER
+ * without T_NUMBER: integers are not told by their first byte). */
+static void type_first_bytes(int mask, bool allowed[256]) {
     memset(allowed, 0, 256 * sizeof *allowed);
     if (mask & T_OBJECT) allowed['{'] = true;
     if (mask & T_ARRAY) allowed['['] = true;
@@ -66,12 +68,6 @@ static sv_status unsupported(sctx_t *c, const char *why) {
     c->calls_conflict = true;
     return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "type", "the type beside this union %s (compiled again without calls)",
                       why);
-}
-
-static const sv_dfa_t *callee_of(const sctx_t *c, uint32_t id) {
-    if (id == SV_SCHEMA_PART_ANY) return c->any_part;
-    if (id >= SV_SCHEMA_PART_FIRST && id - SV_SCHEMA_PART_FIRST < c->nparts) return c->parts[id - SV_SCHEMA_PART_FIRST];
-    return NULL;
 }
 
 /* The raw DFA of d with a new start: start's byte edges on allowed bytes,
@@ -177,7 +173,7 @@ static int32_t typed_entry(sctx_t *c, uint32_t src, int mask, bool *found) {
  * the end (taken as not empty until then). */
 static sv_status filter(sctx_t *c, const sv_dfa_t *d, int mask, int depth, const sv_dfa_t **out) {
     bool allowed[256];
-    sv_sc_type_first_bytes(mask, allowed);
+    type_first_bytes(mask, allowed);
     int32_t s0 = sv_dfa_start(d);
     if (d->accept[s0]) return unsupported(c, "meets the empty string");
     const int32_t *row0 = d->trans + (size_t)s0 * d->nclasses;
@@ -206,13 +202,13 @@ static sv_status filter(sctx_t *c, const sv_dfa_t *d, int mask, int depth, const
         if (found && c->typed[k].state == 0 && c->typed_final && (st = resolve_typed(c, (uint32_t)k))) return st;
         if (found && c->typed[k].state == 1) return unsupported(c, "calls a part whose start calls itself");
         if (!found) {
-            const sv_dfa_t *callee = callee_of(c, p), *f;
+            const sv_dfa_t *callee = sv_sc_part_dfa(c, p), *f;
             if (!callee && c->typed_final) {
                 /* a part cut to a type itself, not filled yet */
                 for (uint32_t j = 0; j < c->ntyped && !callee; j++)
                     if (c->typed[j].reserved && c->typed[j].id == p) {
                         if ((st = resolve_typed(c, j))) return st;
-                        callee = callee_of(c, p);
+                        callee = sv_sc_part_dfa(c, p);
                     }
                 if (!callee) return unsupported(c, "calls a part that never compiled");
             }
@@ -264,11 +260,11 @@ static sv_status resolve_typed(sctx_t *c, uint32_t k) {
     if (c->typed[k].state == 1) return unsupported(c, "calls a part whose start calls itself");
     c->typed[k].state = 1;
     uint32_t src = c->typed[k].src;
-    const sv_dfa_t *d = callee_of(c, src), *f;
+    const sv_dfa_t *d = sv_sc_part_dfa(c, src), *f;
     for (uint32_t j = 0; !d && j < c->ntyped; j++) {
         sv_status st = c->typed[j].reserved && c->typed[j].id == src ? resolve_typed(c, j) : SV_OK;
         if (st) return st;
-        d = callee_of(c, src);
+        d = sv_sc_part_dfa(c, src);
     }
     if (!d) return unsupported(c, "calls a part that never compiled");
     sv_status st = filter(c, d, c->typed[k].mask, 0, &f);
