@@ -1469,8 +1469,19 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
     } else if ((any_type_keywords || mask != T_ALL || not_keys || deps_keys || union_keys) && !u->type_implied) {
         sv_ast_t *tl[7];
         uint32_t nt = 0;
-        for (int b = 1; b <= T_INTEGER; b <<= 1)
-            if ((mask & b) && (st = type_lang(c, s, b, loc, &tl[nt++]))) return st;
+        sv_status empty = SV_OK;
+        for (int b = 1; b <= T_INTEGER; b <<= 1) {
+            if (!(mask & b)) continue;
+            /* A type with no value here (an object whose required key is
+             * closed out) leaves the schema's other types. */
+            if ((st = type_lang(c, s, b, loc, &tl[nt])) == SV_ERR_EMPTY && (mask & ~b)) {
+                empty = st;
+                continue;
+            }
+            if (st) return st;
+            nt++;
+        }
+        if (nt == 0 && empty) return empty;
         base = sv_ast_alt(c->arena, tl, nt);
     }
 
@@ -1839,10 +1850,14 @@ static bool merge_kw_ok(const char *k) {
            !in_list(k, refused, sizeof refused / sizeof refused[0]);
 }
 
+/* The conjuncts that hold a union, for distribute_allof. */
+#define DISTRIBUTE_MAX_UNIONS 3
+typedef struct { json_t *v[DISTRIBUTE_MAX_UNIONS]; uint32_t n; } holders_t;
+
 /* Adds x and what it implies to conj; false when some conjunct cannot merge.
- * With u, one conjunct may also hold one anyOf or oneOf (and no $ref), which
- * *u receives (distribute_allof). */
-static bool merge_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32_t *n, bool *object, json_t **u) {
+ * With u, up to DISTRIBUTE_MAX_UNIONS conjuncts may also hold one anyOf or
+ * oneOf each (and no $ref), which u receives (distribute_allof). */
+static bool merge_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32_t *n, bool *object, holders_t *u) {
     if (json_is_true(x)) return true;
     if (!json_is_object(x) || depth > 16) return false;
     for (uint32_t i = 0; i < *n; i++)
@@ -1851,12 +1866,13 @@ static bool merge_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32
     json_t *v;
     json_object_foreach(x, k, v) {
         if (merge_kw_ok(k)) continue;
+        if (!strcmp(k, "additionalProperties") && (json_is_boolean(v) || unconstrained(v))) continue;
         bool uk = !strcmp(k, "anyOf") || !strcmp(k, "oneOf");
-        if (!u || !uk || (*u && *u != x) || json_object_get(x, "$ref") ||
+        if (!u || !uk || u->n == DISTRIBUTE_MAX_UNIONS || json_object_get(x, "$ref") ||
             (json_object_get(x, "anyOf") && json_object_get(x, "oneOf")) || !json_is_array(v) ||
             json_array_size(v) < 2)
             return false;
-        *u = x;
+        u->v[u->n++] = x; /* x is met once (conj holds it from here on) */
     }
     json_t *ref = json_object_get(x, "$ref");
     if (ref) {
@@ -1894,6 +1910,12 @@ static json_t *merge_conjuncts(json_t *const *conj, uint32_t n, bool object) {
     /* per key, the subschemas that name it, in conjunct order */
     json_t *lists = json_object(), *props = json_object(), *req = json_array(), *m = json_object();
     bool ok = lists && props && req && m;
+    /* A conjunct with additionalProperties false admits only the keys it
+     * names: the merged object admits those every such conjunct names, and
+     * is closed. A required key outside them leaves no object (the object
+     * compiler finds the required member empty). */
+    bool closed = false;
+    for (uint32_t i = 0; i < n; i++) closed |= json_is_false(json_object_get(conj[i], "additionalProperties"));
     for (uint32_t i = 0; ok && i < n; i++) {
         const char *k;
         json_t *v, *r = json_object_get(conj[i], "required");
@@ -1913,11 +1935,17 @@ static json_t *merge_conjuncts(json_t *const *conj, uint32_t n, bool object) {
     json_t *l;
     json_object_foreach(lists, k, l) {
         if (!ok) break;
+        bool admitted = true;
+        for (uint32_t i = 0; closed && i < n && admitted; i++)
+            admitted = !json_is_false(json_object_get(conj[i], "additionalProperties")) ||
+                       json_object_get(json_object_get(conj[i], "properties"), k);
+        if (!admitted) continue;
         if (json_array_size(l) == 1) ok = json_object_set(props, k, json_array_get(l, 0)) == 0;
         else ok = json_object_set_new(props, k, json_pack("{s:O}", "allOf", l)) == 0;
     }
     if (ok && object) ok = json_object_set_new(m, "type", json_string("object")) == 0;
     if (ok) ok = json_object_set(m, "properties", props) == 0 && json_object_set(m, "required", req) == 0;
+    if (ok && closed) ok = json_object_set_new(m, "additionalProperties", json_false()) == 0;
     json_decref(lists);
     json_decref(props);
     json_decref(req);
@@ -1938,52 +1966,81 @@ static json_t *merge_conjuncts(json_t *const *conj, uint32_t n, bool object) {
  * with the union's automaton (MaskBench's Github_ultra---o358 took 2.9 s
  * so, 72 ms now). Only where every branch merges, and a oneOf only where the merged
  * objects are proven disjoint (schema_disjoint.c; the tag that tells the
- * kinds apart is often required by A, not by the branches). *out:
- * {"anyOf" or "oneOf": [merged objects]}, or NULL. */
+ * kinds apart is often required by A, not by the branches). Several unions
+ * (two lists of kinds met at one member: properties and a matching
+ * patternProperties entry) distribute over every combination of their
+ * branches, at most DISTRIBUTE_MAX_ALTS of them; combinations that admit no
+ * object (closed objects whose required keys exclude each other) are
+ * dropped where they are compiled. With a oneOf among them, the merged
+ * objects proven pairwise disjoint make it exact: a value that meets
+ * (A and Bi and Cj) meets no (A and Bk and Cj) with k != i, so exactly one
+ * Bi holds. *out: {"anyOf" or "oneOf": [merged objects]}, or NULL. */
+#define DISTRIBUTE_MAX_ALTS 64
+
 static sv_status distribute_allof(sctx_t *c, json_t *s, json_t **out) {
     *out = NULL;
     if (!c->distribute || c->o->strict_properties) return SV_OK; /* as merge_allof */
-    json_t *conj[MERGE_MAX_CONJUNCTS], *u = NULL;
+    json_t *conj[MERGE_MAX_CONJUNCTS];
+    holders_t u = {0};
     uint32_t n = 0;
     bool object = false;
-    if (!merge_collect(c, s, 0, conj, &n, &object, &u) || !u) return SV_OK;
+    if (!merge_collect(c, s, 0, conj, &n, &object, &u) || u.n == 0) return SV_OK;
     sv_status st = SV_OK;
     for (uint32_t i = 0; i < n && !st; i++) st = check_keywords(c, conj[i]);
     if (st) return st;
-    bool any = json_object_get(u, "anyOf") != NULL;
-    /* a union of key conditions is checked by its object's automaton
-     * (sv_sc_union_keys), cheaper than a union of objects */
-    if (sv_sc_union_keys(u, any ? "anyOf" : "oneOf") || (any ? sv_sc_any_required(u) : sv_sc_one_required(u)))
-        return SV_OK;
-    json_t *br = json_object_get(u, any ? "anyOf" : "oneOf"), *alts = json_array();
+    bool any = true;
+    json_t *br[DISTRIBUTE_MAX_UNIONS];
+    size_t combos = 1;
+    for (uint32_t j = 0; j < u.n; j++) {
+        bool a = json_object_get(u.v[j], "anyOf") != NULL;
+        /* a union of key conditions is checked by its object's automaton
+         * (sv_sc_union_keys), cheaper than a union of objects */
+        if (sv_sc_union_keys(u.v[j], a ? "anyOf" : "oneOf") || (a ? sv_sc_any_required(u.v[j]) : sv_sc_one_required(u.v[j])))
+            return SV_OK;
+        any &= a;
+        br[j] = json_object_get(u.v[j], a ? "anyOf" : "oneOf");
+        combos *= json_array_size(br[j]);
+        if (combos > DISTRIBUTE_MAX_ALTS) return SV_OK;
+    }
+    json_t *alts = json_array();
     if (!alts) return sv_sc_nomem(c);
     bool ok = true;
-    /* The branch's conjuncts go where the union stands among the others
-     * (right after the schema that holds it), so the merged objects list
-     * their properties in the order the schema defines them, as the
-     * product path does. */
-    uint32_t at = 0;
-    while (at < n && conj[at] != u) at++;
-    at = at < n ? at + 1 : n;
-    for (size_t i = 0; ok && i < json_array_size(br); i++) {
+    size_t idx[DISTRIBUTE_MAX_UNIONS] = {0};
+    for (size_t k = 0; ok && k < combos; k++) {
         json_t *ci[MERGE_MAX_CONJUNCTS], *bi[MERGE_MAX_CONJUNCTS];
+        uint32_t seg[DISTRIBUTE_MAX_UNIONS + 1];
         memcpy(bi, conj, n * sizeof *bi);
         uint32_t m = n;
         bool o = object;
-        if (!merge_collect(c, json_array_get(br, i), 0, bi, &m, &o, NULL)) {
-            json_decref(alts);
-            return SV_OK; /* a branch that does not merge: the product path */
+        for (uint32_t j = 0; j < u.n; j++) {
+            seg[j] = m;
+            if (!merge_collect(c, json_array_get(br[j], idx[j]), 0, bi, &m, &o, NULL)) {
+                json_decref(alts);
+                return SV_OK; /* a branch that does not merge: the product path */
+            }
         }
+        seg[u.n] = m;
         for (uint32_t j = n; j < m && !st; j++) st = check_keywords(c, bi[j]);
         if (st) {
             json_decref(alts);
             return st;
         }
-        memcpy(ci, conj, at * sizeof *ci);
-        memcpy(ci + at, bi + n, (m - n) * sizeof *ci);
-        memcpy(ci + at + (m - n), conj + at, (n - at) * sizeof *ci);
-        json_t *x = merge_conjuncts(ci, m, o);
+        /* Each branch's conjuncts go where its union stands among the
+         * others (right after the schema that holds it), so the merged
+         * objects list their properties in the order the schema defines
+         * them, as the product path does. */
+        uint32_t q = 0;
+        for (uint32_t a = 0; a < n; a++) {
+            ci[q++] = conj[a];
+            for (uint32_t j = 0; j < u.n; j++)
+                if (conj[a] == u.v[j]) {
+                    memcpy(ci + q, bi + seg[j], (seg[j + 1] - seg[j]) * sizeof *ci);
+                    q += seg[j + 1] - seg[j];
+                }
+        }
+        json_t *x = merge_conjuncts(ci, q, o);
         ok = x && json_array_append_new(alts, x) == 0;
+        for (uint32_t j = 0; j < u.n && ++idx[j] == json_array_size(br[j]); j++) idx[j] = 0; /* the next combination */
     }
     if (ok && !any && !sv_sc_oneof_disjoint(c, alts, NULL)) {
         json_decref(alts);
@@ -1998,6 +2055,94 @@ static sv_status distribute_allof(sctx_t *c, json_t *s, json_t **out) {
     }
     *out = d;
     c->distributed = true;
+    return SV_OK;
+}
+
+/* An allOf whose conjuncts (the schema itself, its allOf branches, the
+ * targets of their $refs) use only type "array", items (one schema for
+ * every item), minItems and maxItems, besides keywords sieve ignores, is
+ * one array: its items meet every conjunct's items (a new {"allOf": [...]}
+ * of them, which merges in turn or is a product over items alone), its
+ * length is at least the largest minItems and at most the least maxItems.
+ * A property named by both properties and a matching patternProperties
+ * entry is often such an allOf: {"type": "array", "items": A, "maxItems":
+ * 1} beside {"type": "array", "items": {"anyOf": [...]}} (MaskBench's
+ * Washington Post schemas). Built whole, that was a product of two array
+ * languages, whose item parts (recursive $ref targets) cannot enter it. */
+static bool array_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32_t *n) {
+    if (json_is_true(x)) return true;
+    if (!json_is_object(x) || depth > 16) return false;
+    for (uint32_t i = 0; i < *n; i++)
+        if (conj[i] == x) return true;
+    static const char *const ok[] = {"type", "items", "minItems", "maxItems", "allOf", "$ref", "$defs", "definitions"};
+    const char *k;
+    json_t *v;
+    json_object_foreach(x, k, v) {
+        if (in_list(k, ok, sizeof ok / sizeof ok[0])) continue;
+        if (in_list(k, handled, sizeof handled / sizeof handled[0]) || in_list(k, refused, sizeof refused / sizeof refused[0]))
+            return false;
+    }
+    json_t *ref = json_object_get(x, "$ref");
+    if (ref) {
+        json_t *t;
+        if (!json_is_string(ref)) return false;
+        sv_error_t keep;
+        if (c->err) keep = *c->err;
+        bool ok_ref = sv_sc_resolve_ref(c, x, json_string_value(ref), &t) == SV_OK;
+        if (c->err) *c->err = keep; /* an unresolved $ref is reported by the compile that follows */
+        if (!ok_ref || !array_collect(c, t, depth + 1, conj, n)) return false;
+        if (c->draft <= 7) return true; /* a $ref's siblings are ignored before 2019-09 */
+    }
+    json_t *ty = json_object_get(x, "type"), *items = json_object_get(x, "items");
+    if (ty && !(json_is_string(ty) && strcmp(json_string_value(ty), "array") == 0)) return false;
+    if (items && !json_is_object(items) && !json_is_boolean(items)) return false; /* a tuple */
+    static const char *const lens[] = {"minItems", "maxItems"};
+    for (int i = 0; i < 2; i++) {
+        json_t *l = json_object_get(x, lens[i]);
+        if (l && !(json_is_integer(l) && json_integer_value(l) >= 0)) return false; /* the compile reports it */
+    }
+    if (*n == MERGE_MAX_CONJUNCTS) return false;
+    conj[(*n)++] = x;
+    json_t *all = json_object_get(x, "allOf");
+    if (all) {
+        if (!json_is_array(all) || json_array_size(all) == 0) return false;
+        for (size_t i = 0; i < json_array_size(all); i++)
+            if (!array_collect(c, json_array_get(all, i), depth + 1, conj, n)) return false;
+    }
+    return true;
+}
+
+/* *out: s's allOf merged into one array schema (array_collect), or NULL. */
+static sv_status merge_arrays(sctx_t *c, json_t *s, json_t **out) {
+    *out = NULL;
+    json_t *conj[MERGE_MAX_CONJUNCTS];
+    uint32_t n = 0;
+    if (!array_collect(c, s, 0, conj, &n)) return SV_OK;
+    sv_status st = SV_OK;
+    for (uint32_t i = 0; i < n && !st; i++) st = check_keywords(c, conj[i]);
+    if (st) return st;
+    json_t *m = json_object(), *items = json_array();
+    bool ok = m && items, typed = false;
+    json_int_t lo = 0, hi = -1;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        json_t *it = json_object_get(conj[i], "items"), *mn = json_object_get(conj[i], "minItems"),
+               *mx = json_object_get(conj[i], "maxItems");
+        typed |= json_object_get(conj[i], "type") != NULL;
+        if (it && !json_is_true(it)) ok = json_array_append(items, it) == 0;
+        if (mn && json_integer_value(mn) > lo) lo = json_integer_value(mn);
+        if (mx && (hi < 0 || json_integer_value(mx) < hi)) hi = json_integer_value(mx);
+    }
+    if (ok && typed) ok = json_object_set_new(m, "type", json_string("array")) == 0;
+    if (ok && json_array_size(items) == 1) ok = json_object_set(m, "items", json_array_get(items, 0)) == 0;
+    else if (ok && json_array_size(items) > 1) ok = json_object_set_new(m, "items", json_pack("{s:O}", "allOf", items)) == 0;
+    if (ok && lo > 0) ok = json_object_set_new(m, "minItems", json_integer(lo)) == 0;
+    if (ok && hi >= 0) ok = json_object_set_new(m, "maxItems", json_integer(hi)) == 0;
+    json_decref(items);
+    if (!ok || !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, m)) {
+        json_decref(m);
+        return sv_sc_nomem(c);
+    }
+    *out = m;
     return SV_OK;
 }
 
@@ -2021,6 +2166,7 @@ static sv_status merge_allof(sctx_t *c, json_t *s, json_t **out, uint32_t *idx) 
     for (uint32_t i = 0; ok && i < n && !st; i++) st = check_keywords(c, conj[i]); /* refused keywords, ignored ones */
     if (st) return st;
     if (!ok && (st = distribute_allof(c, s, &m))) return st;
+    if (!ok && !m && (st = merge_arrays(c, s, &m))) return st;
     if (ok) {
         if (!(m = merge_conjuncts(conj, n, object))) return sv_sc_nomem(c);
         if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, m)) {
@@ -2035,6 +2181,38 @@ static sv_status merge_allof(sctx_t *c, json_t *s, json_t **out, uint32_t *idx) 
     *idx = c->nmerges++;
     *out = m;
     return SV_OK;
+}
+
+sv_status sv_sc_meet(sctx_t *c, json_t *const *src, uint32_t n, const sv_loc_t *loc, sv_ast_t **out, bool *merged) {
+    *merged = false;
+    if (n < 2 || n > 8) return SV_OK;
+    json_t *all = NULL;
+    for (uint32_t i = 0; i < c->nmeets && !all; i++)
+        if (c->meets[i].n == n && memcmp(c->meets[i].src, src, n * sizeof *src) == 0) all = c->meets[i].all;
+    if (!all) {
+        json_t *l = json_array();
+        bool ok = l != NULL;
+        for (uint32_t i = 0; ok && i < n; i++) ok = json_array_append(l, src[i]) == 0;
+        all = ok ? json_pack("{s:O}", "allOf", l) : NULL;
+        json_decref(l);
+        if (!all || !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, all)) {
+            json_decref(all);
+            return sv_sc_nomem(c);
+        }
+        if (!arena_room(c, (void **)&c->meets, c->nmeets, &c->capmeets, sizeof *c->meets)) return sv_sc_nomem(c);
+        memcpy(c->meets[c->nmeets].src, src, n * sizeof *src);
+        c->meets[c->nmeets].n = n;
+        c->meets[c->nmeets++].all = all;
+    }
+    json_t *m;
+    uint32_t mi;
+    sv_status st = merge_allof(c, all, &m, &mi);
+    if (st || !m || c->merges[mi].active) return st;
+    *merged = true;
+    c->merges[mi].active = true;
+    st = sv_sc_lang(c, m, loc, out);
+    c->merges[mi].active = false;
+    return st;
 }
 
 static int detect_draft(json_t *root) {

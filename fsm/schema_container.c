@@ -335,8 +335,15 @@ static sv_status extras(sctx_t *c, json_t *s, uint32_t child_orders, uint32_t ch
             child.orders = child_orders;
             child.level = child_level;
             sv_dfa_t *acc = NULL;
-            bool first = true;
-            for (uint32_t b = 0; b < ns; b++) {
+            bool first = true, met = false;
+            if (ns >= 2) {
+                size_t mark = sv_sc_push(c, "patternProperties");
+                st = sv_sc_meet(c, seeds, ns, &child, &val, &met);
+                sv_sc_pop(c, mark);
+                if (st == SV_ERR_EMPTY) val = NULL, st = SV_OK;
+                if (st) return st;
+            }
+            for (uint32_t b = 0; b < ns && !met; b++) {
                 sv_ast_t *x;
                 size_t mark = sv_sc_push(c, "patternProperties");
                 st = sub_lang(c, seeds[b], &child, &x);
@@ -348,7 +355,7 @@ static sv_status extras(sctx_t *c, json_t *s, uint32_t child_orders, uint32_t ch
                 if (first) acc = d, first = false;
                 else if ((st = sv_sc_product(c, acc, d, SV_DFA_AND, "patternProperties", &acc))) return st;
             }
-            if (ns > 1) val = acc ? sv_ast_dfa(c->arena, acc, false) : NULL;
+            if (ns > 1 && !met) val = acc ? sv_ast_dfa(c->arena, acc, false) : NULL;
         }
         if (!val) continue;
         sv_ast_t *key = sv_sc_quoted(c, region);
@@ -671,7 +678,10 @@ static sv_status member_and(sctx_t *c, sv_ast_t *const *vals, uint32_t n, sv_ast
 /* The value language of a member whose schemas are src[0..n), at child. */
 static sv_status member_value(sctx_t *c, json_t *const *src, uint32_t n, const sv_loc_t *child, sv_ast_t **out) {
     sv_ast_t *vals[8];
-    sv_status st;
+    bool met;
+    sv_status st = sv_sc_meet(c, src, n, child, out, &met);
+    if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; }
+    if (st || met) return st;
     for (uint32_t k = 0; k < n; k++)
         if ((st = sub_lang(c, src[k], child, &vals[k]))) return st;
     return member_and(c, vals, n, out);
@@ -791,6 +801,15 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
                     done = !st && !cut;
                 }
                 if (!done) src[ns++] = ap ? ap : json_true();
+            }
+            if (!done && ns >= 2) {
+                /* schemas that merge into one need no product */
+                size_t mark = sv_sc_push(c, p ? "properties" : "patternProperties");
+                if (p) sv_sc_push(c, m->key);
+                st = sv_sc_meet(c, src, ns, &child, &m->value, &done);
+                sv_sc_pop(c, mark);
+                if (st == SV_ERR_EMPTY) m->value = NULL, st = SV_OK;
+                if (st) return st;
             }
             for (uint32_t k = 0; k < ns && !done; k++) {
                 const char *kw = k == 0 && p ? "properties" : src[k] == ap ? "additionalProperties" : "patternProperties";

@@ -115,6 +115,10 @@ typedef struct sctx {
     struct { json_t *from, *merged; bool active; } *merges; /* allOf of plain objects, merged (schema.c
                                                                  merge_allof); active while compiled */
     uint32_t nmerges, capmerges;
+    /* A member's schemas met as one allOf (schema.c sv_sc_meet), the same
+     * JSON for the same schemas, so that merges and languages are memoized. */
+    struct { json_t *src[8], *all; uint32_t n; } *meets;
+    uint32_t nmeets, capmeets;
     uint32_t nrecs;
     /* Unions whose branches call parts still open (schema.c defer_union):
      * each a part reserved now and compiled once every part is known. */
@@ -221,6 +225,12 @@ bool sv_sc_inert_keyword(const char *k);
 /* Whether a and b are the same schema, annotations at their top level aside
  * (schema.c); for schemas whose $refs resolve from the same base. */
 bool sv_sc_same_schema(json_t *a, json_t *b);
+/* The language at loc of values that satisfy every schema of src[0..n)
+ * (2 <= n <= 8), where they merge into one schema (objects, arrays, or an
+ * allOf distributed over a union: schema.c merge_allof), so no product of
+ * their languages is built; *merged false (and *out untouched) where they do
+ * not. An empty language is SV_ERR_EMPTY, as sv_sc_lang's. */
+sv_status sv_sc_meet(sctx_t *c, json_t *const *src, uint32_t n, const sv_loc_t *loc, sv_ast_t **out, bool *merged);
 /* Whether a $ref's siblings constrain nothing ($defs, annotations), so that
  * the ref alone decides the language in every draft (schema.c). */
 bool sv_sc_ref_alone(json_t *s);
