@@ -1850,6 +1850,18 @@ static bool merge_kw_ok(const char *k) {
            !in_list(k, refused, sizeof refused / sizeof refused[0]);
 }
 
+/* The target of x's $ref for a merge, or NULL where it does not resolve
+ * (the compile that follows reports that, so c->err is kept). */
+static json_t *merge_ref_target(sctx_t *c, json_t *x, json_t *ref) {
+    json_t *t;
+    if (!json_is_string(ref)) return NULL;
+    sv_error_t keep;
+    if (c->err) keep = *c->err;
+    bool ok = sv_sc_resolve_ref(c, x, json_string_value(ref), &t) == SV_OK;
+    if (c->err) *c->err = keep;
+    return ok ? t : NULL;
+}
+
 /* The conjuncts that hold a union, for distribute_allof. */
 #define DISTRIBUTE_MAX_UNIONS 3
 typedef struct { json_t *v[DISTRIBUTE_MAX_UNIONS]; uint32_t n; } holders_t;
@@ -1876,13 +1888,8 @@ static bool merge_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32
     }
     json_t *ref = json_object_get(x, "$ref");
     if (ref) {
-        json_t *t;
-        if (!json_is_string(ref)) return false;
-        sv_error_t keep;
-        if (c->err) keep = *c->err;
-        bool ok = sv_sc_resolve_ref(c, x, json_string_value(ref), &t) == SV_OK;
-        if (c->err) *c->err = keep; /* an unresolved $ref is reported by the compile that follows */
-        if (!ok || !merge_collect(c, t, depth + 1, conj, n, object, u)) return false;
+        json_t *t = merge_ref_target(c, x, ref);
+        if (!t || !merge_collect(c, t, depth + 1, conj, n, object, u)) return false;
         if (c->draft <= 7) return true; /* a $ref's siblings are ignored before 2019-09 */
     }
     json_t *ty = json_object_get(x, "type");
@@ -2084,13 +2091,8 @@ static bool array_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32
     }
     json_t *ref = json_object_get(x, "$ref");
     if (ref) {
-        json_t *t;
-        if (!json_is_string(ref)) return false;
-        sv_error_t keep;
-        if (c->err) keep = *c->err;
-        bool ok_ref = sv_sc_resolve_ref(c, x, json_string_value(ref), &t) == SV_OK;
-        if (c->err) *c->err = keep; /* an unresolved $ref is reported by the compile that follows */
-        if (!ok_ref || !array_collect(c, t, depth + 1, conj, n)) return false;
+        json_t *t = merge_ref_target(c, x, ref);
+        if (!t || !array_collect(c, t, depth + 1, conj, n)) return false;
         if (c->draft <= 7) return true; /* a $ref's siblings are ignored before 2019-09 */
     }
     json_t *ty = json_object_get(x, "type"), *items = json_object_get(x, "items");
