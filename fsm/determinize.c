@@ -278,7 +278,11 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
     uint32_t *bucket_n = calloc(256, sizeof *bucket_n);
     uint32_t *bucket_off = calloc(257, sizeof *bucket_off);
     int32_t *bucket = malloc(16 * sizeof *bucket); /* never NULL below: no pointer arithmetic on NULL */
-    uint32_t seed_hash[256];
+    /* the seed lists met in the current row: open addressing over a
+       power of two above twice the 256 classes */
+    enum { SEEN_SLOTS = 512 };
+    uint32_t seen_stamp[SEEN_SLOTS] = {0}, seen_hash[SEEN_SLOTS], seen_gen = 0;
+    uint8_t seen_class[SEEN_SLOTS];
     uint64_t hacc[256];
     /* per embedded DFA, the inner class of each outer class */
     uint8_t *embed_cls = malloc((size_t)(nfa->nembeds ? nfa->nembeds : 1) * 256);
@@ -300,7 +304,7 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
         const int32_t *set = d.pool + d.set_off[cur];
         uint32_t len = d.set_len[cur];
         /* Bucket each important state's target by the classes its range covers. */
-        memset(bucket_n, 0, 256 * sizeof *bucket_n);
+        memset(bucket_n, 0, d.nclasses * sizeof *bucket_n);
         size_t total = 0;
         for (uint32_t i = 0; i < len; i++) {
             const sv_nfa_state_t *s = &nfa->s[set[i]];
@@ -318,7 +322,7 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
         }
         bucket_off[0] = 0;
         for (uint32_t c = 0; c < d.nclasses; c++) bucket_off[c + 1] = bucket_off[c] + bucket_n[c];
-        memset(bucket_n, 0, 256 * sizeof *bucket_n);
+        memset(bucket_n, 0, d.nclasses * sizeof *bucket_n);
         /* each class's seed list is hashed as it fills (as hash_set would) */
         for (uint32_t c = 0; c < d.nclasses; c++) hacc[c] = HASH_SEED;
         for (uint32_t i = 0; i < len; i++) {
@@ -343,24 +347,30 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
             }
         }
         /* Classes with the same seeds (in the same order, since buckets fill
-         * in set order) go to the same state: one closure per distinct list. */
+         * in set order) go to the same state: one closure per distinct list,
+         * found through a table of the lists seen in this row (by hash; the
+         * stamp clears it for the next row). */
+        if (++seen_gen == 0) memset(seen_stamp, 0, sizeof seen_stamp), seen_gen = 1;
         for (uint32_t c = 0; c < d.nclasses; c++) {
             uint32_t m = bucket_n[c];
             const int32_t *seeds = bucket + bucket_off[c];
             uint32_t h = HASH_FINISH(hacc[c]);
-            seed_hash[c] = h;
             int32_t next = 0;
             bool found = false;
+            uint32_t slot = h & (SEEN_SLOTS - 1);
             if (m == 0) {
                 next = SV_DFA_DEAD, found = true;
             } else {
-                for (uint32_t c2 = c; c2-- > 0;)
-                    if (seed_hash[c2] == h && bucket_n[c2] == m &&
+                for (; seen_stamp[slot] == seen_gen; slot = (slot + 1) & (SEEN_SLOTS - 1)) {
+                    uint32_t c2 = seen_class[slot];
+                    if (seen_hash[slot] == h && bucket_n[c2] == m &&
                         memcmp(seeds, bucket + bucket_off[c2], m * sizeof *seeds) == 0) {
                         next = d.trans[(size_t)cur * d.nclasses + c2];
                         found = true;
                         break;
                     }
+                }
+                if (!found) seen_stamp[slot] = seen_gen, seen_hash[slot] = h, seen_class[slot] = (uint8_t)c;
             }
             if (!found) {
                 memcpy(targets, seeds, m * sizeof *seeds);

@@ -74,6 +74,15 @@ bool sv_dfa_matches(const sv_dfa_t *d, const uint8_t *s, size_t n) {
     return q >= 0 && d->accept[q];
 }
 
+size_t sv_dfa_viable_prefix(const sv_dfa_t *d, const uint8_t *s, size_t n) {
+    if (d->call_off) return sv_program_viable_prefix(d, s, n);
+    int32_t q = 0;
+    size_t i = 0;
+    for (; i < n; i++)
+        if ((q = sv_dfa_next(d, q, s[i])) < 0) break;
+    return i;
+}
+
 const uint8_t *sv_dfa_forced(const sv_dfa_t *d, int32_t s, uint32_t *len) {
     *len = d->forced_len[s];
     return d->forced_buf + d->forced_off[s];

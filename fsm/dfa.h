@@ -53,6 +53,9 @@ int32_t sv_dfa_next(const sv_dfa_t *d, int32_t s, uint8_t b);
 bool sv_dfa_is_accepting(const sv_dfa_t *d, int32_t s);
 /* Runs the whole string from the start; true iff it is accepted. */
 bool sv_dfa_matches(const sv_dfa_t *d, const uint8_t *s, size_t n);
+/* The length of the longest prefix of s that some accepted string starts
+ * with: n when the whole of s is such a prefix (accepted or not). */
+size_t sv_dfa_viable_prefix(const sv_dfa_t *d, const uint8_t *s, size_t n);
 
 /* The forced bytes after state s (length 0 when s is not forced); the
  * returned pointer is borrowed from d. */

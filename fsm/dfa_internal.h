@@ -99,6 +99,7 @@ uint8_t sv_dfa_class_byte(const sv_dfa_t *d, uint32_t c, sv_rng_t *rng);
 /* Whole-string matching and sampling of a program (sv_dfa_matches and
  * sv_dfa_sample call them). */
 bool sv_program_matches(const sv_dfa_t *d, const uint8_t *s, size_t n);
+size_t sv_program_viable_prefix(const sv_dfa_t *d, const uint8_t *s, size_t n);
 /* Whether s is a prefix of an accepted string (every configuration a walk
  * reaches can be completed); for plain DFAs too. */
 bool sv_program_viable(const sv_dfa_t *d, const uint8_t *s, size_t n);

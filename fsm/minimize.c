@@ -189,15 +189,22 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
      * the sink (edges into the sink are never asked for: no block holding
      * the sink is ever a splitter). */
     size_t E = 0;
-    uint32_t *ioff = calloc((size_t)N + 1, sizeof *ioff);
+    uint32_t *ioff = calloc((size_t)N + 2, sizeof *ioff);
     uint8_t *live = calloc(n, 1);
     if (!ioff || !live) {
         free(ioff);
         free(live);
         return oom(err);
     }
-    for (size_t i = 0; i < (size_t)n * k; i++)
-        if (raw->trans[i] >= 0) ioff[raw->trans[i] + 1]++, E++;
+    /* counted without a branch: a missing transition counts in ioff[N + 1],
+       a slot past the states' (tables here are mostly missing transitions,
+       and a branch on each mispredicts) */
+    for (size_t i = 0; i < (size_t)n * k; i++) {
+        int32_t t = raw->trans[i];
+        ioff[t >= 0 ? (uint32_t)t + 1 : N + 1]++;
+    }
+    E = (size_t)n * k - ioff[N + 1];
+    ioff[N + 1] = 0;
     for (uint32_t t = 0; t < N; t++) ioff[t + 1] += ioff[t];
     uint32_t *isrc = malloc((E ? E : 1) * sizeof *isrc);
     uint8_t *icls = malloc(E ? E : 1);
@@ -212,7 +219,8 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     p.inw = calloc(N, 1);
     p.work = malloc(N * sizeof *p.work);
     uint32_t *snap = malloc(N * sizeof *snap);
-    uint32_t *ccount = calloc((size_t)k + 1, sizeof *ccount);
+    uint32_t *ccount = calloc((size_t)k + 1, sizeof *ccount), cstart[256];
+    uint8_t cls[256];
     uint32_t *pre = malloc((E ? E : 1) * sizeof *pre);
     uint32_t *touched = malloc(N * sizeof *touched);
     int32_t *newid = NULL, *order = NULL;
@@ -266,16 +274,24 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
         p.inw[a] = 0;
         uint32_t sn = 0;
         for (uint32_t i = p.bstart[a]; i < p.bend[a]; i++) snap[sn++] = p.elems[i];
-        /* Predecessors of the splitter, grouped by class (counting sort). */
-        memset(ccount, 0, ((size_t)k + 1) * sizeof *ccount);
+        /* Predecessors of the splitter, grouped by class (counting sort over
+         * the classes they use only: a small splitter has few, and the
+         * coarsest partition does not depend on the order of the classes). */
+        uint32_t ncl = 0, sum = 0;
         for (uint32_t i = 0; i < sn; i++)
-            for (uint32_t j = ioff[snap[i]]; j < ioff[snap[i] + 1]; j++) ccount[icls[j] + 1]++;
-        for (uint32_t c = 0; c < k; c++) ccount[c + 1] += ccount[c];
+            for (uint32_t j = ioff[snap[i]]; j < ioff[snap[i] + 1]; j++)
+                if (ccount[icls[j]]++ == 0) cls[ncl++] = icls[j];
+        for (uint32_t t = 0; t < ncl; t++) {
+            uint32_t c = cls[t], x = ccount[c];
+            cstart[c] = ccount[c] = sum;
+            sum += x;
+        }
         for (uint32_t i = 0; i < sn; i++)
             for (uint32_t j = ioff[snap[i]]; j < ioff[snap[i] + 1]; j++) pre[ccount[icls[j]]++] = isrc[j];
-        /* ccount[c] is now the end of class c's run; its start is ccount[c-1]. */
-        for (uint32_t c = 0; c < k; c++) {
-            uint32_t lo = c ? ccount[c - 1] : 0, hi = ccount[c], nt = 0;
+        /* class c's run is now pre[cstart[c] .. ccount[c]) */
+        for (uint32_t t = 0; t < ncl; t++) {
+            uint32_t c = cls[t], lo = cstart[c], hi = ccount[c], nt = 0;
+            ccount[c] = 0;
             for (uint32_t i = lo; i < hi; i++) {
                 uint32_t s = pre[i], b = p.blk[s];
                 uint32_t mpos = p.bstart[b] + p.bmark[b];
@@ -300,27 +316,27 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     uint32_t m = 0;
     newid[p.blk[raw->start]] = (int32_t)m;
     order[m++] = (int32_t)raw->start;
+    /* The BFS writes each row once, as block ids (at most p.nblocks of
+     * them, so the table is the final one's size), renumbered after. */
+    d = calloc(1, sizeof *d);
+    if (!d) { st = oom(err); goto done; }
+    d->trans = malloc((size_t)p.nblocks * k * sizeof *d->trans);
+    if (!d->trans) { st = oom(err); goto done; }
     for (uint32_t q = 0; q < m; q++) {
         uint32_t s = (uint32_t)order[q];
+        int32_t *row = d->trans + (size_t)q * k;
         for (uint32_t c = 0; c < k; c++) {
             uint32_t b = p.blk[TR(s, c)];
+            row[c] = (int32_t)b;
             if (b != dead && newid[b] < 0) newid[b] = (int32_t)m, order[m++] = (int32_t)TR(s, c);
         }
     }
-    d = calloc(1, sizeof *d);
-    if (!d) { st = oom(err); goto done; }
+    newid[dead] = SV_DFA_DEAD;
+    for (size_t i = 0; i < (size_t)m * k; i++) d->trans[i] = newid[d->trans[i]];
     d->nstates = m;
-    d->trans = malloc((size_t)m * k * sizeof *d->trans);
     d->accept = calloc(m, 1);
-    if (!d->trans || !d->accept) { st = oom(err); goto done; }
-    for (uint32_t q = 0; q < m; q++) {
-        uint32_t s = (uint32_t)order[q];
-        d->accept[q] = raw->accept[s];
-        for (uint32_t c = 0; c < k; c++) {
-            uint32_t b = p.blk[TR(s, c)];
-            d->trans[(size_t)q * k + c] = b == dead ? SV_DFA_DEAD : newid[b];
-        }
-    }
+    if (!d->accept) { st = oom(err); goto done; }
+    for (uint32_t q = 0; q < m; q++) d->accept[q] = raw->accept[order[q]];
 #undef TR
     /* Coarsen classes: merge classes whose columns are now equal. */
     {

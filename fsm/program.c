@@ -1089,6 +1089,16 @@ bool sv_program_matches(const sv_dfa_t *d, const uint8_t *s, size_t n) {
     return ok;
 }
 
+size_t sv_program_viable_prefix(const sv_dfa_t *d, const uint8_t *s, size_t n) {
+    istack_t stk = {0};
+    int32_t x = 0;
+    size_t i = 0;
+    for (; i < n; i++)
+        if ((x = step(d, x, s[i], &stk)) < 0) break;
+    free(stk.v);
+    return i;
+}
+
 sv_status sv_program_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uint8_t *buf, size_t cap,
                             size_t *len) {
     istack_t stk = {0};

@@ -31,12 +31,13 @@ typedef struct {
     const char *tool_choice;  /* "required", "auto" or a tool's name; NULL: not given */
     int parallel;             /* --parallel-tool-calls: -1 not given, else 0 or 1 */
     int tool_object;          /* --tool-format: -1 not given, 1 object, 0 array */
+    bool explain;             /* match --explain: where each candidate stops */
 } opts_t;
 
 enum {
     OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN,
     OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN, OPT_ANY_CALLS, OPT_KEY_ORDER,
-    OPT_TOOLS, OPT_TOOL_CHOICE, OPT_PARALLEL, OPT_TOOL_FORMAT,
+    OPT_TOOLS, OPT_TOOL_CHOICE, OPT_PARALLEL, OPT_TOOL_FORMAT, OPT_EXPLAIN,
 };
 
 static const char constraint_help[] =
@@ -104,7 +105,11 @@ static void help(const char *verb) {
         printf("Usage: sieve match --regex PATTERN | --schema FILE | --tools FILE [options] < candidates\n\n"
                "Reads standard input, one JSON string literal per line (its decoded value is\n"
                "the candidate), and prints 1 or 0 per line: whether the whole candidate\n"
-               "matches. A line that is not a JSON string literal is a usage error (exit 64).\n\n%s",
+               "matches. A line that is not a JSON string literal is a usage error (exit 64).\n\n"
+               "  --explain              print {\"match\": B, \"viable\": N} instead: N is the\n"
+               "                         length in bytes of the longest prefix of the candidate\n"
+               "                         that some accepted string starts with (the whole\n"
+               "                         length when it stops only for being incomplete)\n\n%s",
                constraint_help);
     else
         printf("Usage: sieve sample --regex PATTERN | --schema FILE | --tools FILE [-n N] [--seed S]\n"
@@ -198,6 +203,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         {"tool-choice", required_argument, 0, OPT_TOOL_CHOICE},
         {"parallel-tool-calls", required_argument, 0, OPT_PARALLEL},
         {"tool-format", required_argument, 0, OPT_TOOL_FORMAT},
+        {"explain", no_argument, 0, OPT_EXPLAIN},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -246,6 +252,10 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
             if (strcmp(arg, "array") == 0) o->tool_object = 0;
             else if (strcmp(arg, "object") == 0) o->tool_object = 1;
             else return sv_cli_usage_error(verb, "invalid value '%s' for --tool-format (array, object)", arg);
+            break;
+        case OPT_EXPLAIN:
+            if (strcmp(verb, "match")) return sv_cli_usage_error(verb, "unknown option '--explain'");
+            o->explain = true;
             break;
         case OPT_WS:
             if (strcmp(arg, "canonical") == 0) o->sopts.ws = SV_WS_CANONICAL;
@@ -421,9 +431,14 @@ int sv_cmd_match(int argc, char **argv) {
             rc = sv_cli_usage_error("match", "line %lu is not a JSON string literal", lineno);
             break;
         }
-        bool ok = sv_dfa_matches(dfa, (const uint8_t *)json_string_value(j), json_string_length(j));
+        const uint8_t *cand = (const uint8_t *)json_string_value(j);
+        size_t clen = json_string_length(j);
+        bool ok = sv_dfa_matches(dfa, cand, clen);
+        if (o.explain)
+            printf("{\"match\": %s, \"viable\": %zu}\n", ok ? "true" : "false", ok ? clen : sv_dfa_viable_prefix(dfa, cand, clen));
+        else
+            fputs(ok ? "1\n" : "0\n", stdout);
         json_decref(j);
-        fputs(ok ? "1\n" : "0\n", stdout);
     }
     free(line);
     sv_dfa_destroy(dfa);

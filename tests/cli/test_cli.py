@@ -97,6 +97,54 @@ def test_match(sieve):
     assert r.stdout.split() == ["1", "0", "0", "0", "1", "1", "0", "1"]
 
 
+def test_match_explain_against_re(sieve):
+    """--explain's viable length is the longest prefix that some accepted
+    string starts with: checked against Python's re by brute force over the
+    alphabet (every completion up to 4 bytes, enough for this pattern)."""
+    import itertools
+    import random
+    pat = "(ab|ac)d*e|b{2,3}c"
+    alpha = "abcde"
+    tails = [""] + ["".join(t) for n in range(1, 5) for t in itertools.product(alpha, repeat=n)]
+
+    def viable(p):
+        return any(re.fullmatch(pat, p + t) for t in tails)
+
+    rng = random.Random(7)
+    cands = ["", "abdde", "abdx", "bbbb", "acdd", "e"] + \
+        ["".join(rng.choice(alpha) for _ in range(rng.randint(0, 7))) for _ in range(150)]
+    r = sieve("match", "--explain", "--regex", pat, stdin="\n".join(json.dumps(c) for c in cands) + "\n")
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(l) for l in r.stdout.splitlines()]
+    assert len(got) == len(cands)
+    for c, g in zip(cands, got):
+        n = max(i for i in range(len(c) + 1) if viable(c[:i]))
+        assert g == {"match": bool(re.fullmatch(pat, c)), "viable": n}, c
+
+
+def test_match_explain_schema(sieve, tmp_path):
+    """On a program (a recursive schema compiles to parts that call one
+    another), the viable length points at the first byte no value allows,
+    bytes counted in UTF-8, at any depth."""
+    p = tmp_path / "tree.json"
+    p.write_text(json.dumps({"$defs": {"t": {"type": "object", "properties": {
+        "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}},
+        "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/t"}))
+    deep = '{"v": 1, "kids": [' * 30 + '{"v": 2}' + "]}" * 30
+    bad = '{"v": 1, "kids": [' * 30 + '{"v": "é"}' + "]}" * 30
+    cands = [deep, bad, deep[:-1], '{"kids": []}', '{"v": 1, "x": 2}']
+    r = sieve("match", "--explain", "--schema", str(p), stdin="\n".join(json.dumps(c) for c in cands) + "\n")
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(l) for l in r.stdout.splitlines()]
+    assert got == [{"match": True, "viable": len(deep)},
+                   {"match": False, "viable": bad.index('"\u00e9')},
+                   {"match": False, "viable": len(deep) - 1},
+                   {"match": False, "viable": 2},
+                   {"match": False, "viable": 10}]
+    r = sieve("sample", "--explain", "--regex", "a")
+    assert r.returncode == 64
+
+
 def test_match_bad_line(sieve):
     r = sieve("match", "--regex", "a", stdin='"a"\nnot json\n"b"\n')
     assert r.returncode == 64
