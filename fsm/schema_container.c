@@ -1047,6 +1047,43 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     return *out ? SV_OK : sv_sc_nomem(c);
 }
 
+/* An object literal (a const or an enum value) with --key-order any: its
+ * keys in any order, each once, all present, as an object of required
+ * members whose values are the literals' (vals[i], key keys[i]). *out is
+ * NULL where key sets are off (sv_sc_keysets) or too big (keyset_fits):
+ * the caller then spells the literal in the location's order, and the
+ * narrowing is counted (info->nkey_order_narrowed). */
+sv_status sv_sc_object_literal(sctx_t *c, const char *const *keys, sv_ast_t *const *vals, uint32_t n, sv_ast_t **out) {
+    *out = NULL;
+    if (!sv_sc_keysets(c) || n < 2) return SV_OK;
+    if (n > KEYSET_MAX_KEYS) {
+        if (c->info) c->info->nkey_order_narrowed++;
+        return SV_OK;
+    }
+    member_t *mem = sv_arena_alloc(c->arena, n * sizeof *mem);
+    sv_ast_t **kv = sv_arena_alloc(c->arena, (n + 1) * sizeof *kv);
+    sv_ast_t *colon = sv_sc_colon(c);
+    if (!mem || !kv || !colon) return sv_sc_nomem(c);
+    for (uint32_t i = 0; i < n; i++) {
+        mem[i] = (member_t){.key = keys[i], .allowed = true, .required = true, .value = vals[i], .dep_bit = -1};
+        if (!(kv[i] = sv_sc_cat3(c, sv_sc_key(c, keys[i], strlen(keys[i])), colon, vals[i]))) return sv_sc_nomem(c);
+    }
+    object_shape_t shape = {.mem = mem, .n = n, .any_bit = -1, .one_bit = -1, .kv = kv};
+    bool fits = false;
+    sv_ast_t *g;
+    sv_status st = keyset_fits(c, &shape, &fits);
+    if (st || !fits) {
+        if (!st && c->info) c->info->nkey_order_narrowed++;
+        return st;
+    }
+    if ((st = object_anyorder(c, &shape, &g))) return st;
+    c->more_orders = true;
+    c->product_keysets |= c->no_calls > 0;
+    sv_ast_t *ws = sv_sc_ws(c);
+    *out = sv_sc_cat3(c, sv_sc_cat2(c, sv_sc_lit(c, "{", 1), ws), g, sv_sc_cat2(c, ws, sv_sc_lit(c, "}", 1)));
+    return *out ? SV_OK : sv_sc_nomem(c);
+}
+
 /* ---- arrays -------------------------------------------------------------------- */
 
 static sv_status canon_value(sctx_t *c, const sv_loc_t *loc, sv_ast_t **out) {

@@ -340,6 +340,9 @@ sv_status sv_sc_type_filter_finish(sctx_t *c);
  * any values, canonical spellings) instead of s's language. */
 sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out);
 sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out);
+/* An object literal's members in any key order (--key-order any), or *out
+ * NULL where key sets are off or too big. */
+sv_status sv_sc_object_literal(sctx_t *c, const char *const *keys, sv_ast_t *const *vals, uint32_t n, sv_ast_t **out);
 /* The ordered keys of a location (arena memory). */
 sv_status sv_sc_loc_keys(sctx_t *c, const sv_loc_t *loc, const char ***keys, uint32_t *n);
 

@@ -394,6 +394,16 @@ sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **ou
         }
         if (done != n)
             return sv_sc_fail(c, SV_ERR_INTERNAL, "const", "internal: an object literal key is missing from the key order");
+        if (c->keyset && n >= 2) { /* --key-order any: the same members in any order, where key sets may be */
+            const char **lk = sv_arena_alloc(c->arena, n * sizeof *lk);
+            sv_ast_t **lv = sv_arena_alloc(c->arena, n * sizeof *lv);
+            if (!lk || !lv) return sv_sc_nomem(c);
+            for (uint32_t i = 0, j = 0; i < nk; i++)
+                if (json_object_get(v, keys[i])) lk[j] = keys[i], lv[j] = parts[4 + 4 * j], j++; /* "{" ws ("," ) key ":" value */
+            sv_ast_t *any;
+            if ((st = sv_sc_object_literal(c, lk, lv, (uint32_t)n, &any))) return st;
+            if (any) { *out = any; break; }
+        }
         if (n) parts[k++] = sv_sc_ws(c);
         else if (c->o->ws == SV_WS_FLEXIBLE) parts[k++] = sv_sc_ws(c);
         parts[k++] = sv_sc_lit(c, "}", 1);

@@ -268,3 +268,49 @@ def test_orders_stay_out_of_products():
 def test_cli_rejects_a_bad_key_order():
     r = run("compile", {"type": "object"}, "--key-order", "sorted")
     assert r.returncode == 64 and "--key-order" in r.stderr
+
+
+def test_const_and_enum_objects_take_any_order():
+    """An object in a const or an enum is equal to its value in any key
+    order (JSON objects are unordered): with --key-order any, each key once
+    and every key present, at any depth; checked against jsonschema on
+    random literals, their shuffles, a key written twice, a key missing and
+    a value changed."""
+    rng = random.Random(20261205)
+
+    def literal(depth=0):
+        n = rng.randint(2, 5 - depth)
+        out = {}
+        for k in rng.sample(["a", "b", "id", "kind", "size", "ok", "x"], n):
+            r = rng.random()
+            out[k] = literal(depth + 1) if depth < 1 and r < 0.3 else \
+                rng.choice([1, 2.5, "s", True, None, [1, {"p": 1, "q": 2}]])
+        return out
+
+    checked = accepted = 0
+    for case in range(25):
+        lits = [literal() for _ in range(rng.randint(1, 3))]
+        schema = {"$schema": DRAFT, **({"const": lits[0]} if len(lits) == 1 else {"enum": lits})}
+        st = stats(schema, "--key-order", "any")
+        assert st["key_order_narrowed"] == 0, (schema, st)
+        texts = []
+        for _ in range(12):
+            texts.append(spell(rng.choice(lits), rng))
+        v = dict(rng.choice(lits))
+        k = rng.choice(list(v))
+        body = spell(v, rng)[1:-1]
+        texts.append("{" + body + ", " + json.dumps(k) + ": " + json.dumps(v[k]) + "}")  # written twice
+        texts.append(spell({x: v[x] for x in v if x != k}, rng))                            # missing
+        texts.append(spell({**v, k: "changed"}, rng))                                       # another value
+        got = match(schema, texts, "--key-order", "any")
+        for t, g in zip(texts, got):
+            assert g == oracle(schema, t), (case, json.dumps(schema), t, g)
+        checked += len(texts)
+        accepted += sum(got)
+    assert accepted >= 25 * 12 * 0.9 and accepted < checked, (checked, accepted)
+    # the default keeps the literal's own order
+    assert match({"const": {"b": 1, "a": 2}}, ['{"b": 1, "a": 2}', '{"a": 2, "b": 1}']) == [True, False]
+    # the samples take several orders
+    out = run("sample", {"const": {"a": 1, "b": 2, "c": 3}}, "--key-order", "any", "-n", "40", "--seed", "3")
+    assert out.returncode == 0, out.stderr
+    assert len(set(json.loads(l) for l in out.stdout.splitlines())) >= 3
