@@ -104,21 +104,24 @@ static int forced_byte(const sv_dfa_t *d, uint32_t s, uint32_t *class_size) {
 
 sv_status sv_dfa_analyze(sv_dfa_t *d, sv_error_t *err) {
     uint32_t n = d->nstates, k = d->nclasses;
+    bool have_dist = d->dist != NULL; /* set by minimize.c or program.c */
     if (!d->dist) d->dist = malloc(n * sizeof *d->dist);
     d->forced_off = calloc(n, sizeof *d->forced_off);
     d->forced_len = calloc(n, sizeof *d->forced_len);
     uint32_t *off = calloc((size_t)n + 1, sizeof *off), *fill = calloc(n, sizeof *fill);
-    uint32_t *src = malloc(((size_t)n * k + 1) * sizeof *src), *queue = malloc(n * sizeof *queue);
+    uint32_t *src = have_dist || d->call_off ? NULL : malloc(((size_t)n * k + 1) * sizeof *src);
+    uint32_t *queue = malloc((n ? n : 1) * sizeof *queue);
     int32_t *next = malloc(n * sizeof *next);
     int16_t *fb = malloc(n * sizeof *fb);
     sv_status st = SV_OK;
-    if (!d->dist || !d->forced_off || !d->forced_len || !off || !fill || !src || !queue || !next || !fb) {
+    if (!d->dist || !d->forced_off || !d->forced_len || !off || !fill || (!src && !have_dist && !d->call_off) || !queue ||
+        !next || !fb) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the DFA");
         goto done;
     }
     /* Distance to acceptance: BFS from the accepting states over reversed
      * edges (a program's distances count calls: program.c sets them). */
-    if (d->call_off) goto forced;
+    if (d->call_off || have_dist) goto forced;
     for (size_t i = 0; i < (size_t)n * k; i++)
         if (d->trans[i] >= 0) off[d->trans[i] + 1]++;
     for (uint32_t i = 0; i < n; i++) off[i + 1] += off[i];

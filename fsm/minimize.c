@@ -82,20 +82,30 @@ static uint32_t merge_columns(const int32_t *t, uint32_t n, uint32_t k, int32_t 
     return nc;
 }
 
-/* Marks in live[] the states that can reach an accepting state: a BFS
- * back from them over the inverse transitions (ioff/isrc, CSR by target). */
+/* Whether the 8 cells at t are all missing transitions (negative). */
+static inline bool dead_run(const int32_t *t) {
+    return (t[0] & t[1] & t[2] & t[3] & t[4] & t[5] & t[6] & t[7]) < 0;
+}
+
+/* Marks in live[] the states that can reach an accepting state, and
+ * writes their distance to acceptance in dist[] (UINT32_MAX elsewhere): a
+ * BFS back from the accepting states over the inverse transitions
+ * (ioff/isrc, CSR by target). Equivalent states have equal distances, so
+ * these are the minimal DFA's too. */
 static sv_status coreachable(const sv_rawdfa_t *r, const uint32_t *ioff, const uint32_t *isrc, uint8_t *live,
-                             sv_error_t *err) {
+                             uint32_t *dist, sv_error_t *err) {
     uint32_t n = r->nstates;
     uint32_t *queue = malloc(((size_t)n + 1) * sizeof *queue);
     if (!queue) return oom(err);
     uint32_t qh = 0, qt = 0;
-    for (uint32_t s = 0; s < n; s++)
-        if (r->accept[s]) live[s] = 1, queue[qt++] = s;
+    for (uint32_t s = 0; s < n; s++) {
+        dist[s] = UINT32_MAX;
+        if (r->accept[s]) live[s] = 1, dist[s] = 0, queue[qt++] = s;
+    }
     while (qh < qt) {
         uint32_t t = queue[qh++];
         for (uint32_t i = ioff[t]; i < ioff[t + 1]; i++)
-            if (!live[isrc[i]]) live[isrc[i]] = 1, queue[qt++] = isrc[i];
+            if (!live[isrc[i]]) live[isrc[i]] = 1, dist[isrc[i]] = dist[t] + 1, queue[qt++] = isrc[i];
     }
     free(queue);
     return SV_OK;
@@ -189,22 +199,24 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
      * the sink (edges into the sink are never asked for: no block holding
      * the sink is ever a splitter). */
     size_t E = 0;
-    uint32_t *ioff = calloc((size_t)N + 2, sizeof *ioff);
+    uint32_t *ioff = calloc((size_t)N + 1, sizeof *ioff);
     uint8_t *live = calloc(n, 1);
-    if (!ioff || !live) {
+    uint32_t *rdist = malloc((size_t)n * sizeof *rdist);
+    if (!ioff || !live || !rdist) {
         free(ioff);
         free(live);
+        free(rdist);
         return oom(err);
     }
-    /* counted without a branch: a missing transition counts in ioff[N + 1],
-       a slot past the states' (tables here are mostly missing transitions,
-       and a branch on each mispredicts) */
-    for (size_t i = 0; i < (size_t)n * k; i++) {
-        int32_t t = raw->trans[i];
-        ioff[t >= 0 ? (uint32_t)t + 1 : N + 1]++;
+    /* Tables here are mostly missing transitions (-1, every bit set): runs
+       of 8 cells whose AND is negative are all missing and skipped whole
+       (dead_run), which also spares the branch on each cell. */
+    size_t cells = (size_t)n * k;
+    for (size_t i = 0; i < cells;) {
+        if (i + 8 <= cells && dead_run(raw->trans + i)) { i += 8; continue; }
+        int32_t t = raw->trans[i++];
+        if (t >= 0) ioff[t + 1]++, E++;
     }
-    E = (size_t)n * k - ioff[N + 1];
-    ioff[N + 1] = 0;
     for (uint32_t t = 0; t < N; t++) ioff[t + 1] += ioff[t];
     uint32_t *isrc = malloc((E ? E : 1) * sizeof *isrc);
     uint8_t *icls = malloc(E ? E : 1);
@@ -233,6 +245,7 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     for (uint32_t s = 0; s < n; s++) {
         const int32_t *row = raw->trans + (size_t)s * k;
         for (uint32_t c = 0; c < k; c++) {
+            if (c + 8 <= k && dead_run(row + c)) { c += 7; continue; }
             int32_t t = row[c];
             if (t < 0) continue;
             uint32_t at = ioff[t] + ifill[t]++;
@@ -240,7 +253,7 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
             icls[at] = (uint8_t)c;
         }
     }
-    if ((st = coreachable(raw, ioff, isrc, live, err))) goto done;
+    if ((st = coreachable(raw, ioff, isrc, live, rdist, err))) goto done;
     if (!live[raw->start]) {
         st = sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
         goto done;
@@ -337,6 +350,10 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     d->accept = calloc(m, 1);
     if (!d->accept) { st = oom(err); goto done; }
     for (uint32_t q = 0; q < m; q++) d->accept[q] = raw->accept[order[q]];
+    /* distances from the trim's BFS (sv_dfa_analyze then keeps them) */
+    d->dist = malloc((size_t)m * sizeof *d->dist);
+    if (!d->dist) { st = oom(err); goto done; }
+    for (uint32_t q = 0; q < m; q++) d->dist[q] = rdist[order[q]];
 #undef TR
     /* Coarsen classes: merge classes whose columns are now equal. */
     {
@@ -369,6 +386,7 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
 done:
     sv_dfa_destroy(d);
     free(live);
+    free(rdist);
     free(ioff);
     free(isrc);
     free(icls);
