@@ -46,25 +46,25 @@ uint64_t sv_dfa_fingerprint_of(const sv_dfa_t *d, const uint64_t *colh) {
     return h ? h : 1;
 }
 
-/* (h: the hashes of t's columns, sv_dfa_column_hashes, filled here.) */
+/* (h: the hashes of t's columns, sv_dfa_column_hashes: filled here unless
+ * hashed says the caller did.) */
 static uint32_t merge_columns(const int32_t *t, uint32_t n, uint32_t k, int32_t cmap[256], uint32_t repc[256],
-                              uint64_t h[256]) {
-    sv_dfa_column_hashes(t, n, k, h);
+                              uint64_t h[256], bool hashed) {
+    if (!hashed) sv_dfa_column_hashes(t, n, k, h);
     uint32_t first[256]; /* the first column with c's hash */
-    bool any = false;
+    uint32_t dup[256], ndup = 0; /* the columns whose hash an earlier one has */
     for (uint32_t c = 0; c < k; c++) {
         first[c] = c;
         for (uint32_t j = 0; j < c; j++)
-            if (h[j] == h[c]) { first[c] = j; any = true; break; }
+            if (h[j] == h[c]) { first[c] = j; dup[ndup++] = c; break; }
     }
     bool ok[256];
     for (uint32_t c = 0; c < k; c++) ok[c] = true;
-    if (any)
-        for (uint32_t q = 0; q < n; q++) {
-            const int32_t *row = t + (size_t)q * k;
-            for (uint32_t c = 0; c < k; c++)
-                if (first[c] != c && row[c] != row[first[c]]) ok[c] = false;
-        }
+    for (uint32_t q = 0; q < n && ndup; q++) {
+        const int32_t *row = t + (size_t)q * k;
+        for (uint32_t i = 0; i < ndup; i++)
+            if (row[dup[i]] != row[first[dup[i]]]) ok[dup[i]] = false;
+    }
     uint32_t nc = 0;
     for (uint32_t c = 0; c < k; c++) {
         cmap[c] = -1;
@@ -159,7 +159,7 @@ sv_status sv_rawdfa_merge_classes(sv_rawdfa_t *raw, sv_error_t *err) {
     int32_t cmap[256];
     uint32_t repc[256], k = raw->nclasses, n = raw->nstates;
     uint64_t h[256];
-    uint32_t nc = merge_columns(raw->trans, n, k, cmap, repc, h);
+    uint32_t nc = merge_columns(raw->trans, n, k, cmap, repc, h, false);
     if (nc == k) return SV_OK;
     /* in place, row by row: row q's new cells never pass its old ones */
     for (uint32_t q = 0; q < n; q++)
@@ -258,8 +258,8 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
         st = sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
         goto done;
     }
-    /* The completed DFA over live states + sink (id n): tr(s, c). */
-#define TR(s, c) ((s) == sink ? sink : (raw->trans[(size_t)(s) * k + (c)] < 0 || !live[raw->trans[(size_t)(s) * k + (c)]] ? sink : (uint32_t)raw->trans[(size_t)(s) * k + (c)]))
+    /* The completed DFA: the live states and a sink (id n) that every
+     * missing or dead transition goes to. */
 
     /* Initial partition: accepting live states | the rest (sink included). */
     uint32_t na = 0;
@@ -335,17 +335,32 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     if (!d) { st = oom(err); goto done; }
     d->trans = malloc((size_t)p.nblocks * k * sizeof *d->trans);
     if (!d->trans) { st = oom(err); goto done; }
+    /* bmap[t]: the block of raw state t in the completed DFA (the sink's
+       when t cannot reach acceptance), in the splitter scratch (N entries) */
+    uint32_t *bmap = snap;
+    for (uint32_t t = 0; t < n; t++) bmap[t] = live[t] ? p.blk[t] : dead;
     for (uint32_t q = 0; q < m; q++) {
-        uint32_t s = (uint32_t)order[q];
+        const int32_t *rrow = raw->trans + (size_t)order[q] * k;
         int32_t *row = d->trans + (size_t)q * k;
         for (uint32_t c = 0; c < k; c++) {
-            uint32_t b = p.blk[TR(s, c)];
+            int32_t t = rrow[c];
+            uint32_t b = t < 0 ? dead : bmap[t];
             row[c] = (int32_t)b;
-            if (b != dead && newid[b] < 0) newid[b] = (int32_t)m, order[m++] = (int32_t)TR(s, c);
+            if (b != dead && newid[b] < 0) newid[b] = (int32_t)m, order[m++] = t;
         }
     }
     newid[dead] = SV_DFA_DEAD;
-    for (size_t i = 0; i < (size_t)m * k; i++) d->trans[i] = newid[d->trans[i]];
+    /* renumbered, and the columns hashed on the way (sv_dfa_column_hashes) */
+    uint64_t h[256];
+    for (uint32_t c = 0; c < k; c++) h[c] = 1469598103934665603ull;
+    for (uint32_t q = 0; q < m; q++) {
+        int32_t *row = d->trans + (size_t)q * k;
+        for (uint32_t c = 0; c < k; c++) {
+            int32_t v = newid[row[c]];
+            row[c] = v;
+            h[c] = (h[c] ^ (uint32_t)v) * 1099511628211ull;
+        }
+    }
     d->nstates = m;
     d->accept = calloc(m, 1);
     if (!d->accept) { st = oom(err); goto done; }
@@ -354,19 +369,22 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     d->dist = malloc((size_t)m * sizeof *d->dist);
     if (!d->dist) { st = oom(err); goto done; }
     for (uint32_t q = 0; q < m; q++) d->dist[q] = rdist[order[q]];
-#undef TR
     /* Coarsen classes: merge classes whose columns are now equal. */
     {
         int32_t cmap[256];
         uint32_t repc[256];
-        uint64_t h[256];
-        uint32_t nc = merge_columns(d->trans, m, k, cmap, repc, h);
-        int32_t *t2 = malloc((size_t)m * nc * sizeof *t2);
-        if (!t2) { st = oom(err); goto done; }
-        for (uint32_t q = 0; q < m; q++)
-            for (uint32_t j = 0; j < nc; j++) t2[(size_t)q * nc + j] = d->trans[(size_t)q * k + repc[j]];
-        free(d->trans);
-        d->trans = t2;
+        uint32_t nc = merge_columns(d->trans, m, k, cmap, repc, h, true);
+        if (nc < k) {
+            int32_t *t2 = malloc((size_t)m * nc * sizeof *t2);
+            if (!t2) { st = oom(err); goto done; }
+            for (uint32_t q = 0; q < m; q++)
+                for (uint32_t j = 0; j < nc; j++) t2[(size_t)q * nc + j] = d->trans[(size_t)q * k + repc[j]];
+            free(d->trans);
+            d->trans = t2;
+        } else if (m < p.nblocks) { /* the table was sized for every block */
+            int32_t *t2 = realloc(d->trans, (size_t)m * k * sizeof *t2);
+            if (t2) d->trans = t2;
+        }
         d->nclasses = nc;
         bool seen[256] = {false};
         for (int b = 0; b < 256; b++) {
