@@ -1,5 +1,6 @@
 /* dfa.c — the canonical DFA: accessors, analysis (distances, forced
  * chains), random sampling and structural comparison. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,15 +31,46 @@ void sv_dfa_uncharge(sv_dfa_t *d) {
     d->charged = 0;
 }
 
+static void free_tables(int32_t *trans, uint8_t *accept, uint32_t *dist, uint32_t *forced_off, uint32_t *forced_len,
+                        uint8_t *forced_buf) {
+    free(trans);
+    free(accept);
+    free(dist);
+    free(forced_off);
+    free(forced_len);
+    free(forced_buf);
+}
+
+sv_dfa_t *sv_dfa_share(sv_dfa_t *d) {
+    if (d->call_off) return NULL; /* programs own their call tables */
+    if (!d->tables) {
+        sv_dfa_tables_t *t = malloc(sizeof *t);
+        if (!t) return NULL;
+        atomic_init(&t->refs, 1);
+        t->trans = d->trans, t->accept = d->accept, t->dist = d->dist;
+        t->forced_off = d->forced_off, t->forced_len = d->forced_len, t->forced_buf = d->forced_buf;
+        d->tables = t;
+    }
+    sv_dfa_t *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    memcpy(c, d, sizeof *c);
+    atomic_init(&c->fp, atomic_load(&d->fp));
+    c->acct = 0;
+    c->charged = 0;
+    atomic_fetch_add_explicit(&d->tables->refs, 1, memory_order_relaxed);
+    return c;
+}
+
 void sv_dfa_destroy(sv_dfa_t *d) {
     if (!d) return;
     sv_memacct_release(d->acct, d->charged);
-    free(d->trans);
-    free(d->accept);
-    free(d->dist);
-    free(d->forced_off);
-    free(d->forced_len);
-    free(d->forced_buf);
+    if (!d->tables) {
+        free_tables(d->trans, d->accept, d->dist, d->forced_off, d->forced_len, d->forced_buf);
+    } else if (atomic_fetch_sub_explicit(&d->tables->refs, 1, memory_order_acq_rel) == 1) {
+        sv_dfa_tables_t *t = d->tables;
+        free_tables(t->trans, t->accept, t->dist, t->forced_off, t->forced_len, t->forced_buf);
+        free(t);
+    }
     free(d->call_off);
     free(d->calls);
     free(d);

@@ -10,9 +10,13 @@
  * operator: a schema's differences meet the same pieces at several places
  * (a `oneOf` under `dependencies` and again under a recursive `$ref`), and
  * one product of 12,000 states costs 13 ms, most of it minimizing.
- * Callers get a copy (they own and free it as before), so entries can be
- * evicted at any time: the memo is an LRU bounded in bytes, under one
- * mutex. Keys longer than KEY_MAX bytes and DFAs over MAX_STATES states are
+ * Callers get their own DFA (they own and free it as before) over the
+ * entry's tables, shared and reference-counted (sv_dfa_share: tables are
+ * immutable once built), so entries can be evicted at any time and a hit
+ * copies nothing: the memo is an LRU bounded in bytes, under one mutex. A
+ * caller's DFA is still charged its tables' size (sv_dfa_charge), as if
+ * it were a copy: an entry evicted while callers hold its tables is memory
+ * those callers keep alive. Keys longer than KEY_MAX bytes and DFAs over MAX_STATES states are
  * not cached. Failures are never cached. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,41 +48,7 @@ static struct {
     uint64_t hits, misses;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER, .max_bytes = (size_t)64 << 20};
 
-/* ---- DFA copies and fingerprints ------------------------------------------ */
-
-static size_t forced_bytes(const sv_dfa_t *d) {
-    size_t n = 0;
-    for (uint32_t s = 0; s < d->nstates; s++)
-        if ((size_t)d->forced_off[s] + d->forced_len[s] > n) n = (size_t)d->forced_off[s] + d->forced_len[s];
-    return n;
-}
-
-static sv_dfa_t *clone(const sv_dfa_t *d) {
-    sv_dfa_t *c = calloc(1, sizeof *c);
-    if (!c) return NULL;
-    *c = *d;
-    c->acct = 0; /* a clone is charged by whoever keeps it (sv_dfa_charge) */
-    c->charged = 0;
-    atomic_init(&c->fp, atomic_load(&d->fp));
-    size_t n = d->nstates, fb = forced_bytes(d);
-    c->trans = malloc(n * d->nclasses * sizeof *c->trans);
-    c->accept = malloc(n ? n : 1);
-    c->dist = malloc(n * sizeof *c->dist);
-    c->forced_off = malloc(n * sizeof *c->forced_off);
-    c->forced_len = malloc(n * sizeof *c->forced_len);
-    c->forced_buf = malloc(fb + 1);
-    if (!c->trans || !c->accept || !c->dist || !c->forced_off || !c->forced_len || !c->forced_buf) {
-        sv_dfa_destroy(c);
-        return NULL;
-    }
-    memcpy(c->trans, d->trans, n * d->nclasses * sizeof *c->trans);
-    memcpy(c->accept, d->accept, n);
-    memcpy(c->dist, d->dist, n * sizeof *c->dist);
-    memcpy(c->forced_off, d->forced_off, n * sizeof *c->forced_off);
-    memcpy(c->forced_len, d->forced_len, n * sizeof *c->forced_len);
-    if (fb) memcpy(c->forced_buf, d->forced_buf, fb);
-    return c;
-}
+/* ---- fingerprints ---------------------------------------------------------- */
 
 /* A fingerprint of the language: minimal BFS-numbered DFAs of one language
  * have identical tables (sv_dfa_fingerprint_of). Cached in the DFA
@@ -236,7 +206,7 @@ static sv_status memoized(key_t *k, build_fn build, const void *ctx, sv_dfa_t **
     pthread_mutex_lock(&g.lock);
     for (entry_t *e = g.bucket[h % BUCKETS]; e; e = e->chain)
         if (e->hash == h && e->keylen == k->n && memcmp(e->key, k->buf, k->n) == 0) {
-            sv_dfa_t *c = clone(e->dfa);
+            sv_dfa_t *c = sv_dfa_share(e->dfa); /* the entry's tables, not a copy */
             if (c) {
                 lru_unlink(e);
                 lru_front(e);
@@ -261,7 +231,7 @@ static sv_status memoized(key_t *k, build_fn build, const void *ctx, sv_dfa_t **
         return st;
     }
     entry_t *e = calloc(1, sizeof *e);
-    sv_dfa_t *c = e ? clone(*out) : NULL;
+    sv_dfa_t *c = e ? sv_dfa_share(*out) : NULL; /* the entry shares the result's tables */
     if (!c) {
         free(e);
         free(k->buf);

@@ -32,7 +32,25 @@ struct sv_dfa {
      * it (src/util/memacct.h; 0: nothing). */
     uint64_t acct;
     size_t charged;
+    /* Non-NULL: trans, accept, dist and the forced tables above belong to
+     * this holder, shared with other DFAs of the same tables (the DFA memo
+     * and the copies it hands out, dfa_cache.c); the last to go frees them.
+     * Tables are immutable once built, so sharing needs no lock. */
+    struct sv_dfa_tables *tables;
 };
+
+typedef struct sv_dfa_tables {
+    _Atomic uint32_t refs;
+    int32_t *trans;
+    uint8_t *accept;
+    uint32_t *dist, *forced_off, *forced_len;
+    uint8_t *forced_buf;
+} sv_dfa_tables_t;
+
+/* Another DFA over d's tables (d a plain DFA, no calls): the tables become
+ * shared if they were not; NULL when out of memory. The copy is charged to
+ * no account (sv_dfa_charge charges it, as for any DFA). */
+sv_dfa_t *sv_dfa_share(sv_dfa_t *d);
 
 /* Charges d's tables to the thread's memory account; an SV_ERR_BUDGET
  * error when they do not fit (d is left to the caller to destroy). */
