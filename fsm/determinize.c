@@ -283,6 +283,7 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
     enum { SEEN_SLOTS = 512 };
     uint32_t seen_stamp[SEEN_SLOTS] = {0}, seen_hash[SEEN_SLOTS], seen_gen = 0;
     uint8_t seen_class[SEEN_SLOTS];
+    uint8_t touch[256]; /* the classes a row has a move on */
     uint64_t hacc[256];
     /* per embedded DFA, the inner class of each outer class */
     uint8_t *embed_cls = malloc((size_t)(nfa->nembeds ? nfa->nembeds : 1) * 256);
@@ -303,16 +304,31 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
     for (uint32_t cur = 0; cur < d.nstates; cur++) {
         const int32_t *set = d.pool + d.set_off[cur];
         uint32_t len = d.set_len[cur];
-        /* Bucket each important state's target by the classes its range covers. */
-        memset(bucket_n, 0, d.nclasses * sizeof *bucket_n);
+        /* Bucket each important state's target by the classes its range
+         * covers (an embedded DFA's state: the classes it has a move on),
+         * noting the classes touched: in an object's automaton most states
+         * touch one or two classes of dozens, and only those are visited
+         * below; the row starts all dead. */
+        memset(d.trans + (size_t)cur * d.nclasses, 0xFF, d.nclasses * sizeof *d.trans); /* SV_DFA_DEAD */
+        uint32_t ntouch = 0;
         size_t total = 0;
         for (uint32_t i = 0; i < len; i++) {
             const sv_nfa_state_t *s = &nfa->s[set[i]];
             if (s->kind == NFA_DFA) {
-                for (uint32_t c = 0; c < d.nclasses; c++) bucket_n[c]++, total++;
+                const sv_nfa_embed_t *e = &nfa->embeds[s->out1];
+                const int32_t *row = e->dfa->trans + (size_t)(set[i] - e->base) * e->dfa->nclasses;
+                const uint8_t *inner = embed_cls + (size_t)s->out1 * 256;
+                for (uint32_t c = 0; c < d.nclasses; c++)
+                    if (row[inner[c]] >= 0) {
+                        if (bucket_n[c]++ == 0) touch[ntouch++] = (uint8_t)c;
+                        total++;
+                    }
                 continue;
             }
-            for (uint32_t c = d.classes[s->lo]; c <= d.classes[s->hi]; c++) bucket_n[c]++, total++;
+            for (uint32_t c = d.classes[s->lo]; c <= d.classes[s->hi]; c++) {
+                if (bucket_n[c]++ == 0) touch[ntouch++] = (uint8_t)c;
+                total++;
+            }
         }
         if (total > bucket_cap) {
             int32_t *b = realloc(bucket, total * sizeof *b);
@@ -320,11 +336,15 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
             bucket = b;
             bucket_cap = total;
         }
-        bucket_off[0] = 0;
-        for (uint32_t c = 0; c < d.nclasses; c++) bucket_off[c + 1] = bucket_off[c] + bucket_n[c];
-        memset(bucket_n, 0, d.nclasses * sizeof *bucket_n);
         /* each class's seed list is hashed as it fills (as hash_set would) */
-        for (uint32_t c = 0; c < d.nclasses; c++) hacc[c] = HASH_SEED;
+        uint32_t run = 0;
+        for (uint32_t t = 0; t < ntouch; t++) {
+            uint32_t c = touch[t];
+            bucket_off[c] = run;
+            run += bucket_n[c];
+            bucket_n[c] = 0;
+            hacc[c] = HASH_SEED;
+        }
         for (uint32_t i = 0; i < len; i++) {
             const sv_nfa_state_t *s = &nfa->s[set[i]];
             if (s->kind == NFA_DFA) {
@@ -351,34 +371,31 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
          * found through a table of the lists seen in this row (by hash; the
          * stamp clears it for the next row). */
         if (++seen_gen == 0) memset(seen_stamp, 0, sizeof seen_stamp), seen_gen = 1;
-        for (uint32_t c = 0; c < d.nclasses; c++) {
-            uint32_t m = bucket_n[c];
+        for (uint32_t t = 0; t < ntouch; t++) {
+            uint32_t c = touch[t], m = bucket_n[c];
             const int32_t *seeds = bucket + bucket_off[c];
             uint32_t h = HASH_FINISH(hacc[c]);
             int32_t next = 0;
             bool found = false;
             uint32_t slot = h & (SEEN_SLOTS - 1);
-            if (m == 0) {
-                next = SV_DFA_DEAD, found = true;
-            } else {
-                for (; seen_stamp[slot] == seen_gen; slot = (slot + 1) & (SEEN_SLOTS - 1)) {
-                    uint32_t c2 = seen_class[slot];
-                    if (seen_hash[slot] == h && bucket_n[c2] == m &&
-                        memcmp(seeds, bucket + bucket_off[c2], m * sizeof *seeds) == 0) {
-                        next = d.trans[(size_t)cur * d.nclasses + c2];
-                        found = true;
-                        break;
-                    }
+            for (; seen_stamp[slot] == seen_gen; slot = (slot + 1) & (SEEN_SLOTS - 1)) {
+                uint32_t c2 = seen_class[slot];
+                if (seen_hash[slot] == h && bucket_n[c2] == m &&
+                    memcmp(seeds, bucket + bucket_off[c2], m * sizeof *seeds) == 0) {
+                    next = d.trans[(size_t)cur * d.nclasses + c2];
+                    found = true;
+                    break;
                 }
-                if (!found) seen_stamp[slot] = seen_gen, seen_hash[slot] = h, seen_class[slot] = (uint8_t)c;
             }
             if (!found) {
+                seen_stamp[slot] = seen_gen, seen_hash[slot] = h, seen_class[slot] = (uint8_t)c;
                 memcpy(targets, seeds, m * sizeof *seeds);
                 bool a = closure(&d, targets, m, false);
                 if ((st = intern(&d, a, &next))) goto done;
             }
             d.trans[(size_t)cur * d.nclasses + c] = next;
         }
+        for (uint32_t t = 0; t < ntouch; t++) bucket_n[touch[t]] = 0;
     }
     out->nstates = d.nstates;
     out->nclasses = d.nclasses;
