@@ -175,11 +175,12 @@ sv_status sv_rawdfa_merge_classes(sv_rawdfa_t *raw, sv_error_t *err) {
 
 sv_status sv_dfa_minimize_budget(const sv_rawdfa_t *raw, size_t held, const sv_fsm_limits_t *lim, sv_error_t *err) {
     /* Inverse transitions (4 + 1 bytes), predecessor scratch (4) per
-     * (state, class) pair, and about 48 bytes of partition arrays per state;
-     * beside them, still alive and charged nowhere: the raw DFA itself
-     * (4 bytes a transition, 1 a state) and what the caller holds. */
+     * (state, class) pair, and about 52 bytes of partition arrays and
+     * distances per state; beside them, still alive and charged nowhere:
+     * the raw DFA itself (4 bytes a transition, 1 a state) and what the
+     * caller holds. */
     size_t n = (size_t)raw->nstates + 1;
-    size_t bytes = n * raw->nclasses * 13 + n * 49 + held;
+    size_t bytes = n * raw->nclasses * 13 + n * 53 + held;
     if (!sv_memacct_fits(bytes, lim->max_memory))
         return sv_error_set(err, SV_ERR_BUDGET, -1, "minimizing the DFA needs about %zu bytes, more than is left of the compile's "
                             "memory budget of %zu bytes", bytes, lim->max_memory);
