@@ -277,6 +277,9 @@ sv_status sv_dfa_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uin
 
 bool sv_dfa_equal(const sv_dfa_t *a, const sv_dfa_t *b) {
     if (a->nstates != b->nstates) return false;
+    if (a->nclasses == b->nclasses && memcmp(a->classes, b->classes, sizeof a->classes) == 0)
+        return memcmp(a->accept, b->accept, a->nstates) == 0 &&
+               memcmp(a->trans, b->trans, (size_t)a->nstates * a->nclasses * sizeof *a->trans) == 0;
     for (uint32_t s = 0; s < a->nstates; s++) {
         if (a->accept[s] != b->accept[s]) return false;
         for (int x = 0; x < 256; x++)

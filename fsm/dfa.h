@@ -94,4 +94,9 @@ void sv_dfa_cache_stats(uint64_t *hits, uint64_t *misses, size_t *bytes);
 /* Structural equality (same language, since both are minimal and BFS-numbered). */
 bool sv_dfa_equal(const sv_dfa_t *a, const sv_dfa_t *b);
 
+/* A 64-bit hash of the tables, computed once and kept in the DFA: equal
+ * DFAs (sv_dfa_equal) have equal fingerprints, so unequal fingerprints
+ * prove unequal DFAs without comparing them (dfa_cache.c). */
+uint64_t sv_dfa_fingerprint(const sv_dfa_t *d);
+
 #endif

@@ -53,7 +53,7 @@ static struct {
 /* A fingerprint of the language: minimal BFS-numbered DFAs of one language
  * have identical tables (sv_dfa_fingerprint_of). Cached in the DFA
  * (immutable once built); the minimizer stores it as it builds the DFA. */
-static uint64_t fingerprint(const sv_dfa_t *cd) {
+uint64_t sv_dfa_fingerprint(const sv_dfa_t *cd) {
     sv_dfa_t *d = (sv_dfa_t *)cd;
     uint64_t fp = atomic_load_explicit(&d->fp, memory_order_relaxed);
     if (fp) return fp;
@@ -122,7 +122,7 @@ static void ser(key_t *k, const sv_ast_t *a, int depth) {
         ser(k, a->kids[0], depth + 1);
         break;
     case SV_AST_DFA: {
-        uint64_t fp = fingerprint(a->dfa);
+        uint64_t fp = sv_dfa_fingerprint(a->dfa);
         put(k, &fp, sizeof fp);
         put32(k, a->dfa->nstates);
         put32(k, a->json_escape);
@@ -313,7 +313,7 @@ sv_status sv_dfa_product(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, con
     /* programs (call tables) never meet in products; plain DFAs only */
     if (!g.max_bytes || a->call_off || b->call_off) return sv_dfa_product_uncached(a, b, op, lim, out, err);
     key_t k = {0};
-    uint64_t fa = fingerprint(a), fb = fingerprint(b);
+    uint64_t fa = sv_dfa_fingerprint(a), fb = sv_dfa_fingerprint(b);
     put32(&k, PRODUCT_TAG);
     put32(&k, (uint32_t)op);
     put(&k, &fa, sizeof fa);
@@ -346,7 +346,7 @@ sv_status sv_dfa_product_calls(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op o
     calls_job_t j = {a, b, part, op, id, lim};
     if (!g.max_bytes || !part || a->call_off || b->call_off) return build_product_calls(&j, out, err);
     key_t k = {0};
-    uint64_t f[3] = {fingerprint(a), fingerprint(b), fingerprint(part)};
+    uint64_t f[3] = {sv_dfa_fingerprint(a), sv_dfa_fingerprint(b), sv_dfa_fingerprint(part)};
     put32(&k, PRODUCT_CALLS_TAG);
     put32(&k, (uint32_t)op);
     put32(&k, id);
@@ -374,7 +374,7 @@ sv_status sv_dfa_json_quoted(const sv_dfa_t *content, const sv_fsm_limits_t *lim
     quoted_job_t j = {content, lim};
     if (!g.max_bytes || content->call_off) return build_quoted(&j, out, err);
     key_t k = {0};
-    uint64_t f = fingerprint(content);
+    uint64_t f = sv_dfa_fingerprint(content);
     put32(&k, QUOTED_TAG);
     put(&k, &f, sizeof f);
     put32(&k, content->nstates);

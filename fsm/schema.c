@@ -2251,10 +2251,16 @@ static sv_status ref_part(sctx_t *c, sv_ast_t *ta, sv_ast_t **out) {
 
 sv_status sv_sc_part_id(sctx_t *c, sv_dfa_t *d, uint32_t *id) {
     /* equal languages are one part (minimal BFS-numbered DFAs are equal
-     * field by field) */
+     * field by field); fingerprints rule out all but the equal ones, which
+     * are compared once (a schema of many wide objects asks this for every
+     * value of every object) */
+    uint64_t fp = d ? sv_dfa_fingerprint(d) : 0;
     for (uint32_t i = 0; d && i < c->nparts; i++)
         if (c->parts[i] == d || (c->parts[i] && sv_dfa_num_states(c->parts[i]) == sv_dfa_num_states(d) &&
-                                 sv_dfa_equal(c->parts[i], d))) { *id = SV_SCHEMA_PART_FIRST + i; return SV_OK; }
+                                 sv_dfa_fingerprint(c->parts[i]) == fp && sv_dfa_equal(c->parts[i], d))) {
+            *id = SV_SCHEMA_PART_FIRST + i;
+            return SV_OK;
+        }
     if (SV_SCHEMA_PART_FIRST + c->nparts > SV_CALL_MAX_ID)
         return sv_sc_fail(c, SV_ERR_BUDGET, NULL, "the schema needs more than %u parts", SV_CALL_MAX_ID);
     if (c->nparts == c->capparts) {
