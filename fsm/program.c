@@ -236,12 +236,38 @@ static uint32_t part_of(const uint32_t *base, uint32_t np, uint32_t x) {
  * completion's length). Parts are found callers first (the root is 0), so the
  * worklist takes them from the last: callees first, and a program without
  * recursion is one Dijkstra a part. */
-static sv_status distances(sv_dfa_t *d, const uint32_t *base, sv_error_t *err) {
-    uint32_t n = d->nstates, k = d->nclasses, np = d->nparts;
+/* FOR_EACH_EDGE runs BODY for every byte edge SRC -> DST of the linked
+ * program, read from the parts' own tables: a part's row is as wide as its own classes,
+ * not the union's (a tenth of the cells on a program of a hundred parts),
+ * and a class of call-marker bytes only, which the link turns into calls,
+ * gives none. */
+typedef struct {
+    const sv_dfa_t *const *parts;
+    const uint32_t *base;
+    uint32_t np;
+} edges_t;
+
+#define FOR_EACH_EDGE(E, SRC, DST, BODY)                                                    \
+    for (uint32_t p_ = 0; p_ < (E)->np; p_++) {                                             \
+        const sv_dfa_t *q_ = (E)->parts[p_];                                                \
+        bool byte_[256] = {false};                                                          \
+        for (int b_ = 0; b_ < SV_CALL_DIGIT0; b_++) byte_[q_->classes[b_]] = true;          \
+        for (uint32_t s_ = 0; s_ < q_->nstates; s_++) {                                     \
+            const int32_t *row_ = q_->trans + (size_t)s_ * q_->nclasses;                    \
+            for (uint32_t c_ = 0; c_ < q_->nclasses; c_++) {                                \
+                if (row_[c_] < 0 || !byte_[c_]) continue;                                   \
+                uint32_t SRC = (E)->base[p_] + s_, DST = (E)->base[p_] + (uint32_t)row_[c_]; \
+                BODY                                                                        \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+static sv_status distances(sv_dfa_t *d, const edges_t *E, sv_error_t *err) {
+    const uint32_t *base = E->base;
+    uint32_t n = d->nstates, np = d->nparts;
     uint32_t *off = calloc((size_t)n + 1, sizeof *off), *fill = calloc(n ? n : 1, sizeof *fill);
-    size_t ne = 0;
-    for (size_t i = 0; i < (size_t)n * k; i++) ne += d->trans[i] >= 0;
-    ne += d->ncalls;
+    size_t ne = d->ncalls;
+    FOR_EACH_EDGE(E, es, et, { (void)es; (void)et; ne++; })
     uint32_t *src = malloc((ne + 1) * sizeof *src);
     int32_t *via = malloc((ne + 1) * sizeof *via); /* -1: a byte; else the callee */
     heap_t *heap = malloc((ne + n + 1) * sizeof *heap);
@@ -256,19 +282,12 @@ static sv_status distances(sv_dfa_t *d, const uint32_t *base, sv_error_t *err) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the constraint");
         goto out;
     }
-    for (uint32_t s = 0; s < n; s++) {
-        for (uint32_t c = 0; c < k; c++) {
-            int32_t t = d->trans[(size_t)s * k + c];
-            if (t >= 0) off[t + 1]++;
-        }
+    FOR_EACH_EDGE(E, es, et, { (void)es; off[et + 1]++; })
+    for (uint32_t s = 0; s < n; s++)
         for (uint32_t i = d->call_off[s]; i < d->call_off[s + 1]; i++) off[d->calls[i].ret + 1]++;
-    }
     for (uint32_t i = 0; i < n; i++) off[i + 1] += off[i];
+    FOR_EACH_EDGE(E, es, et, { src[off[et] + fill[et]] = es; via[off[et] + fill[et]++] = -1; })
     for (uint32_t s = 0; s < n; s++) {
-        for (uint32_t c = 0; c < k; c++) {
-            int32_t t = d->trans[(size_t)s * k + c];
-            if (t >= 0) src[off[t] + fill[t]] = s, via[off[t] + fill[t]++] = -1;
-        }
         for (uint32_t i = d->call_off[s]; i < d->call_off[s + 1]; i++) {
             int32_t t = d->calls[i].ret;
             src[off[t] + fill[t]] = s, via[off[t] + fill[t]++] = d->calls[i].callee;
@@ -957,11 +976,14 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
     if (!d->trans || !d->accept || !d->call_off || !d->calls) goto nomem;
     for (uint32_t p = 0; p < L.nparts; p++) {
         const sv_dfa_t *q = L.parts[p];
+        int32_t qc[256]; /* the program's class -> the part's (-1: a call marker) */
+        for (uint32_t c = 0; c < nc; c++)
+            qc[c] = d->class_rep[c] >= SV_CALL_DIGIT0 ? -1 : q->classes[d->class_rep[c]];
         for (uint32_t s = 0; s < q->nstates; s++) {
             int32_t *row = d->trans + (size_t)(base[p] + s) * nc;
+            const int32_t *qrow = q->trans + (size_t)s * q->nclasses;
             for (uint32_t c = 0; c < nc; c++) {
-                uint8_t b = d->class_rep[c];
-                int32_t t = b >= SV_CALL_DIGIT0 ? -1 : q->trans[(size_t)s * q->nclasses + q->classes[b]];
+                int32_t t = qc[c] < 0 ? -1 : qrow[qc[c]];
                 row[c] = t < 0 ? -1 : (int32_t)(base[p] + (uint32_t)t);
             }
             d->accept[base[p] + s] = q->accept[s];
@@ -982,7 +1004,8 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
     }
     d->ncalls = L.nsites;
     if ((st = check_choices(d, base, err))) goto fail;
-    if ((st = distances(d, base, err))) goto fail;
+    edges_t E = {L.parts, base, L.nparts};
+    if ((st = distances(d, &E, err))) goto fail;
     if (d->dist[0] == UINT32_MAX) {
         st = sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
         goto fail;

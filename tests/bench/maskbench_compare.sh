@@ -159,4 +159,40 @@ for r in rows:
 if notes:
     print()
     print("\n".join(notes))
+
+# TTFM over the schemas that every engine compiled: each engine's own p99
+# above includes the schemas only it compiles (sieve's slowest are mostly
+# schemas the peers refuse), so this is the like-for-like tail.
+per = {}
+for arg in sys.argv[1:]:
+    name, path = arg.split("=", 1)
+    got = {}
+    try:
+        for line in open(path, encoding="utf-8"):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                o = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(o, dict) and "file" in o and isinstance(o.get("ttfm_us"), (int, float)):
+                got[o["file"]] = float(o["ttfm_us"])
+    except OSError:
+        continue
+    if got:
+        per[name] = got
+if len(per) > 1:
+    common = set.intersection(*(set(g) for g in per.values()))
+    def rank(xs, q):  # nearest rank
+        xs = sorted(xs)
+        return xs[max(0, min(len(xs) - 1, -(-len(xs) * q // 100) - 1))] if xs else None
+    print()
+    print(f"TTFM on the {len(common)} schemas every engine compiled (nearest rank):")
+    print()
+    print("| engine | TTFM p50 (µs) | TTFM p90 (µs) | TTFM p99 (µs) | TTFM max (µs) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, got in per.items():
+        xs = [got[f] for f in common]
+        print(f"| {name} | {num(rank(xs, 50))} | {num(rank(xs, 90))} | {num(rank(xs, 99))} | {num(max(xs) if xs else None)} |")
 EOF
