@@ -285,16 +285,30 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
     uint8_t seen_class[SEEN_SLOTS];
     uint8_t touch[256]; /* the classes a row has a move on */
     uint64_t hacc[256];
-    /* per embedded DFA, the inner class of each outer class */
-    uint8_t *embed_cls = malloc((size_t)(nfa->nembeds ? nfa->nembeds : 1) * 256);
+    /* per embedded DFA, its classes' outer classes (below) */
+    uint16_t *embed_off = malloc((size_t)(nfa->nembeds ? nfa->nembeds : 1) * 257 * sizeof *embed_off);
+    uint8_t *embed_outer = malloc((size_t)(nfa->nembeds ? nfa->nembeds : 1) * 256);
     if (!d.mark || !d.mark_eol || !d.stack || !d.set || !d.sort_tmp || !targets || !bucket_n || !bucket_off || !bucket ||
-        !embed_cls) {
+        !embed_off || !embed_outer) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
         goto done;
     }
-    for (uint32_t e = 0; e < nfa->nembeds; e++)
-        for (uint32_t c = 0; c < d.nclasses; c++)
-            embed_cls[(size_t)e * 256 + c] = nfa->embeds[e].dfa->classes[d.class_lo[c]];
+    /* Per embedded DFA: the outer classes of each of its classes,
+     * grouped (ecl[eoff[ic] .. eoff[ic + 1]) for inner class ic), so that an
+     * embedded state visits only the outer classes of its live moves
+     * rather than testing every outer class (a string's or a key's state
+     * has moves on a few of the dozens an object's automaton has). */
+    for (uint32_t e = 0; e < nfa->nembeds; e++) {
+        uint16_t *eoff = embed_off + (size_t)e * 257;
+        uint8_t *ecl = embed_outer + (size_t)e * 256;
+        const uint8_t *inner = nfa->embeds[e].dfa->classes; /* by byte: an outer class's lowest */
+        memset(eoff, 0, 257 * sizeof *eoff);
+        for (uint32_t c = 0; c < d.nclasses; c++) eoff[inner[d.class_lo[c]] + 1]++;
+        for (uint32_t ic = 0; ic < 256; ic++) eoff[ic + 1] += eoff[ic];
+        uint16_t fill[256];
+        memcpy(fill, eoff, sizeof fill);
+        for (uint32_t c = 0; c < d.nclasses; c++) ecl[fill[inner[d.class_lo[c]]]++] = (uint8_t)c;
+    }
     if ((st = grow_table(&d))) goto done;
 
     int32_t start_seed = nfa->start, start;
@@ -316,13 +330,18 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
             const sv_nfa_state_t *s = &nfa->s[set[i]];
             if (s->kind == NFA_DFA) {
                 const sv_nfa_embed_t *e = &nfa->embeds[s->out1];
-                const int32_t *row = e->dfa->trans + (size_t)(set[i] - e->base) * e->dfa->nclasses;
-                const uint8_t *inner = embed_cls + (size_t)s->out1 * 256;
-                for (uint32_t c = 0; c < d.nclasses; c++)
-                    if (row[inner[c]] >= 0) {
+                uint32_t ik = e->dfa->nclasses;
+                const int32_t *row = e->dfa->trans + (size_t)(set[i] - e->base) * ik;
+                const uint16_t *eoff = embed_off + (size_t)s->out1 * 257;
+                const uint8_t *ecl = embed_outer + (size_t)s->out1 * 256;
+                for (uint32_t ic = 0; ic < ik; ic++) {
+                    if (row[ic] < 0) continue;
+                    for (uint32_t j = eoff[ic]; j < eoff[ic + 1]; j++) {
+                        uint32_t c = ecl[j];
                         if (bucket_n[c]++ == 0) touch[ntouch++] = (uint8_t)c;
                         total++;
                     }
+                }
                 continue;
             }
             for (uint32_t c = d.classes[s->lo]; c <= d.classes[s->hi]; c++) {
@@ -349,12 +368,15 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
             const sv_nfa_state_t *s = &nfa->s[set[i]];
             if (s->kind == NFA_DFA) {
                 const sv_nfa_embed_t *e = &nfa->embeds[s->out1];
-                int32_t q = set[i] - e->base;
-                const int32_t *row = e->dfa->trans + (size_t)q * e->dfa->nclasses;
-                const uint8_t *inner = embed_cls + (size_t)s->out1 * 256;
-                for (uint32_t c = 0; c < d.nclasses; c++) {
-                    int32_t t = row[inner[c]];
-                    if (t >= 0) {
+                uint32_t ik = e->dfa->nclasses;
+                const int32_t *row = e->dfa->trans + (size_t)(set[i] - e->base) * ik;
+                const uint16_t *eoff = embed_off + (size_t)s->out1 * 257;
+                const uint8_t *ecl = embed_outer + (size_t)s->out1 * 256;
+                for (uint32_t ic = 0; ic < ik; ic++) {
+                    int32_t t = row[ic];
+                    if (t < 0) continue;
+                    for (uint32_t j = eoff[ic]; j < eoff[ic + 1]; j++) {
+                        uint32_t c = ecl[j];
                         bucket[bucket_off[c] + bucket_n[c]++] = e->base + t;
                         hacc[c] = HASH_STEP(hacc[c], e->base + t);
                     }
@@ -406,7 +428,8 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
     d.trans = NULL;
     d.accept = NULL;
 done:
-    free(embed_cls);
+    free(embed_off);
+    free(embed_outer);
     free(d.mark);
     free(d.mark_eol);
     free(d.stack);
