@@ -49,6 +49,7 @@ typedef struct {
     uint8_t *accept;
     uint32_t nstates, capstates;
     int32_t *trans;
+    uint32_t *indeg;           /* per state, the moves into it (sv_rawdfa_t) */
     uint32_t *table;           /* open addressing: DFA id + 1, 0 = empty */
     uint32_t tcap;
 } det_t;
@@ -145,7 +146,7 @@ static uint32_t hash_set(const int32_t *v, uint32_t n, bool acc) {
 
 static size_t mem_used(const det_t *d) {
     return d->cappool * sizeof *d->pool + (size_t)d->capstates * (sizeof *d->set_off + sizeof *d->set_len + 1 +
-                                                                   d->nclasses * sizeof *d->trans) +
+                                                                   sizeof *d->indeg + d->nclasses * sizeof *d->trans) +
            d->tcap * sizeof *d->table;
 }
 
@@ -206,7 +207,10 @@ static sv_status intern(det_t *d, bool acc, int32_t *id) {
         if (ac) d->accept = ac;
         int32_t *tr = realloc(d->trans, (size_t)cap * d->nclasses * sizeof *tr);
         if (tr) d->trans = tr;
-        if (!so || !sl || !ac || !tr) return sv_error_set(d->err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
+        uint32_t *in = realloc(d->indeg, (size_t)cap * sizeof *in);
+        if (in) d->indeg = in;
+        if (!so || !sl || !ac || !tr || !in)
+            return sv_error_set(d->err, SV_ERR_NOMEM, -1, "out of memory in subset construction");
         d->capstates = cap;
     }
     if (!d->pool || d->npool + d->nset > d->cappool) {
@@ -224,6 +228,7 @@ static sv_status intern(det_t *d, bool acc, int32_t *id) {
     d->set_off[n] = d->npool;
     d->set_len[n] = d->nset;
     d->accept[n] = acc;
+    d->indeg[n] = 0;
     d->npool += d->nset;
     if (2 * d->nstates > d->tcap) {
         if ((st = grow_table(d))) return st;
@@ -416,6 +421,7 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
                 if ((st = intern(&d, a, &next))) goto done;
             }
             d.trans[(size_t)cur * d.nclasses + c] = next;
+            if (next >= 0) d.indeg[next]++;
         }
         for (uint32_t t = 0; t < ntouch; t++) bucket_n[touch[t]] = 0;
     }
@@ -425,8 +431,10 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
     out->trans = d.trans;
     out->accept = d.accept;
     out->start = start;
+    out->indeg = d.indeg;
     d.trans = NULL;
     d.accept = NULL;
+    d.indeg = NULL;
 done:
     free(embed_off);
     free(embed_outer);
@@ -444,6 +452,7 @@ done:
     free(d.set_len);
     free(d.accept);
     free(d.trans);
+    free(d.indeg);
     free(d.table);
     return st;
 }
@@ -452,5 +461,6 @@ void sv_rawdfa_free(sv_rawdfa_t *r) {
     if (!r) return;
     free(r->trans);
     free(r->accept);
+    free(r->indeg);
     memset(r, 0, sizeof *r);
 }

@@ -177,6 +177,11 @@ typedef struct sv_rawdfa {
     int32_t *trans;   /* (nstates, nclasses) */
     uint8_t *accept;
     int32_t start;
+    /* (nstates) each state's incoming moves, counted by subset construction
+     * as it writes them, so that minimization builds its inverse edges
+     * without a pass over the table to count them; NULL where a builder
+     * does not count (products, direct tables) or the table changed since */
+    uint32_t *indeg;
 } sv_rawdfa_t;
 
 void sv_rawdfa_free(sv_rawdfa_t *r);

@@ -169,6 +169,8 @@ sv_status sv_rawdfa_merge_classes(sv_rawdfa_t *raw, sv_error_t *err) {
     if (t) raw->trans = t;
     raw->nclasses = nc;
     for (int b = 0; b < 256; b++) raw->classes[b] = (uint8_t)cmap[raw->classes[b]];
+    free(raw->indeg); /* merged columns took moves away */
+    raw->indeg = NULL;
     (void)err;
     return SV_OK;
 }
@@ -177,10 +179,10 @@ sv_status sv_dfa_minimize_budget(const sv_rawdfa_t *raw, size_t held, const sv_f
     /* Inverse transitions (4 + 1 bytes), predecessor scratch (4) per
      * (state, class) pair, and about 52 bytes of partition arrays and
      * distances per state; beside them, still alive and charged nowhere:
-     * the raw DFA itself (4 bytes a transition, 1 a state) and what the
-     * caller holds. */
+     * the raw DFA itself (4 bytes a transition, 1 a state, 4 more for its
+     * in-degree) and what the caller holds. */
     size_t n = (size_t)raw->nstates + 1;
-    size_t bytes = n * raw->nclasses * 13 + n * 53 + held;
+    size_t bytes = n * raw->nclasses * 13 + n * 57 + held;
     if (!sv_memacct_fits(bytes, lim->max_memory))
         return sv_error_set(err, SV_ERR_BUDGET, -1, "minimizing the DFA needs about %zu bytes, more than is left of the compile's "
                             "memory budget of %zu bytes", bytes, lim->max_memory);
@@ -212,11 +214,15 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     /* Tables here are mostly missing transitions (-1, every bit set): runs
        of 8 cells whose AND is negative are all missing and skipped whole
        (dead_run), which also spares the branch on each cell. */
-    size_t cells = (size_t)n * k;
-    for (size_t i = 0; i < cells;) {
-        if (i + 8 <= cells && dead_run(raw->trans + i)) { i += 8; continue; }
-        int32_t t = raw->trans[i++];
-        if (t >= 0) ioff[t + 1]++, E++;
+    if (raw->indeg) { /* counted as subset construction wrote them */
+        for (uint32_t t = 0; t < n; t++) ioff[t + 1] = raw->indeg[t], E += raw->indeg[t];
+    } else {
+        size_t cells = (size_t)n * k;
+        for (size_t i = 0; i < cells;) {
+            if (i + 8 <= cells && dead_run(raw->trans + i)) { i += 8; continue; }
+            int32_t t = raw->trans[i++];
+            if (t >= 0) ioff[t + 1]++, E++;
+        }
     }
     for (uint32_t t = 0; t < N; t++) ioff[t + 1] += ioff[t];
     uint32_t *isrc = malloc((E ? E : 1) * sizeof *isrc);
