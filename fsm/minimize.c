@@ -231,7 +231,7 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     part_t p = {.n = N, .sink = n};
     p.elems = malloc(N * sizeof *p.elems);
     p.pos = malloc(N * sizeof *p.pos);
-    p.blk = malloc(N * sizeof *p.blk);
+    p.blk = calloc(N, sizeof *p.blk);
     p.bstart = malloc(N * sizeof *p.bstart);
     p.bend = malloc(N * sizeof *p.bend);
     p.bmark = calloc(N, sizeof *p.bmark);
@@ -268,25 +268,42 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     /* The completed DFA: the live states and a sink (id n) that every
      * missing or dead transition goes to. */
 
-    /* Initial partition: accepting live states | the rest (sink included). */
-    uint32_t na = 0;
+    /* Initial partition: the live states by their distance to acceptance
+     * (0: the accepting ones), then the rest with the sink. Equivalent
+     * states have equal distances, so no block holds two states the result
+     * keeps apart, and the result is the same as from accepting | rest; but
+     * refinement starts close to it (an object's automaton is mostly chains
+     * of key bytes, which accepting | rest splits one level a round). A
+     * counting sort by distance, its counts in the splitter scratch (the
+     * largest distance is below the number of live states). Every block but
+     * the sink's is a splitter: all blocks but one suffice, and the sink's
+     * stays off the worklist for good. */
+    uint32_t maxd = 0, nlive = 0;
     for (uint32_t s = 0; s < n; s++)
-        if (live[s] && raw->accept[s]) p.elems[na++] = s;
-    uint32_t nr = na;
-    for (uint32_t s = 0; s < N; s++)
-        if (!(s < n && live[s] && raw->accept[s])) p.elems[nr++] = s;
-    for (uint32_t i = 0; i < N; i++) p.pos[p.elems[i]] = i;
+        if (live[s]) {
+            nlive++;
+            if (rdist[s] > maxd) maxd = rdist[s];
+        }
+    uint32_t *cnt = snap; /* maxd + 2 <= nlive + 1 <= N entries */
+    memset(cnt, 0, ((size_t)maxd + 2) * sizeof *cnt);
+    for (uint32_t s = 0; s < n; s++)
+        if (live[s]) cnt[rdist[s] + 1]++;
+    for (uint32_t x = 0; x <= maxd; x++) cnt[x + 1] += cnt[x];
+    uint32_t nr = nlive; /* the rest after the live states */
+    for (uint32_t s = 0; s < N; s++) {
+        uint32_t at = s < n && live[s] ? cnt[rdist[s]]++ : nr++;
+        p.elems[at] = s;
+        p.pos[s] = at;
+    }
     p.nblocks = 0;
-    if (na > 0) {
-        p.bstart[p.nblocks] = 0, p.bend[p.nblocks] = na;
-        for (uint32_t i = 0; i < na; i++) p.blk[p.elems[i]] = p.nblocks;
+    for (uint32_t i = 0, j; i < nlive; i = j) {
+        for (j = i + 1; j < nlive && rdist[p.elems[j]] == rdist[p.elems[i]];) j++;
+        p.bstart[p.nblocks] = i, p.bend[p.nblocks] = j;
+        for (uint32_t x = i; x < j; x++) p.blk[p.elems[x]] = p.nblocks;
         push_work(&p, p.nblocks++);
     }
-    p.bstart[p.nblocks] = na, p.bend[p.nblocks] = N;
-    for (uint32_t i = na; i < N; i++) p.blk[p.elems[i]] = p.nblocks;
-    /* One of the two initial blocks suffices as a splitter: the accepting
-     * one, which keeps the sink's block off the worklist for good. */
-    if (na == 0) push_work(&p, p.nblocks);
+    p.bstart[p.nblocks] = nlive, p.bend[p.nblocks] = N; /* the rest, the sink last */
+    for (uint32_t x = nlive; x < N; x++) p.blk[p.elems[x]] = p.nblocks;
     p.nblocks++;
 
     while (p.nwork) {
