@@ -349,12 +349,12 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     newid = malloc(p.nblocks * sizeof *newid);
     order = malloc(p.nblocks * sizeof *order); /* new id -> a representative state */
     if (!newid || !order) { st = oom(err); goto done; }
-    for (uint32_t b = 0; b < p.nblocks; b++) newid[b] = -1;
+    for (uint32_t b = 0; b < p.nblocks; b++) newid[b] = -2; /* not met yet */
     uint32_t m = 0;
     newid[p.blk[raw->start]] = (int32_t)m;
     order[m++] = (int32_t)raw->start;
-    /* The BFS writes each row once, as block ids (at most p.nblocks of
-     * them, so the table is the final one's size), renumbered after. */
+    /* The table is sized for every block; the BFS meets at most that many
+     * (the sink's block it skips). */
     d = calloc(1, sizeof *d);
     if (!d) { st = oom(err); goto done; }
     d->trans = malloc((size_t)p.nblocks * k * sizeof *d->trans);
@@ -363,24 +363,22 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
        when t cannot reach acceptance), in the splitter scratch (N entries) */
     uint32_t *bmap = snap;
     for (uint32_t t = 0; t < n; t++) bmap[t] = live[t] ? p.blk[t] : dead;
+    /* Rows are written in BFS order, so a target block's new id is known
+     * when a row first names it: each row is written once, final, and the
+     * columns hashed on the way (sv_dfa_column_hashes). */
+    newid[dead] = SV_DFA_DEAD;
+    uint64_t h[256];
+    for (uint32_t c = 0; c < k; c++) h[c] = 1469598103934665603ull;
     for (uint32_t q = 0; q < m; q++) {
         const int32_t *rrow = raw->trans + (size_t)order[q] * k;
         int32_t *row = d->trans + (size_t)q * k;
         for (uint32_t c = 0; c < k; c++) {
-            int32_t t = rrow[c];
-            uint32_t b = t < 0 ? dead : bmap[t];
-            row[c] = (int32_t)b;
-            if (b != dead && newid[b] < 0) newid[b] = (int32_t)m, order[m++] = t;
-        }
-    }
-    newid[dead] = SV_DFA_DEAD;
-    /* renumbered, and the columns hashed on the way (sv_dfa_column_hashes) */
-    uint64_t h[256];
-    for (uint32_t c = 0; c < k; c++) h[c] = 1469598103934665603ull;
-    for (uint32_t q = 0; q < m; q++) {
-        int32_t *row = d->trans + (size_t)q * k;
-        for (uint32_t c = 0; c < k; c++) {
-            int32_t v = newid[row[c]];
+            int32_t t = rrow[c], v = SV_DFA_DEAD;
+            if (t >= 0) {
+                uint32_t b = bmap[t];
+                if (newid[b] == -2) newid[b] = (int32_t)m, order[m++] = t;
+                v = newid[b];
+            }
             row[c] = v;
             h[c] = (h[c] ^ (uint32_t)v) * 1099511628211ull;
         }
