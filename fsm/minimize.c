@@ -397,14 +397,13 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
         uint32_t repc[256];
         uint32_t nc = merge_columns(d->trans, m, k, cmap, repc, h, true);
         if (nc < k) {
-            int32_t *t2 = malloc((size_t)m * nc * sizeof *t2);
-            if (!t2) { st = oom(err); goto done; }
+            /* in place, row by row: row q's new cells never pass its old
+               ones (repc[j] >= j), and no fresh table faults in */
             for (uint32_t q = 0; q < m; q++)
-                for (uint32_t j = 0; j < nc; j++) t2[(size_t)q * nc + j] = d->trans[(size_t)q * k + repc[j]];
-            free(d->trans);
-            d->trans = t2;
-        } else if (m < p.nblocks) { /* the table was sized for every block */
-            int32_t *t2 = realloc(d->trans, (size_t)m * k * sizeof *t2);
+                for (uint32_t j = 0; j < nc; j++) d->trans[(size_t)q * nc + j] = d->trans[(size_t)q * k + repc[j]];
+        }
+        if (nc < k || m < p.nblocks) { /* the table was sized for every block and every class */
+            int32_t *t2 = realloc(d->trans, (size_t)m * nc * sizeof *t2);
             if (t2) d->trans = t2;
         }
         d->nclasses = nc;
