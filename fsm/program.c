@@ -267,7 +267,7 @@ static sv_status distances(sv_dfa_t *d, const edges_t *E, sv_error_t *err) {
     uint32_t n = d->nstates, np = d->nparts;
     uint32_t *off = calloc((size_t)n + 1, sizeof *off), *fill = calloc(n ? n : 1, sizeof *fill);
     size_t ne = d->ncalls;
-    FOR_EACH_EDGE(E, es, et, { (void)es; (void)et; ne++; })
+    if (off) FOR_EACH_EDGE(E, es, et, { (void)es; off[et + 1]++; ne++; })
     uint32_t *src = malloc((ne + 1) * sizeof *src);
     int32_t *via = malloc((ne + 1) * sizeof *via); /* -1: a byte; else the callee */
     heap_t *heap = malloc((ne + n + 1) * sizeof *heap);
@@ -282,7 +282,6 @@ static sv_status distances(sv_dfa_t *d, const edges_t *E, sv_error_t *err) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the constraint");
         goto out;
     }
-    FOR_EACH_EDGE(E, es, et, { (void)es; off[et + 1]++; })
     for (uint32_t s = 0; s < n; s++)
         for (uint32_t i = d->call_off[s]; i < d->call_off[s + 1]; i++) off[d->calls[i].ret + 1]++;
     for (uint32_t i = 0; i < n; i++) off[i + 1] += off[i];
