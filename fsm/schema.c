@@ -2514,6 +2514,7 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
         json_decref(root);
         return shape;
     }
+    uint32_t ndisc = o->discriminator_annotation ? 0 : sv_sc_require_discriminators(root);
     /* What goes beyond one canonical spelling per value and a free-form depth
      * of max_any_depth (the deep levels of any_deep_levels, the deeper values
      * of auto near the root, extra key orders) is dropped again when it
@@ -2576,7 +2577,7 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
                              &narrowed, &product_keysets);
         deep_seen |= deep;
     }
-    if (info && !st) info->narrowed_by_budget = narrowed;
+    if (info && !st) info->narrowed_by_budget = narrowed, info->ndiscriminator_required = ndisc;
     json_decref(root);
     return st;
 }

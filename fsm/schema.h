@@ -81,6 +81,11 @@ typedef struct sv_schema_opts {
                                   docs/fsm.md "Key order") */
     uint32_t max_string_length;/* a maxLength above this is narrowed to it (default 512
                                   code points): each counted character costs DFA states */
+    bool discriminator_annotation; /* false (default): a oneOf with OpenAPI's discriminator
+                                  requires its propertyName in each branch that defines it
+                                  (as OpenAPI and Pydantic do), which makes a tagged union
+                                  whose tag has a default a union instead of a difference;
+                                  true: discriminator is an annotation, as in JSON Schema */
     sv_fsm_limits_t lim;
 } sv_schema_opts_t;
 
@@ -97,6 +102,8 @@ typedef struct sv_schema_info {
                                                 memory account counts them (arenas, automata) */
     uint32_t nkey_order_narrowed;            /* --key-order any: objects kept in their key
                                                 orders (too many keys for their key sets) */
+    uint32_t ndiscriminator_required;        /* oneOf branches whose discriminator property
+                                                the compile made required (discriminator_annotation) */
     uint32_t narrowed_by_budget;             /* SV_SCHEMA_NARROWED_*: what exceeded a budget and
                                                 was dropped; the language is the narrower one (so
                                                 it may differ between whitespace modes, whose

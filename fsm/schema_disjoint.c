@@ -21,6 +21,7 @@
  * pattern), and closed objects told apart by a required key the other branch
  * does not allow (additionalProperties: false). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "schema_internal.h"
@@ -306,4 +307,208 @@ int sv_sc_first_classes(sctx_t *c, json_t *s) {
     if (!approx(s, &a)) return V_ALL;
     /* integral and other numbers start alike */
     return a.cls & (V_INT | V_FRAC) ? a.cls | V_INT | V_FRAC : a.cls;
+}
+
+/* ---- discriminators --------------------------------------------------------------- */
+
+/* OpenAPI's discriminator names the member that tells a oneOf's branches
+ * apart ({"discriminator": {"propertyName": "operation"}, "oneOf": [...]}).
+ * JSON Schema ignores the keyword, but OpenAPI asks that the member be
+ * required, and Pydantic, which writes such unions for its discriminated
+ * models, refuses a value without it even where the tag has a default. A tag
+ * that no branch requires proves nothing apart (an object without it may be
+ * valid in several branches), and the exact oneOf is then a difference per
+ * branch. So, unless discriminator_annotation, each branch that defines the
+ * member requires it: a narrowing (values without the tag are refused),
+ * counted in ndiscriminator_required, which turns a Pydantic tagged union
+ * into a union the proofs above see apart. It is sound only when every
+ * branch requires the member: the union is then oneOf's values that have
+ * it ("required" constrains objects only), where narrowing some branches
+ * alone would let a value valid in two branches pass as valid in one. So a
+ * union changes whole or not at all: every branch an object schema that
+ * defines the member, inline or the object a local "#/..." $ref names when
+ * that branch is the only reference to it (a model used elsewhere keeps its
+ * semantics there), changed in place. Documents with a nested $id or id are
+ * left alone: their local references resolve against other bases. */
+
+#define DISC_MAX_DEPTH 2048
+
+static bool value_keyword(const char *k) {
+    return !strcmp(k, "const") || !strcmp(k, "enum") || !strcmp(k, "default") || !strcmp(k, "examples");
+}
+
+/* Whether some schema below the root declares a base of its own. */
+static bool nested_base(json_t *s, int depth) {
+    if (depth > DISC_MAX_DEPTH) return true;
+    if (json_is_array(s)) {
+        for (size_t i = 0; i < json_array_size(s); i++)
+            if (nested_base(json_array_get(s, i), depth + 1)) return true;
+        return false;
+    }
+    if (!json_is_object(s)) return false;
+    if (depth > 0 && (json_is_string(json_object_get(s, "$id")) || json_is_string(json_object_get(s, "id")))) return true;
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) if (!value_keyword(k) && nested_base(v, depth + 1)) return true;
+    return false;
+}
+
+/* The value a local JSON pointer reference ("#" or "#/a/b", ~0 and ~1
+ * escaped) names in root; NULL for anything else. */
+static json_t *local_ref(json_t *root, const char *ref) {
+    if (ref[0] != '#' || strchr(ref, '%')) return NULL;
+    if (!ref[1]) return root;
+    if (ref[1] != '/') return NULL; /* an anchor */
+    json_t *at = root;
+    const char *p = ref + 1;
+    char tok[256];
+    while (*p == '/' && at) {
+        size_t n = 0;
+        for (p++; *p && *p != '/'; p++) {
+            char ch = *p;
+            if (ch == '~') {
+                if (p[1] != '0' && p[1] != '1') return NULL;
+                ch = p[1] == '0' ? '~' : '/';
+                p++;
+            }
+            if (n + 1 >= sizeof tok) return NULL;
+            tok[n++] = ch;
+        }
+        tok[n] = 0;
+        if (json_is_object(at)) {
+            at = json_object_get(at, tok);
+        } else if (json_is_array(at)) {
+            char *end;
+            unsigned long i = strtoul(tok, &end, 10);
+            at = n && !*end ? json_array_get(at, i) : NULL;
+        } else {
+            at = NULL;
+        }
+    }
+    return at;
+}
+
+typedef struct {
+    json_t **node;
+    uint32_t *refs, *branch_refs; /* every $ref to node; those that are discriminated branches */
+    uint32_t n, cap;
+    bool oom;
+} refcount_t;
+
+static void count_ref(refcount_t *rc, json_t *t, bool branch) {
+    uint32_t i = 0;
+    while (i < rc->n && rc->node[i] != t) i++;
+    if (i == rc->n) {
+        if (rc->n == rc->cap) {
+            uint32_t cap = rc->cap ? 2 * rc->cap : 16;
+            json_t **nn = realloc(rc->node, cap * sizeof *nn);
+            if (nn) rc->node = nn;
+            uint32_t *r = nn ? realloc(rc->refs, cap * sizeof *r) : NULL;
+            if (r) rc->refs = r;
+            uint32_t *b = r ? realloc(rc->branch_refs, cap * sizeof *b) : NULL;
+            if (b) rc->branch_refs = b;
+            if (!b) { rc->oom = true; return; }
+            rc->cap = cap;
+        }
+        rc->node[i] = t, rc->refs[i] = rc->branch_refs[i] = 0, rc->n++;
+    }
+    if (branch) rc->branch_refs[i]++;
+    else rc->refs[i]++;
+}
+
+/* The discriminator's member name of a schema holding a oneOf, or NULL. */
+static const char *disc_name(json_t *s) {
+    json_t *d = json_object_get(s, "discriminator");
+    json_t *p = json_is_object(d) ? json_object_get(d, "propertyName") : NULL;
+    return json_is_string(p) && json_is_array(json_object_get(s, "oneOf")) ? json_string_value(p) : NULL;
+}
+
+/* A branch that is nothing but a $ref: its reference, else NULL. */
+static const char *branch_ref(json_t *b) {
+    json_t *r = json_is_object(b) && json_object_size(b) == 1 ? json_object_get(b, "$ref") : NULL;
+    return json_is_string(r) ? json_string_value(r) : NULL;
+}
+
+static void count_refs(json_t *root, json_t *s, refcount_t *rc, int depth) {
+    if (depth > DISC_MAX_DEPTH || rc->oom) return;
+    if (json_is_array(s)) {
+        for (size_t i = 0; i < json_array_size(s); i++) count_refs(root, json_array_get(s, i), rc, depth + 1);
+        return;
+    }
+    if (!json_is_object(s)) return;
+    json_t *r = json_object_get(s, "$ref");
+    json_t *t = json_is_string(r) ? local_ref(root, json_string_value(r)) : NULL;
+    if (t) count_ref(rc, t, false);
+    if (disc_name(s)) {
+        json_t *one = json_object_get(s, "oneOf");
+        for (size_t i = 0; i < json_array_size(one); i++) {
+            const char *br = branch_ref(json_array_get(one, i));
+            json_t *bt = br ? local_ref(root, br) : NULL;
+            if (bt) count_ref(rc, bt, true); /* and as any $ref, where the walk meets it */
+        }
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) if (!value_keyword(k)) count_refs(root, v, rc, depth + 1);
+}
+
+/* The object schema branch b stands for, if the union may change it: b
+ * itself, or the target of its $ref when b is that target's one reference;
+ * and it defines the member. NULL otherwise. */
+static json_t *narrowable(json_t *root, json_t *b, const char *name, const refcount_t *rc) {
+    const char *br = branch_ref(b);
+    if (br) {
+        json_t *t = local_ref(root, br);
+        uint32_t j = 0;
+        while (t && j < rc->n && rc->node[j] != t) j++;
+        if (!t || j == rc->n || rc->refs[j] != 1 || rc->branch_refs[j] != 1) return NULL;
+        b = t;
+    }
+    json_t *props = json_is_object(b) ? json_object_get(b, "properties") : NULL;
+    json_t *req = json_is_object(b) ? json_object_get(b, "required") : NULL;
+    if (!props || json_object_get(b, "$ref") || !json_is_object(props) || !json_object_get(props, name) ||
+        (req && !json_is_array(req)))
+        return NULL;
+    return b;
+}
+
+/* Requires name in object schema t; 1 if that changed it. */
+static uint32_t require_member(json_t *t, const char *name) {
+    json_t *req = json_object_get(t, "required");
+    if (!req) return json_object_set_new(t, "required", json_pack("[s]", name)) == 0;
+    for (size_t i = 0; i < json_array_size(req); i++)
+        if (json_is_string(json_array_get(req, i)) && !strcmp(json_string_value(json_array_get(req, i)), name))
+            return 0; /* required already */
+    return json_array_append_new(req, json_string(name)) == 0;
+}
+
+static uint32_t require_in(json_t *root, json_t *s, const refcount_t *rc, int depth) {
+    if (depth > DISC_MAX_DEPTH) return 0;
+    uint32_t n = 0;
+    if (json_is_array(s)) {
+        for (size_t i = 0; i < json_array_size(s); i++) n += require_in(root, json_array_get(s, i), rc, depth + 1);
+        return n;
+    }
+    if (!json_is_object(s)) return 0;
+    const char *name = disc_name(s);
+    json_t *one = name ? json_object_get(s, "oneOf") : NULL;
+    size_t nb = json_array_size(one), i = 0;
+    while (i < nb && narrowable(root, json_array_get(one, i), name, rc)) i++;
+    if (nb && i == nb) /* all of them, or none */
+        for (i = 0; i < nb; i++) n += require_member(narrowable(root, json_array_get(one, i), name, rc), name);
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) if (!value_keyword(k)) n += require_in(root, v, rc, depth + 1);
+    return n;
+}
+
+uint32_t sv_sc_require_discriminators(json_t *root) {
+    if (!json_is_object(root) || nested_base(root, 0)) return 0;
+    refcount_t rc = {0};
+    count_refs(root, root, &rc, 0);
+    uint32_t n = rc.oom ? 0 : require_in(root, root, &rc, 0);
+    free(rc.node);
+    free(rc.refs);
+    free(rc.branch_refs);
+    return n;
 }

@@ -251,6 +251,11 @@ bool sv_sc_oneof_disjoint(sctx_t *c, json_t *branches, json_t *beside);
 /* Whether a branch may be an object with members no schema names (its
  * free-form values are then calls). */
 bool sv_sc_oneof_open(sctx_t *c, json_t *branches);
+
+/* Adds each discriminated oneOf's propertyName to the "required" of its
+ * branches, in place in the loaded schema root (schema_disjoint.c, where the
+ * rules are); returns how many branches changed. */
+uint32_t sv_sc_require_discriminators(json_t *root);
 /* The classes of values schema s may hold, over-approximated from its
  * type, const and enum (through $refs), numbers as one class: two schemas
  * whose classes do not meet never start with the same byte. */

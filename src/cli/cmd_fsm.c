@@ -36,7 +36,7 @@ typedef struct {
 
 enum {
     OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN,
-    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN, OPT_ANY_CALLS, OPT_KEY_ORDER,
+    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_DISCRIMINATOR,
     OPT_TOOLS, OPT_TOOL_CHOICE, OPT_PARALLEL, OPT_TOOL_FORMAT, OPT_EXPLAIN,
 };
 
@@ -85,6 +85,12 @@ static const char constraint_help[] =
     "                         containers nested with at most --any-deep-arrays\n"
     "                         arrays among them (default 1); 0 turns them off\n"
     "  --max-string-length N  narrow larger maxLength values to N (default 512)\n"
+    "  --discriminator required|annotation\n"
+    "                         required (default): a oneOf with OpenAPI's\n"
+    "                         discriminator requires its propertyName in every\n"
+    "                         branch that defines it, as OpenAPI and Pydantic do\n"
+    "                         (counted in discriminator_required); annotation:\n"
+    "                         ignored, as JSON Schema ignores it\n"
     "Budgets:\n"
     "  --max-nfa-states N     default 2000000\n"
     "  --max-dfa-states N     default 200000\n"
@@ -197,6 +203,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         {"any-deep-levels", required_argument, 0, OPT_ANY_DEEP_LEVELS},
         {"any-calls", required_argument, 0, OPT_ANY_CALLS},
         {"key-order", required_argument, 0, OPT_KEY_ORDER},
+        {"discriminator", required_argument, 0, OPT_DISCRIMINATOR},
         {"any-deep-arrays", required_argument, 0, OPT_ANY_DEEP_ARRAYS},
         {"max-string-length", required_argument, 0, OPT_STRING_LEN},
         {"tools", required_argument, 0, OPT_TOOLS},
@@ -282,6 +289,11 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
             if (strcmp(arg, "schema") && strcmp(arg, "any"))
                 return sv_cli_usage_error(verb, "invalid value '%s' for --key-order (schema or any)", arg);
             o->sopts.key_order = strcmp(arg, "any") ? SV_KEY_ORDER_SCHEMA : SV_KEY_ORDER_ANY;
+            break;
+        case OPT_DISCRIMINATOR:
+            if (strcmp(arg, "required") && strcmp(arg, "annotation"))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --discriminator (required or annotation)", arg);
+            o->sopts.discriminator_annotation = !strcmp(arg, "annotation");
             break;
         case OPT_ANY_DEEP_LEVELS:
             if (sv_cli_parse_u64(arg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-levels (0 to 16)", arg);
@@ -385,6 +397,7 @@ int sv_cmd_compile(int argc, char **argv) {
             json_object_set_new(stats, "parts", json_integer(sv_dfa_num_parts(dfa)));
             json_object_set_new(stats, "max_length_narrowed", json_integer(o.info.nnarrowed));
             json_object_set_new(stats, "key_order_narrowed", json_integer(o.info.nkey_order_narrowed));
+            json_object_set_new(stats, "discriminator_required", json_integer(o.info.ndiscriminator_required));
             json_object_set_new(stats, "memory_peak_bytes", json_integer((json_int_t)o.info.mem_peak));
             /* What a budget made the compiler drop (schema.h SV_SCHEMA_NARROWED_*). */
             json_t *nb = json_array();

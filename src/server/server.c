@@ -252,6 +252,7 @@ void sv_server_compile_opts(const sv_server_config_t *cfg, sv_constraint_kind ki
     so->any_deep_levels = cfg->any_deep_levels;
     so->any_calls = cfg->any_calls;
     so->key_order = cfg->key_order;
+    so->discriminator_annotation = cfg->discriminator_annotation;
     if (cfg->compile_memory) so->lim.max_memory = cfg->compile_memory;
     if (cfg->compile_timeout_ms) so->lim.max_time_us = (uint64_t)cfg->compile_timeout_ms * 1000;
     if (cfg->compile_max_states) so->lim.max_dfa_states = cfg->compile_max_states;

@@ -68,6 +68,7 @@ typedef struct sv_server_config {
     uint32_t any_deep_levels;  /* free-form nesting beyond depth 3 (schema.h; default 3, 0 = off) */
     bool any_calls;            /* constraints composed from parts (schema.h any_calls; default true) */
     sv_key_order key_order;    /* object keys in schema order (default) or any order (schema.h) */
+    bool discriminator_annotation; /* OpenAPI's discriminator ignored (schema.h; default: required) */
     uint32_t max_ctx;          /* tokens per request, prompt + output (the engine's) */
     uint32_t max_queue;        /* waiting requests before 429 (the engine's) */
     uint32_t max_n;            /* choices per request (default SV_ENGINE_MAX_N) */
