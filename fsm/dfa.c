@@ -127,12 +127,7 @@ static int forced_byte(const sv_dfa_t *d, uint32_t s, uint32_t *class_size) {
     uint32_t count = 0;
     const int32_t *row = d->trans + (size_t)s * d->nclasses;
     for (uint32_t c = 0; c < d->nclasses; c++) {
-        /* rows are mostly missing transitions (-1): skip 8 at a time */
-        if (c + 8 <= d->nclasses && (row[c] & row[c + 1] & row[c + 2] & row[c + 3] & row[c + 4] & row[c + 5] &
-                                     row[c + 6] & row[c + 7]) < 0) {
-            c += 7;
-            continue;
-        }
+        if (c + 8 <= d->nclasses && sv_dead_run8(row + c)) { c += 7; continue; }
         if (row[c] < 0) continue;
         count += class_size[c];
         if (count > 1) return -1;

@@ -123,6 +123,12 @@ size_t sv_program_viable_prefix(const sv_dfa_t *d, const uint8_t *s, size_t n);
 bool sv_program_viable(const sv_dfa_t *d, const uint8_t *s, size_t n);
 sv_status sv_program_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uint8_t *buf, size_t cap,
                             size_t *len);
+/* Whether the 8 cells at t are all missing transitions (negative): tables
+ * are mostly those, and the passes over them skip such runs whole. */
+static inline bool sv_dead_run8(const int32_t *t) {
+    return (t[0] & t[1] & t[2] & t[3] & t[4] & t[5] & t[6] & t[7]) < 0;
+}
+
 static inline bool sv_dfa_is_program(const sv_dfa_t *d) { return d->call_off != NULL; }
 /* The call at state x whose callee starts with byte b, or NULL. */
 static inline const sv_dfa_call_t *sv_dfa_call_for(const sv_dfa_t *d, int32_t x, uint8_t b) {

@@ -82,10 +82,6 @@ static uint32_t merge_columns(const int32_t *t, uint32_t n, uint32_t k, int32_t 
     return nc;
 }
 
-/* Whether the 8 cells at t are all missing transitions (negative). */
-static inline bool dead_run(const int32_t *t) {
-    return (t[0] & t[1] & t[2] & t[3] & t[4] & t[5] & t[6] & t[7]) < 0;
-}
 
 /* Marks in live[] the states that can reach an accepting state, and
  * writes their distance to acceptance in dist[] (UINT32_MAX elsewhere): a
@@ -213,13 +209,13 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     }
     /* Tables here are mostly missing transitions (-1, every bit set): runs
        of 8 cells whose AND is negative are all missing and skipped whole
-       (dead_run), which also spares the branch on each cell. */
+       (sv_dead_run8), which also spares the branch on each cell. */
     if (raw->indeg) { /* counted as subset construction wrote them */
         for (uint32_t t = 0; t < n; t++) ioff[t + 1] = raw->indeg[t], E += raw->indeg[t];
     } else {
         size_t cells = (size_t)n * k;
         for (size_t i = 0; i < cells;) {
-            if (i + 8 <= cells && dead_run(raw->trans + i)) { i += 8; continue; }
+            if (i + 8 <= cells && sv_dead_run8(raw->trans + i)) { i += 8; continue; }
             int32_t t = raw->trans[i++];
             if (t >= 0) ioff[t + 1]++, E++;
         }
@@ -252,7 +248,7 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
     for (uint32_t s = 0; s < n; s++) {
         const int32_t *row = raw->trans + (size_t)s * k;
         for (uint32_t c = 0; c < k; c++) {
-            if (c + 8 <= k && dead_run(row + c)) { c += 7; continue; }
+            if (c + 8 <= k && sv_dead_run8(row + c)) { c += 7; continue; }
             int32_t t = row[c];
             if (t < 0) continue;
             uint32_t at = ioff[t] + ifill[t]++;
