@@ -461,7 +461,8 @@ static json_t *narrowable(json_t *root, json_t *b, const char *name, const refco
         json_t *t = local_ref(root, br);
         uint32_t j = 0;
         while (t && j < rc->n && rc->node[j] != t) j++;
-        if (!t || j == rc->n || rc->refs[j] != 1 || rc->branch_refs[j] != 1) return NULL;
+        /* the root is also the document's own schema */
+        if (!t || t == root || j == rc->n || rc->refs[j] != 1 || rc->branch_refs[j] != 1) return NULL;
         b = t;
     }
     json_t *props = json_is_object(b) ? json_object_get(b, "properties") : NULL;

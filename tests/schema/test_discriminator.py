@@ -132,6 +132,15 @@ def test_inline_branches_and_nested_ids():
     t = json.dumps({"x": 1})
     assert oracle(s, t) and match(s, [t]) == [False]
     assert match(s, [t], "--discriminator", "annotation") == [True]
+    # a branch that is the root itself (the document's schema) is not changed
+    leaf = model("leaf", {"v": {"type": "integer"}}, ["v"])
+    leaf["additionalProperties"] = False
+    rec = {"type": "object", "additionalProperties": False, "required": ["next"],
+           "properties": {"kind": {"const": "node", "default": "node"}, "next": {
+               "discriminator": {"propertyName": "kind"}, "oneOf": [{"$ref": "#"}, leaf]}}}
+    assert stats(rec)["discriminator_required"] == 0
+    t = json.dumps({"next": {"next": {"v": 1}}})  # no tags anywhere: valid, and accepted
+    assert oracle(rec, t) and match(rec, [t]) == [True]
     nested_id = copy.deepcopy(UNION)
     nested_id["$defs"]["Circle"]["$id"] = "https://example.com/circle"
     assert stats(nested_id)["discriminator_required"] == 0
