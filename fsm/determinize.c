@@ -265,6 +265,25 @@ static void compute_classes(det_t *d) {
     d->nclasses = (uint32_t)c + 1;
 }
 
+/* An embedded DFA's state q (an NFA state numbered from the embed's base):
+ * its row over the DFA's own classes, and per inner class the outer classes
+ * it stands for (outer[off[ic] .. off[ic + 1]), built in
+ * sv_dfa_determinize). */
+typedef struct {
+    const int32_t *row;
+    const uint16_t *off;
+    const uint8_t *outer;
+    uint32_t k;
+    int32_t base;
+} embed_row_t;
+
+static embed_row_t embed_row(const sv_nfa_t *nfa, const uint16_t *embed_off, const uint8_t *embed_outer,
+                             const sv_nfa_state_t *s, int32_t q) {
+    const sv_nfa_embed_t *e = &nfa->embeds[s->out1];
+    return (embed_row_t){e->dfa->trans + (size_t)(q - e->base) * e->dfa->nclasses, embed_off + (size_t)s->out1 * 257,
+                         embed_outer + (size_t)s->out1 * 256, e->dfa->nclasses, e->base};
+}
+
 sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, uint64_t t0_ns, sv_rawdfa_t *out,
                              sv_error_t *err) {
     det_t d = {.nfa = nfa, .lim = lim, .err = err};
@@ -334,15 +353,11 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
         for (uint32_t i = 0; i < len; i++) {
             const sv_nfa_state_t *s = &nfa->s[set[i]];
             if (s->kind == NFA_DFA) {
-                const sv_nfa_embed_t *e = &nfa->embeds[s->out1];
-                uint32_t ik = e->dfa->nclasses;
-                const int32_t *row = e->dfa->trans + (size_t)(set[i] - e->base) * ik;
-                const uint16_t *eoff = embed_off + (size_t)s->out1 * 257;
-                const uint8_t *ecl = embed_outer + (size_t)s->out1 * 256;
-                for (uint32_t ic = 0; ic < ik; ic++) {
-                    if (row[ic] < 0) continue;
-                    for (uint32_t j = eoff[ic]; j < eoff[ic + 1]; j++) {
-                        uint32_t c = ecl[j];
+                embed_row_t r = embed_row(nfa, embed_off, embed_outer, s, set[i]);
+                for (uint32_t ic = 0; ic < r.k; ic++) {
+                    if (r.row[ic] < 0) continue;
+                    for (uint32_t j = r.off[ic]; j < r.off[ic + 1]; j++) {
+                        uint32_t c = r.outer[j];
                         if (bucket_n[c]++ == 0) touch[ntouch++] = (uint8_t)c;
                         total++;
                     }
@@ -372,18 +387,14 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
         for (uint32_t i = 0; i < len; i++) {
             const sv_nfa_state_t *s = &nfa->s[set[i]];
             if (s->kind == NFA_DFA) {
-                const sv_nfa_embed_t *e = &nfa->embeds[s->out1];
-                uint32_t ik = e->dfa->nclasses;
-                const int32_t *row = e->dfa->trans + (size_t)(set[i] - e->base) * ik;
-                const uint16_t *eoff = embed_off + (size_t)s->out1 * 257;
-                const uint8_t *ecl = embed_outer + (size_t)s->out1 * 256;
-                for (uint32_t ic = 0; ic < ik; ic++) {
-                    int32_t t = row[ic];
-                    if (t < 0) continue;
-                    for (uint32_t j = eoff[ic]; j < eoff[ic + 1]; j++) {
-                        uint32_t c = ecl[j];
-                        bucket[bucket_off[c] + bucket_n[c]++] = e->base + t;
-                        hacc[c] = HASH_STEP(hacc[c], e->base + t);
+                embed_row_t r = embed_row(nfa, embed_off, embed_outer, s, set[i]);
+                for (uint32_t ic = 0; ic < r.k; ic++) {
+                    if (r.row[ic] < 0) continue;
+                    int32_t t = r.base + r.row[ic];
+                    for (uint32_t j = r.off[ic]; j < r.off[ic + 1]; j++) {
+                        uint32_t c = r.outer[j];
+                        bucket[bucket_off[c] + bucket_n[c]++] = t;
+                        hacc[c] = HASH_STEP(hacc[c], t);
                     }
                 }
                 continue;

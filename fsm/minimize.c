@@ -82,7 +82,6 @@ static uint32_t merge_columns(const int32_t *t, uint32_t n, uint32_t k, int32_t 
     return nc;
 }
 
-
 /* Marks in live[] the states that can reach an accepting state, and
  * writes their distance to acceptance in dist[] (UINT32_MAX elsewhere): a
  * BFS back from the accepting states over the inverse transitions

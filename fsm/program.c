@@ -227,20 +227,11 @@ static uint32_t part_of(const uint32_t *base, uint32_t np, uint32_t x) {
     return lo;
 }
 
-/* Distances with calls: per part, Dijkstra from its final states over
- * reversed edges, a call s -> ret weighing dist[callee] (the callee's start
- * distance as known so far). Parts are redone from a worklist: a part whose
- * start distance fell puts its callers back. Edges never leave a part, so
- * each redo touches one part; distances only fall, so it ends, at the least
- * fixed point (every edge then holds, and every distance is a real
- * completion's length). Parts are found callers first (the root is 0), so the
- * worklist takes them from the last: callees first, and a program without
- * recursion is one Dijkstra a part. */
 /* FOR_EACH_EDGE runs BODY for every byte edge SRC -> DST of the linked
- * program, read from the parts' own tables: a part's row is as wide as its own classes,
- * not the union's (a tenth of the cells on a program of a hundred parts),
- * and a class of call-marker bytes only, which the link turns into calls,
- * gives none. */
+ * program, read from the parts' own tables: a part's row is as wide as its
+ * own classes, not the union's (a tenth of the cells on a program of a
+ * hundred parts), and a class of call-marker bytes only, which the link
+ * turns into calls, gives none. */
 typedef struct {
     const sv_dfa_t *const *parts;
     const uint32_t *base;
@@ -262,6 +253,15 @@ typedef struct {
         }                                                                                   \
     }
 
+/* Distances with calls: per part, Dijkstra from its final states over
+ * reversed edges, a call s -> ret weighing dist[callee] (the callee's start
+ * distance as known so far). Parts are redone from a worklist: a part whose
+ * start distance fell puts its callers back. Edges never leave a part, so
+ * each redo touches one part; distances only fall, so it ends, at the least
+ * fixed point (every edge then holds, and every distance is a real
+ * completion's length). Parts are found callers first (the root is 0), so the
+ * worklist takes them from the last: callees first, and a program without
+ * recursion is one Dijkstra a part. */
 static sv_status distances(sv_dfa_t *d, const edges_t *E, sv_error_t *err) {
     const uint32_t *base = E->base;
     uint32_t n = d->nstates, np = d->nparts;

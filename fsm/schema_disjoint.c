@@ -395,10 +395,13 @@ typedef struct {
     bool oom;
 } refcount_t;
 
+/* Counts a reference to t: a discriminated branch's (and t joins the list),
+ * or any $ref's (counted only for a t already listed). */
 static void count_ref(refcount_t *rc, json_t *t, bool branch) {
     uint32_t i = 0;
     while (i < rc->n && rc->node[i] != t) i++;
     if (i == rc->n) {
+        if (!branch) return;
         if (rc->n == rc->cap) {
             uint32_t cap = rc->cap ? 2 * rc->cap : 16;
             json_t **nn = realloc(rc->node, cap * sizeof *nn);
@@ -423,33 +426,53 @@ static const char *disc_name(json_t *s) {
     return json_is_string(p) && json_is_array(json_object_get(s, "oneOf")) ? json_string_value(p) : NULL;
 }
 
+/* Whether some schema in s holds a discriminated oneOf (most documents
+ * hold none, and the rest of the work is skipped). */
+static bool has_discriminator(json_t *s, int depth) {
+    if (depth > DISC_MAX_DEPTH) return false;
+    if (json_is_array(s)) {
+        for (size_t i = 0; i < json_array_size(s); i++)
+            if (has_discriminator(json_array_get(s, i), depth + 1)) return true;
+        return false;
+    }
+    if (!json_is_object(s)) return false;
+    if (disc_name(s)) return true;
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) if (!value_keyword(k) && has_discriminator(v, depth + 1)) return true;
+    return false;
+}
+
 /* A branch that is nothing but a $ref: its reference, else NULL. */
 static const char *branch_ref(json_t *b) {
     json_t *r = json_is_object(b) && json_object_size(b) == 1 ? json_object_get(b, "$ref") : NULL;
     return json_is_string(r) ? json_string_value(r) : NULL;
 }
 
-static void count_refs(json_t *root, json_t *s, refcount_t *rc, int depth) {
+/* branches: lists the targets of discriminated branches; else counts every
+ * $ref to a listed target (a branch's own included). */
+static void count_refs(json_t *root, json_t *s, refcount_t *rc, bool branches, int depth) {
     if (depth > DISC_MAX_DEPTH || rc->oom) return;
     if (json_is_array(s)) {
-        for (size_t i = 0; i < json_array_size(s); i++) count_refs(root, json_array_get(s, i), rc, depth + 1);
+        for (size_t i = 0; i < json_array_size(s); i++) count_refs(root, json_array_get(s, i), rc, branches, depth + 1);
         return;
     }
     if (!json_is_object(s)) return;
-    json_t *r = json_object_get(s, "$ref");
-    json_t *t = json_is_string(r) ? local_ref(root, json_string_value(r)) : NULL;
-    if (t) count_ref(rc, t, false);
-    if (disc_name(s)) {
+    if (!branches) {
+        json_t *r = json_object_get(s, "$ref");
+        json_t *t = json_is_string(r) && rc->n ? local_ref(root, json_string_value(r)) : NULL;
+        if (t) count_ref(rc, t, false);
+    } else if (disc_name(s)) {
         json_t *one = json_object_get(s, "oneOf");
         for (size_t i = 0; i < json_array_size(one); i++) {
             const char *br = branch_ref(json_array_get(one, i));
             json_t *bt = br ? local_ref(root, br) : NULL;
-            if (bt) count_ref(rc, bt, true); /* and as any $ref, where the walk meets it */
+            if (bt) count_ref(rc, bt, true);
         }
     }
     const char *k;
     json_t *v;
-    json_object_foreach(s, k, v) if (!value_keyword(k)) count_refs(root, v, rc, depth + 1);
+    json_object_foreach(s, k, v) if (!value_keyword(k)) count_refs(root, v, rc, branches, depth + 1);
 }
 
 /* The object schema branch b stands for, if the union may change it: b
@@ -504,9 +527,10 @@ static uint32_t require_in(json_t *root, json_t *s, const refcount_t *rc, int de
 }
 
 uint32_t sv_sc_require_discriminators(json_t *root) {
-    if (!json_is_object(root) || nested_base(root, 0)) return 0;
+    if (!json_is_object(root) || !has_discriminator(root, 0) || nested_base(root, 0)) return 0;
     refcount_t rc = {0};
-    count_refs(root, root, &rc, 0);
+    count_refs(root, root, &rc, true, 0);
+    count_refs(root, root, &rc, false, 0);
     uint32_t n = rc.oom ? 0 : require_in(root, root, &rc, 0);
     free(rc.node);
     free(rc.refs);
