@@ -337,20 +337,32 @@ static bool value_keyword(const char *k) {
     return !strcmp(k, "const") || !strcmp(k, "enum") || !strcmp(k, "default") || !strcmp(k, "examples");
 }
 
-/* Whether some schema below the root declares a base of its own. */
-static bool nested_base(json_t *s, int depth) {
-    if (depth > DISC_MAX_DEPTH) return true;
+/* Calls fn on every object below s, s included (parents before children),
+ * skipping the values of const, enum, default and examples, and nothing
+ * deeper than DISC_MAX_DEPTH; stops, and returns true, when fn does. */
+typedef bool (*visit_fn)(json_t *obj, int depth, void *ctx);
+
+static bool visit(json_t *s, visit_fn fn, void *ctx, int depth) {
+    if (depth > DISC_MAX_DEPTH) return false;
     if (json_is_array(s)) {
         for (size_t i = 0; i < json_array_size(s); i++)
-            if (nested_base(json_array_get(s, i), depth + 1)) return true;
+            if (visit(json_array_get(s, i), fn, ctx, depth + 1)) return true;
         return false;
     }
     if (!json_is_object(s)) return false;
-    if (depth > 0 && (json_is_string(json_object_get(s, "$id")) || json_is_string(json_object_get(s, "id")))) return true;
+    if (fn(s, depth, ctx)) return true;
     const char *k;
     json_t *v;
-    json_object_foreach(s, k, v) if (!value_keyword(k) && nested_base(v, depth + 1)) return true;
+    json_object_foreach(s, k, v) if (!value_keyword(k) && visit(v, fn, ctx, depth + 1)) return true;
     return false;
+}
+
+/* A schema below the root that declares a base of its own (or one too
+ * deep to look at: as if it did). */
+static bool nested_base(json_t *s, int depth, void *ctx) {
+    (void)ctx;
+    return depth >= DISC_MAX_DEPTH ||
+           (depth > 0 && (json_is_string(json_object_get(s, "$id")) || json_is_string(json_object_get(s, "id"))));
 }
 
 /* The value a local JSON pointer reference ("#" or "#/a/b", ~0 and ~1
@@ -426,21 +438,11 @@ static const char *disc_name(json_t *s) {
     return json_is_string(p) && json_is_array(json_object_get(s, "oneOf")) ? json_string_value(p) : NULL;
 }
 
-/* Whether some schema in s holds a discriminated oneOf (most documents
- * hold none, and the rest of the work is skipped). */
-static bool has_discriminator(json_t *s, int depth) {
-    if (depth > DISC_MAX_DEPTH) return false;
-    if (json_is_array(s)) {
-        for (size_t i = 0; i < json_array_size(s); i++)
-            if (has_discriminator(json_array_get(s, i), depth + 1)) return true;
-        return false;
-    }
-    if (!json_is_object(s)) return false;
-    if (disc_name(s)) return true;
-    const char *k;
-    json_t *v;
-    json_object_foreach(s, k, v) if (!value_keyword(k) && has_discriminator(v, depth + 1)) return true;
-    return false;
+/* A schema holding a discriminated oneOf (most documents hold none, and
+ * the rest of the work is skipped). */
+static bool has_discriminator(json_t *s, int depth, void *ctx) {
+    (void)depth, (void)ctx;
+    return disc_name(s) != NULL;
 }
 
 /* A branch that is nothing but a $ref: its reference, else NULL. */
@@ -449,30 +451,30 @@ static const char *branch_ref(json_t *b) {
     return json_is_string(r) ? json_string_value(r) : NULL;
 }
 
-/* branches: lists the targets of discriminated branches; else counts every
- * $ref to a listed target (a branch's own included). */
-static void count_refs(json_t *root, json_t *s, refcount_t *rc, bool branches, int depth) {
-    if (depth > DISC_MAX_DEPTH || rc->oom) return;
-    if (json_is_array(s)) {
-        for (size_t i = 0; i < json_array_size(s); i++) count_refs(root, json_array_get(s, i), rc, branches, depth + 1);
-        return;
-    }
-    if (!json_is_object(s)) return;
-    if (!branches) {
+typedef struct {
+    json_t *root;
+    refcount_t *rc;
+    bool branches; /* list the targets of discriminated branches; else count
+                      every $ref to a listed target (a branch's own included) */
+    uint32_t changed;
+} disc_walk_t;
+
+static bool count_refs(json_t *s, int depth, void *ctx) {
+    disc_walk_t *w = ctx;
+    (void)depth;
+    if (!w->branches) {
         json_t *r = json_object_get(s, "$ref");
-        json_t *t = json_is_string(r) && rc->n ? local_ref(root, json_string_value(r)) : NULL;
-        if (t) count_ref(rc, t, false);
+        json_t *t = json_is_string(r) && w->rc->n ? local_ref(w->root, json_string_value(r)) : NULL;
+        if (t) count_ref(w->rc, t, false);
     } else if (disc_name(s)) {
         json_t *one = json_object_get(s, "oneOf");
         for (size_t i = 0; i < json_array_size(one); i++) {
             const char *br = branch_ref(json_array_get(one, i));
-            json_t *bt = br ? local_ref(root, br) : NULL;
-            if (bt) count_ref(rc, bt, true);
+            json_t *bt = br ? local_ref(w->root, br) : NULL;
+            if (bt) count_ref(w->rc, bt, true);
         }
     }
-    const char *k;
-    json_t *v;
-    json_object_foreach(s, k, v) if (!value_keyword(k)) count_refs(root, v, rc, branches, depth + 1);
+    return w->rc->oom;
 }
 
 /* The object schema branch b stands for, if the union may change it: b
@@ -506,34 +508,28 @@ static uint32_t require_member(json_t *t, const char *name) {
     return json_array_append_new(req, json_string(name)) == 0;
 }
 
-static uint32_t require_in(json_t *root, json_t *s, const refcount_t *rc, int depth) {
-    if (depth > DISC_MAX_DEPTH) return 0;
-    uint32_t n = 0;
-    if (json_is_array(s)) {
-        for (size_t i = 0; i < json_array_size(s); i++) n += require_in(root, json_array_get(s, i), rc, depth + 1);
-        return n;
-    }
-    if (!json_is_object(s)) return 0;
+static bool require_in(json_t *s, int depth, void *ctx) {
+    disc_walk_t *w = ctx;
+    (void)depth;
     const char *name = disc_name(s);
     json_t *one = name ? json_object_get(s, "oneOf") : NULL;
     size_t nb = json_array_size(one), i = 0;
-    while (i < nb && narrowable(root, json_array_get(one, i), name, rc)) i++;
+    while (i < nb && narrowable(w->root, json_array_get(one, i), name, w->rc)) i++;
     if (nb && i == nb) /* all of them, or none */
-        for (i = 0; i < nb; i++) n += require_member(narrowable(root, json_array_get(one, i), name, rc), name);
-    const char *k;
-    json_t *v;
-    json_object_foreach(s, k, v) if (!value_keyword(k)) n += require_in(root, v, rc, depth + 1);
-    return n;
+        for (i = 0; i < nb; i++) w->changed += require_member(narrowable(w->root, json_array_get(one, i), name, w->rc), name);
+    return false;
 }
 
 uint32_t sv_sc_require_discriminators(json_t *root) {
-    if (!json_is_object(root) || !has_discriminator(root, 0) || nested_base(root, 0)) return 0;
+    if (!json_is_object(root) || !visit(root, has_discriminator, NULL, 0) || visit(root, nested_base, NULL, 0)) return 0;
     refcount_t rc = {0};
-    count_refs(root, root, &rc, true, 0);
-    count_refs(root, root, &rc, false, 0);
-    uint32_t n = rc.oom ? 0 : require_in(root, root, &rc, 0);
+    disc_walk_t w = {root, &rc, true, 0};
+    visit(root, count_refs, &w, 0);
+    w.branches = false;
+    visit(root, count_refs, &w, 0);
+    if (!rc.oom) visit(root, require_in, &w, 0);
     free(rc.node);
     free(rc.refs);
     free(rc.branch_refs);
-    return n;
+    return w.changed;
 }

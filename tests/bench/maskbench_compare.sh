@@ -94,13 +94,14 @@ done
 python3 - "${RESULTS[@]}" <<'EOF'
 import json, sys
 
-def summary(path):
-    """The last line of a raw output that is a summary object (has "schemas")."""
+def objects(path):
+    """The JSON objects of a raw output, one a line (other lines skipped)."""
     try:
         lines = open(path, encoding="utf-8").read().splitlines()
     except OSError:
-        return None
-    for line in reversed(lines):
+        return []
+    out = []
+    for line in lines:
         line = line.strip()
         if not line.startswith("{"):
             continue
@@ -108,7 +109,14 @@ def summary(path):
             obj = json.loads(line)
         except ValueError:
             continue
-        if isinstance(obj, dict) and "schemas" in obj and "file" not in obj:
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+def summary(path):
+    """The last line of a raw output that is a summary object (has "schemas")."""
+    for obj in reversed(objects(path)):
+        if "schemas" in obj and "file" not in obj:
             return obj
     return None
 
@@ -166,20 +174,8 @@ if notes:
 per = {}
 for arg in sys.argv[1:]:
     name, path = arg.split("=", 1)
-    got = {}
-    try:
-        for line in open(path, encoding="utf-8"):
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            try:
-                o = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(o, dict) and "file" in o and isinstance(o.get("ttfm_us"), (int, float)):
-                got[o["file"]] = float(o["ttfm_us"])
-    except OSError:
-        continue
+    got = {o["file"]: float(o["ttfm_us"]) for o in objects(path)
+           if "file" in o and isinstance(o.get("ttfm_us"), (int, float))}
     if got:
         per[name] = got
 if len(per) > 1:
