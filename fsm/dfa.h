@@ -90,6 +90,8 @@ sv_status sv_dfa_product(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, con
  * (default 64 MiB; 0 turns it off and empties it), and its counters. */
 void sv_dfa_cache_configure(size_t max_bytes);
 void sv_dfa_cache_stats(uint64_t *hits, uint64_t *misses, size_t *bytes);
+/* Drops every entry, keeping the size (a benchmark's cold compiles). */
+void sv_dfa_cache_empty(void);
 
 /* Structural equality (same language, since both are minimal and BFS-numbered). */
 bool sv_dfa_equal(const sv_dfa_t *a, const sv_dfa_t *b);

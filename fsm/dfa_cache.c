@@ -185,6 +185,12 @@ void sv_dfa_cache_configure(size_t max_bytes) {
     pthread_mutex_unlock(&g.lock);
 }
 
+void sv_dfa_cache_empty(void) {
+    pthread_mutex_lock(&g.lock);
+    while (g.tail) evict(g.tail);
+    pthread_mutex_unlock(&g.lock);
+}
+
 void sv_dfa_cache_stats(uint64_t *hits, uint64_t *misses, size_t *bytes) {
     pthread_mutex_lock(&g.lock);
     if (hits) *hits = g.hits;

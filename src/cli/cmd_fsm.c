@@ -32,12 +32,13 @@ typedef struct {
     int parallel;             /* --parallel-tool-calls: -1 not given, else 0 or 1 */
     int tool_object;          /* --tool-format: -1 not given, 1 object, 0 array */
     bool explain;             /* match --explain: where each candidate stops */
+    bool print_schema;        /* compile --print-schema: the call schema, not compiled */
 } opts_t;
 
 enum {
     OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN,
     OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_DISCRIMINATOR,
-    OPT_TOOLS, OPT_TOOL_CHOICE, OPT_PARALLEL, OPT_TOOL_FORMAT, OPT_EXPLAIN,
+    OPT_TOOLS, OPT_TOOL_CHOICE, OPT_PARALLEL, OPT_TOOL_FORMAT, OPT_EXPLAIN, OPT_PRINT_SCHEMA,
 };
 
 static const char constraint_help[] =
@@ -105,7 +106,9 @@ static void help(const char *verb) {
                "a schema also ignored_keywords, recursion_truncated, parts: the compiled\n"
                "parts that call one another, docs/fsm.md, and what the compile narrowed).\n"
                "On a constraint that does not compile, prints\n"
-               "{\"error\": {\"message\", \"type\", \"offset\"}} and exits 2.\n\n%s",
+               "{\"error\": {\"message\", \"type\", \"offset\"}} and exits 2.\n"
+               "With --tools, --print-schema prints the call schema instead (one line of\n"
+               "JSON, what the server compiles for those tools) and compiles nothing.\n\n%s",
                constraint_help);
     else if (strcmp(verb, "match") == 0)
         printf("Usage: sieve match --regex PATTERN | --schema FILE | --tools FILE [options] < candidates\n\n"
@@ -211,6 +214,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         {"parallel-tool-calls", required_argument, 0, OPT_PARALLEL},
         {"tool-format", required_argument, 0, OPT_TOOL_FORMAT},
         {"explain", no_argument, 0, OPT_EXPLAIN},
+        {"print-schema", no_argument, 0, OPT_PRINT_SCHEMA},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -263,6 +267,10 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         case OPT_EXPLAIN:
             if (strcmp(verb, "match")) return sv_cli_usage_error(verb, "unknown option '--explain'");
             o->explain = true;
+            break;
+        case OPT_PRINT_SCHEMA:
+            if (strcmp(verb, "compile")) return sv_cli_usage_error(verb, "unknown option '--print-schema'");
+            o->print_schema = true;
             break;
         case OPT_WS:
             if (strcmp(arg, "canonical") == 0) o->sopts.ws = SV_WS_CANONICAL;
@@ -337,8 +345,9 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         }
     }
     if (optind < argc) return sv_cli_usage_error(verb, "unexpected argument '%s'", argv[optind]);
-    if (!o->tools_file && (o->tool_choice || o->parallel >= 0 || o->tool_object >= 0))
-        return sv_cli_usage_error(verb, "--tool-choice, --parallel-tool-calls and --tool-format need --tools FILE");
+    if (!o->tools_file && (o->tool_choice || o->parallel >= 0 || o->tool_object >= 0 || o->print_schema))
+        return sv_cli_usage_error(verb, "--tool-choice, --parallel-tool-calls, --tool-format and --print-schema need "
+                                        "--tools FILE");
     if (o->tools_file) {
         sv_error_t err;
         size_t len;
@@ -381,6 +390,10 @@ int sv_cmd_compile(int argc, char **argv) {
     int rc = parse(argc, argv, &o, false);
     sv_dfa_t *dfa = NULL;
     uint64_t us;
+    if (rc < 0 && o.print_schema) {
+        printf("%.*s\n", (int)o.regex_len, o.regex);
+        rc = SV_EXIT_OK;
+    }
     if (rc < 0) rc = build(&o, &dfa, &us);
     if (rc < 0) {
         json_t *stats = json_pack("{s:I, s:I, s:I, s:I, s:I}", "states", (json_int_t)sv_dfa_num_states(dfa),

@@ -28,7 +28,7 @@
 #include "cli.h"
 #include "verbs.h"
 
-enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE, OPT_MEMORY, OPT_SLOW, OPT_ANY_TOTAL, OPT_DEEP_LEVELS, OPT_DEEP_ARRAYS, OPT_ANY_CALLS, OPT_KEY_ORDER };
+enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE, OPT_MEMORY, OPT_SLOW, OPT_ANY_TOTAL, OPT_DEEP_LEVELS, OPT_DEEP_ARRAYS, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_COLD };
 
 typedef struct {
     uint64_t *v;
@@ -115,6 +115,7 @@ typedef struct {
     sv_schema_opts_t sopts;
     uint64_t timeout_ns;
     bool per_schema;
+    bool cold; /* --cold: the memo emptied before each schema */
     int32_t eos;
     samples_t tbm, ttfm;
     long counts[6];
@@ -154,6 +155,7 @@ static int run_file(bench_t *b, const char *path, json_t *rec) {
     sv_error_clear(&err);
     sv_schema_opts_t so = b->sopts;
     so.lim.max_time_us = b->timeout_ns / 1000;
+    if (b->cold) sv_dfa_cache_empty();
     uint64_t t0 = sv_now_ns();
     sv_dfa_t *dfa = NULL;
     sv_token_index_t *ix = NULL;
@@ -290,6 +292,7 @@ int sv_cmd_maskbench(int argc, char **argv) {
         {"any-deep-arrays", required_argument, 0, OPT_DEEP_ARRAYS},
         {"ws", required_argument, 0, OPT_WS},
         {"dfa-cache-mb", required_argument, 0, OPT_DFA_CACHE},
+        {"cold", no_argument, 0, OPT_COLD},
         {"memory-limit-mb", required_argument, 0, OPT_MEMORY},
         {"slow-us", required_argument, 0, OPT_SLOW},
         {"help", no_argument, 0, 'h'},
@@ -311,7 +314,7 @@ int sv_cmd_maskbench(int argc, char **argv) {
             printf("Usage: sieve maskbench --tokenizer tokenizer.json [--tokenizer-config FILE]\n"
                    "                       [--per-schema] [--timeout-s 60] [--allow-unknown-formats]\n"
                    "                       [--max-any-depth N|auto] [--any-depth-total N]\n"
-                   "                       [--any-deep-levels N] [--any-deep-arrays N] [--any-calls true|false] [--key-order schema|any] [--ws MODE] [--dfa-cache-mb 64] PATH...\n\n"
+                   "                       [--any-deep-levels N] [--any-deep-arrays N] [--any-calls true|false] [--key-order schema|any] [--ws MODE] [--dfa-cache-mb 64] [--cold] PATH...\n\n"
                    "Runs the MaskBench method on MaskBench files (or folders of them), one\n"
                    "thread, and prints one JSON object: schemas, passing, compile_error,\n"
                    "validation_error, invalidation_error, timeout, error, and ttfm_us and tbm_us\n"
@@ -320,6 +323,8 @@ int sv_cmd_maskbench(int argc, char **argv) {
                    "rest). Instance text is each test's \"text\" field when present (see\n"
                    "tests/bench/maskbench_prep.py), else jansson's serialization.\n"
                    "--dfa-cache-mb: the process-wide memo of compiled automata (0: off).\n"
+                   "--cold: the memo is emptied before each schema, so that no schema reuses\n"
+                   "what an earlier one compiled (a compile still shares parts within itself).\n"
                    "--memory-limit-mb: address-space limit of the process (default 8192, 0: none);\n"
                    "a schema that needs more is a compile error of type nomem.\n"
                    "--slow-us N: list every mask slower than N microseconds on stderr (file,\n"
@@ -328,6 +333,7 @@ int sv_cmd_maskbench(int argc, char **argv) {
         case OPT_TOKENIZER: tokpath = optarg; break;
         case OPT_TOKCONFIG: tokcfg = optarg; break;
         case OPT_PER_SCHEMA: b.per_schema = true; break;
+        case OPT_COLD: b.cold = true; break;
         case OPT_UNKNOWN_FORMATS: b.sopts.unknown_formats_ok = true; break;
         case OPT_TIMEOUT_S:
             if (sv_cli_parse_u64(optarg, 86400, &v) || !v) return sv_cli_usage_error(verb, "invalid value '%s' for --timeout-s", optarg);

@@ -5,7 +5,7 @@
 #   tests/bench/maskbench_compare.sh [--out DIR] [--engines "sieve llguidance xgrammar"]
 #                                    [--timeout-s 60] [--data DIR] [--sample FILE]
 #                                    [--tokenizer FILE] [--sieve BIN] [--python BIN]
-#                                    [--tbm step|mask]
+#                                    [--tbm step|mask] [--prep DIR] [--cold]
 #
 # Steps: (1) tests/bench/maskbench_prep.py writes the sampled files, each test
 # with its MaskBench instance text, into DIR/prep; (2) `sieve maskbench
@@ -16,6 +16,11 @@
 # --tbm is passed to the peers: what one TBM sample is ('step' = consume the
 # token + compute the next mask, MaskBench's; 'mask' = the mask alone); the
 # notes under the table give each peer's mask-only percentiles either way.
+# --prep DIR runs the engines on files prepared elsewhere instead of steps
+# (1)'s sample (tests/bench/toolsets_ttfm.py --prep-out writes the tool-set
+# corpus that way). --cold empties sieve's memo of automata before each
+# schema (`sieve maskbench --cold`), so that no schema reuses what an earlier
+# one compiled, as neither peer does here.
 # Needs ../shared/data (MaskBench and the Llama 3 tokenizer); never run in CI.
 set -euo pipefail
 
@@ -29,8 +34,10 @@ TOKENIZER="$ROOT/../shared/data/tokenizers/llama3/tokenizer.json"
 SIEVE="$ROOT/build-rel/sieve"
 PY="$ROOT/.venv-peers/bin/python"
 TBM=step
+PREP=
+COLD=
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) OUT="$2"; shift 2 ;;
@@ -42,20 +49,28 @@ while [ $# -gt 0 ]; do
         --sieve) SIEVE="$2"; shift 2 ;;
         --python) PY="$2"; shift 2 ;;
         --tbm) TBM="$2"; shift 2 ;;
+        --prep) PREP="$2"; shift 2 ;;
+        --cold) COLD=--cold; shift ;;
         -h|--help) usage 0 ;;
         *) echo "maskbench_compare: unknown argument $1" >&2; usage 2 >&2 ;;
     esac
 done
 
-for f in "$DATA" "$SAMPLE" "$TOKENIZER"; do
-    [ -e "$f" ] || { echo "maskbench_compare: missing $f (needs ../shared/data)" >&2; exit 1; }
-done
 mkdir -p "$OUT"
-PREP="$OUT/prep"
-rm -rf "$PREP"
-python3 "$ROOT/tests/bench/maskbench_sample.py" --data "$DATA" --check "$SAMPLE" ||
-    echo "maskbench_compare: warning: $SAMPLE is not the sample drawn from $DATA" >&2
-python3 "$ROOT/tests/bench/maskbench_prep.py" --data "$DATA" --sample "$SAMPLE" --out "$PREP"
+if [ -n "$PREP" ]; then
+    for f in "$PREP" "$TOKENIZER"; do
+        [ -e "$f" ] || { echo "maskbench_compare: missing $f" >&2; exit 1; }
+    done
+else
+    for f in "$DATA" "$SAMPLE" "$TOKENIZER"; do
+        [ -e "$f" ] || { echo "maskbench_compare: missing $f (needs ../shared/data)" >&2; exit 1; }
+    done
+    PREP="$OUT/prep"
+    rm -rf "$PREP"
+    python3 "$ROOT/tests/bench/maskbench_sample.py" --data "$DATA" --check "$SAMPLE" ||
+        echo "maskbench_compare: warning: $SAMPLE is not the sample drawn from $DATA" >&2
+    python3 "$ROOT/tests/bench/maskbench_prep.py" --data "$DATA" --sample "$SAMPLE" --out "$PREP"
+fi
 
 RESULTS=()
 for e in $ENGINES; do
@@ -70,7 +85,7 @@ for e in $ENGINES; do
                 echo "maskbench_compare: $SIEVE not built (cmake --build build-rel); skipping sieve" >&2
                 continue
             fi
-            if ! nice -n 10 "$SIEVE" maskbench --tokenizer "$TOKENIZER" --per-schema \
+            if ! nice -n 10 "$SIEVE" maskbench --tokenizer "$TOKENIZER" --per-schema $COLD \
                     --timeout-s "$TIMEOUT" "$PREP" > "$raw" 2> "$OUT/$e.err"; then
                 echo "maskbench_compare: sieve maskbench failed (see $OUT/$e.err)" >&2
             fi

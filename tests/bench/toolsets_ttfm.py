@@ -20,6 +20,14 @@ the 2 cores):
     cmake --build build-rel -j2 --target sieve
     .venv/bin/python tests/bench/toolsets_ttfm.py --sieve build-rel/sieve --out toolsets_ttfm.jsonl
 
+Side by side with llguidance (TTFM as MaskBench counts it for every engine:
+compile, matcher and first mask), --prep-out DIR writes each set's call
+schema (`sieve compile ... --print-schema`, what the server compiles) as a
+MaskBench-style file without tests, and maskbench_compare.sh runs on them:
+    .venv/bin/python tests/bench/toolsets_ttfm.py --sieve build-rel/sieve --prep-out /tmp/ts-prep
+    tests/bench/maskbench_compare.sh --prep /tmp/ts-prep --out /tmp/ts-compare \
+        --engines "sieve llguidance"
+
 Other tool modes or compile options go after --, e.g.
     tests/bench/toolsets_ttfm.py -- --tool-choice auto --tool-format object
 (those arguments replace the default "--tool-choice required
@@ -77,6 +85,28 @@ def run_one(sieve, path, args, timeout):
     return rec
 
 
+def write_prep(sieve, sets, args, out):
+    """Each set's call schema, as sieve builds it, to out/<source>---<set>.json
+    ({description, meta, schema, tests: []}: maskbench_compare.sh --prep).
+    Returns the exit status."""
+    out.mkdir(parents=True, exist_ok=True)
+    bad = 0
+    for p in sets:
+        r = subprocess.run([sieve, "compile", "--tools", str(p), *args, "--print-schema"], capture_output=True,
+                           text=True)
+        name = p.relative_to(CORPUS).as_posix()
+        if r.returncode != 0:
+            print(f"toolsets_ttfm: {name}: {(r.stdout or r.stderr).strip()[-300:]}", file=sys.stderr)
+            bad += 1
+            continue
+        doc = {"description": f"tool set {name} ({' '.join(args)})", "meta": {"source": p.parent.name},
+               "schema": json.loads(r.stdout), "tests": []}
+        with open(out / (name.replace("/", "---")), "w", encoding="utf-8") as f:
+            json.dump(doc, f, ensure_ascii=False)
+    print(f"toolsets_ttfm: {len(sets) - bad} call schemas in {out}", file=sys.stderr)
+    return 1 if bad else 0
+
+
 def dist_row(label, recs):
     ok = [r for r in recs if r["compile_us"] is not None]
     us = sorted(r["compile_us"] for r in ok)
@@ -124,6 +154,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=120, help="seconds per compile (default %(default)s)")
     ap.add_argument("--out", help="also write one JSON line per set here")
     ap.add_argument("--filter", default="", help="only sets whose path contains this")
+    ap.add_argument("--prep-out", help="write each set's call schema here as a MaskBench-style file instead")
     ap.add_argument("args", nargs="*", help="after --: sieve arguments instead of the default tool mode")
     a = ap.parse_args()
     CORPUS = Path(a.corpus).resolve()
@@ -133,6 +164,8 @@ def main():
     if not sets:
         sys.exit(f"no tool sets in {CORPUS}")
     args = a.args or DEFAULT_ARGS
+    if a.prep_out:
+        sys.exit(write_prep(a.sieve, sets, args, Path(a.prep_out)))
     t = time.monotonic()
     with ThreadPoolExecutor(max(1, a.jobs)) as ex:
         recs = list(ex.map(lambda p: run_one(a.sieve, p, args, a.timeout), sets))

@@ -302,3 +302,31 @@ def test_help_lists_the_tool_flags(sieve, verb):
     assert r.returncode == 0
     for flag in ("--tools FILE", "--tool-choice", "--parallel-tool-calls true|false", "--tool-format array|object"):
         assert flag in r.stdout, (verb, flag)
+
+
+def test_print_schema_is_what_compiles(sieve, tools_file, tmp_path):
+    # --print-schema gives the call schema itself (the benchmarks hand it to
+    # peers): it is JSON Schema that Python's jsonschema takes, it names every
+    # tool once, and compiled as a schema it is the same automaton as --tools.
+    for mode in ([], ["--parallel-tool-calls", "false"], ["--tool-choice", TOOLS[45]["function"]["name"]],
+                 ["--tool-format", "object"]):
+        r = sieve("compile", "--tools", tools_file, *mode, "--print-schema")
+        assert r.returncode == 0, (mode, r.stdout, r.stderr)
+        doc = json.loads(r.stdout)
+        jsonschema.Draft202012Validator.check_schema(doc)
+        named = bool(mode) and mode[0] == "--tool-choice"
+        assert len(doc["$defs"]) == (1 if named else N_TOOLS)
+        p = tmp_path / "calls.json"
+        p.write_text(r.stdout)
+        a, b = stats(sieve, "--tools", tools_file, *mode), stats(sieve, "--schema", str(p))
+        for k in ("states", "byte_classes", "forced_states", "min_len", "parts"):
+            assert a[k] == b[k], (mode, k, a, b)
+    # one valid call list and one invalid, judged by the printed schema
+    doc = json.loads(sieve("compile", "--tools", tools_file, "--print-schema").stdout)
+    name = TOOLS[5]["function"]["name"]  # no arguments
+    jsonschema.Draft202012Validator(doc).validate([{"name": name, "arguments": {}}])
+    assert not jsonschema.Draft202012Validator(doc).is_valid([{"name": "no_such_tool", "arguments": {}}])
+    r = sieve("compile", "--schema", str(p), "--print-schema")
+    assert r.returncode == 64 and "--print-schema" in r.stderr
+    r = sieve("match", "--tools", tools_file, "--print-schema")
+    assert r.returncode == 64
