@@ -128,6 +128,8 @@ static void req_free(req_t *r) {
     s->n_live--;
     sv_server_detach_conn(r);
     if (r->constraint) sv_constraint_release(s->ccache, r->constraint);
+    if (r->calls) sv_constraint_release(s->ccache, r->calls);
+    free(r->calls_text);
     for (out_ev_t *e = r->qh, *n; e; e = n) {
         n = e->next;
         free(e);
@@ -266,17 +268,18 @@ void sv_server_api_limits(const sv_server_config_t *cfg, uint32_t vocab_rows, sv
     if (lim->max_n > SV_ENGINE_MAX_N) lim->max_n = SV_ENGINE_MAX_N;
 }
 
-static bool start_compile(req_t *r) {
+static bool start_compile_of(req_t *r, sv_constraint_kind kind, const char *text, size_t len) {
     srv_t *s = r->s;
     sv_schema_opts_t so;
     uint32_t ws_cap;
-    sv_server_compile_opts(&s->cfg, r->api.c.kind, &so, &ws_cap);
+    sv_server_compile_opts(&s->cfg, kind, &so, &ws_cap);
     r->compiling = true;
-    r->cjob = sv_cpool_submit(s->cpool, r->api.c.kind, r->api.c.text, r->api.c.len, &so, s->deps.set, ws_cap,
-                              compile_cb, r);
+    r->cjob = sv_cpool_submit(s->cpool, kind, text, len, &so, s->deps.set, ws_cap, compile_cb, r);
     if (!r->cjob) r->compiling = false;
     return r->cjob != 0;
 }
+
+static bool start_compile(req_t *r) { return start_compile_of(r, r->api.c.kind, r->api.c.text, r->api.c.len); }
 
 static void end_phase2_as_text(req_t *r);
 
@@ -401,12 +404,9 @@ static bool start_phase2(req_t *r, uint32_t generated) {
     srv_t *s = r->s;
     choice_t *c = &r->ch[0];
     uint32_t budget = r->api.max_tokens ? r->api.max_tokens : s->cfg.max_ctx - (uint32_t)r->prompt.n;
-    if (r->gone || s->draining || generated >= budget) return false;
+    if (r->gone || s->draining || generated >= budget || !r->calls) return false;
     bool chatml = s->deps.tmpl->kind == SV_CHAT_CHATML;
     const char *opening = chatml ? "<tool_call>\n" : "";
-    char *schema = NULL;
-    sv_api_error_t e;
-    if (sv_tools_call_schema(&r->api, !chatml, &schema, &e)) return false;
     size_t p1_len = c->text.n;
     sv_ids_t ids = {0};
     sv_error_t err;
@@ -416,13 +416,14 @@ static bool start_phase2(req_t *r, uint32_t generated) {
         r->prompt.n + ids.n + (budget - generated) > s->cfg.max_ctx) {
         c->text.n = p1_len;
         sv_ids_free(&ids);
-        free(schema);
         return false;
     }
     for (size_t i = 0; i < ids.n; i++) sv_ids_push(&r->prompt, ids.v[i]);
     sv_ids_free(&ids);
     free(r->api.c.text);
-    r->api.c = (sv_api_constraint_t){.on = true, .kind = SV_CONSTRAINT_SCHEMA, .text = schema, .len = strlen(schema)};
+    r->api.c = (sv_api_constraint_t){.on = true, .kind = SV_CONSTRAINT_SCHEMA, .text = r->calls_text,
+                                     .len = strlen(r->calls_text)};
+    r->calls_text = NULL;
     snprintf(r->api.c.param, sizeof r->api.c.param, "tools");
     r->api.n_stop = 0;
     r->api.max_tokens = budget - generated;
@@ -433,13 +434,19 @@ static bool start_phase2(req_t *r, uint32_t generated) {
     r->submitted = false;
     r->engine_done = false;
     r->cancelled = false;
-    if (!start_compile(r)) {
-        r->phase2 = false;
-        r->submitted = true;
-        r->engine_done = true;
-        c->text.n = p1_len;
-        return false;
-    }
+    /* The constraint compiled before the first phase, handed over as a
+     * compile that just ended: on_wake then submits the second phase as
+     * after any compile (never from inside this output's handling). */
+    r->compiling = true;
+    r->cjob = 0;
+    pthread_mutex_lock(&r->mu);
+    r->c_ready = true;
+    r->c_result = r->calls;
+    r->c_hit = true; /* observed in the compile histogram when it compiled */
+    r->c_us = 0;
+    event_active(r->wake, 0, 0);
+    pthread_mutex_unlock(&r->mu);
+    r->calls = NULL;
     return true;
 }
 
@@ -521,7 +528,25 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
         r->compiling = false;
         r->cjob = 0;
         if (!r->c_hit && r->c_result) sv_histogram_observe(&r->s->m.compile, (double)r->c_us / 1e6);
-        if (!r->c_result && r->phase2) {
+        if (r->calls_compiling) {
+            /* "auto": the call constraint is ready; the first phase starts. */
+            r->calls_compiling = false;
+            if (r->c_result) {
+                r->calls = r->c_result;
+                submit(r);
+            } else {
+                sv_api_error_t e;
+                sv_api_constraint_t cc = {.on = true, .kind = SV_CONSTRAINT_SCHEMA, .tool_calls = true};
+                snprintf(cc.param, sizeof cc.param, "tools");
+                if (r->c_err.code == SV_ERR_CANCELLED && !r->gone) {
+                    sv_api_fail(&e, 503, NULL, "the server is shutting down");
+                    e.retry_after = 1;
+                } else {
+                    sv_api_constraint_error(&cc, &r->c_err, &e);
+                }
+                fail_req(r, &e);
+            }
+        } else if (!r->c_result && r->phase2) {
             end_phase2_as_text(r);
             maybe_free(r);
         } else if (!r->c_result) {
@@ -704,6 +729,19 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
     if (kind == SV_API_CHAT && r->api.tool_choice == SV_TOOLS_AUTO && !r->api.c.on) {
         r->marker_stop = (int32_t)r->api.n_stop;
         r->api.stop[r->api.n_stop++] = sv_tools_marker(s->deps.tmpl->kind);
+        /* The call constraint first (server_internal.h, calls). */
+        if (sv_tools_call_schema(&r->api, s->deps.tmpl->kind != SV_CHAT_CHATML, &r->calls_text, &e)) {
+            fail_req(r, &e);
+            return;
+        }
+        r->calls_compiling = true;
+        if (!start_compile_of(r, SV_CONSTRAINT_SCHEMA, r->calls_text, strlen(r->calls_text))) {
+            r->calls_compiling = false;
+            sv_api_fail(&e, 429, NULL, "the server is busy compiling constraints; retry later");
+            e.retry_after = 1;
+            fail_req(r, &e);
+        }
+        return;
     }
 
     /* The constraint, on the compile pool; or straight to the engine. */

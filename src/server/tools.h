@@ -27,10 +27,14 @@
  *   model writes it, the server continues the same answer as a second
  *   engine request, prompt + the text so far + the opening, constrained to
  *   a call (one object for ChatML, the call array for the others), so that
- *   a call the model starts always parses and names a tool. When that is
- *   not possible (n > 1, or eight stop strings already), calls are read
- *   from the free text afterwards (sv_tools_calls_from_text) and are not
- *   constrained; a call that does not parse, or names no tool, stays text.
+ *   a call the model starts always parses and names a tool. That call
+ *   constraint is compiled before the first phase starts (server.c,
+ *   req_t.calls): a tool whose parameters do not compile is a 400, and the
+ *   second phase never waits on a compile. Where a second phase is not
+ *   possible (n > 1, or eight stop strings already) the request is refused
+ *   (400) rather than read from free text. sv_tools_calls_from_text reads
+ *   the calls of a first phase that wrote one without the marker; a call
+ *   that does not parse, or names no tool, stays text.
  * - "auto" with a JSON response_format: one constraint, {"anyOf": [the
  *   call array, the answer schema]} (api.h): a call list or the answer.
  * - "none" or no tools: text.

@@ -142,6 +142,45 @@ def test_auto_answers_text(client):
     assert c.message.tool_calls is None and c.message.content and c.finish_reason in ("stop", "length")
 
 
+def test_auto_refuses_tools_it_cannot_constrain(client, server):
+    """auto compiles the call constraint before the first token: a tool whose
+    parameters sieve cannot compile is a 400 naming `tools` and the keyword,
+    for a text answer as much as for a call (the model might call that tool),
+    not a call cut off or read from free text. Then the same request with
+    good tools answers, and its call constraint is cached: the second phase
+    of a later call does not compile again."""
+    bad = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"},
+                                                     "uniqueItems": True}}}
+    tools = TOOLS + [{"type": "function", "function": {"name": "tag", "parameters": bad}}]
+    for stream in (False, True):
+        for msgs in (ask("Write one sentence about spring."), few_shot("Weather in London?")):
+            with pytest.raises(openai.BadRequestError) as ei:
+                r = client.chat.completions.create(model=NAME, messages=msgs, tools=tools, max_tokens=30,
+                                                   temperature=0, stream=stream)
+                if stream:
+                    list(r)
+            body = ei.value.body
+            assert ei.value.status_code == 400 and body["param"] == "tools", body
+            assert "uniqueItems" in body["message"] and "/properties/tags/uniqueItems" in body["message"], body
+    # the same tools less the bad one: a call, valid, and the calls' compile
+    # happened before it (the compile histogram counts it once)
+    def compiles():
+        return server.metric("constraint_compile_seconds_count")
+    tools = [dict(t) for t in TOOLS]
+    tools[1] = {"type": "function", "function": dict(TOOLS[1]["function"], description="Time, again")}
+    tools[0]["function"] = dict(TOOLS[0]["function"], parameters=dict(WEATHER, title="w2"))  # a fresh schema
+    n0 = compiles()
+    r = client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=tools,
+                                       max_tokens=60, temperature=0)
+    assert r.choices[0].finish_reason == "tool_calls", r.choices[0].message
+    check_calls(r.choices[0].message.tool_calls)
+    assert compiles() == n0 + 1
+    r = client.chat.completions.create(model=NAME, messages=few_shot("Weather in Oslo?"), tools=tools,
+                                       max_tokens=60, temperature=0)
+    check_calls(r.choices[0].message.tool_calls)
+    assert compiles() == n0 + 1  # cached
+
+
 def test_none_ignores_tools(client):
     r = client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=TOOLS,
                                        tool_choice="none", max_tokens=20, temperature=0)
