@@ -452,6 +452,10 @@ static bool start_phase2(req_t *r, uint32_t generated) {
 
 static void handle_output(req_t *r, out_ev_t *e) {
     srv_t *s = r->s;
+    if (r->calls_failed) { /* answered with the compile's error */
+        if (e->request_done) r->engine_done = true;
+        return;
+    }
     if (e->refused) {
         refused(r, &e->refusal);
         return;
@@ -529,11 +533,12 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
         r->cjob = 0;
         if (!r->c_hit && r->c_result) sv_histogram_observe(&r->s->m.compile, (double)r->c_us / 1e6);
         if (r->calls_compiling) {
-            /* "auto": the call constraint is ready; the first phase starts. */
+            /* "auto": the call constraint is ready, and the first phase's
+             * held outputs go on below; or it failed, and the first phase
+             * stops unseen: the reply is the error. */
             r->calls_compiling = false;
             if (r->c_result) {
                 r->calls = r->c_result;
-                submit(r);
             } else {
                 sv_api_error_t e;
                 sv_api_constraint_t cc = {.on = true, .kind = SV_CONSTRAINT_SCHEMA, .tool_calls = true};
@@ -544,7 +549,13 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
                 } else {
                     sv_api_constraint_error(&cc, &r->c_err, &e);
                 }
-                fail_req(r, &e);
+                r->calls_failed = true;
+                sv_server_cancel(r);
+                if (r->http && !r->headers_sent) reply_error(r, &e);
+            }
+            if (!q) { /* nothing held: r may be done (a first phase refused at once) */
+                maybe_free(r);
+                return;
             }
         } else if (!r->c_result && r->phase2) {
             end_phase2_as_text(r);
@@ -564,7 +575,18 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
             submit(r);
         }
     }
-    /* Outputs: after the last one (request_done) r may be freed. */
+    /* Outputs: after the last one (request_done) r may be freed. While the
+     * call constraint compiles, they wait (back at the queue's head). */
+    if (q && r->calls_compiling) { /* (r may be gone when q is empty) */
+        out_ev_t *t = q;
+        while (t->next) t = t->next;
+        pthread_mutex_lock(&r->mu);
+        t->next = r->qh;
+        if (!r->qh) r->qt = t;
+        r->qh = q;
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
     while (q) {
         out_ev_t *n = q->next;
         bool last = q->request_done;
@@ -740,8 +762,8 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
             sv_api_fail(&e, 429, NULL, "the server is busy compiling constraints; retry later");
             e.retry_after = 1;
             fail_req(r, &e);
+            return;
         }
-        return;
     }
 
     /* The constraint, on the compile pool; or straight to the engine. */

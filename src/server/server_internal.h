@@ -103,13 +103,15 @@ struct req {
     size_t p1_len;            /* text bytes of the first phase: the content */
     size_t p2_from;           /* where the second phase's text starts (after the opening) */
     uint32_t p1_generated;    /* tokens of the first phase */
-    /* The call constraint, compiled before the first phase: a tool whose
-     * parameters do not compile is then a 400 before any token (not an
-     * answer cut where the call began), and the second phase starts
-     * without a compile in the middle of the answer. */
+    /* The call constraint, compiled while the first phase runs, whose
+     * outputs are held until it is ready: a tool whose parameters do not
+     * compile is then a 400 before any token (not an answer cut where the
+     * call began), the compile hides behind the prompt's prefill, and the
+     * second phase starts without a compile in the middle of the answer. */
     char *calls_text;         /* the call schema, owned until the second phase takes it */
     sv_constraint_t *calls;   /* held until the second phase takes it */
     bool calls_compiling;     /* the compile in flight is the call constraint's */
+    bool calls_failed;        /* it did not compile: the reply is the error; outputs are dropped */
 
     bool headers_sent;
     uint32_t n_choices, n_done;

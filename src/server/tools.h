@@ -28,9 +28,10 @@
  *   engine request, prompt + the text so far + the opening, constrained to
  *   a call (one object for ChatML, the call array for the others), so that
  *   a call the model starts always parses and names a tool. That call
- *   constraint is compiled before the first phase starts (server.c,
- *   req_t.calls): a tool whose parameters do not compile is a 400, and the
- *   second phase never waits on a compile. Where a second phase is not
+ *   constraint compiles while the first phase runs, whose outputs wait for
+ *   it (server.c, req_t.calls): a tool whose parameters do not compile is
+ *   a 400 before anything is sent, and the second phase never waits on a
+ *   compile. Where a second phase is not
  *   possible (n > 1, or eight stop strings already) the request is refused
  *   (400) rather than read from free text. sv_tools_calls_from_text reads
  *   the calls of a first phase that wrote one without the marker; a call

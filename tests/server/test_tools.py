@@ -162,6 +162,19 @@ def test_auto_refuses_tools_it_cannot_constrain(client, server):
             body = ei.value.body
             assert ei.value.status_code == 400 and body["param"] == "tools", body
             assert "uniqueItems" in body["message"] and "/properties/tags/uniqueItems" in body["message"], body
+    # The first phase runs while the calls compile, its output held: a
+    # compile that fails late (a budget, a few hundred ms) after a first
+    # phase of one token is still the reply, and the server serves on.
+    slow = {"type": "object", "properties": {"k": {"type": "string", "pattern": "^(a|b)*a(a|b){18}$"}}}
+    tools = TOOLS + [{"type": "function", "function": {"name": "slow", "parameters": slow}}]
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as ei:
+            r = client.chat.completions.create(model=NAME, messages=ask("Hi"), tools=tools, max_tokens=1,
+                                               temperature=0, stream=stream)
+            if stream:
+                list(r)
+        # (the state budget; the time budget under a sanitizer build)
+        assert ei.value.body["param"] == "tools" and ei.value.body["code"] == "invalid_constraint", ei.value.body
     # the same tools less the bad one: a call, valid, and the calls' compile
     # happened before it (the compile histogram counts it once)
     def compiles():
