@@ -539,6 +539,9 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
             r->calls_compiling = false;
             if (r->c_result) {
                 r->calls = r->c_result;
+            } else if (r->c_err.code == SV_ERR_CANCELLED && r->deadline_hit && !r->gone) {
+                /* the request's deadline stopped both: the first phase
+                 * ends as it does at a deadline, its text and "length" */
             } else {
                 sv_api_error_t e;
                 sv_api_constraint_t cc = {.on = true, .kind = SV_CONSTRAINT_SCHEMA, .tool_calls = true};
