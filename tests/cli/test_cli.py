@@ -6,6 +6,7 @@ import json
 import re
 import tempfile
 import unicodedata
+from pathlib import Path
 
 import pytest
 
@@ -306,3 +307,29 @@ def test_schema_match(sieve, tmp_path):
     ]
     r = sieve("match", "--schema", str(p), stdin="\n".join(json.dumps(c) for c in cands) + "\n")
     assert r.stdout.split() == ["1", "0", "0", "0", "1", "0", "1"]
+
+
+def test_maskbench_cold_compiles_each_schema_from_nothing(sieve, tmp_path):
+    # The memo keeps compiled pieces from schema to schema (as a server
+    # does): the second of two equal schemas finds its pieces there. --cold
+    # empties it before each schema, so both compile from nothing: more
+    # misses, the same outcomes.
+    model = Path(__file__).resolve().parents[2] / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert model.is_file(), f"{model} is missing: scripts/fetch-model.sh fetches it"
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"},
+                                               "n": {"type": "integer", "minimum": 0}},
+              "required": ["name"]}
+    tests = [{"description": "ok", "valid": True, "data": {"name": "a", "tags": [1, {"b": None}], "n": 3}},
+             {"description": "bad", "valid": False, "data": {"name": "a", "n": -1}}]
+    for i in range(2):
+        (tmp_path / f"s{i}.json").write_text(json.dumps({"schema": schema, "tests": tests}))
+    runs = {}
+    for cold in (False, True):
+        r = sieve("maskbench", "--tokenizer", str(model), "--per-schema", *(["--cold"] if cold else []),
+                  str(tmp_path), timeout=300)
+        assert r.returncode == 0, r.stderr
+        lines = [json.loads(x) for x in r.stdout.splitlines()]
+        runs[cold] = lines
+        assert [x["outcome"] for x in lines[:2]] == ["passing", "passing"], lines
+    warm, cold = runs[False][-1]["dfa_cache"], runs[True][-1]["dfa_cache"]
+    assert cold["misses"] > warm["misses"] and cold["hits"] < warm["hits"], (warm, cold)
