@@ -1913,6 +1913,36 @@ static bool merge_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32
  * memory. Only their properties and required are read: their allOf and
  * $ref were followed by merge_collect, and a union that distribute_allof
  * took out is the caller's. */
+/* Whether subschema x accepts every value: true, or only keywords sieve
+ * ignores (annotations) beside a "type" that lists every JSON type, as
+ * protocol descriptions write an untyped payload ({"type": ["array",
+ * "boolean", "integer", "null", "number", "object", "string"]}). Such a
+ * conjunct adds nothing to a member's allOf, and dropping it spares a
+ * product of the free-form value with the member's other schemas. */
+static bool accepts_all(json_t *x) {
+    if (json_is_true(x)) return true;
+    if (!json_is_object(x)) return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(x, k, v) {
+        if (!strcmp(k, "type")) {
+            static const char *const all[] = {"array", "boolean", "null", "number", "object", "string"};
+            if (!json_is_array(v)) return false;
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+                bool has = false;
+                for (size_t j = 0; j < json_array_size(v) && !has; j++)
+                    has = json_is_string(json_array_get(v, j)) && !strcmp(json_string_value(json_array_get(v, j)), all[i]);
+                if (!has) return false;
+            }
+            continue;
+        }
+        if (!strcmp(k, "$defs") || !strcmp(k, "definitions")) continue;
+        if (in_list(k, handled, sizeof handled / sizeof handled[0]) || in_list(k, refused, sizeof refused / sizeof refused[0]))
+            return false;
+    }
+    return true;
+}
+
 static json_t *merge_conjuncts(json_t *const *conj, uint32_t n, bool object) {
     /* per key, the subschemas that name it, in conjunct order */
     json_t *lists = json_object(), *props = json_object(), *req = json_array(), *m = json_object();
@@ -1947,6 +1977,10 @@ static json_t *merge_conjuncts(json_t *const *conj, uint32_t n, bool object) {
             admitted = !json_is_false(json_object_get(conj[i], "additionalProperties")) ||
                        json_object_get(json_object_get(conj[i], "properties"), k);
         if (!admitted) continue;
+        /* conjuncts that accept every value add nothing (one stays if all do) */
+        for (size_t j = json_array_size(l); ok && j-- > 0 && json_array_size(l) > 1;)
+            if (accepts_all(json_array_get(l, j))) ok = json_array_remove(l, j) == 0;
+        if (!ok) break;
         if (json_array_size(l) == 1) ok = json_object_set(props, k, json_array_get(l, 0)) == 0;
         else ok = json_object_set_new(props, k, json_pack("{s:O}", "allOf", l)) == 0;
     }
