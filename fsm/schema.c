@@ -314,9 +314,38 @@ sv_status sv_sc_loc_context(sctx_t *c, json_t *const *seeds, uint32_t n, sv_loc_
     return SV_OK;
 }
 
-/* Whether a schema constrains nothing: true, or {} (annotations aside, which
- * are rare here; anything else counts as a constraint). */
-static bool unconstrained(json_t *s) { return json_is_true(s) || (json_is_object(s) && json_object_size(s) == 0); }
+/* Whether subschema x accepts every value: true, {}, or only keywords sieve
+ * ignores (annotations) beside a "type" that lists every JSON type, as
+ * protocol descriptions write an untyped payload ({"type": ["array",
+ * "boolean", "integer", "null", "number", "object", "string"]}). Such a
+ * schema adds nothing where schemas meet (a member's allOf, a member's
+ * context, an object's additionalProperties), and leaving it out spares a
+ * product of the free-form value with the others. */
+static bool accepts_all(json_t *x) {
+    if (json_is_true(x)) return true;
+    if (!json_is_object(x)) return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(x, k, v) {
+        if (!strcmp(k, "type")) {
+            static const char *const all[] = {"array", "boolean", "null", "number", "object", "string"};
+            if (!json_is_array(v)) return false;
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+                bool has = false;
+                for (size_t j = 0; j < json_array_size(v) && !has; j++)
+                    has = json_is_string(json_array_get(v, j)) && !strcmp(json_string_value(json_array_get(v, j)), all[i]);
+                if (!has) return false;
+            }
+            continue;
+        }
+        if (!strcmp(k, "$defs") || !strcmp(k, "definitions")) continue;
+        if (in_list(k, handled, sizeof handled / sizeof handled[0]) || in_list(k, refused, sizeof refused / sizeof refused[0]))
+            return false;
+    }
+    return true;
+}
+
+#define unconstrained accepts_all
 
 sv_status sv_sc_ctx_sources(sctx_t *c, const sv_loc_t *loc, const char *key, json_t ***out, uint32_t *n) {
     jvec_t v = {0};
@@ -1913,36 +1942,6 @@ static bool merge_collect(sctx_t *c, json_t *x, int depth, json_t **conj, uint32
  * memory. Only their properties and required are read: their allOf and
  * $ref were followed by merge_collect, and a union that distribute_allof
  * took out is the caller's. */
-/* Whether subschema x accepts every value: true, or only keywords sieve
- * ignores (annotations) beside a "type" that lists every JSON type, as
- * protocol descriptions write an untyped payload ({"type": ["array",
- * "boolean", "integer", "null", "number", "object", "string"]}). Such a
- * conjunct adds nothing to a member's allOf, and dropping it spares a
- * product of the free-form value with the member's other schemas. */
-static bool accepts_all(json_t *x) {
-    if (json_is_true(x)) return true;
-    if (!json_is_object(x)) return false;
-    const char *k;
-    json_t *v;
-    json_object_foreach(x, k, v) {
-        if (!strcmp(k, "type")) {
-            static const char *const all[] = {"array", "boolean", "null", "number", "object", "string"};
-            if (!json_is_array(v)) return false;
-            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-                bool has = false;
-                for (size_t j = 0; j < json_array_size(v) && !has; j++)
-                    has = json_is_string(json_array_get(v, j)) && !strcmp(json_string_value(json_array_get(v, j)), all[i]);
-                if (!has) return false;
-            }
-            continue;
-        }
-        if (!strcmp(k, "$defs") || !strcmp(k, "definitions")) continue;
-        if (in_list(k, handled, sizeof handled / sizeof handled[0]) || in_list(k, refused, sizeof refused / sizeof refused[0]))
-            return false;
-    }
-    return true;
-}
-
 static json_t *merge_conjuncts(json_t *const *conj, uint32_t n, bool object) {
     /* per key, the subschemas that name it, in conjunct order */
     json_t *lists = json_object(), *props = json_object(), *req = json_array(), *m = json_object();
