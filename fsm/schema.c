@@ -321,7 +321,7 @@ sv_status sv_sc_loc_context(sctx_t *c, json_t *const *seeds, uint32_t n, sv_loc_
  * schema adds nothing where schemas meet (a member's allOf, a member's
  * context, an object's additionalProperties), and leaving it out spares a
  * product of the free-form value with the others. */
-static bool accepts_all(json_t *x) {
+static bool unconstrained(json_t *x) {
     if (json_is_true(x)) return true;
     if (!json_is_object(x)) return false;
     const char *k;
@@ -345,7 +345,6 @@ static bool accepts_all(json_t *x) {
     return true;
 }
 
-#define unconstrained accepts_all
 
 sv_status sv_sc_ctx_sources(sctx_t *c, const sv_loc_t *loc, const char *key, json_t ***out, uint32_t *n) {
     jvec_t v = {0};
@@ -1978,7 +1977,7 @@ static json_t *merge_conjuncts(json_t *const *conj, uint32_t n, bool object) {
         if (!admitted) continue;
         /* conjuncts that accept every value add nothing (one stays if all do) */
         for (size_t j = json_array_size(l); ok && j-- > 0 && json_array_size(l) > 1;)
-            if (accepts_all(json_array_get(l, j))) ok = json_array_remove(l, j) == 0;
+            if (unconstrained(json_array_get(l, j))) ok = json_array_remove(l, j) == 0;
         if (!ok) break;
         if (json_array_size(l) == 1) ok = json_object_set(props, k, json_array_get(l, 0)) == 0;
         else ok = json_object_set_new(props, k, json_pack("{s:O}", "allOf", l)) == 0;

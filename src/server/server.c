@@ -519,6 +519,17 @@ static void handle_output(req_t *r, out_ev_t *e) {
     }
 }
 
+/* The reply to a failed compile of constraint c: the constraint's error,
+ * or 503 when the drain (not the client) cancelled it. */
+static void compile_failure(const req_t *r, const sv_api_constraint_t *c, sv_api_error_t *e) {
+    if (r->c_err.code == SV_ERR_CANCELLED && !r->gone) {
+        sv_api_fail(e, 503, NULL, "the server is shutting down");
+        e->retry_after = 1;
+    } else {
+        sv_api_constraint_error(c, &r->c_err, e);
+    }
+}
+
 static void on_wake(evutil_socket_t fd, short what, void *arg) {
     req_t *r = arg;
     pthread_mutex_lock(&r->mu);
@@ -546,12 +557,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
                 sv_api_error_t e;
                 sv_api_constraint_t cc = {.on = true, .kind = SV_CONSTRAINT_SCHEMA, .tool_calls = true};
                 snprintf(cc.param, sizeof cc.param, "tools");
-                if (r->c_err.code == SV_ERR_CANCELLED && !r->gone) {
-                    sv_api_fail(&e, 503, NULL, "the server is shutting down");
-                    e.retry_after = 1;
-                } else {
-                    sv_api_constraint_error(&cc, &r->c_err, &e);
-                }
+                compile_failure(r, &cc, &e);
                 r->calls_failed = true;
                 sv_server_cancel(r);
                 if (r->http && !r->headers_sent) reply_error(r, &e);
@@ -565,13 +571,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
             maybe_free(r);
         } else if (!r->c_result) {
             sv_api_error_t e;
-            if (r->c_err.code == SV_ERR_CANCELLED && !r->gone) {
-                /* cancelled by the drain, not by its client */
-                sv_api_fail(&e, 503, NULL, "the server is shutting down");
-                e.retry_after = 1;
-            } else {
-                sv_api_constraint_error(&r->api.c, &r->c_err, &e);
-            }
+            compile_failure(r, &r->api.c, &e);
             fail_req(r, &e);
         } else {
             r->constraint = r->c_result;
