@@ -1360,16 +1360,20 @@ static bool has_type_keywords(json_t *s) {
  * D is not an object schema that takes those keywords as they are: a
  * "type" of its own, a "$ref" (whose siblings drafts up to 7 ignore), a
  * "required" that is not a list of strings; or out of memory. */
-static json_t *dependency_union(const char *k, json_t *d) {
-    if (!json_is_object(d) || json_object_get(d, "type") || json_object_get(d, "$ref")) return NULL;
+static bool dependency_union_ok(json_t *d) {
+    if (!json_is_object(d) || json_object_get(d, "type") || json_object_get(d, "$ref")) return false;
     json_t *req = json_object_get(d, "required");
-    if (req && !json_is_array(req)) return NULL;
+    if (req && !json_is_array(req)) return false;
+    for (size_t i = 0; req && i < json_array_size(req); i++)
+        if (!json_is_string(json_array_get(req, i))) return false;
+    return true;
+}
+
+static json_t *dependency_union(const char *k, json_t *d) {
+    if (!dependency_union_ok(d)) return NULL;
+    json_t *req = json_object_get(d, "required");
     bool has = false;
-    for (size_t i = 0; req && i < json_array_size(req); i++) {
-        json_t *r = json_array_get(req, i);
-        if (!json_is_string(r)) return NULL;
-        has |= !strcmp(json_string_value(r), k);
-    }
+    for (size_t i = 0; req && i < json_array_size(req); i++) has |= !strcmp(json_string_value(json_array_get(req, i)), k);
     json_t *dp = json_copy(d), *nreq = req ? json_copy(req) : json_array();
     json_t *out = NULL;
     if (dp && nreq && (has || !json_array_append_new(nreq, json_string(k))) &&
@@ -1378,6 +1382,29 @@ static json_t *dependency_union(const char *k, json_t *d) {
     json_decref(dp);
     json_decref(nreq);
     return out;
+}
+
+/* How the dependencies of s compile, beyond what objects take themselves
+ * (the array form, dependentRequired, and schemas that name keys only:
+ * sv_sc_deps_keys): DEPS_NONE; DEPS_UNIONS, each a union of disjoint
+ * branches met in a product (dependency_union); DEPS_DIFFERENCES, some in
+ * the general if/then form, whose `if` is subtracted from the universe. */
+enum { DEPS_NONE, DEPS_UNIONS, DEPS_DIFFERENCES };
+static int deps_form(json_t *s) {
+    static const char *const maps[] = {"dependentSchemas", "dependencies"};
+    if (sv_sc_deps_keys(s)) return DEPS_NONE;
+    int form = DEPS_NONE;
+    for (int l = 0; l < 2; l++) {
+        json_t *m = json_object_get(s, maps[l]), *x;
+        const char *k;
+        if (!json_is_object(m)) continue;
+        json_object_foreach(m, k, x) {
+            if (json_is_array(x) || json_is_true(x) || (json_is_object(x) && json_object_size(x) == 0)) continue;
+            if (!dependency_union_ok(x)) return DEPS_DIFFERENCES;
+            form = DEPS_UNIONS;
+        }
+    }
+    return form;
 }
 
 static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const unions_t *u, sv_ast_t **out) {
@@ -1576,7 +1603,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
          * Github_ultra---o21375, 30 objects). */
         bool whole = sv_sc_calls(c) && base == NULL && unset && !json_object_get(s, "allOf") && !one &&
                      !(not && !not_keys) && !json_object_get(s, "if") &&
-                     ((!json_object_get(s, "dependentSchemas") && !json_object_get(s, "dependencies")) || deps_keys);
+                     deps_form(s) == DEPS_NONE;
         bool split = whole && !u->type_implied;
         for (size_t i = 0; i < n; i++) {
             size_t m = sv_sc_push(c, any_kw);
@@ -1604,11 +1631,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         if (!anyl) anyl = sv_ast_alt(c->arena, alts, k);
     }
 
-    bool dep_schemas = json_object_get(s, "dependentSchemas") != NULL;
-    json_t *dj = json_object_get(s, "dependencies"), *dx;
-    const char *dk;
-    if (json_is_object(dj)) json_object_foreach(dj, dk, dx) dep_schemas |= !json_is_array(dx);
-    if (deps_keys) dep_schemas = false;
+    bool dep_schemas = deps_form(s) != DEPS_NONE;
     bool needs_dfa = !unset || json_object_get(s, "allOf") || one || (not && !not_keys) ||
                      json_object_get(s, "if") || (base && anyl) || dep_schemas;
     if (!needs_dfa) {
@@ -1842,17 +1865,14 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     bool products = json_object_get(s, "allOf") || (u.one && (!ou || u.any)) ||
                     (json_object_get(s, "not") && !sv_sc_not_keys(s)) ||
                     json_object_get(s, "if") ||
-                    ((json_object_get(s, "dependentSchemas") || json_object_get(s, "dependencies")) &&
-                     !sv_sc_deps_keys(s)) ||
+                    deps_form(s) != DEPS_NONE ||
                     (json_object_get(s, "$ref") && c->draft > 7 && !sv_sc_ref_alone(s)) ||
                     ((u.any || ou) && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s)) &&
                      !(u.type_implied && (u.any || ou))) ||
                     (lit && (ty || has_type_keywords(s)));
     /* the products that take differences: no key sets (sv_sc_keysets) */
     bool differences = (u.one && !ou) || (json_object_get(s, "not") && !sv_sc_not_keys(s)) ||
-                       json_object_get(s, "if") ||
-                       ((json_object_get(s, "dependentSchemas") || json_object_get(s, "dependencies")) &&
-                        !sv_sc_deps_keys(s));
+                       json_object_get(s, "if") || deps_form(s) == DEPS_DIFFERENCES;
     if (products) c->no_calls++;
     if (differences) c->no_keysets++;
     c->lang_depth++;

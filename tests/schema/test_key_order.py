@@ -12,6 +12,7 @@ against Python's jsonschema.
   than its key sets allow keeps the schema's order for its declared keys
   (extra keys may come anywhere) and says so (key_order_narrowed).
 - Where differences (oneOf, not) meet, accepted instances stay valid.
+- Draft 7's array-form `dependencies` keep key sets, as dependentRequired does.
 """
 import itertools
 import json
@@ -314,3 +315,43 @@ def test_const_and_enum_objects_take_any_order():
     out = run("sample", {"const": {"a": 1, "b": 2, "c": 3}}, "--key-order", "any", "-n", "40", "--seed", "3")
     assert out.returncode == 0, out.stderr
     assert len(set(json.loads(l) for l in out.stdout.splitlines())) >= 3
+
+
+def test_draft7_dependencies_keep_key_sets():
+    """The array form of draft 7's `dependencies` ("a needs b") is a key
+    condition objects take themselves, as dependentRequired is: it costs no
+    product, so the object keeps its key sets and its free-form values as
+    parts. (It used to turn both off: the object kept the schema's key order
+    with --key-order any, Github_easy---o87817.)"""
+    rng = random.Random(77)
+    checked = 0
+    for case in range(20):
+        schema, make = random_object(rng)
+        names = list(schema["properties"])
+        a, b = rng.sample(names, 2)
+        def draft7(s):  # dependentRequired is draft 2019's name for the array form
+            for sub in s.get("properties", {}).values():
+                draft7(sub)
+            if "dependentRequired" in s:
+                s["dependencies"] = s.pop("dependentRequired")
+        draft7(schema)
+        schema.setdefault("dependencies", {})[a] = [b]
+        schema = {"$schema": "http://json-schema.org/draft-07/schema#", **schema}
+        texts = [spell(make(rng, rng.random() < 0.6), rng) for _ in range(40)]
+        v = jsonschema.Draft7Validator(schema)
+        r = run("compile", schema, "--key-order", "any")
+        st = json.loads(r.stdout)
+        if r.returncode != 0:  # "a needs b" where b may not be written, beside a required a
+            assert st["error"]["type"] == "empty", st
+            assert not any(v.is_valid(json.loads(t)) for t in texts), json.dumps(schema)
+            continue
+        assert st["key_order_narrowed"] == 0 and st["narrowed_by_budget"] == [], (schema, st)
+        got = match(schema, texts, "--key-order", "any")
+        for t, g in zip(texts, got):
+            try:
+                want = v.is_valid(json.loads(t, object_pairs_hook=no_duplicates))
+            except ValueError:
+                want = False
+            assert g == want, (case, json.dumps(schema), t, g)
+        checked += len(texts)
+    assert checked >= 600, checked
