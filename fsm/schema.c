@@ -1476,13 +1476,12 @@ static json_t *allof_switch(sctx_t *c, json_t *s, json_t *all, switch_t *sw) {
     if (n < 2 || !(sw->is_case = sv_arena_alloc(c->arena, n * sizeof *sw->is_case))) return NULL;
     json_t **lits = sv_arena_alloc(c->arena, n * sizeof *lits);
     if (!lits) return NULL;
+    for (size_t i = 0; i < n; i++) lits[i] = NULL, sw->is_case[i] = false;
     json_t *every = json_array(), *branches = json_array(), *wo_key = json_array(), *non_obj = json_array();
     json_t *out = NULL;
     if (!every || !branches || !wo_key || !non_obj) goto done;
     for (size_t i = 0; i < n; i++) {
         const char *k;
-        sw->is_case[i] = false;
-        lits[i] = NULL;
         if (!switch_case(json_array_get(all, i), &k, &lits[i])) continue;
         bool ok = !sw->key || !strcmp(sw->key, k);
         for (size_t j = 0; ok && j < i; j++) ok = !sw->is_case[j] || !lits_meet(lits[i], lits[j]);
