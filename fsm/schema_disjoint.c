@@ -197,27 +197,20 @@ static json_t *member(json_t *s, const char *key) {
 static bool disjoint(sctx_t *c, json_t *x, json_t *y, int depth);
 static bool disjoint_within(sctx_t *c, json_t *x, json_t *y, int within, int depth);
 
-/* Whether key k, which every object of both branches holds, takes values
- * in a that b cannot give it, or one of them forbids it. */
-static bool key_apart(sctx_t *c, json_t *a, json_t *b, json_t *k, int depth) {
-    if (!json_is_string(k)) return false;
-    json_t *mb = member(b, json_string_value(k));
-    if (mb == FORBIDDEN) return true;
-    json_t *ma = member(a, json_string_value(k));
-    if (ma && ma != FORBIDDEN && mb && depth < DISJOINT_MAX_DEPTH && disjoint(c, ma, mb, depth + 1)) return true;
-    return ma == FORBIDDEN; /* a requires what it forbids: a is empty for objects */
-}
-
-/* Whether a required member of object schema a (in a's "required", or at
- * the top of the proof in the "required" beside the oneOf, which every
- * object the oneOf sees holds too) takes values b cannot give it, or b
- * forbids it. */
+/* Whether a required member of object schema a (in a's "required") takes
+ * values b cannot give it, or b forbids it. */
 static bool member_apart(sctx_t *c, json_t *a, json_t *b, int depth) {
     json_t *req = json_object_get(a, "required");
-    for (size_t i = 0; json_is_array(req) && i < json_array_size(req); i++)
-        if (key_apart(c, a, b, json_array_get(req, i), depth)) return true;
-    for (size_t i = 0; depth == 0 && i < json_array_size(c->disjoint_required); i++)
-        if (key_apart(c, a, b, json_array_get(c->disjoint_required, i), depth)) return true;
+    if (!json_is_array(req)) return false;
+    for (size_t i = 0; i < json_array_size(req); i++) {
+        json_t *k = json_array_get(req, i);
+        if (!json_is_string(k)) continue;
+        json_t *mb = member(b, json_string_value(k));
+        if (mb == FORBIDDEN) return true;
+        json_t *ma = member(a, json_string_value(k));
+        if (ma && ma != FORBIDDEN && mb && depth < DISJOINT_MAX_DEPTH && disjoint(c, ma, mb, depth + 1)) return true;
+        if (ma == FORBIDDEN) return true; /* a requires what it forbids: a is empty for objects */
+    }
     return false;
 }
 
@@ -291,20 +284,13 @@ bool sv_sc_oneof_disjoint(sctx_t *c, json_t *branches, json_t *beside) {
      * tagged member, which non-objects satisfy alike). */
     approx_t w;
     int within = beside && approx(beside, &w) ? w.cls : V_ALL;
-    /* Likewise the keys beside's "required" names: an object without one
-     * of them never reaches the oneOf (a dependentSchemas entry is taken
-     * as its schema beside its trigger key's "required", schema.c). */
-    json_t *req = beside ? json_object_get(beside, "required") : NULL;
-    c->disjoint_required = json_is_array(req) ? req : NULL;
     size_t n = json_array_size(branches);
-    bool apart = true;
-    for (size_t i = 0; i < n && apart; i++)
-        for (size_t j = i + 1; j < n && apart; j++) {
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++) {
             c->disjoint_steps = 0;
-            apart = disjoint_within(c, json_array_get(branches, i), json_array_get(branches, j), within, 0);
+            if (!disjoint_within(c, json_array_get(branches, i), json_array_get(branches, j), within, 0)) return false;
         }
-    c->disjoint_required = NULL;
-    return apart;
+    return true;
 }
 
 bool sv_sc_oneof_open(sctx_t *c, json_t *branches) {

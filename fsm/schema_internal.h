@@ -125,7 +125,6 @@ typedef struct sctx {
     struct sv_deferred { uint32_t id; sv_ast_t **alts; uint8_t *inline_it; uint32_t n; const char *ptr; } *deferred;
     uint32_t ndeferred, capdeferred;
     uint32_t disjoint_steps;   /* of the oneOf disjointness proof under way (schema_disjoint.c) */
-    json_t *disjoint_required; /* the "required" beside the oneOf that proof is about, or NULL */
     /* Parts cut to a type (schema_typed.c), each (part, type) once: the
      * result's id (0: none is left); where the source part was still open
      * (reserved), an id reserved now and filled by sv_sc_type_filter_finish.
