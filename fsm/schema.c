@@ -1347,6 +1347,13 @@ static bool has_type_keywords(json_t *s) {
     return false;
 }
 
+/* Whether the array arr holds the string s. */
+static bool has_string(json_t *arr, const char *s) {
+    for (size_t i = 0; json_is_array(arr) && i < json_array_size(arr); i++)
+        if (json_is_string(json_array_get(arr, i)) && !strcmp(json_string_value(json_array_get(arr, i)), s)) return true;
+    return false;
+}
+
 /* The dependentSchemas entry (k, D) as a union without a difference:
  * {"anyOf": [{"properties": {k: false}}, D']}, the values that are not an
  * object holding k, and the objects holding k that D accepts: D' is D with
@@ -1374,11 +1381,9 @@ static bool dependency_union_ok(json_t *d) {
 static json_t *dependency_union(const char *k, json_t *d) {
     if (!dependency_union_ok(d)) return NULL;
     json_t *req = json_object_get(d, "required");
-    bool has = false;
-    for (size_t i = 0; req && i < json_array_size(req); i++) has |= !strcmp(json_string_value(json_array_get(req, i)), k);
     json_t *dp = json_copy(d), *nreq = req ? json_copy(req) : json_array();
     json_t *out = NULL;
-    if (dp && nreq && (has || !json_array_append_new(nreq, json_string(k))) &&
+    if (dp && nreq && (has_string(req, k) || !json_array_append_new(nreq, json_string(k))) &&
         !json_object_set_new(dp, "type", json_string("object")) && !json_object_set(dp, "required", nreq))
         out = json_pack("{s:[{s:{s:b}}, O]}", "anyOf", "properties", k, 0, dp);
     json_decref(dp);
@@ -1401,10 +1406,9 @@ static json_t *dependency_union(const char *k, json_t *d) {
  *   - the objects without k, and every then whose `if` does not require k;
  *   - the non-objects, and every then whose `if` does not say "type".
  * The last two are left out where the schema itself requires k or says
- * "type": "object". */
-/* Two cases met one by one cost less than the union's branches beside
- * them (JsonSchemaStore---meta, two cases on a boolean whose thens are key
- * conditions: 689 ms met, 1,468 ms as a switch). */
+ * "type": "object". Two cases met one by one cost less than the union's
+ * branches beside them (JsonSchemaStore---meta, two cases on a boolean
+ * whose thens are key conditions: 689 ms met, 1,468 ms as a switch). */
 #define SWITCH_MIN_CASES 3
 
 typedef struct {
@@ -1447,16 +1451,14 @@ static bool switch_case(json_t *m, const char **key, json_t **lits) {
     json_object_foreach(m, k, v) if (strcmp(k, "if") && strcmp(k, "then") && !sv_sc_inert_keyword(k)) return false;
     json_t *props = json_object_get(i, "properties");
     if (!json_is_object(props) || json_object_size(props) != 1) return false;
+    void *it = json_object_iter(props);
+    *key = json_object_iter_key(it);
     json_object_foreach(i, k, v) {
         if (!strcmp(k, "properties") || sv_sc_inert_keyword(k)) continue;
         if (!strcmp(k, "type") && json_is_string(v) && !strcmp(json_string_value(v), "object")) continue;
-        if (!strcmp(k, "required") && json_is_array(v) && json_array_size(v) == 1 &&
-            json_object_get(props, json_string_value(json_array_get(v, 0)) ? json_string_value(json_array_get(v, 0)) : ""))
-            continue;
+        if (!strcmp(k, "required") && json_array_size(v) == 1 && has_string(v, *key)) continue;
         return false;
     }
-    void *it = json_object_iter(props);
-    *key = json_object_iter_key(it);
     return switch_literals(json_object_iter_value(it), lits);
 }
 
@@ -1464,12 +1466,6 @@ static bool lits_meet(json_t *a, json_t *b) {
     for (size_t i = 0; i < json_array_size(a); i++)
         for (size_t j = 0; j < json_array_size(b); j++)
             if (json_equal(json_array_get(a, i), json_array_get(b, j))) return true;
-    return false;
-}
-
-static bool has_string(json_t *arr, const char *s) {
-    for (size_t i = 0; json_is_array(arr) && i < json_array_size(arr); i++)
-        if (json_is_string(json_array_get(arr, i)) && !strcmp(json_string_value(json_array_get(arr, i)), s)) return true;
     return false;
 }
 
@@ -1503,7 +1499,8 @@ static json_t *allof_switch(sctx_t *c, json_t *s, json_t *all, switch_t *sw) {
         sw->n++;
     }
     if (sw->n < SWITCH_MIN_CASES) goto done;
-    bool obj_only = json_is_string(json_object_get(s, "type")) && !strcmp(json_string_value(json_object_get(s, "type")), "object");
+    json_t *ty = json_object_get(s, "type");
+    bool obj_only = json_is_string(ty) && !strcmp(json_string_value(ty), "object");
     bool key_req = has_string(json_object_get(s, "required"), sw->key);
     for (size_t i = 0; i < n; i++) {
         if (!sw->is_case[i]) continue;
@@ -2030,17 +2027,18 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     unions_t u;
     unions_of(c, s, &u);
     bool ou = u.one && one_union(c, &u);
+    int deps = deps_form(s);
     bool products = json_object_get(s, "allOf") || (u.one && (!ou || u.any)) ||
                     (json_object_get(s, "not") && !sv_sc_not_keys(s)) ||
                     json_object_get(s, "if") ||
-                    deps_form(s) != DEPS_NONE ||
+                    deps != DEPS_NONE ||
                     (json_object_get(s, "$ref") && c->draft > 7 && !sv_sc_ref_alone(s)) ||
                     ((u.any || ou) && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s)) &&
                      !(u.type_implied && (u.any || ou))) ||
                     (lit && (ty || has_type_keywords(s)));
     /* the products that take differences: no key sets (sv_sc_keysets) */
     bool differences = (u.one && !ou) || (json_object_get(s, "not") && !sv_sc_not_keys(s)) ||
-                       json_object_get(s, "if") || deps_form(s) == DEPS_DIFFERENCES;
+                       json_object_get(s, "if") || deps == DEPS_DIFFERENCES;
     if (products) c->no_calls++;
     if (differences) c->no_keysets++;
     c->lang_depth++;
