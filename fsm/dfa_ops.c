@@ -122,7 +122,13 @@ sv_status sv_dfa_product_uncached(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_o
     /* A refinement much finer than either operand's classes likely holds
      * pairs that move alike; otherwise the merge would only cost its pass. */
     if (4 * k > 5 * (A->nclasses > B->nclasses ? A->nclasses : B->nclasses)) st = sv_rawdfa_merge_classes(&raw, err);
-    if (!st) st = sv_dfa_minimize_budget(&raw, (size_t)cap * sizeof *states + (size_t)tcap * sizeof *table, lim, err);
+    /* The pairs are not needed past here: freed before minimization, which
+     * is the peak of a big product's memory. */
+    free(states);
+    free(table);
+    states = NULL;
+    table = NULL;
+    if (!st) st = sv_dfa_minimize_budget(&raw, 0, lim, err);
     if (!st) st = sv_dfa_minimize(&raw, out, err);
     if (st == SV_ERR_EMPTY) sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string");
 done:

@@ -395,7 +395,18 @@ sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv
     }
     if (!st) st = product_raw(&w, op, &raw);
     if (!st && 4 * w.k > 5 * (a->nclasses > b->nclasses ? a->nclasses : b->nclasses)) st = sv_rawdfa_merge_classes(&raw, err);
-    if (!st) st = sv_dfa_minimize_budget(&raw, (size_t)w.capq * sizeof *w.q + (size_t)w.tcap * sizeof *w.table, lim, err);
+    /* The sides (with their copies of the part) and the pairs are not
+     * needed past here: freed before minimization, which is the peak of a
+     * big product's memory. */
+    free(w.q);
+    free(w.table);
+    w.q = NULL;
+    w.table = NULL;
+    for (int i = 0; i < 2; i++) {
+        free(w.s[i].t), free(w.s[i].acc), free(w.s[i].mark), free(w.s[i].copy);
+        w.s[i].t = NULL, w.s[i].acc = w.s[i].mark = NULL, w.s[i].copy = NULL;
+    }
+    if (!st) st = sv_dfa_minimize_budget(&raw, 0, lim, err);
     if (!st) st = sv_dfa_minimize(&raw, out, err);
     if (st == SV_ERR_EMPTY) sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string");
 done:

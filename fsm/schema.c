@@ -720,6 +720,12 @@ sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const
     return SV_OK;
 }
 
+void sv_sc_drop(sctx_t *c, sv_dfa_t *d) {
+    /* the products of a chain are the arena's last registrations but for
+     * what their own expansions registered (sv_program_expand above) */
+    if (d) sv_arena_release(c->arena, d, 64);
+}
+
 /* Compiles a subschema to a DFA; *out NULL when it matches nothing. *trunc
  * (if non-NULL) says whether a recursive $ref inside was cut; with negated,
  * that is an error, since the difference would be unsound. */
@@ -747,12 +753,17 @@ static sv_status sub_dfa(sctx_t *c, json_t *s, const sv_loc_t *loc, const char *
     return st;
 }
 
-/* Intersects acc (may be "unset" = NULL with *unset) with d. */
-static sv_status meet(sctx_t *c, sv_dfa_t **acc, bool *unset, sv_dfa_t *d, const char *kw) {
+/* *acc ∩= d (*acc is the whole language while *unset). *made says whether *acc is a product meet made (then the
+ * next meet frees it once it has the next one: nothing else refers to it). */
+static sv_status meet(sctx_t *c, sv_dfa_t **acc, bool *unset, bool *made, sv_dfa_t *d, const char *kw) {
     sv_status st = SV_OK;
+    sv_dfa_t *old = *acc;
     if (*unset) *acc = d, *unset = false;
     else if (!*acc || !d) *acc = NULL;
-    else st = sv_sc_product(c, *acc, d, SV_DFA_AND, kw, acc);
+    else if (!(st = sv_sc_product(c, old, d, SV_DFA_AND, kw, acc))) {
+        if (*made) sv_sc_drop(c, old);
+        *made = *acc != NULL;
+    }
     if (!st && !*acc)
         return sv_sc_fail(c, SV_ERR_EMPTY, kw, "no value satisfies %s together with the rest of this schema", kw);
     return st;
@@ -1603,7 +1614,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
      * conjunct. Recursion is expanded up to max_ref_depth times per target. */
     json_t *ref = json_object_get(s, "$ref");
     sv_dfa_t *acc = NULL;
-    bool unset = true;
+    bool unset = true, made = false;
     if (ref) {
         if (!json_is_string(ref)) return sv_sc_fail(c, SV_ERR_SYNTAX, "$ref", "$ref must be a string");
         json_t *t;
@@ -1643,7 +1654,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         }
         sv_dfa_t *td = NULL;
         if (ta->kind != SV_AST_NONE && (st = sv_sc_to_dfa(c, ta, &td)) && st != SV_ERR_EMPTY) return st;
-        if ((st = meet(c, &acc, &unset, ta->kind == SV_AST_NONE ? NULL : td, "$ref"))) return st;
+        if ((st = meet(c, &acc, &unset, &made, ta->kind == SV_AST_NONE ? NULL : td, "$ref"))) return st;
     }
 
     /* The type-shaped base language. */
@@ -1701,7 +1712,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             st = sv_sc_to_dfa(c, lits, &ld);
             if (st == SV_ERR_EMPTY) ld = NULL, st = SV_OK;
             if (st) return st;
-            if ((st = meet(c, &acc, &unset, td, "type")) || (st = meet(c, &acc, &unset, ld, cnst ? "const" : "enum")))
+            if ((st = meet(c, &acc, &unset, &made, td, "type")) || (st = meet(c, &acc, &unset, &made, ld, cnst ? "const" : "enum")))
                 return st;
         } else {
             base = lits;
@@ -1796,12 +1807,12 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
     if (base) {
         st = sv_sc_to_dfa(c, base, &d);
         if (st == SV_ERR_EMPTY) d = NULL, st = SV_OK;
-        if (st || (st = meet(c, &acc, &unset, d, "type"))) return st;
+        if (st || (st = meet(c, &acc, &unset, &made, d, "type"))) return st;
     }
     if (anyl) {
         st = sv_sc_to_dfa(c, anyl, &d);
         if (st == SV_ERR_EMPTY) d = NULL, st = SV_OK;
-        if (st || (st = meet(c, &acc, &unset, d, any_kw))) return st;
+        if (st || (st = meet(c, &acc, &unset, &made, d, any_kw))) return st;
     }
     json_t *all = json_object_get(s, "allOf");
     if (all) {
@@ -1816,7 +1827,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             size_t m = sv_sc_push(c, "allOf");
             st = sub_dfa(c, su, loc, "allOf", false, &d, NULL);
             sv_sc_pop(c, m);
-            if (st || (st = meet(c, &acc, &unset, d, "allOf"))) return st;
+            if (st || (st = meet(c, &acc, &unset, &made, d, "allOf"))) return st;
         }
         for (size_t i = 0; i < json_array_size(all); i++) {
             if (sw.n >= SWITCH_MIN_CASES && sw.is_case[i]) continue;
@@ -1824,7 +1835,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             push_index(c, i);
             st = sub_dfa(c, json_array_get(all, i), loc, "allOf", false, &d, NULL);
             sv_sc_pop(c, m);
-            if (st || (st = meet(c, &acc, &unset, d, "allOf"))) return st;
+            if (st || (st = meet(c, &acc, &unset, &made, d, "allOf"))) return st;
         }
     }
     sv_dfa_t *U = NULL;
@@ -1851,6 +1862,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                 sv_dfa_t *x;
                 if ((st = sv_sc_product(c, br[i], br[j], SV_DFA_AND, "oneOf", &x))) return st;
                 disjoint = x == NULL;
+                sv_sc_drop(c, x);
             }
         if (!disjoint) {
             /* Exactly one: each branch restricted to canonical spellings, minus
@@ -1867,21 +1879,31 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                 if (!br[i]) continue;
                 sv_dfa_t *x;
                 if ((st = sv_sc_product(c, br[i], U, SV_DFA_AND, "oneOf", &x))) return st;
-                for (size_t j = 0; j < n && x; j++)
-                    if (j != i && br[j] && (st = sv_sc_product(c, x, br[j], SV_DFA_DIFF, "oneOf", &x))) return st;
+                for (size_t j = 0; j < n && x; j++) {
+                    sv_dfa_t *prev = x;
+                    if (j == i || !br[j]) continue;
+                    if ((st = sv_sc_product(c, prev, br[j], SV_DFA_DIFF, "oneOf", &x))) return st;
+                    sv_sc_drop(c, prev);
+                }
                 if (!x) continue;
+                sv_dfa_t *prev = res;
                 if (!res) res = x;
-                else if ((st = sv_sc_product(c, res, x, SV_DFA_OR, "oneOf", &res))) return st;
+                else if ((st = sv_sc_product(c, prev, x, SV_DFA_OR, "oneOf", &res))) return st;
+                if (prev) sv_sc_drop(c, prev), sv_sc_drop(c, x);
             }
-            if ((st = meet(c, &acc, &unset, res, "oneOf"))) return st;
+            if ((st = meet(c, &acc, &unset, &made, res, "oneOf"))) return st;
         } else {
             sv_dfa_t *res = NULL;
+            bool made_res = false;
             for (size_t i = 0; i < n; i++) {
                 if (!br[i]) continue;
+                sv_dfa_t *prev = res;
                 if (!res) res = br[i];
-                else if ((st = sv_sc_product(c, res, br[i], SV_DFA_OR, "oneOf", &res))) return st;
+                else if ((st = sv_sc_product(c, prev, br[i], SV_DFA_OR, "oneOf", &res))) return st;
+                if (made_res) sv_sc_drop(c, prev);
+                made_res = prev != NULL;
             }
-            if ((st = meet(c, &acc, &unset, res, "oneOf"))) return st;
+            if ((st = meet(c, &acc, &unset, &made, res, "oneOf"))) return st;
         }
     }
     if (not && !not_keys) {
@@ -1892,7 +1914,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         if (!U && (st = universe(c, loc, &U))) return st;
         sv_dfa_t *x = U;
         if (d && (st = sv_sc_product(c, U, d, SV_DFA_DIFF, "not", &x))) return st;
-        if ((st = meet(c, &acc, &unset, x, "not"))) return st;
+        if ((st = meet(c, &acc, &unset, &made, x, "not"))) return st;
     }
     /* dependentSchemas (and schema-valued dependencies): for each key k with
      * schema D, a conjunct that says exactly "an object holding k must
@@ -1912,7 +1934,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             sv_sc_push(c, k);
             st = sub_dfa(c, cond, loc, dep_maps[l], false, &d, NULL);
             sv_sc_pop(c, mk);
-            if (st || (st = meet(c, &acc, &unset, d, dep_maps[l]))) return st;
+            if (st || (st = meet(c, &acc, &unset, &made, d, dep_maps[l]))) return st;
         }
     }
     json_t *iff = json_object_get(s, "if");
@@ -1948,7 +1970,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         if (!de) b = NULL;
         if (a && b) { if ((st = sv_sc_product(c, a, b, SV_DFA_OR, "if", &r))) return st; }
         else r = a ? a : b;
-        if ((st = meet(c, &acc, &unset, r, "if"))) return st;
+        if ((st = meet(c, &acc, &unset, &made, r, "if"))) return st;
     }
     if (unset) return sv_sc_any_value(c, sv_sc_any_depth(c, loc->level), out);
     if (!acc) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema at this location matches no value");

@@ -179,6 +179,12 @@ sv_status sv_sc_to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out);
  * operands stand for the empty language, and *out is NULL when the result is
  * empty. Errors name keyword kw. */
 sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out);
+/* Frees now a product that sv_sc_product made and nothing refers to any
+ * more (an intermediate of a chain of products), rather than with the
+ * arena: without it a chain holds every intermediate until the compile
+ * ends. Only for a result the caller made itself, never an operand it was
+ * given. */
+void sv_sc_drop(sctx_t *c, sv_dfa_t *d);
 /* Location sets. */
 /* lits: literal values inherited from the enclosing location (may be NULL). */
 sv_status sv_sc_loc_closure(sctx_t *c, json_t *const *seeds, uint32_t n, json_t *const *lits, uint32_t nlits,

@@ -35,7 +35,8 @@ sv_arena_t *sv_arena_create(size_t chunk_bytes) {
 
 void sv_arena_destroy(sv_arena_t *a) {
     if (!a) return;
-    for (cleanup_t *c = a->cleanups; c; c = c->next) c->fn(c->ptr);
+    for (cleanup_t *c = a->cleanups; c; c = c->next)
+        if (c->fn) c->fn(c->ptr);
     for (chunk_t *c = a->head, *n; c; c = n) {
         n = c->next;
         free(c);
@@ -73,6 +74,17 @@ void *sv_arena_alloc(sv_arena_t *a, size_t bytes) {
     c->used += bytes;
     memset(p, 0, bytes);
     return p;
+}
+
+bool sv_arena_release(sv_arena_t *a, void *ptr, unsigned recent) {
+    for (cleanup_t *c = a->cleanups; c && recent; c = c->next, recent--)
+        if (c->fn && c->ptr == ptr) {
+            c->fn(ptr);
+            c->fn = NULL;
+            c->ptr = NULL;
+            return true;
+        }
+    return false;
 }
 
 size_t sv_arena_bytes(const sv_arena_t *a) { return a->total; }

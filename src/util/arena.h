@@ -24,6 +24,12 @@ void *sv_arena_alloc(sv_arena_t *a, size_t bytes);
 typedef void (*sv_arena_cleanup_fn)(void *ptr);
 bool sv_arena_defer(sv_arena_t *a, sv_arena_cleanup_fn fn, void *ptr);
 
+/* Runs now the cleanup registered for ptr, if it is among the last `recent`
+ * registrations, and forgets it: for an object that dies before the arena
+ * (an intermediate result of a chain of products). Returns whether it ran;
+ * when not, ptr lives until sv_arena_destroy as registered. */
+bool sv_arena_release(sv_arena_t *a, void *ptr, unsigned recent);
+
 /* Bytes obtained from the system so far. */
 size_t sv_arena_bytes(const sv_arena_t *a);
 
