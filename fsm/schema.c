@@ -1332,6 +1332,12 @@ static void unions_of(sctx_t *c, json_t *s, unions_t *u) {
     u->any = sv_sc_any_required(s) || sv_sc_union_keys(s, "anyOf") ? NULL : json_object_get(s, "anyOf");
     u->one = sv_sc_one_required(s) || sv_sc_union_keys(s, "oneOf") ? NULL : json_object_get(s, "oneOf");
     u->disjoint = u->one && sv_sc_oneof_disjoint(c, u->one, s);
+    if (u->one && !u->disjoint) {
+        /* closed objects that overlap: branches made disjoint by conditions
+         * on their keys (schema_disjoint.c) */
+        json_t *apart = sv_sc_closed_oneof(c, u->one);
+        if (apart && sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, apart)) u->one = apart, u->disjoint = true;
+    }
     u->open = u->disjoint && sv_sc_oneof_open(c, u->one);
     u->type_implied = u->any && !json_object_get(s, "oneOf") ? type_implied(c, s, u->any, "anyOf")
                       : u->one && !json_object_get(s, "anyOf") && u->disjoint ? type_implied(c, s, u->one, "oneOf")

@@ -19,7 +19,9 @@
  * a string or as an object), tagged unions (a required "type" or "kind"
  * member with a different const in each branch, OpenAPI's discriminator
  * pattern), and closed objects told apart by a required key the other branch
- * does not allow (additionalProperties: false). */
+ * does not allow (additionalProperties: false). Closed objects that do
+ * overlap, but name their shared members alike, become disjoint branches
+ * with a condition on keys each (sv_sc_closed_oneof, at the end). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -532,4 +534,148 @@ uint32_t sv_sc_require_discriminators(json_t *root) {
     free(rc.refs);
     free(rc.branch_refs);
     return w.changed;
+}
+
+/* ---- closed objects that overlap ------------------------------------------------ */
+
+/* A branch as a closed object: "type": "object", "additionalProperties":
+ * false, properties and required (a list of its members), and nothing else
+ * but inert keywords; reached inline or through local $refs into the same
+ * resource. NULL otherwise. */
+static json_t *closed_object(sctx_t *c, json_t *s) {
+    for (int hop = 0; hop < DISJOINT_MAX_HOPS && json_is_object(s); hop++) {
+        json_t *ref = json_object_get(s, "$ref");
+        if (!ref) break;
+        if (!json_is_string(ref) || json_string_value(ref)[0] != '#' || (c->draft > 7 && !sv_sc_ref_alone(s)))
+            return NULL;
+        sv_error_t *keep = c->err, scratch;
+        c->err = &scratch; /* a bad $ref is reported where it is compiled */
+        bool ok = sv_sc_resolve_ref(c, s, json_string_value(ref), &s) == SV_OK;
+        c->err = keep;
+        if (!ok) return NULL;
+    }
+    if (!json_is_object(s) || json_object_get(s, "$ref")) return NULL;
+    json_t *ty = json_object_get(s, "type"), *props = json_object_get(s, "properties"),
+           *req = json_object_get(s, "required");
+    if (!json_is_string(ty) || strcmp(json_string_value(ty), "object") ||
+        !json_is_false(json_object_get(s, "additionalProperties")) || (props && !json_is_object(props)) ||
+        (req && !json_is_array(req)))
+        return NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) if (strcmp(k, "type") && strcmp(k, "properties") && strcmp(k, "required") &&
+                                     strcmp(k, "additionalProperties") && !sv_sc_inert_keyword(k)) return NULL;
+    for (size_t i = 0; i < json_array_size(req); i++) {
+        json_t *r = json_array_get(req, i);
+        if (!json_is_string(r) || !json_object_get(props, json_string_value(r))) return NULL; /* an empty branch */
+    }
+    return s;
+}
+
+static bool requires(json_t *s, const char *k) {
+    json_t *req = json_object_get(s, "required");
+    for (size_t i = 0; i < json_array_size(req); i++)
+        if (!strcmp(json_string_value(json_array_get(req, i)), k)) return true;
+    return false;
+}
+
+static bool add_name(const char **names, uint32_t *n, const char *k) {
+    for (uint32_t i = 0; i < *n; i++)
+        if (!strcmp(names[i], k)) return true;
+    if (*n == SV_KEYCOND_MAX) return false;
+    names[(*n)++] = k;
+    return true;
+}
+
+/* What branch j holds of branch i's objects, as a condition on keys: none
+ * of the keys i names and j does not, and all of the keys j requires and i
+ * does not (the members both name are the same schema, so a value valid for
+ * one is valid for the other). *cond NULL and true: j holds none of them (it
+ * requires a key i does not name); *whole: j holds every one of them. False
+ * when the condition would name more than SV_KEYCOND_MAX keys or out of
+ * memory. */
+static bool held_by(json_t *bi, json_t *bj, const char **names, uint32_t *nn, json_t **cond, bool *whole) {
+    json_t *pi = json_object_get(bi, "properties"), *pj = json_object_get(bj, "properties");
+    json_t *req = json_object_get(bj, "required");
+    *cond = NULL;
+    *whole = false;
+    for (size_t x = 0; x < json_array_size(req); x++)
+        if (!json_object_get(pi, json_string_value(json_array_get(req, x)))) return true;
+    json_t *absent = json_array(), *present = json_array(), *parts = json_array();
+    bool ok = absent && present && parts;
+    const char *k;
+    json_t *v;
+    json_object_foreach(pi, k, v) {
+        if (!ok || json_object_get(pj, k)) continue;
+        json_t *r = json_pack("{s:[s]}", "required", k);
+        ok = r && !json_array_append_new(absent, r) && add_name(names, nn, k);
+    }
+    for (size_t x = 0; ok && x < json_array_size(req); x++) {
+        const char *r = json_string_value(json_array_get(req, x));
+        if (!requires(bi, r)) ok = !json_array_append(present, json_array_get(req, x)) && add_name(names, nn, r);
+    }
+    if (ok && json_array_size(absent))
+        ok = !json_array_append_new(parts, json_pack("{s:{s:O}}", "not", "anyOf", absent));
+    if (ok && json_array_size(present)) ok = !json_array_append_new(parts, json_pack("{s:O}", "required", present));
+    if (ok) {
+        if (json_array_size(parts) == 0) *whole = true;
+        else if (json_array_size(parts) == 1) *cond = json_incref(json_array_get(parts, 0));
+        else *cond = json_pack("{s:O}", "allOf", parts);
+        ok = *whole || *cond;
+    }
+    json_decref(absent);
+    json_decref(present);
+    json_decref(parts);
+    return ok;
+}
+
+json_t *sv_sc_closed_oneof(sctx_t *c, json_t *branches) {
+    size_t n = json_array_size(branches);
+    if (n < 2 || n > 64) return NULL;
+    json_t **b = malloc(n * sizeof *b);
+    json_t *out = json_array();
+    bool ok = b && out;
+    for (size_t i = 0; ok && i < n; i++) ok = (b[i] = closed_object(c, json_array_get(branches, i))) != NULL;
+    /* members named by several branches: one schema */
+    for (size_t i = 0; ok && i < n; i++)
+        for (size_t j = i + 1; ok && j < n; j++) {
+            const char *k;
+            json_t *v, *pj = json_object_get(b[j], "properties");
+            json_object_foreach(json_object_get(b[i], "properties"), k, v) {
+                json_t *w = json_object_get(pj, k);
+                if (w && !sv_sc_same_schema(v, w)) { ok = false; break; }
+            }
+        }
+    /* Branch i minus every other: not (held by j1 or held by j2 ...). */
+    for (size_t i = 0; ok && i < n; i++) {
+        const char *names[SV_KEYCOND_MAX];
+        uint32_t nn = 0;
+        json_t *held = json_array();
+        bool within = false;
+        ok = held != NULL;
+        for (size_t j = 0; ok && !within && j < n; j++) {
+            if (j == i) continue;
+            json_t *cond;
+            ok = held_by(b[i], b[j], names, &nn, &cond, &within);
+            if (ok && cond) ok = !json_array_append_new(held, cond);
+        }
+        /* a branch another holds whole: the difference stays (so the
+         * branches keep the indices that errors name) */
+        ok = ok && !within;
+        if (ok) {
+            json_t *copy = json_copy(b[i]); /* shallow: the members are the branch's own */
+            if (json_array_size(held) == 1) ok = copy && !json_object_set(copy, "not", json_array_get(held, 0));
+            else if (json_array_size(held) > 1)
+                ok = copy && !json_object_set_new(copy, "not", json_pack("{s:O}", "anyOf", held));
+            ok = ok && copy && !json_array_append(out, copy);
+            json_decref(copy);
+        }
+        json_decref(held);
+    }
+    free(b);
+    if (!ok) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
 }

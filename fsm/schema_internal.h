@@ -257,6 +257,17 @@ bool sv_sc_oneof_disjoint(sctx_t *c, json_t *branches, json_t *beside);
 /* Whether a branch may be an object with members no schema names (its
  * free-form values are then calls). */
 bool sv_sc_oneof_open(sctx_t *c, json_t *branches);
+/* A oneOf of closed objects that may overlap, as branches that do not: each
+ * branch an object with "type": "object", "additionalProperties": false,
+ * properties and required only (inline or through local $refs), and a
+ * member several branches name the same schema in each. An object is then
+ * in branch j exactly when its keys are among j's members and hold j's
+ * required ones, so "in this branch and no other" is the branch with a
+ * condition on its keys (a key-only `not`: docs/fsm.md "Key conditions").
+ * Returns those branches (a new reference), or NULL when the shape is not
+ * this one, a condition would name more than SV_KEYCOND_MAX keys, or
+ * another branch holds every value of one (the difference then stays). */
+json_t *sv_sc_closed_oneof(sctx_t *c, json_t *branches);
 
 /* Adds each discriminated oneOf's propertyName to the "required" of its
  * branches, in place in the loaded schema root (schema_disjoint.c, where the
