@@ -293,6 +293,20 @@ static sv_status build_ast(const void *ctx, sv_dfa_t **out, sv_error_t *err) {
 }
 
 sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
+    if (ast->kind == SV_AST_DFA && !ast->json_escape && ast->dfa && !ast->dfa->call_off) {
+        /* An AST that is one minimized DFA is that DFA: its tables, shared,
+         * not a subset construction and a minimization that rebuild them
+         * (a schema whose top level is a product ends that way). */
+        sv_dfa_t *c = sv_dfa_share((sv_dfa_t *)ast->dfa);
+        if (!c) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+        sv_status st = sv_dfa_charge(c, err);
+        if (st) {
+            sv_dfa_destroy(c);
+            return st;
+        }
+        *out = c;
+        return SV_OK;
+    }
     if (!g.max_bytes) return compile_uncached(ast, lim, out, err);
     key_t k = {0};
     ser(&k, ast, 0);
