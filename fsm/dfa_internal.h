@@ -260,7 +260,6 @@ static inline uint32_t sv_pair_hash(sv_pair_t p) {
 sv_status sv_dfa_product_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, const sv_fsm_limits_t *lim,
                                   sv_dfa_t **out, sv_error_t *err);
 
-/* The whole pipeline from an AST. */
 /* The JSON string values whose content is a string of `content`: '"', the
  * content as json.dumps writes it ('"', '\\' and controls escaped), '"'.
  * The same language as the AST '"' sv_ast_dfa(content, true) '"', built
@@ -268,6 +267,8 @@ sv_status sv_dfa_product_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_o
 sv_status sv_dfa_json_quoted(const sv_dfa_t *content, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
 sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limits_t *lim, sv_dfa_t **out,
                                       sv_error_t *err);
+/* The whole pipeline from an AST (memoized in dfa_cache.c); an AST that is
+ * one minimized DFA (no JSON escaping) gives that DFA's tables, shared. */
 sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
 
 #endif
