@@ -753,8 +753,9 @@ static sv_status sub_dfa(sctx_t *c, json_t *s, const sv_loc_t *loc, const char *
     return st;
 }
 
-/* *acc ∩= d (*acc is the whole language while *unset). *made says whether *acc is a product meet made (then the
- * next meet frees it once it has the next one: nothing else refers to it). */
+/* *acc ∩= d (*acc is the whole language while *unset). *made says whether
+ * *acc is a product meet made: the next meet frees it once it has the next
+ * one (nothing else refers to it). */
 static sv_status meet(sctx_t *c, sv_dfa_t **acc, bool *unset, bool *made, sv_dfa_t *d, const char *kw) {
     sv_status st = SV_OK;
     sv_dfa_t *old = *acc;
@@ -1336,7 +1337,8 @@ static void unions_of(sctx_t *c, json_t *s, unions_t *u) {
         /* closed objects that overlap: branches made disjoint by conditions
          * on their keys (schema_disjoint.c) */
         json_t *apart = sv_sc_closed_oneof(c, u->one);
-        if (apart && sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, apart)) u->one = apart, u->disjoint = true;
+        if (apart && sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, apart))
+            u->one = apart, u->disjoint = true;
     }
     u->open = u->disjoint && sv_sc_oneof_open(c, u->one);
     u->type_implied = u->any && !json_object_get(s, "oneOf") ? type_implied(c, s, u->any, "anyOf")
@@ -1718,7 +1720,8 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             st = sv_sc_to_dfa(c, lits, &ld);
             if (st == SV_ERR_EMPTY) ld = NULL, st = SV_OK;
             if (st) return st;
-            if ((st = meet(c, &acc, &unset, &made, td, "type")) || (st = meet(c, &acc, &unset, &made, ld, cnst ? "const" : "enum")))
+            if ((st = meet(c, &acc, &unset, &made, td, "type")) ||
+                (st = meet(c, &acc, &unset, &made, ld, cnst ? "const" : "enum")))
                 return st;
         } else {
             base = lits;
