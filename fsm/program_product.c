@@ -73,6 +73,20 @@ static const char refused[] = "a free-form value meets a value spelled out where
 
 static sv_status nomem(walk_t *w) { return sv_error_set(w->err, SV_ERR_NOMEM, -1, "out of memory in a product of calls"); }
 
+/* Frees the sides and the pairs (what a walk holds besides the part);
+ * the walk can be freed again. */
+static void walk_free(walk_t *w) {
+    free(w->q);
+    free(w->table);
+    w->q = NULL;
+    w->table = NULL;
+    for (int i = 0; i < 2; i++) {
+        side_t *s = &w->s[i];
+        free(s->t), free(s->acc), free(s->mark), free(s->copy);
+        s->t = NULL, s->acc = s->mark = NULL, s->copy = NULL;
+    }
+}
+
 static sv_status over_budget(walk_t *w) {
     return sv_error_set(w->err, SV_ERR_BUDGET, -1, "combining constraints needs more than %u DFA states (the "
                         "max_dfa_states budget)", w->lim->max_dfa_states);
@@ -398,14 +412,7 @@ sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv
     /* The sides (with their copies of the part) and the pairs are not
      * needed past here: freed before minimization, which is the peak of a
      * big product's memory. */
-    free(w.q);
-    free(w.table);
-    w.q = NULL;
-    w.table = NULL;
-    for (int i = 0; i < 2; i++) {
-        free(w.s[i].t), free(w.s[i].acc), free(w.s[i].mark), free(w.s[i].copy);
-        w.s[i].t = NULL, w.s[i].acc = w.s[i].mark = NULL, w.s[i].copy = NULL;
-    }
+    walk_free(&w);
     if (!st) st = sv_dfa_minimize_budget(&raw, 0, lim, err);
     if (!st) st = sv_dfa_minimize(&raw, out, err);
     if (st == SV_ERR_EMPTY) sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string");
@@ -413,8 +420,6 @@ done:
     sv_rawdfa_free(&raw);
     free(pt);
     free(wk.v);
-    free(w.q);
-    free(w.table);
-    for (int i = 0; i < 2; i++) free(w.s[i].t), free(w.s[i].acc), free(w.s[i].mark), free(w.s[i].copy);
+    walk_free(&w);
     return st;
 }

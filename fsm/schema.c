@@ -1037,7 +1037,7 @@ bool sv_sc_inert_keyword(const char *k) {
  * the canonical universe (a product, with every value at the location spelled
  * out to the free-form depth) becomes a few bits in the object's automaton,
  * one a key the condition names (schema_container.c sv_sc_object). */
-static bool add_key(const char **fk, uint32_t *nfk, uint32_t cap, const char *key) {
+bool sv_sc_add_key(const char **fk, uint32_t *nfk, uint32_t cap, const char *key) {
     if (!key) return false;
     uint32_t j = 0;
     while (j < *nfk && strcmp(fk[j], key)) j++;
@@ -1057,7 +1057,7 @@ static bool keys_only(json_t *x, const char **fk, uint32_t *nfk, uint32_t cap, i
         if (!strcmp(k, "required")) {
             if (!json_is_array(v)) return false;
             for (size_t i = 0; i < json_array_size(v); i++) {
-                if (!add_key(fk, nfk, cap, json_string_value(json_array_get(v, i)))) return false;
+                if (!sv_sc_add_key(fk, nfk, cap, json_string_value(json_array_get(v, i)))) return false;
             }
         } else if (!strcmp(k, "allOf") || !strcmp(k, "anyOf") || !strcmp(k, "oneOf")) {
             if (!json_is_array(v) || json_array_size(v) == 0) return false;
@@ -1154,9 +1154,9 @@ static bool cond_keys(json_t *s, const char *kw, const char **fk, uint32_t *n, u
         const char *k;
         if (!json_is_object(m)) continue;
         json_object_foreach(m, k, x) {
-            if (!add_key(fk, n, cap, k)) return false;
+            if (!sv_sc_add_key(fk, n, cap, k)) return false;
             for (size_t i = 0; json_is_array(x) && i < json_array_size(x); i++)
-                if (!add_key(fk, n, cap, json_string_value(json_array_get(x, i)))) return false;
+                if (!sv_sc_add_key(fk, n, cap, json_string_value(json_array_get(x, i)))) return false;
             if (!json_is_array(x) && sv_sc_deps_keys(s) && !keys_only(x, fk, n, cap, 1)) return false;
         }
     }
@@ -1366,8 +1366,7 @@ static bool has_type_keywords(json_t *s) {
     return false;
 }
 
-/* Whether the array arr holds the string s. */
-static bool has_string(json_t *arr, const char *s) {
+bool sv_sc_has_string(json_t *arr, const char *s) {
     for (size_t i = 0; json_is_array(arr) && i < json_array_size(arr); i++)
         if (json_is_string(json_array_get(arr, i)) && !strcmp(json_string_value(json_array_get(arr, i)), s)) return true;
     return false;
@@ -1402,7 +1401,7 @@ static json_t *dependency_union(const char *k, json_t *d) {
     json_t *req = json_object_get(d, "required");
     json_t *dp = json_copy(d), *nreq = req ? json_copy(req) : json_array();
     json_t *out = NULL;
-    if (dp && nreq && (has_string(req, k) || !json_array_append_new(nreq, json_string(k))) &&
+    if (dp && nreq && (sv_sc_has_string(req, k) || !json_array_append_new(nreq, json_string(k))) &&
         !json_object_set_new(dp, "type", json_string("object")) && !json_object_set(dp, "required", nreq))
         out = json_pack("{s:[{s:{s:b}}, O]}", "anyOf", "properties", k, 0, dp);
     json_decref(dp);
@@ -1475,7 +1474,7 @@ static bool switch_case(json_t *m, const char **key, json_t **lits) {
     json_object_foreach(i, k, v) {
         if (!strcmp(k, "properties") || sv_sc_inert_keyword(k)) continue;
         if (!strcmp(k, "type") && json_is_string(v) && !strcmp(json_string_value(v), "object")) continue;
-        if (!strcmp(k, "required") && json_array_size(v) == 1 && has_string(v, *key)) continue;
+        if (!strcmp(k, "required") && json_array_size(v) == 1 && sv_sc_has_string(v, *key)) continue;
         return false;
     }
     return switch_literals(json_object_iter_value(it), lits);
@@ -1520,7 +1519,7 @@ static json_t *allof_switch(sctx_t *c, json_t *s, json_t *all, switch_t *sw) {
     if (sw->n < SWITCH_MIN_CASES) goto done;
     json_t *ty = json_object_get(s, "type");
     bool obj_only = json_is_string(ty) && !strcmp(json_string_value(ty), "object");
-    bool key_req = has_string(json_object_get(s, "required"), sw->key);
+    bool key_req = sv_sc_has_string(json_object_get(s, "required"), sw->key);
     for (size_t i = 0; i < n; i++) {
         if (!sw->is_case[i]) continue;
         json_t *m = json_array_get(all, i), *iff = json_object_get(m, "if"), *thn = json_object_get(m, "then");

@@ -735,10 +735,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         member_t *m = &mem[i];
         m->key = keys[i];
         m->dep_bit = -1;
-        m->required = false;
-        for (size_t j = 0; json_is_array(req) && j < json_array_size(req); j++)
-            if (json_is_string(json_array_get(req, j)) && strcmp(json_string_value(json_array_get(req, j)), m->key) == 0)
-                m->required = true;
+        m->required = sv_sc_has_string(req, m->key);
         sv_loc_t child;
         if ((st = sv_sc_loc_property(c, loc, m->key, &child))) return st;
         child.orders = child_orders;

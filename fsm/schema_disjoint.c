@@ -100,12 +100,14 @@ static bool maybe_equal(json_t *a, json_t *b, int depth) {
 /* The schema a branch stands for after its $refs: in drafts up to 7 a $ref
  * replaces its siblings, and from 2019 a $ref with only inert siblings is
  * its target. A $ref beside other keywords in 2019+ keeps the object (its
- * siblings alone over-approximate it). NULL when a ref does not resolve. */
-static json_t *follow(sctx_t *c, json_t *s) {
+ * siblings alone over-approximate it). NULL when a ref does not resolve,
+ * or, with local, when one leaves the document (a "#..." ref stays in it). */
+static json_t *follow_refs(sctx_t *c, json_t *s, bool local) {
     for (int hop = 0; hop < DISJOINT_MAX_HOPS && json_is_object(s); hop++) {
         json_t *ref = json_object_get(s, "$ref");
         if (!ref) return s;
         if (!json_is_string(ref) || (c->draft > 7 && !sv_sc_ref_alone(s))) return s;
+        if (local && json_string_value(ref)[0] != '#') return NULL;
         sv_error_t *keep = c->err, scratch;
         c->err = &scratch; /* a bad $ref is reported where it is compiled */
         json_t *t;
@@ -218,8 +220,8 @@ static bool member_apart(sctx_t *c, json_t *a, json_t *b, int depth) {
 
 static bool disjoint_within(sctx_t *c, json_t *x, json_t *y, int within, int depth) {
     if (++c->disjoint_steps > DISJOINT_MAX_STEPS) return false;
-    x = follow(c, x);
-    y = follow(c, y);
+    x = follow_refs(c, x, false);
+    y = follow_refs(c, y, false);
     if (!x || !y) return false;
     if (json_is_false(x) || json_is_false(y)) return true;
     if (!json_is_object(x) || !json_is_object(y)) return false; /* true, or an error the compile reports */
@@ -268,7 +270,7 @@ static bool disjoint(sctx_t *c, json_t *x, json_t *y, int depth) { return disjoi
 /* Whether branch s may hold object members no schema names (a free-form
  * value is then a call). */
 static bool open_object(sctx_t *c, json_t *s) {
-    s = follow(c, s);
+    s = follow_refs(c, s, false);
     if (!s || json_is_false(s)) return false;
     if (!json_is_object(s)) return true;
     approx_t a;
@@ -302,7 +304,7 @@ bool sv_sc_oneof_open(sctx_t *c, json_t *branches) {
 }
 
 int sv_sc_first_classes(sctx_t *c, json_t *s) {
-    s = follow(c, s);
+    s = follow_refs(c, s, false);
     if (!s) return V_ALL;
     if (json_is_boolean(s)) return json_is_true(s) ? V_ALL : 0;
     approx_t a;
@@ -504,9 +506,7 @@ static json_t *narrowable(json_t *root, json_t *b, const char *name, const refco
 static uint32_t require_member(json_t *t, const char *name) {
     json_t *req = json_object_get(t, "required");
     if (!req) return json_object_set_new(t, "required", json_pack("[s]", name)) == 0;
-    for (size_t i = 0; i < json_array_size(req); i++)
-        if (json_is_string(json_array_get(req, i)) && !strcmp(json_string_value(json_array_get(req, i)), name))
-            return 0; /* required already */
+    if (sv_sc_has_string(req, name)) return 0; /* required already */
     return json_array_append_new(req, json_string(name)) == 0;
 }
 
@@ -543,17 +543,7 @@ uint32_t sv_sc_require_discriminators(json_t *root) {
  * but inert keywords; reached inline or through local $refs into the same
  * resource. NULL otherwise. */
 static json_t *closed_object(sctx_t *c, json_t *s) {
-    for (int hop = 0; hop < DISJOINT_MAX_HOPS && json_is_object(s); hop++) {
-        json_t *ref = json_object_get(s, "$ref");
-        if (!ref) break;
-        if (!json_is_string(ref) || json_string_value(ref)[0] != '#' || (c->draft > 7 && !sv_sc_ref_alone(s)))
-            return NULL;
-        sv_error_t *keep = c->err, scratch;
-        c->err = &scratch; /* a bad $ref is reported where it is compiled */
-        bool ok = sv_sc_resolve_ref(c, s, json_string_value(ref), &s) == SV_OK;
-        c->err = keep;
-        if (!ok) return NULL;
-    }
+    s = follow_refs(c, s, true);
     if (!json_is_object(s) || json_object_get(s, "$ref")) return NULL;
     json_t *ty = json_object_get(s, "type"), *props = json_object_get(s, "properties"),
            *req = json_object_get(s, "required");
@@ -570,21 +560,6 @@ static json_t *closed_object(sctx_t *c, json_t *s) {
         if (!json_is_string(r) || !json_object_get(props, json_string_value(r))) return NULL; /* an empty branch */
     }
     return s;
-}
-
-static bool requires(json_t *s, const char *k) {
-    json_t *req = json_object_get(s, "required");
-    for (size_t i = 0; i < json_array_size(req); i++)
-        if (!strcmp(json_string_value(json_array_get(req, i)), k)) return true;
-    return false;
-}
-
-static bool add_name(const char **names, uint32_t *n, const char *k) {
-    for (uint32_t i = 0; i < *n; i++)
-        if (!strcmp(names[i], k)) return true;
-    if (*n == SV_KEYCOND_MAX) return false;
-    names[(*n)++] = k;
-    return true;
 }
 
 /* What branch j holds of branch i's objects, as a condition on keys: none
@@ -608,11 +583,12 @@ static bool held_by(json_t *bi, json_t *bj, const char **names, uint32_t *nn, js
     json_object_foreach(pi, k, v) {
         if (!ok || json_object_get(pj, k)) continue;
         json_t *r = json_pack("{s:[s]}", "required", k);
-        ok = r && !json_array_append_new(absent, r) && add_name(names, nn, k);
+        ok = r && !json_array_append_new(absent, r) && sv_sc_add_key(names, nn, SV_KEYCOND_MAX, k);
     }
     for (size_t x = 0; ok && x < json_array_size(req); x++) {
         const char *r = json_string_value(json_array_get(req, x));
-        if (!requires(bi, r)) ok = !json_array_append(present, json_array_get(req, x)) && add_name(names, nn, r);
+        if (!sv_sc_has_string(json_object_get(bi, "required"), r))
+            ok = !json_array_append(present, json_array_get(req, x)) && sv_sc_add_key(names, nn, SV_KEYCOND_MAX, r);
     }
     if (ok && json_array_size(absent))
         ok = !json_array_append_new(parts, json_pack("{s:{s:O}}", "not", "anyOf", absent));

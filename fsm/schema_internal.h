@@ -226,6 +226,11 @@ bool sv_sc_union_keys(json_t *s, const char *kw);
  * SV_KEYCOND_MAX keys with their trigger keys (and no const or enum):
  * conditions too, "k absent, or the schema holds". */
 bool sv_sc_deps_keys(json_t *s);
+/* Whether the array arr holds the string s (false when arr is no array). */
+bool sv_sc_has_string(json_t *arr, const char *s);
+/* Adds key to the set fk[0..*nfk) of at most cap keys; false when it is
+ * NULL or does not fit (schema.c). */
+bool sv_sc_add_key(const char **fk, uint32_t *nfk, uint32_t cap, const char *key);
 /* Keywords that never change a schema's language (schema.c). */
 bool sv_sc_inert_keyword(const char *k);
 /* Whether a and b are the same schema, annotations at their top level aside
