@@ -431,3 +431,27 @@ static sv_status compile_uncached(const sv_ast_t *ast, const sv_fsm_limits_t *li
     sv_rawdfa_free(&raw);
     return st;
 }
+
+/* Counted strings (json_quote.c), keyed by their bounds. */
+#define COUNTED_TAG 0xFFFFFFF3u
+
+typedef struct {
+    uint32_t mn, mx;
+    const sv_fsm_limits_t *lim;
+} counted_job_t;
+
+static sv_status build_counted(const void *ctx, sv_dfa_t **out, sv_error_t *err) {
+    const counted_job_t *j = ctx;
+    return sv_dfa_json_quoted_counted_uncached(j->mn, j->mx, j->lim, out, err);
+}
+
+sv_status sv_dfa_json_quoted_counted(uint32_t mn, uint32_t mx, const sv_fsm_limits_t *lim, sv_dfa_t **out,
+                                     sv_error_t *err) {
+    counted_job_t j = {mn, mx, lim};
+    if (!g.max_bytes) return build_counted(&j, out, err);
+    key_t k = {0};
+    put32(&k, COUNTED_TAG);
+    put32(&k, mn);
+    put32(&k, mx);
+    return memoized(&k, build_counted, &j, out, err);
+}

@@ -188,6 +188,11 @@ typedef struct sv_rawdfa {
      * without a pass over the table to count them; NULL where a builder
      * does not count (products, direct tables) or the table changed since */
     uint32_t *indeg;
+    /* The builder's word that no two states that can reach acceptance
+     * accept the same strings (json_quote.c's counted strings): minimizing
+     * then only trims, renumbers and coarsens the classes, with no
+     * partition refinement. */
+    bool minimal;
 } sv_rawdfa_t;
 
 void sv_rawdfa_free(sv_rawdfa_t *r);
@@ -267,6 +272,14 @@ sv_status sv_dfa_product_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_o
 sv_status sv_dfa_json_quoted(const sv_dfa_t *content, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
 sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limits_t *lim, sv_dfa_t **out,
                                       sv_error_t *err);
+/* The JSON string values of mn to mx code points (mx SV_AST_INF: no
+ * maximum), any code point, spelled as json.dumps writes them: the same
+ * language as sv_dfa_json_quoted of the content [^]{mn,mx}, written down
+ * as its minimal DFA (json_quote.c); memoized in dfa_cache.c. */
+sv_status sv_dfa_json_quoted_counted(uint32_t mn, uint32_t mx, const sv_fsm_limits_t *lim, sv_dfa_t **out,
+                                     sv_error_t *err);
+sv_status sv_dfa_json_quoted_counted_uncached(uint32_t mn, uint32_t mx, const sv_fsm_limits_t *lim, sv_dfa_t **out,
+                                              sv_error_t *err);
 /* The whole pipeline from an AST (memoized in dfa_cache.c); an AST that is
  * one minimized DFA (no JSON escaping) gives that DFA's tables, shared. */
 sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);

@@ -167,3 +167,161 @@ sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limi
     sv_rawdfa_free(&raw);
     return st;
 }
+
+/* ---- counted strings -------------------------------------------------------
+ *
+ * A string with minLength and maxLength and nothing else is the commonest
+ * counted language in real schemas (OpenAPI and Snowplow write maxLength on
+ * most strings), and through the general route the costliest to build: a
+ * content DFA of eight states a code point (subset construction of a
+ * repeat), quoted to fourteen (each level's escapes), minimized twice, 8 ms
+ * for maxLength 512. Its minimal DFA is known in advance, so it is written
+ * down directly. Level k (k code points read) has a boundary state B(k)
+ * and, where a code point may still follow, the states inside one: six of
+ * an escape (after '\\', 'u', "u0", "u00", "u000", "u001") and seven of a
+ * multi-byte UTF-8 sequence (one, two or three continuation bytes left, and
+ * the four lead bytes whose first continuation is narrower: E0, ED (no
+ * surrogates), F0, F4). Every move inside a code point ends at B(k+1);
+ * with no maxLength the last level's moves end at B(mn) again. '"' closes
+ * from B(k) for k >= mn. No two states accept the same strings (they differ
+ * in what they read next, or, a level apart, in how many code points may or
+ * must still follow), so minimization has nothing to merge: the raw table
+ * is marked minimal and only trimmed, renumbered breadth-first and given
+ * its coarsest classes (minimize.c), which gives the table of the general
+ * route (tests/fsm_test.c compares them). */
+
+/* The byte classes of the raw table (minimize.c coarsens them). */
+enum {
+    K_CTRL, K_QUOTE, K_BSLASH, K_BF, K_NRT, K_U, K_0, K_1, K_HEX_ANY, K_HEX_HI, K_PLAIN,
+    K_C80, K_C90, K_CA0, K_L2, K_E0, K_E, K_ED, K_F0, K_F, K_F4, K_BAD, K_N
+};
+
+static uint8_t counted_class(uint32_t b) {
+    if (b < 0x20) return K_CTRL;
+    switch (b) {
+    case '"': return K_QUOTE;
+    case '\\': return K_BSLASH;
+    case 'b': case 'f': return K_BF; /* an escape letter and a hex digit of \u000X */
+    case 'n': case 'r': case 't': return K_NRT;
+    case 'u': return K_U;
+    case '0': return K_0;
+    case '1': return K_1;
+    case '2': case '3': case '4': case '5': case '6': case '7': case 'e': return K_HEX_ANY;
+    case '8': case '9': case 'a': case 'c': case 'd': return K_HEX_HI; /* \u000X has a short form */
+    default: break;
+    }
+    if (b < 0x80) return K_PLAIN;
+    if (b < 0x90) return K_C80;
+    if (b < 0xA0) return K_C90;
+    if (b < 0xC0) return K_CA0;
+    if (b < 0xC2) return K_BAD;
+    if (b < 0xE0) return K_L2;
+    if (b == 0xE0) return K_E0;
+    if (b == 0xED) return K_ED;
+    if (b < 0xF0) return K_E;
+    if (b == 0xF0) return K_F0;
+    if (b < 0xF4) return K_F;
+    if (b == 0xF4) return K_F4;
+    return K_BAD;
+}
+
+/* The states inside a code point, after its level's boundary. */
+enum { S_BS, S_U, S_U0, S_U00, S_H0, S_H1, S_T1, S_T2, S_T3, S_XE0, S_XED, S_XF0, S_XF4, S_IN };
+
+sv_status sv_dfa_json_quoted_counted_uncached(uint32_t mn, uint32_t mx, const sv_fsm_limits_t *lim, sv_dfa_t **out,
+                                              sv_error_t *err) {
+    sv_fsm_limits_t def;
+    if (!lim) sv_fsm_limits_default(&def), lim = &def;
+    if (mx != SV_AST_INF && mn > mx) return sv_error_set(err, SV_ERR_EMPTY, -1, "minLength is above maxLength");
+    /* Boundaries B(0..top). The states inside a code point are made once
+     * per boundary they end at, B(1..top), or B(0) alone for a loop at
+     * level 0: the moves from B(top) back to B(top) share those from
+     * B(top - 1), which end there too. */
+    const bool loop = mx == SV_AST_INF;
+    const uint64_t top = loop ? mn : mx, nin = loop ? (mn ? mn : 1) : mx;
+    const uint64_t ns64 = 2 + (top + 1) + nin * S_IN; /* start, final, boundaries, insides */
+    if ((lim->max_dfa_states && ns64 > lim->max_dfa_states) || ns64 > INT32_MAX)
+        return sv_error_set(err, SV_ERR_BUDGET, -1, "the counted string needs more than %u DFA states",
+                            lim->max_dfa_states);
+    const uint32_t ns = (uint32_t)ns64, k = K_N;
+    size_t cells = (size_t)ns * k, bytes = cells * sizeof(int32_t) + ns;
+    if (!sv_memacct_fits(bytes, lim->max_memory))
+        return sv_error_set(err, SV_ERR_BUDGET, -1, "a counted string needs about %zu bytes, more than is left of the "
+                            "compile's memory budget of %zu bytes", bytes, lim->max_memory);
+    sv_rawdfa_t raw = {.nstates = ns, .nclasses = k, .start = 0, .minimal = true};
+    /* classes numbered by their first byte, as subset construction numbers
+     * them: the minimized table's class ids follow the raw ones */
+    uint8_t cid[K_N];
+    memset(cid, 0xFF, sizeof cid);
+    for (uint32_t b = 0, nc = 0; b < 256; b++) {
+        uint8_t c = counted_class(b);
+        if (cid[c] == 0xFF) cid[c] = (uint8_t)nc++;
+        raw.classes[b] = cid[c];
+    }
+    raw.trans = malloc(cells * sizeof *raw.trans);
+    raw.accept = calloc(ns, 1);
+    if (!raw.trans || !raw.accept) {
+        sv_rawdfa_free(&raw);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory building a counted string");
+    }
+    for (size_t i = 0; i < cells; i++) raw.trans[i] = -1;
+    /* ids: 0 the start, 1 the final state, 2 + level its boundary, then
+     * the S_IN states that end at each boundary */
+    const uint32_t fin = 1, inside0 = 2 + (uint32_t)top + 1;
+#define B(l) (2u + (uint32_t)(l))
+#define IN(s) (inside0 + (uint32_t)(nl ? nl - 1 : 0) * S_IN + (uint32_t)(s)) /* nl: the level it ends at */
+#define SET(s, c, t) (raw.trans[(size_t)(s) * k + cid[c]] = (int32_t)(t))
+    raw.accept[fin] = 1;
+    SET(0, K_QUOTE, B(0));
+    for (uint64_t l = 0; l <= top; l++) {
+        const uint32_t b = B(l);
+        if (l >= mn) SET(b, K_QUOTE, fin);
+        if (!loop && l == top) continue; /* no code point after the last */
+        const uint64_t nl = loop && l == top ? top : l + 1; /* the level a code point ends at */
+        const uint32_t next = B(nl);
+        /* one byte: printable ASCII */
+        static const uint8_t plain[] = {K_BF, K_NRT, K_U, K_0, K_1, K_HEX_ANY, K_HEX_HI, K_PLAIN};
+        for (size_t i = 0; i < sizeof plain; i++) SET(b, plain[i], next);
+        /* escapes: \" \\ \b \f \n \r \t, and \u00XY for the other controls */
+        SET(b, K_BSLASH, IN(S_BS));
+        SET(IN(S_BS), K_QUOTE, next);
+        SET(IN(S_BS), K_BSLASH, next);
+        SET(IN(S_BS), K_BF, next);
+        SET(IN(S_BS), K_NRT, next);
+        SET(IN(S_BS), K_U, IN(S_U));
+        SET(IN(S_U), K_0, IN(S_U0));
+        SET(IN(S_U0), K_0, IN(S_U00));
+        SET(IN(S_U00), K_0, IN(S_H0));
+        SET(IN(S_U00), K_1, IN(S_H1));
+        static const uint8_t h0[] = {K_0, K_1, K_HEX_ANY, K_BF}; /* 0-7 b e f: 8 9 a c d have short forms */
+        for (size_t i = 0; i < sizeof h0; i++) SET(IN(S_H0), h0[i], next), SET(IN(S_H1), h0[i], next);
+        SET(IN(S_H1), K_HEX_HI, next);
+        /* UTF-8 sequences of two to four bytes, no surrogates, up to U+10FFFF */
+        SET(b, K_L2, IN(S_T1));
+        SET(b, K_E0, IN(S_XE0));
+        SET(b, K_E, IN(S_T2));
+        SET(b, K_ED, IN(S_XED));
+        SET(b, K_F0, IN(S_XF0));
+        SET(b, K_F, IN(S_T3));
+        SET(b, K_F4, IN(S_XF4));
+        static const uint8_t cont[] = {K_C80, K_C90, K_CA0};
+        for (size_t i = 0; i < sizeof cont; i++) {
+            SET(IN(S_T1), cont[i], next);
+            SET(IN(S_T2), cont[i], IN(S_T1));
+            SET(IN(S_T3), cont[i], IN(S_T2));
+        }
+        SET(IN(S_XE0), K_CA0, IN(S_T1));
+        SET(IN(S_XED), K_C80, IN(S_T1));
+        SET(IN(S_XED), K_C90, IN(S_T1));
+        SET(IN(S_XF0), K_C90, IN(S_T2));
+        SET(IN(S_XF0), K_CA0, IN(S_T2));
+        SET(IN(S_XF4), K_C80, IN(S_T2));
+    }
+#undef SET
+#undef IN
+#undef B
+    sv_status st = sv_dfa_minimize_budget(&raw, 0, lim, err);
+    if (!st) st = sv_dfa_minimize(&raw, out, err);
+    sv_rawdfa_free(&raw);
+    return st;
+}

@@ -273,6 +273,15 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
      * largest distance is below the number of live states). Every block but
      * the sink's is a splitter: all blocks but one suffice, and the sink's
      * stays off the worklist for good. */
+    if (raw->minimal) { /* each live state a block of its own, the rest with the sink */
+        p.nblocks = 0;
+        for (uint32_t s = 0; s < n; s++)
+            if (live[s]) p.blk[s] = p.nblocks++;
+        for (uint32_t s = 0; s < n; s++)
+            if (!live[s]) p.blk[s] = p.nblocks;
+        p.blk[sink] = p.nblocks++;
+        goto refined;
+    }
     uint32_t maxd = 0, nlive = 0;
     for (uint32_t s = 0; s < n; s++)
         if (live[s]) {
@@ -339,6 +348,7 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
         }
     }
 
+refined:;
     /* BFS renumbering over blocks, skipping the sink's block. */
     uint32_t dead = p.blk[sink];
     newid = malloc(p.nblocks * sizeof *newid);

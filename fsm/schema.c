@@ -621,14 +621,7 @@ static sv_status type_lang(sctx_t *c, json_t *s, int type, const sv_loc_t *loc, 
         break;
     case T_NUMBER: return number_lang(c, s, false, out);
     case T_INTEGER: return number_lang(c, s, true, out);
-    case T_STRING: {
-        sv_dfa_t *content;
-        sv_status st = sv_sc_string_content(c, s, &content);
-        if (st) return st;
-        if (!content && (st = sv_sc_any_string_content(c, &content))) return st;
-        *out = sv_sc_quoted(c, content);
-        break;
-    }
+    case T_STRING: return sv_sc_string(c, s, out);
     case T_ARRAY: return sv_sc_array(c, s, loc, false, out);
     case T_OBJECT: return sv_sc_object(c, s, loc, false, out);
     }
@@ -864,6 +857,55 @@ static int32_t marker_id(const sctx_t *c, const sv_ast_t *a) {
 static int32_t marker_part(const sctx_t *c, const sv_ast_t *a) {
     int32_t p = marker_id(c, a);
     return p >= 0 && c->parts[p] ? p : -1;
+}
+
+/* The bytes a DFA's strings start with, a marker byte among them where
+ * one starts with a call (whose callee's bytes are not known here). */
+static void start_bytes(const sv_dfa_t *d, uint64_t out[4]) {
+    memset(out, 0, 4 * sizeof *out);
+    for (int b = 0; b < 256; b++)
+        if (sv_dfa_next(d, 0, (uint8_t)b) >= 0) out[b >> 6] |= 1ull << (b & 63);
+}
+
+static bool bytes_meet(const uint64_t *a, const uint64_t *b) {
+    return ((a[0] & b[0]) | (a[1] & b[1]) | (a[2] & b[2]) | (a[3] & b[3])) != 0;
+}
+
+sv_status sv_sc_big_alts_as_parts(sctx_t *c, sv_ast_t **alts, uint32_t n) {
+    if (!sv_sc_calls(c) || !c->ref_parts) return SV_OK;
+    bool any = false;
+    for (uint32_t i = 0; i < n && !any; i++)
+        any = alts[i] && alts[i]->kind == SV_AST_DFA && !alts[i]->json_escape && alts[i]->dfa &&
+              !alts[i]->dfa->call_off && sv_dfa_num_states(alts[i]->dfa) >= SV_SC_BIG_PART_MIN;
+    if (!any) return SV_OK;
+    uint64_t(*first)[4] = sv_arena_alloc(c->arena, (n ? n : 1) * sizeof *first);
+    if (!first) return sv_sc_nomem(c);
+    for (uint32_t i = 0; i < n; i++) {
+        sv_dfa_t *d = NULL;
+        sv_status st = sv_sc_to_dfa(c, alts[i], &d);
+        if (st) return st;
+        if (!d) { /* an empty branch: starts with nothing */
+            memset(first[i], 0, sizeof first[i]);
+            continue;
+        }
+        if (alts[i]->kind != SV_AST_DFA || alts[i]->json_escape) { /* compiled once, not again in the union */
+            sv_ast_t *x = sv_ast_dfa(c->arena, d, false);
+            if (!x) return sv_sc_nomem(c);
+            alts[i] = x;
+        }
+        start_bytes(d, first[i]);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const sv_dfa_t *d = alts[i]->dfa;
+        if (d->call_off || sv_dfa_num_states(d) < SV_SC_BIG_PART_MIN) continue;
+        if ((first[i][SV_CALL_MARK >> 6] >> (SV_CALL_MARK & 63)) & 1) continue; /* starts with a call */
+        bool alone = true;
+        for (uint32_t j = 0; j < n && alone; j++) alone = j == i || !bytes_meet(first[i], first[j]);
+        if (!alone) continue;
+        sv_status st = sv_sc_part(c, (sv_dfa_t *)d, &alts[i]);
+        if (st) return st;
+    }
+    return SV_OK;
 }
 
 /* Branches of one union that call parts starting with a common byte (two
@@ -1741,6 +1783,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             nt++;
         }
         if (nt == 0 && empty) return empty;
+        if (nt > 1 && (st = sv_sc_big_alts_as_parts(c, tl, nt))) return st;
         base = sv_ast_alt(c->arena, tl, nt);
     }
 
@@ -1798,6 +1841,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         }
         if (k == 0) return sv_sc_fail(c, SV_ERR_EMPTY, any_kw, "no branch of %s matches any value", any_kw);
         inline_alike_calls(c, alts, k);
+        if (k > 1 && (st = sv_sc_big_alts_as_parts(c, alts, k))) return st;
         if (whole && (st = union_calls(c, bj, alts, k, &anyl))) return st;
         if (!anyl) anyl = sv_ast_alt(c->arena, alts, k);
     }
@@ -2890,5 +2934,13 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
         if (info) info->mem_peak = acct.peak;
         sv_memacct_end(&acct);
     }
+    return st;
+}
+
+sv_status sv_schema_prelude_warm(const sv_schema_opts_t *o, sv_error_t *err) {
+    /* a free-form value quotes any string and calls the container part */
+    sv_dfa_t *d = NULL;
+    sv_status st = sv_schema_compile("{}", 2, o, &d, NULL, err);
+    sv_dfa_destroy(d);
     return st;
 }

@@ -116,4 +116,10 @@ typedef struct sv_schema_info {
 sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t *o, sv_dfa_t **out,
                             sv_schema_info_t *info, sv_error_t *err);
 
+/* Builds the automata every schema shares for o's whitespace mode (the
+ * content and spelling of any string, the free-form container part: the
+ * prelude of fsm/schema_text.c) now, once per process, so that no later
+ * compile builds them: the server calls it at startup. */
+sv_status sv_schema_prelude_warm(const sv_schema_opts_t *o, sv_error_t *err);
+
 #endif

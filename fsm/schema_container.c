@@ -221,7 +221,7 @@ static sv_status get_uint(sctx_t *c, json_t *s, const char *kw, bool *set, uint6
 #define ITEM_PART_MIN 4096u
 #define WIDE_OBJECT_MIN 32u  /* members from which values become parts */
 #define VALUE_PART_MIN 8u    /* smaller values stay inline */
-#define BIG_VALUE_PART_MIN 256u /* in any object, values this big become parts, */
+#define BIG_VALUE_PART_MIN SV_SC_BIG_PART_MIN /* in any object, values this big become parts, */
 #define SMALL_VALUE_PART_MIN 16u /* or this big in an attempt with small parts (sctx_t) */
 #define CTX_MAX_NESTING 16u  /* member contexts inside member contexts */
 #define KEYSET_MAX_KEYS 16u  /* --key-order any: objects with more keys keep their orders */
@@ -1201,6 +1201,21 @@ static sv_status array_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, bool cano
             if ((st = sv_sc_part(c, d, &lang[i]))) return st;
         }
     }
+    /* So is any big item where big values are parts: the array is then a
+     * few states around its calls, and the item's DFA is not determinized
+     * and minimized again inside it (a string with maxLength 512 is 7,171
+     * states, held once after '[' and once after each separator). An item
+     * never starts with what an array reads beside it (']', a separator). */
+    if (!cont && sv_sc_calls(c) && c->ref_parts)
+        for (uint32_t i = 0; i <= P; i++) {
+            if (!lang[i] || sv_ast_weight(lang[i], BIG_VALUE_PART_MIN) < BIG_VALUE_PART_MIN) continue;
+            sv_dfa_t *d;
+            if ((st = sv_sc_to_dfa(c, lang[i], &d))) return st;
+            if (!d || sv_dfa_num_states(d) < BIG_VALUE_PART_MIN || d->call_off ||
+                sv_dfa_next(d, 0, SV_CALL_MARK) >= 0)
+                continue;
+            if ((st = sv_sc_part(c, d, &lang[i]))) return st;
+        }
     if (cont) {
         /* Split each item language by contains: matching / not matching. The
          * not-matching part is taken within canonical spellings when a

@@ -333,14 +333,26 @@ sv_status sv_sc_any_value(sctx_t *c, uint32_t depth, sv_ast_t **out);
 sv_status sv_sc_any_call_in_product(sctx_t *c, sv_ast_t **out);
 /* The spellings of a JSON value (const/enum), keys ordered per location. */
 sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **out);
-/* The content language of a string schema (pattern, lengths, format); *out
- * NULL when the schema constrains nothing about string content. */
-sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out);
+/* The JSON strings of a string schema (pattern, lengths, format), quoted:
+ * a length alone is written down directly (json_quote.c), the rest is the
+ * content's product quoted (sv_sc_quoted). */
+sv_status sv_sc_string(sctx_t *c, json_t *s, sv_ast_t **out);
 
 /* A call to a new part whose language is d (raw, owned by the arena): the
  * marker AST in *out. Only where sv_sc_calls(c). With d and out NULL it
  * reserves the next id (filled in later). */
 sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out);
+/* Values of SV_SC_BIG_PART_MIN states or more are parts where calls are
+ * on: in any object (schema_container.c), as array items, and as the
+ * alternatives of a union that no other alternative starts alike. */
+#define SV_SC_BIG_PART_MIN 256u
+/* Each alternative of alts[0..n) that is a DFA of SV_SC_BIG_PART_MIN
+ * states or more, and whose first bytes no other alternative shares,
+ * becomes a call to a part (a string with maxLength beside null: the
+ * union is a few states, not a copy of the string's thousands). The other
+ * alternatives are compiled to find their first bytes, and kept as those
+ * DFAs. Only where sv_sc_calls(c) and big parts are on (ref_parts). */
+sv_status sv_sc_big_alts_as_parts(sctx_t *c, sv_ast_t **alts, uint32_t n);
 /* The same, giving the part's marker id (d's own when an equal part exists). */
 sv_status sv_sc_part_id(sctx_t *c, sv_dfa_t *d, uint32_t *id);
 /* The raw DFA of the part a marker id names (the free-form part too), or

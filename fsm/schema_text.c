@@ -2,6 +2,7 @@
  * separators per mode, JSON strings (content DFAs spelled with json.dumps's
  * escapes), literals for const/enum, and the universe of JSON values. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,10 +124,60 @@ static sv_status compile_regex_dfa(sctx_t *c, const char *pattern, sv_dfa_t **ou
     return st ? st : sv_sc_dfa(c, ast, out);
 }
 
+/* ---- the prelude: constants of the JSON language ----------------------------
+ *
+ * A few automata are the same in every schema: the content of any string,
+ * its quoted spelling, and the free-form container part (one per
+ * whitespace mode, the only option they depend on). The first compile
+ * that needs one builds it as before, under its own budgets, and leaves a
+ * copy over the same tables here; every later compile in the process
+ * borrows that copy instead of building it again (about a tenth of a
+ * median MaskBench compile when the DFA memo is cold, and the memo's LRU
+ * may evict them under big schemas). They are never freed: three small
+ * DFAs per mode (the free-form part is 192 states), charged to no compile.
+ * sv_schema_prelude_warm builds them ahead (the server at startup). */
+static struct {
+    pthread_mutex_t lock;
+    sv_dfa_t *any_string, *any_quoted;
+    sv_dfa_t *any_part[SV_WS_FLEXIBLE + 1];
+} prelude = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The prelude's copy of *slot, or NULL. */
+static sv_dfa_t *prelude_get(sv_dfa_t *const *slot) {
+    pthread_mutex_lock(&prelude.lock);
+    sv_dfa_t *d = *slot;
+    pthread_mutex_unlock(&prelude.lock);
+    return d;
+}
+
+/* Leaves a copy of d (a compile's own, built from scratch) in *slot, unless
+ * another compile did first. Out of memory: nothing is left, which costs
+ * only a later rebuild. */
+static void prelude_put(sv_dfa_t **slot, sv_dfa_t *d) {
+    if (!d || d->call_off) return;
+    pthread_mutex_lock(&prelude.lock);
+    if (!*slot) *slot = sv_dfa_share(d);
+    pthread_mutex_unlock(&prelude.lock);
+}
+
 sv_status sv_sc_any_string_content(sctx_t *c, sv_dfa_t **out) {
     if (!c->any_string) {
-        sv_status st = compile_regex_dfa(c, "[^]*", &c->any_string);
-        if (st) return st;
+        sv_dfa_t *s = prelude_get(&prelude.any_string), *q = prelude_get(&prelude.any_quoted);
+        if (s && q && c->nquoted < sizeof c->quoted / sizeof c->quoted[0]) {
+            sv_ast_t *a = sv_ast_dfa(c->arena, q, false);
+            if (!a) return sv_sc_nomem(c);
+            c->any_string = s;
+            c->quoted[c->nquoted++] = (struct sv_quoted){s, a};
+        } else {
+            sv_status st = compile_regex_dfa(c, "[^]*", &c->any_string);
+            if (st) return st;
+            sv_ast_t *a = sv_sc_quoted(c, c->any_string);
+            if (!a) return sv_sc_nomem(c);
+            if (a->kind == SV_AST_DFA) { /* not where a budget left the AST */
+                prelude_put(&prelude.any_quoted, (sv_dfa_t *)a->dfa);
+                prelude_put(&prelude.any_string, c->any_string);
+            }
+        }
     }
     *out = c->any_string;
     return SV_OK;
@@ -288,6 +339,7 @@ static sv_status any_call(sctx_t *c, sv_ast_t **out) {
     if (!alts[5]) return sv_sc_nomem(c);
     sv_ast_t *value = sv_ast_alt(c->arena, alts, 6);
     if (!value) return sv_sc_nomem(c);
+    if (!c->any_part) c->any_part = prelude_get(&prelude.any_part[c->o->ws]);
     if (!c->any_part) {
         sv_ast_t *ws = sv_sc_ws(c), *str = alts[4];
         sv_ast_t *items = sv_sc_cat2(c, value, sv_ast_repeat(c->arena, sv_sc_cat2(c, sv_sc_sep(c), value), 0, SV_AST_INF));
@@ -303,6 +355,7 @@ static sv_status any_call(sctx_t *c, sv_ast_t **out) {
         sv_ast_t *obj = sv_sc_cat3(c, sv_sc_lit(c, "{", 1), obody, sv_sc_lit(c, "}", 1));
         if (!arr || !obj) return sv_sc_nomem(c);
         if ((st = sv_sc_dfa(c, sv_ast_alt(c->arena, (sv_ast_t *[]){arr, obj}, 2), &c->any_part))) return st;
+        prelude_put(&prelude.any_part[c->o->ws], c->any_part);
     }
     *out = value;
     return SV_OK;
@@ -429,7 +482,7 @@ static sv_status get_count(sctx_t *c, json_t *s, const char *kw, uint32_t cap, b
 }
 
 /* The shortest maxLength a pattern's product with the length is narrowed
- * to (sv_sc_string_content). */
+ * to (sv_sc_string). */
 #define STRING_NARROW_MIN 16u
 
 /* The intersection of the languages parts[0..n): *out. */
@@ -458,7 +511,34 @@ static sv_status string_product(sctx_t *c, sv_ast_t **parts, uint32_t n, sv_dfa_
     return SV_OK;
 }
 
-sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out) {
+/* A string of mn to mx code points and nothing else, quoted, written down
+ * directly (json_quote.c); narrowed as string_product narrows a length
+ * whose automaton does not fit. */
+static sv_status counted_string(sctx_t *c, uint32_t mn, uint32_t mx, bool counted, sv_ast_t **out) {
+    for (;;) {
+        sv_dfa_t *d = NULL;
+        sv_error_t e;
+        sv_error_clear(&e);
+        sv_status st = sv_dfa_json_quoted_counted(mn, mx, sv_sc_lim(c), &d, &e);
+        if (!st) {
+            if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, d)) {
+                sv_dfa_destroy(d);
+                return sv_sc_nomem(c);
+            }
+            *out = sv_ast_dfa(c->arena, d, false);
+            return *out ? SV_OK : sv_sc_nomem(c);
+        }
+        if (st != SV_ERR_BUDGET || mx == SV_AST_INF || mx / 2 < STRING_NARROW_MIN || mx / 2 < mn ||
+            sv_memacct_pool_short())
+            return sv_sc_fail(c, st, mx == SV_AST_INF ? "minLength" : "maxLength", "%s", e.message);
+        mx /= 2;
+        if (!counted && c->info) c->info->nnarrowed++;
+        counted = true;
+        c->truncated = true;
+    }
+}
+
+sv_status sv_sc_string(sctx_t *c, json_t *s, sv_ast_t **out) {
     sv_ast_t *parts[3];
     uint32_t n = 0;
     sv_status st;
@@ -520,14 +600,25 @@ sv_status sv_sc_string_content(sctx_t *c, json_t *s, sv_dfa_t **out) {
                               "ipv4, ipv6, uri, uri-reference, uuid; unknown formats can be allowed as annotations)", f);
         }
     }
-    if (n == 0) { *out = NULL; return SV_OK; }
+    if (n == 0) {
+        sv_dfa_t *content;
+        if ((st = sv_sc_any_string_content(c, &content))) return st;
+        *out = sv_sc_quoted(c, content);
+        return *out ? SV_OK : sv_sc_nomem(c);
+    }
+    if (n == 1 && len_part == 0) return counted_string(c, has_min ? mn : 0, has_max ? mx : SV_AST_INF, counted, out);
     /* A pattern counted to a length can outgrow the state budget (words
      * times characters: `^(?:\\S+\\s+){0,49}\\S+$` within 500 characters):
      * the length is then narrowed further, halved while the product does
      * not fit, down to STRING_NARROW_MIN characters, and reported as the
      * cut to max_string_length is. */
+    sv_dfa_t *content = NULL;
     for (;;) {
-        st = string_product(c, parts, n, out);
+        st = string_product(c, parts, n, &content);
+        if (!st) {
+            *out = sv_sc_quoted(c, content);
+            return *out ? SV_OK : sv_sc_nomem(c);
+        }
         if (st != SV_ERR_BUDGET || len_part < 0 || !has_max || mx / 2 < STRING_NARROW_MIN || mx / 2 < mn ||
             sv_memacct_pool_short())
             return st;

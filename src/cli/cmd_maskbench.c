@@ -324,7 +324,9 @@ int sv_cmd_maskbench(int argc, char **argv) {
                    "tests/bench/maskbench_prep.py), else jansson's serialization.\n"
                    "--dfa-cache-mb: the process-wide memo of compiled automata (0: off).\n"
                    "--cold: the memo is emptied before each schema, so that no schema reuses\n"
-                   "what an earlier one compiled (a compile still shares parts within itself).\n"
+                   "what an earlier one compiled (a compile still shares parts within itself;\n"
+                   "the automata every schema shares, built once at the start as the server\n"
+                   "builds them, stay: fsm/schema_text.c, the prelude).\n"
                    "--memory-limit-mb: address-space limit of the process (default 8192, 0: none);\n"
                    "a schema that needs more is a compile error of type nomem.\n"
                    "--slow-us N: list every mask slower than N microseconds on stderr (file,\n"
@@ -415,6 +417,13 @@ int sv_cmd_maskbench(int argc, char **argv) {
     }
     b.eos = sv_vocab_eos(sv_tokens_vocab(b.tok));
     b.words = sv_token_set_mask_words(sv_tokens_set(b.tok));
+    /* the compiler's shared automata, as the server builds them at startup
+     * (fsm/schema_text.c, the prelude; --cold keeps them) */
+    if (sv_schema_prelude_warm(&b.sopts, &err)) {
+        fprintf(stderr, "sieve maskbench: %s\n", err.message);
+        sv_tokens_destroy(b.tok);
+        return SV_EXIT_RUNTIME;
+    }
     uint64_t t0 = sv_now_ns();
     for (size_t i = 0; i < paths.n; i++) {
         json_t *rec = json_object();

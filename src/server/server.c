@@ -965,6 +965,18 @@ sv_status sv_server_run_hooked(const sv_server_config_t *cfg, const sv_server_de
     if (!s->rng) s->rng = 1;
     srand((unsigned)next_rand(s)); /* tool call ids */
     sv_metrics_init(&s->m);
+    {
+        /* the automata every schema shares, built before the first request
+         * rather than by it (fsm/schema_text.c, the prelude) */
+        sv_schema_opts_t so;
+        uint32_t ws_cap;
+        sv_error_t e;
+        sv_error_clear(&e);
+        sv_server_compile_opts(cfg, SV_CONSTRAINT_SCHEMA, &so, &ws_cap);
+        if (sv_schema_prelude_warm(&so, &e))
+            fprintf(stderr, "%s: warning: the shared automata were not built ahead (%s); the first schema builds them\n",
+                    s->log_name, e.message);
+    }
 
     if (evthread_use_pthreads() != 0) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "libevent: no thread support");

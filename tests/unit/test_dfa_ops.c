@@ -190,6 +190,51 @@ int main(void) {
         }
         printf("  %d string contents quoted directly and through the NFA: equal DFAs\n", nq);
     }
+    {
+        /* Counted strings written down directly (json_quote.c) against the
+         * content [^]{mn,mx} through subset construction and quoting: the
+         * same canonical table (same states, classes, fingerprint), with
+         * and without a maximum, and the budget refused, not overrun. */
+        static const uint32_t bounds[][2] = {{0, 0}, {0, 1}, {1, 1}, {0, 2}, {2, 5}, {3, 3}, {0, SV_AST_INF},
+                                             {1, SV_AST_INF}, {4, SV_AST_INF}, {0, 40}, {17, 40}, {40, 40}};
+        int nc = 0;
+        for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+            uint32_t mn = bounds[i][0], mx = bounds[i][1];
+            char pat[64];
+            if (mx == SV_AST_INF) snprintf(pat, sizeof pat, "[^]{%u,}", mn);
+            else snprintf(pat, sizeof pat, "[^]{%u,%u}", mn, mx);
+            sv_dfa_t *cd = NULL, *viaq = NULL, *direct = NULL;
+            sv_error_t ce;
+            CHECK(sv_regex_compile(pat, strlen(pat), NULL, &cd, &ce) == SV_OK, "%s compiles", pat);
+            CHECK(cd && sv_dfa_json_quoted_uncached(cd, NULL, &viaq, &e) == SV_OK, "%s quoted", pat);
+            CHECK(sv_dfa_json_quoted_counted_uncached(mn, mx, NULL, &direct, &e) == SV_OK, "%s counted: %s", pat,
+                  e.message);
+            CHECK(viaq && direct && sv_dfa_equal(viaq, direct) && sv_dfa_fingerprint(viaq) == sv_dfa_fingerprint(direct),
+                  "%s: the counted string differs from the general route", pat);
+            static const struct { const char *s; uint32_t cps; } probe[] = {
+                {"\"\"", 0}, {"\"a\"", 1}, {"\"\\u001f\\n\xf4\x8f\xbf\xbf\"", 3}, {"\"\xed\x9f\xbf\xe0\xa0\x80\"", 2},
+            };
+            for (size_t j = 0; direct && j < sizeof probe / sizeof probe[0]; j++) {
+                bool inb = probe[j].cps >= mn && (mx == SV_AST_INF || probe[j].cps <= mx);
+                CHECK(sv_dfa_matches(direct, (const uint8_t *)probe[j].s, strlen(probe[j].s)) == inb,
+                      "%s on %s", pat, probe[j].s);
+            }
+            CHECK(!direct || !sv_dfa_matches(direct, (const uint8_t *)"\"\xed\xa0\x80\"", 5), "%s: no surrogate", pat);
+            nc++;
+            sv_dfa_destroy(cd);
+            sv_dfa_destroy(viaq);
+            sv_dfa_destroy(direct);
+        }
+        sv_fsm_limits_t small;
+        sv_fsm_limits_default(&small);
+        small.max_dfa_states = 1000;
+        sv_dfa_t *big = NULL;
+        CHECK(sv_dfa_json_quoted_counted_uncached(0, 100, &small, &big, &e) == SV_ERR_BUDGET && !big,
+              "a counted string past the state budget is refused");
+        CHECK(sv_dfa_json_quoted_counted_uncached(5, 4, NULL, &big, &e) == SV_ERR_EMPTY && !big,
+              "minLength above maxLength is empty");
+        printf("  %d counted strings written down directly: equal to the general route\n", nc);
+    }
 
     /* A graph: 0 -a-> 1 -b-> 2 (final), 1 -eps-> 0, 0 -c-> 2: (a)+b | (a+)?c ... = (a a*)b | a* c. */
     sv_ast_edge_t edges[] = {{0, 1, sv_ast_codepoint(ar, 'a')}, {1, 2, sv_ast_codepoint(ar, 'b')}, {1, 0, NULL},
