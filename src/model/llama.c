@@ -213,28 +213,114 @@ typedef struct rope_scaling {
     float factor, low_freq_factor, high_freq_factor, original_ctx;
 } rope_scaling_t;
 
+/* ---- architectures ------------------------------------------------------------
+ *
+ * Each architecture is one row of ARCHS: the names it goes by (GGUF
+ * general.architecture, HF model_type), its tensor names (one table per
+ * naming scheme), and what its blocks hold beyond the Llama block, which
+ * the loader and forward_layers read from the row and nowhere else. A new
+ * architecture is a new row, a tensor table when its names differ, and a
+ * flag where its forward pass does. */
+
+/* The weights by kind: the model's own, then one of each per layer. */
+enum {
+    W_EMBD, W_OUTPUT, W_OUT_NORM,
+    W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_FFN_NORM, W_GATE, W_UP, W_DOWN, W_BQ, W_BK, W_BV, W_QNORM,
+    W_KNORM, W_N
+};
+
+/* The tensor of each kind (layer N's: %d): llama.cpp's name and Hugging
+ * Face's. */
+typedef struct tname {
+    const char *gguf, *hf;
+} tname_t;
+
+#define HFL "model.layers.%d."
+static const tname_t LLAMA_NAMES[W_N] = {
+    [W_EMBD] = {"token_embd.weight", "model.embed_tokens.weight"},
+    [W_OUTPUT] = {"output.weight", "lm_head.weight"},
+    [W_OUT_NORM] = {"output_norm.weight", "model.norm.weight"},
+    [W_ATTN_NORM] = {"blk.%d.attn_norm.weight", HFL "input_layernorm.weight"},
+    [W_Q] = {"blk.%d.attn_q.weight", HFL "self_attn.q_proj.weight"},
+    [W_K] = {"blk.%d.attn_k.weight", HFL "self_attn.k_proj.weight"},
+    [W_V] = {"blk.%d.attn_v.weight", HFL "self_attn.v_proj.weight"},
+    [W_O] = {"blk.%d.attn_output.weight", HFL "self_attn.o_proj.weight"},
+    [W_FFN_NORM] = {"blk.%d.ffn_norm.weight", HFL "post_attention_layernorm.weight"},
+    [W_GATE] = {"blk.%d.ffn_gate.weight", HFL "mlp.gate_proj.weight"},
+    [W_UP] = {"blk.%d.ffn_up.weight", HFL "mlp.up_proj.weight"},
+    [W_DOWN] = {"blk.%d.ffn_down.weight", HFL "mlp.down_proj.weight"},
+    [W_BQ] = {"blk.%d.attn_q.bias", HFL "self_attn.q_proj.bias"},
+    [W_BK] = {"blk.%d.attn_k.bias", HFL "self_attn.k_proj.bias"},
+    [W_BV] = {"blk.%d.attn_v.bias", HFL "self_attn.v_proj.bias"},
+    [W_QNORM] = {"blk.%d.attn_q_norm.weight", HFL "self_attn.q_norm.weight"},
+    [W_KNORM] = {"blk.%d.attn_k_norm.weight", HFL "self_attn.k_norm.weight"},
+};
+#undef HFL
+
+/* Q/K/V biases: never there, loaded when present, or required (HF: as
+ * config.json's attention_bias says). */
+typedef enum { BIAS_OPTIONAL, BIAS_REQUIRED, BIAS_CONFIG } bias_rule;
+
+typedef struct arch {
+    const char *gguf;         /* general.architecture */
+    const char *hf[2];        /* model_type values (NULL-padded) */
+    const tname_t *names;     /* (W_N) */
+    sv_rope_style gguf_rope;  /* HF checkpoints rotate halves; llama.cpp permutes `llama`'s Q/K rows */
+    bias_rule gguf_bias, hf_bias;
+    bool qk_norm;             /* an RMSNorm of each Q and K head before RoPE (Qwen3) */
+} arch_t;
+
+static const arch_t ARCHS[] = {
+    {"llama", {"llama", "mistral"}, LLAMA_NAMES, SV_ROPE_NORMAL, BIAS_OPTIONAL, BIAS_CONFIG, false},
+    {"qwen2", {"qwen2", NULL}, LLAMA_NAMES, SV_ROPE_NEOX, BIAS_REQUIRED, BIAS_REQUIRED, false},
+    {"qwen3", {"qwen3", NULL}, LLAMA_NAMES, SV_ROPE_NEOX, BIAS_OPTIONAL, BIAS_CONFIG, true},
+};
+#define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
+
+/* The row named name (hf: a model_type), or NULL. */
+static const arch_t *arch_find(const char *name, bool hf) {
+    for (size_t i = 0; i < N_ARCHS; i++) {
+        if (!hf && strcmp(ARCHS[i].gguf, name) == 0)
+            return &ARCHS[i];
+        for (int j = 0; hf && j < 2 && ARCHS[i].hf[j]; j++)
+            if (strcmp(ARCHS[i].hf[j], name) == 0)
+                return &ARCHS[i];
+    }
+    return NULL;
+}
+
+/* The names ARCHS knows, for an error message: "llama, qwen2, qwen3". */
+static const char *arch_list(bool hf, char *buf, size_t n) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < N_ARCHS; i++)
+        for (int j = 0; j < (hf ? 2 : 1); j++) {
+            const char *a = hf ? ARCHS[i].hf[j] : ARCHS[i].gguf;
+            if (a && o < n)
+                o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? ", " : "", a);
+        }
+    return buf;
+}
+
 static sv_status config_from_gguf(const sv_gguf_t *g, sv_llama_config_t *c, rope_scaling_t *rs,
-                                  sv_error_t *err) {
+                                  const arch_t **row, sv_error_t *err) {
     sv_gguf_str_t a;
+    char known[128];
     if (sv_gguf_get_str(g, "general.architecture", &a, err))
         return err ? err->code : SV_ERR_SYNTAX;
     if (a.n >= sizeof c->arch)
-        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "GGUF: architecture '%.*s' is not supported (llama, qwen2, qwen3)",
-                            (int)(a.n > 64 ? 64 : a.n), a.p);
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "GGUF: architecture '%.*s' is not supported (%s)",
+                            (int)(a.n > 64 ? 64 : a.n), a.p, arch_list(false, known, sizeof known));
     memcpy(c->arch, a.p, a.n);
     c->arch[a.n] = 0;
-    if (strcmp(c->arch, "llama") == 0) {
-        c->rope_style = SV_ROPE_NORMAL; /* Q/K rows permuted by llama.cpp's converter */
-    } else if (strcmp(c->arch, "qwen2") == 0) {
-        c->rope_style = SV_ROPE_NEOX;
-        c->qkv_bias = true;
-    } else if (strcmp(c->arch, "qwen3") == 0) {
-        c->rope_style = SV_ROPE_NEOX;
-        c->qk_norm = true;
-    } else {
-        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
-                            "GGUF: architecture '%s' is not supported (llama, qwen2, qwen3)", c->arch);
-    }
+    const arch_t *ar_row = arch_find(c->arch, false);
+    if (!ar_row)
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "GGUF: architecture '%s' is not supported (%s)", c->arch,
+                            arch_list(false, known, sizeof known));
+    *row = ar_row;
+    c->rope_style = ar_row->gguf_rope;
+    c->qkv_bias = ar_row->gguf_bias == BIAS_REQUIRED;
+    c->qk_norm = ar_row->qk_norm;
     char k[128];
     const char *ar = c->arch;
     sv_status st;
@@ -324,7 +410,7 @@ static sv_status json_num(json_t *o, const char *key, double def, bool required,
 }
 
 static sv_status config_from_hf(const char *dir, sv_llama_config_t *c, rope_scaling_t *rs,
-                                bool *tie, sv_error_t *err) {
+                                const arch_t **row, bool *tie, sv_error_t *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t je;
@@ -343,17 +429,17 @@ static sv_status config_from_hf(const char *dir, sv_llama_config_t *c, rope_scal
     }
     snprintf(c->arch, sizeof c->arch, "%s", mt);
     c->rope_style = SV_ROPE_NEOX; /* HF order: rotate halves */
-    if (strcmp(mt, "qwen2") == 0) {
-        c->qkv_bias = true;
-    } else if (strcmp(mt, "llama") == 0 || strcmp(mt, "mistral") == 0 || strcmp(mt, "qwen3") == 0) {
-        c->qkv_bias = json_is_true(json_object_get(o, "attention_bias"));
-        c->qk_norm = strcmp(mt, "qwen3") == 0;
-    } else {
-        st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
-                          "config.json: model_type '%s' is not supported (llama, mistral, qwen2, qwen3)",
-                          mt);
+    const arch_t *ar_row = arch_find(mt, true);
+    if (!ar_row) {
+        char known[128];
+        st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "config.json: model_type '%s' is not supported (%s)", mt,
+                          arch_list(true, known, sizeof known));
         goto done;
     }
+    *row = ar_row;
+    c->qkv_bias = ar_row->hf_bias == BIAS_REQUIRED ||
+                  (ar_row->hf_bias == BIAS_CONFIG && json_is_true(json_object_get(o, "attention_bias")));
+    c->qk_norm = ar_row->qk_norm;
     const char *act = json_string_value(json_object_get(o, "hidden_act"));
     if (act && strcmp(act, "silu") != 0) {
         st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "config.json: hidden_act '%s' (only silu)",
@@ -455,6 +541,7 @@ static sv_status config_check(const sv_llama_config_t *c, sv_error_t *err) {
 
 typedef struct loader {
     sv_llama_t *m;
+    const arch_t *arch;
     tsrc_t src;
     float *staging; /* host floats, staging_n of them */
     size_t staging_n;
@@ -723,8 +810,9 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
     sv_llama_t *m = L->m;
     sv_llama_config_t *c = &m->cfg;
     const bool hf = L->src.hf;
-    const char *embd = hf ? "model.embed_tokens.weight" : "token_embd.weight";
-    const char *outw = hf ? "lm_head.weight" : "output.weight";
+    const tname_t *nm = L->arch->names;
+    const char *embd = hf ? nm[W_EMBD].hf : nm[W_EMBD].gguf;
+    const char *outw = hf ? nm[W_OUTPUT].hf : nm[W_OUTPUT].gguf;
     uint64_t ne[4];
     uint32_t nd;
     /* The vocabulary is the rows of the embedding (and output) matrix. */
@@ -766,51 +854,37 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
     } else {
         m->output = m->token_embd;
     }
-    const char *onorm = hf ? "model.norm.weight" : "output_norm.weight";
+    const char *onorm = hf ? nm[W_OUT_NORM].hf : nm[W_OUT_NORM].gguf;
     if ((st = balloc(m, (size_t)c->dim, &m->out_norm, err)) ||
         (st = load_one(L, onorm, c->dim, 0, m->out_norm, err)))
         return st;
 
-#define HFL "model.layers.%d."
-    if ((st = load_layers(L, "blk.%d.attn_norm.weight", HFL "input_layernorm.weight", c->dim, 0,
-                          false, &m->attn_norm, err)) ||
-        (st = load_mat(L, "blk.%d.attn_q.weight", HFL "self_attn.q_proj.weight", c->dim,
-                       (int64_t)q_dim, c->n_layers, &m->wq, err)) ||
-        (st = load_mat(L, "blk.%d.attn_k.weight", HFL "self_attn.k_proj.weight", c->dim,
-                       (int64_t)kv_dim, c->n_layers, &m->wk, err)) ||
-        (st = load_mat(L, "blk.%d.attn_v.weight", HFL "self_attn.v_proj.weight", c->dim,
-                       (int64_t)kv_dim, c->n_layers, &m->wv, err)) ||
-        (st = load_mat(L, "blk.%d.attn_output.weight", HFL "self_attn.o_proj.weight",
-                       (int64_t)q_dim, c->dim, c->n_layers, &m->wo, err)) ||
-        (st = load_layers(L, "blk.%d.ffn_norm.weight", HFL "post_attention_layernorm.weight",
-                          c->dim, 0, false, &m->ffn_norm, err)) ||
-        (st = load_mat(L, "blk.%d.ffn_gate.weight", HFL "mlp.gate_proj.weight", c->dim,
-                       c->hidden_dim, c->n_layers, &m->w_gate, err)) ||
-        (st = load_mat(L, "blk.%d.ffn_up.weight", HFL "mlp.up_proj.weight", c->dim,
-                       c->hidden_dim, c->n_layers, &m->w_up, err)) ||
-        (st = load_mat(L, "blk.%d.ffn_down.weight", HFL "mlp.down_proj.weight", c->hidden_dim,
-                       c->dim, c->n_layers, &m->w_down, err)))
+#define LAYERS(w, in, out, opt, dst) load_layers(L, nm[w].gguf, nm[w].hf, in, out, opt, dst, err)
+#define MATS(w, in, out, dst) load_mat(L, nm[w].gguf, nm[w].hf, in, out, c->n_layers, dst, err)
+    if ((st = LAYERS(W_ATTN_NORM, c->dim, 0, false, &m->attn_norm)) ||
+        (st = MATS(W_Q, c->dim, (int64_t)q_dim, &m->wq)) || (st = MATS(W_K, c->dim, (int64_t)kv_dim, &m->wk)) ||
+        (st = MATS(W_V, c->dim, (int64_t)kv_dim, &m->wv)) || (st = MATS(W_O, (int64_t)q_dim, c->dim, &m->wo)) ||
+        (st = LAYERS(W_FFN_NORM, c->dim, 0, false, &m->ffn_norm)) ||
+        (st = MATS(W_GATE, c->dim, c->hidden_dim, &m->w_gate)) || (st = MATS(W_UP, c->dim, c->hidden_dim, &m->w_up)) ||
+        (st = MATS(W_DOWN, c->hidden_dim, c->dim, &m->w_down)))
         return st;
-    /* Biases: required for Qwen2, loaded for Llama when present. */
+    /* Biases: required where the architecture (or config.json) says so,
+     * loaded when present otherwise. */
     bool opt = !c->qkv_bias;
-    if ((st = load_layers(L, "blk.%d.attn_q.bias", HFL "self_attn.q_proj.bias", (int64_t)q_dim, 0,
-                          opt, &m->bq, err)) ||
-        (st = load_layers(L, "blk.%d.attn_k.bias", HFL "self_attn.k_proj.bias", (int64_t)kv_dim,
-                          0, opt, &m->bk, err)) ||
-        (st = load_layers(L, "blk.%d.attn_v.bias", HFL "self_attn.v_proj.bias", (int64_t)kv_dim,
-                          0, opt, &m->bv, err)))
+    if ((st = LAYERS(W_BQ, (int64_t)q_dim, 0, opt, &m->bq)) || (st = LAYERS(W_BK, (int64_t)kv_dim, 0, opt, &m->bk)) ||
+        (st = LAYERS(W_BV, (int64_t)kv_dim, 0, opt, &m->bv)))
         return st;
-    /* Qwen3's per-head norms of Q and K: required there, refused elsewhere
-     * (a file that has them is a model this code would run wrong). */
-    if ((st = load_layers(L, "blk.%d.attn_q_norm.weight", HFL "self_attn.q_norm.weight", c->head_dim, 0,
-                          !c->qk_norm, &m->q_norm, err)) ||
-        (st = load_layers(L, "blk.%d.attn_k_norm.weight", HFL "self_attn.k_norm.weight", c->head_dim, 0,
-                          !c->qk_norm, &m->k_norm, err)))
+    /* Per-head norms of Q and K: required where the architecture has them,
+     * refused elsewhere (a file that has them is a model this code would
+     * run wrong). */
+    if ((st = LAYERS(W_QNORM, c->head_dim, 0, !c->qk_norm, &m->q_norm)) ||
+        (st = LAYERS(W_KNORM, c->head_dim, 0, !c->qk_norm, &m->k_norm)))
         return st;
     if (!c->qk_norm && (m->q_norm || m->k_norm))
         return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
-                            "model: Q/K norm tensors in a '%s' model (only qwen3 has them)", c->arch);
-#undef HFL
+                            "model: Q/K norm tensors in a '%s' model (its architecture has none)", c->arch);
+#undef MATS
+#undef LAYERS
     if ((m->bq != NULL) != (m->bk != NULL) || (m->bq != NULL) != (m->bv != NULL))
         return sv_error_set(err, SV_ERR_SYNTAX, -1,
                             "model: some but not all of the q/k/v biases are present");
@@ -836,7 +910,7 @@ sv_status sv_llama_load(const char *path, sv_backend_t *be, sv_llama_t **out, sv
     sv_status st;
     if (is_dir(path)) {
         L.src.hf = true;
-        if ((st = config_from_hf(path, &m->cfg, &rs, &hf_tie, err)))
+        if ((st = config_from_hf(path, &m->cfg, &rs, &L.arch, &hf_tie, err)))
             goto fail;
         char p[4096];
         snprintf(p, sizeof p, "%s/model.safetensors", path);
@@ -854,7 +928,7 @@ sv_status sv_llama_load(const char *path, sv_backend_t *be, sv_llama_t **out, sv
             goto fail;
     } else {
         if ((st = sv_gguf_open(path, &L.src.g, err)) ||
-            (st = config_from_gguf(L.src.g, &m->cfg, &rs, err)))
+            (st = config_from_gguf(L.src.g, &m->cfg, &rs, &L.arch, err)))
             goto fail;
     }
     if ((st = config_check(&m->cfg, err)) || (st = load_weights(&L, hf_tie, err)) ||

@@ -2,11 +2,14 @@
  * Mistral, Qwen2 with QKV bias), written against backend.h.
  *
  * A model is loaded from
- * - a GGUF file (architectures `llama` and `qwen2`; weights in any type
- *   quant.h dequantizes), tensors named as llama.cpp names them
+ * - a GGUF file (architectures `llama`, `qwen2` and `qwen3`; weights in any
+ *   type quant.h dequantizes), tensors named as llama.cpp names them
  *   (token_embd.weight, blk.N.attn_q.weight, ...); or
  * - a Hugging Face directory holding config.json and model.safetensors
- *   (F32/F16/BF16; LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM).
+ *   (F32/F16/BF16; LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+ *   Qwen3ForCausalLM).
+ * Each architecture is one row of llama.c's ARCHS: its names, its tensor
+ * names, and the flags its forward pass reads.
  * Weights are converted to float32 at load and copied into backend memory.
  *
  * RoPE pairing. llama.cpp's converter permutes the rows of Q and K in
