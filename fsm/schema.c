@@ -871,6 +871,8 @@ static bool bytes_meet(const uint64_t *a, const uint64_t *b) {
     return ((a[0] & b[0]) | (a[1] & b[1]) | (a[2] & b[2]) | (a[3] & b[3])) != 0;
 }
 
+static bool starts_with_call(const uint64_t *first) { return (first[SV_CALL_MARK >> 6] >> (SV_CALL_MARK & 63)) & 1; }
+
 sv_status sv_sc_big_alts_as_parts(sctx_t *c, sv_ast_t **alts, uint32_t n) {
     if (!sv_sc_calls(c) || !c->ref_parts) return SV_OK;
     bool any = false;
@@ -888,7 +890,9 @@ sv_status sv_sc_big_alts_as_parts(sctx_t *c, sv_ast_t **alts, uint32_t n) {
             memset(first[i], 0, sizeof first[i]);
             continue;
         }
-        if (alts[i]->kind != SV_AST_DFA || alts[i]->json_escape) { /* compiled once, not again in the union */
+        /* compiled once, not again in the union; not a call alone, which
+         * union_calls reads as a call */
+        if ((alts[i]->kind != SV_AST_DFA || alts[i]->json_escape) && marker_id(c, alts[i]) < 0) {
             sv_ast_t *x = sv_ast_dfa(c->arena, d, false);
             if (!x) return sv_sc_nomem(c);
             alts[i] = x;
@@ -896,11 +900,15 @@ sv_status sv_sc_big_alts_as_parts(sctx_t *c, sv_ast_t **alts, uint32_t n) {
         start_bytes(d, first[i]);
     }
     for (uint32_t i = 0; i < n; i++) {
+        if (alts[i]->kind != SV_AST_DFA) continue; /* a call */
         const sv_dfa_t *d = alts[i]->dfa;
-        if (d->call_off || sv_dfa_num_states(d) < SV_SC_BIG_PART_MIN) continue;
-        if ((first[i][SV_CALL_MARK >> 6] >> (SV_CALL_MARK & 63)) & 1) continue; /* starts with a call */
+        if (!d || d->call_off || sv_dfa_num_states(d) < SV_SC_BIG_PART_MIN) continue;
+        if (starts_with_call(first[i])) continue;
+        /* apart from every other alternative, one that starts with a call
+         * (its callee's bytes unknown here) included */
         bool alone = true;
-        for (uint32_t j = 0; j < n && alone; j++) alone = j == i || !bytes_meet(first[i], first[j]);
+        for (uint32_t j = 0; j < n && alone; j++)
+            alone = j == i || (!bytes_meet(first[i], first[j]) && !starts_with_call(first[j]));
         if (!alone) continue;
         sv_status st = sv_sc_part(c, (sv_dfa_t *)d, &alts[i]);
         if (st) return st;
