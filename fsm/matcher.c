@@ -40,7 +40,7 @@ struct sv_matcher {
     uint32_t textcap, idscap;
 };
 
-static bool bytes_bound(const sv_matcher_t *m) { return sv_token_set_has_all_bytes(m->ts); }
+static bool bytes_bound(const sv_matcher_t *m) { return sv_token_index_bytes_bound(m->ix); }
 
 sv_status sv_matcher_create(sv_token_index_t *ix, const sv_tokenizer_iface_t *tok, int64_t max_tokens,
                             sv_matcher_t **out, sv_error_t *err) {

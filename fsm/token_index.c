@@ -447,7 +447,10 @@ sv_status sv_token_set_create(uint32_t n, uint32_t mask_bits, const uint8_t *con
         ts->tok_root_ok[i] = ts->len[i] && utf8_start(b, ts->len[i]) == 0;
     }
     ts->all_bytes = true;
-    for (int b = 0; b < 256; b++) ts->all_bytes &= seen[b];
+    for (int b = 0; b < 256; b++) {
+        ts->all_bytes &= seen[b];
+        if (seen[b]) ts->single[b >> 6] |= 1ull << (b & 63);
+    }
     sv_status st = build_trie(ts, err);
     if (!st) build_partial(ts); /* without it, walks take the main trie there */
     if (st) {
@@ -462,6 +465,44 @@ uint32_t sv_token_set_size(const sv_token_set_t *ts) { return ts->n; }
 uint32_t sv_token_set_mask_bits(const sv_token_set_t *ts) { return ts->mask_bits; }
 uint32_t sv_token_set_mask_words(const sv_token_set_t *ts) { return ts->words; }
 bool sv_token_set_has_all_bytes(const sv_token_set_t *ts) { return ts->all_bytes; }
+
+/* Whether every state (every state of every part, for a program) has a
+ * move on a shortest way to its end whose class holds a byte that is a
+ * token on its own, or a call on a shortest way: then from any
+ * configuration the bytes of some shortest completion are each one token,
+ * and the distance in bytes bounds the tokens still needed. A vocabulary
+ * with every byte as a token passes at once; SmolLM2's lacks 21 (six
+ * controls and bytes no UTF-8 text holds), which no JSON constraint's
+ * shortest completion needs. */
+static bool dist_bounds_tokens(const sv_token_index_t *ix) {
+    const sv_token_set_t *ts = ix->ts;
+    if (ts->all_bytes) return true;
+    const sv_dfa_t *d = ix->dfa;
+    bool class_ok[256] = {false};
+    for (int b = 0; b < 256; b++)
+        if ((ts->single[b >> 6] >> (b & 63)) & 1) class_ok[d->classes[b]] = true;
+    for (uint32_t x = 0; x < d->nstates; x++) {
+        if (d->accept[x] || d->dist[x] == UINT32_MAX) continue;
+        bool ok = false;
+        const int32_t *row = d->trans + (size_t)x * d->nclasses;
+        for (uint32_t c = 0; c < d->nclasses && !ok; c++)
+            ok = row[c] >= 0 && class_ok[c] && d->dist[row[c]] != UINT32_MAX && d->dist[row[c]] + 1 == d->dist[x];
+        for (uint32_t i = d->call_off ? d->call_off[x] : 0, e = d->call_off ? d->call_off[x + 1] : 0; i < e && !ok; i++)
+            ok = (uint64_t)d->dist[d->calls[i].callee] + d->dist[d->calls[i].ret] == d->dist[x];
+        if (!ok) return false;
+    }
+    return true;
+}
+
+bool sv_token_index_bytes_bound(const sv_token_index_t *ix) {
+    sv_token_index_t *m = (sv_token_index_t *)ix;
+    uint8_t v = atomic_load_explicit(&m->bytes_bound, memory_order_relaxed);
+    if (!v) { /* a race computes it twice, to the same answer */
+        v = dist_bounds_tokens(ix) ? 1 : 2;
+        atomic_store_explicit(&m->bytes_bound, v, memory_order_relaxed);
+    }
+    return v == 1;
+}
 uint32_t sv_token_set_num_nodes(const sv_token_set_t *ts) { return ts->nnodes; }
 
 const uint8_t *sv_token_set_bytes(const sv_token_set_t *ts, int32_t id, uint32_t *len) {

@@ -131,6 +131,11 @@ bool sv_token_index_accepting(const sv_token_index_t *ix, int32_t v);
 bool sv_token_index_final(const sv_token_index_t *ix, int32_t v);
 /* Fewest bytes from v to the end. */
 uint32_t sv_token_index_distance(const sv_token_index_t *ix, int32_t v);
+/* Whether sv_token_index_distance bounds the tokens still needed, from any
+ * configuration: every byte of some shortest completion is a token of its
+ * own (always so with sv_token_set_has_all_bytes; otherwise checked over
+ * the automaton once, on first call). */
+bool sv_token_index_bytes_bound(const sv_token_index_t *ix);
 /* A shortest completion of v (sv_token_index_distance bytes) into buf;
  * returns its length, or UINT32_MAX when it does not fit in cap. */
 uint32_t sv_token_index_completion(const sv_token_index_t *ix, int32_t v, uint8_t *buf, uint32_t cap);

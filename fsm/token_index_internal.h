@@ -21,6 +21,7 @@ struct sv_token_set {
     int32_t *eog;          /* EOG ids */
     uint32_t neog;
     bool all_bytes;
+    uint64_t single[4];   /* the bytes that are a token on their own */
     /* the trie */
     uint32_t nnodes;
     uint8_t *nbyte;
@@ -111,6 +112,8 @@ struct sv_token_index {
     _Atomic uint16_t *st_run;
     _Atomic uint32_t *st_runmaxd;
     struct cfgtab *cfg;               /* a program's configurations (below), else NULL */
+    /* sv_token_index_bytes_bound, found on first need: 0 not yet, 1 yes, 2 no */
+    _Atomic uint8_t bytes_bound;
 };
 
 

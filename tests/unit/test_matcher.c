@@ -182,6 +182,54 @@ static void unit_tests(void) {
     sv_matcher_destroy(m);
     sv_token_index_destroy(ix);
     sv_token_set_destroy(ts);
+
+    /* A vocabulary without some bytes as tokens of their own (SmolLM2 lacks
+     * 21: a few controls and bytes no UTF-8 text holds). The distance in
+     * bytes still bounds the tokens needed where no shortest completion
+     * takes a missing byte, and not where one must. */
+    small_t w = {0};
+    for (int b = 0; b < 256; b++) {
+        if (b == 4 || b == 0xC0 || b == 0xC1 || b >= 0xF5) continue;
+        char ch = (char)b;
+        sadd(&w, &ch, 1, SV_TOKKIND_NORMAL);
+    }
+    sv_token_set_t *ts2;
+    CHECK(sv_token_set_create(w.n, w.n, (const uint8_t *const *)w.tok, w.len, w.kind, &ts2, &err) == SV_OK, "set 2");
+    CHECK(!sv_token_set_has_all_bytes(ts2), "bytes are missing");
+    sv_dfa_t *d2 = compile_schema(
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":3},\"age\":{\"type\":\"integer\","
+        "\"minimum\":0,\"maximum\":99}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}");
+    sv_dfa_t *d3 = NULL;
+    const char *rx = "a\\x04|b\\x04c";
+    CHECK(sv_regex_compile(rx, strlen(rx), NULL, &d3, &err) == SV_OK, "regex: %s", err.message);
+    sv_token_index_t *ix2 = NULL, *ix3 = NULL;
+    CHECK(d2 && sv_token_index_create(d2, ts2, NULL, &ix2, &err) == SV_OK, "index 2");
+    CHECK(d3 && sv_token_index_create(d3, ts2, NULL, &ix3, &err) == SV_OK, "index 3");
+    CHECK(ix2 && sv_token_index_bytes_bound(ix2), "no shortest completion of the schema takes a missing byte");
+    CHECK(ix3 && !sv_token_index_bytes_bound(ix3), "the regex's completions take \\x04");
+    CHECK(ix2 && sv_matcher_create(ix2, NULL, shortest, &m, &err) == SV_OK, "byte budget without every byte: %s",
+          err.message);
+    if (ix2 && m) {
+        CHECK(sv_matcher_min_tokens(m) == shortest, "byte distance %u", sv_matcher_min_tokens(m));
+        /* the budget binds at once: every mask keeps the shortest instance's next byte and drops a longer way */
+        const char *inst = "{\"name\": \"\", \"age\": 0}";
+        for (uint32_t i = 0; inst[i]; i++) {
+            CHECK(sv_matcher_mask(m, &mask, &err) == SV_OK && mask && allowed(mask, find(&w, (char[]){inst[i], 0})),
+                  "budget mask keeps byte %u", i);
+            if (i == 10) CHECK(!allowed(mask, find(&w, "a")), "no letter fits the budget in the name");
+            CHECK(sv_matcher_accept(m, find(&w, (char[]){inst[i], 0})), "accept byte %u", i);
+        }
+        CHECK(sv_matcher_is_accepting(m), "the shortest instance within its budget");
+        sv_matcher_destroy(m);
+    }
+    CHECK(ix3 && sv_matcher_create(ix3, NULL, 4, &m, &err) == SV_ERR_ARG, "a budget the bytes cannot bound is refused");
+    sv_token_index_destroy(ix2);
+    sv_token_index_destroy(ix3);
+    sv_token_set_destroy(ts2);
+    for (uint32_t i = 0; i < w.n; i++) free(w.tok[i]);
+    free(w.tok);
+    free(w.len);
+    free(w.kind);
     for (uint32_t i = 0; i < v.n; i++) free(v.tok[i]);
     free(v.tok);
     free(v.len);
