@@ -472,8 +472,9 @@ bool sv_token_set_has_all_bytes(const sv_token_set_t *ts) { return ts->all_bytes
  * configuration the bytes of some shortest completion are each one token,
  * and the distance in bytes bounds the tokens still needed. A vocabulary
  * with every byte as a token passes at once; SmolLM2's lacks 21 (six
- * controls and bytes no UTF-8 text holds), which no JSON constraint's
- * shortest completion needs. */
+ * controls, bytes no UTF-8 text holds, and the lead bytes 0xF1 and 0xF2),
+ * which a JSON constraint's shortest completions need only where a
+ * constant does. */
 static bool dist_bounds_tokens(const sv_token_index_t *ix) {
     const sv_token_set_t *ts = ix->ts;
     if (ts->all_bytes) return true;
