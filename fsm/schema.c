@@ -873,12 +873,15 @@ static bool bytes_meet(const uint64_t *a, const uint64_t *b) {
 
 static bool starts_with_call(const uint64_t *first) { return (first[SV_CALL_MARK >> 6] >> (SV_CALL_MARK & 63)) & 1; }
 
+bool sv_sc_big_part_ok(const sv_dfa_t *d) {
+    return d && !d->call_off && sv_dfa_num_states(d) >= SV_SC_BIG_PART_MIN && sv_dfa_next(d, 0, SV_CALL_MARK) < 0;
+}
+
 sv_status sv_sc_big_alts_as_parts(sctx_t *c, sv_ast_t **alts, uint32_t n) {
     if (!sv_sc_calls(c) || !c->ref_parts) return SV_OK;
     bool any = false;
     for (uint32_t i = 0; i < n && !any; i++)
-        any = alts[i] && alts[i]->kind == SV_AST_DFA && !alts[i]->json_escape && alts[i]->dfa &&
-              !alts[i]->dfa->call_off && sv_dfa_num_states(alts[i]->dfa) >= SV_SC_BIG_PART_MIN;
+        any = alts[i] && alts[i]->kind == SV_AST_DFA && !alts[i]->json_escape && sv_sc_big_part_ok(alts[i]->dfa);
     if (!any) return SV_OK;
     uint64_t(*first)[4] = sv_arena_alloc(c->arena, (n ? n : 1) * sizeof *first);
     if (!first) return sv_sc_nomem(c);
@@ -900,10 +903,8 @@ sv_status sv_sc_big_alts_as_parts(sctx_t *c, sv_ast_t **alts, uint32_t n) {
         start_bytes(d, first[i]);
     }
     for (uint32_t i = 0; i < n; i++) {
-        if (alts[i]->kind != SV_AST_DFA) continue; /* a call */
         const sv_dfa_t *d = alts[i]->dfa;
-        if (!d || d->call_off || sv_dfa_num_states(d) < SV_SC_BIG_PART_MIN) continue;
-        if (starts_with_call(first[i])) continue;
+        if (alts[i]->kind != SV_AST_DFA || !sv_sc_big_part_ok(d)) continue; /* a call, or small */
         /* apart from every other alternative, one that starts with a call
          * (its callee's bytes unknown here) included */
         bool alone = true;

@@ -1211,10 +1211,7 @@ static sv_status array_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, bool cano
             if (!lang[i] || sv_ast_weight(lang[i], BIG_VALUE_PART_MIN) < BIG_VALUE_PART_MIN) continue;
             sv_dfa_t *d;
             if ((st = sv_sc_to_dfa(c, lang[i], &d))) return st;
-            if (!d || sv_dfa_num_states(d) < BIG_VALUE_PART_MIN || d->call_off ||
-                sv_dfa_next(d, 0, SV_CALL_MARK) >= 0)
-                continue;
-            if ((st = sv_sc_part(c, d, &lang[i]))) return st;
+            if (sv_sc_big_part_ok(d) && (st = sv_sc_part(c, d, &lang[i]))) return st;
         }
     if (cont) {
         /* Split each item language by contains: matching / not matching. The

@@ -342,6 +342,8 @@ sv_status sv_sc_string(sctx_t *c, json_t *s, sv_ast_t **out);
  * marker AST in *out. Only where sv_sc_calls(c). With d and out NULL it
  * reserves the next id (filled in later). */
 sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out);
+/* The same, giving the part's marker id (d's own when an equal part exists). */
+sv_status sv_sc_part_id(sctx_t *c, sv_dfa_t *d, uint32_t *id);
 /* Values of SV_SC_BIG_PART_MIN states or more are parts where calls are
  * on: in any object (schema_container.c), as array items, and as the
  * alternatives of a union that no other alternative starts alike. */
@@ -352,9 +354,10 @@ sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out);
  * union is a few states, not a copy of the string's thousands). The other
  * alternatives are compiled to find their first bytes, and kept as those
  * DFAs. Only where sv_sc_calls(c) and big parts are on (ref_parts). */
+/* Whether d may be such a part: that big, a raw DFA (no program), and
+ * not starting with a call. */
+bool sv_sc_big_part_ok(const sv_dfa_t *d);
 sv_status sv_sc_big_alts_as_parts(sctx_t *c, sv_ast_t **alts, uint32_t n);
-/* The same, giving the part's marker id (d's own when an equal part exists). */
-sv_status sv_sc_part_id(sctx_t *c, sv_dfa_t *d, uint32_t *id);
 /* The raw DFA of the part a marker id names (the free-form part too), or
  * NULL while it is reserved and not yet compiled. */
 const sv_dfa_t *sv_sc_part_dfa(const sctx_t *c, uint32_t id);

@@ -218,9 +218,10 @@ typedef struct rope_scaling {
  * Each architecture is one row of ARCHS: the names it goes by (GGUF
  * general.architecture, HF model_type), its tensor names (one table per
  * naming scheme), and what its blocks hold beyond the Llama block, which
- * the loader and forward_layers read from the row and nowhere else. A new
- * architecture is a new row, a tensor table when its names differ, and a
- * flag where its forward pass does. */
+ * the config readers and the loader read from the row and nowhere else
+ * (forward_layers reads the flags they set). A new architecture is a new
+ * row, a tensor table when its names differ, and a flag where its forward
+ * pass does. */
 
 /* The weights by kind: the model's own, then one of each per layer. */
 enum {
@@ -257,8 +258,8 @@ static const tname_t LLAMA_NAMES[W_N] = {
 };
 #undef HFL
 
-/* Q/K/V biases: never there, loaded when present, or required (HF: as
- * config.json's attention_bias says). */
+/* Q/K/V biases: loaded when present, required, or (HF) required when
+ * config.json's attention_bias says so. */
 typedef enum { BIAS_OPTIONAL, BIAS_REQUIRED, BIAS_CONFIG } bias_rule;
 
 typedef struct arch {
@@ -811,8 +812,8 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
     sv_llama_config_t *c = &m->cfg;
     const bool hf = L->src.hf;
     const tname_t *nm = L->arch->names;
-    const char *embd = hf ? nm[W_EMBD].hf : nm[W_EMBD].gguf;
-    const char *outw = hf ? nm[W_OUTPUT].hf : nm[W_OUTPUT].gguf;
+#define NAME(w) (hf ? nm[w].hf : nm[w].gguf)
+    const char *embd = NAME(W_EMBD), *outw = NAME(W_OUTPUT);
     uint64_t ne[4];
     uint32_t nd;
     /* The vocabulary is the rows of the embedding (and output) matrix. */
@@ -854,7 +855,8 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
     } else {
         m->output = m->token_embd;
     }
-    const char *onorm = hf ? nm[W_OUT_NORM].hf : nm[W_OUT_NORM].gguf;
+    const char *onorm = NAME(W_OUT_NORM);
+#undef NAME
     if ((st = balloc(m, (size_t)c->dim, &m->out_norm, err)) ||
         (st = load_one(L, onorm, c->dim, 0, m->out_norm, err)))
         return st;
