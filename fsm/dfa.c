@@ -10,25 +10,70 @@
 void sv_fsm_limits_default(sv_fsm_limits_t *lim) {
     lim->max_nfa_states = 2000000;
     lim->max_dfa_states = 200000;
-    lim->max_memory = (size_t)1 << 30;
+    lim->max_memory = (size_t)256 << 20;
     lim->max_time_us = 10 * 1000 * 1000;
     lim->time_budget_us = 0;
 }
 
+static sv_status over_budget(size_t n, sv_error_t *err) {
+    return sv_error_set(err, SV_ERR_BUDGET, -1,
+                        "the compile's automata exceed its memory budget (%zu more bytes would not fit)", n);
+}
+
 sv_status sv_dfa_charge(sv_dfa_t *d, sv_error_t *err) {
+    if (d->holds || d->charged) return SV_OK; /* charged already */
     size_t n = sv_dfa_memory(d);
-    if (!sv_memacct_charge(n, &d->acct))
-        return sv_error_set(err, SV_ERR_BUDGET, -1,
-                            "the compile's automata exceed its memory budget (%zu more bytes would not fit)", n);
+    sv_dfa_tables_t *t = d->tables;
+    if (t && sv_memacct_current()) {
+        /* The DFA itself is d's own (a memo hit allocates one: a compile
+         * that makes 100,000 hits keeps 50 MiB of them); its tables are
+         * charged with the first holder. */
+        if (!sv_memacct_charge(sizeof *d, &d->acct)) return over_budget(sizeof *d, err);
+        d->charged = d->acct ? sizeof *d : 0;
+        pthread_mutex_lock(&t->lock);
+        bool mine = t->holders && t->acct == d->acct;
+        if (!t->holders) {
+            if (!sv_memacct_charge(n - sizeof *d, &t->acct)) {
+                pthread_mutex_unlock(&t->lock);
+                sv_dfa_uncharge(d);
+                return over_budget(n, err);
+            }
+            t->bytes = n - sizeof *d;
+            mine = true;
+        }
+        if (mine) {
+            t->holders++;
+            d->holds = true;
+        }
+        pthread_mutex_unlock(&t->lock);
+        if (mine) return SV_OK;
+        sv_dfa_uncharge(d); /* another account's: charged in full below */
+    }
+    if (!sv_memacct_charge(n, &d->acct)) return over_budget(n, err);
     d->charged = d->acct ? n : 0;
     return SV_OK;
 }
 
-void sv_dfa_uncharge(sv_dfa_t *d) {
-    if (!d) return;
+/* Drops what d is charged: its own, and one holder of its tables'. */
+static void release_charge(sv_dfa_t *d) {
+    if (d->holds) {
+        sv_dfa_tables_t *t = d->tables;
+        pthread_mutex_lock(&t->lock);
+        if (--t->holders == 0) {
+            sv_memacct_release(t->acct, t->bytes);
+            t->acct = 0;
+            t->bytes = 0;
+        }
+        pthread_mutex_unlock(&t->lock);
+        d->holds = false;
+    }
     sv_memacct_release(d->acct, d->charged);
     d->acct = 0;
     d->charged = 0;
+}
+
+void sv_dfa_uncharge(sv_dfa_t *d) {
+    if (d) release_charge(d);
 }
 
 static void free_tables(int32_t *trans, uint8_t *accept, uint32_t *dist, uint32_t *forced_off, uint32_t *forced_len,
@@ -49,6 +94,15 @@ sv_dfa_t *sv_dfa_share(sv_dfa_t *d) {
         atomic_init(&t->refs, 1);
         t->trans = d->trans, t->accept = d->accept, t->dist = d->dist;
         t->forced_off = d->forced_off, t->forced_len = d->forced_len, t->forced_buf = d->forced_buf;
+        pthread_mutex_init(&t->lock, NULL);
+        /* d's charge for its tables becomes the tables': d their first
+         * holder. */
+        bool held = d->charged > sizeof *d;
+        t->acct = held ? d->acct : 0;
+        t->holders = held;
+        t->bytes = held ? d->charged - sizeof *d : 0;
+        d->holds = held;
+        if (held) d->charged = sizeof *d;
         d->tables = t;
     }
     sv_dfa_t *c = malloc(sizeof *c);
@@ -57,18 +111,20 @@ sv_dfa_t *sv_dfa_share(sv_dfa_t *d) {
     atomic_init(&c->fp, atomic_load(&d->fp));
     c->acct = 0;
     c->charged = 0;
+    c->holds = false;
     atomic_fetch_add_explicit(&d->tables->refs, 1, memory_order_relaxed);
     return c;
 }
 
 void sv_dfa_destroy(sv_dfa_t *d) {
     if (!d) return;
-    sv_memacct_release(d->acct, d->charged);
+    release_charge(d);
     if (!d->tables) {
         free_tables(d->trans, d->accept, d->dist, d->forced_off, d->forced_len, d->forced_buf);
     } else if (atomic_fetch_sub_explicit(&d->tables->refs, 1, memory_order_acq_rel) == 1) {
         sv_dfa_tables_t *t = d->tables;
         free_tables(t->trans, t->accept, t->dist, t->forced_off, t->forced_len, t->forced_buf);
+        pthread_mutex_destroy(&t->lock);
         free(t);
     }
     free(d->call_off);

@@ -34,7 +34,7 @@ typedef struct sv_fsm_limits {
                                  max_time_us is what is left of it (0: max_time_us) */
 } sv_fsm_limits_t;
 
-/* Defaults: 2M NFA states, 200k DFA states, 1 GiB, 10 s. */
+/* Defaults: 2M NFA states, 200k DFA states, 256 MiB, 10 s. */
 void sv_fsm_limits_default(sv_fsm_limits_t *lim);
 
 typedef struct sv_dfa sv_dfa_t;

@@ -14,9 +14,9 @@
  * entry's tables, shared and reference-counted (sv_dfa_share: tables are
  * immutable once built), so entries can be evicted at any time and a hit
  * copies nothing: the memo is an LRU bounded in bytes, under one mutex. A
- * caller's DFA is still charged its tables' size (sv_dfa_charge), as if
- * it were a copy: an entry evicted while callers hold its tables is memory
- * those callers keep alive. Keys longer than KEY_MAX bytes and DFAs over MAX_STATES states are
+ * caller's DFA is charged its tables' size (sv_dfa_charge) unless another
+ * DFA of the same compile holds them already: an entry evicted while
+ * callers hold its tables is memory those callers keep alive, once. Keys longer than KEY_MAX bytes and DFAs over MAX_STATES states are
  * not cached. Failures are never cached. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,9 +35,10 @@ typedef struct entry {
     struct entry *chain;         /* hash bucket */
     uint64_t hash;
     uint8_t *key;
-    size_t keylen, bytes;
-    sv_dfa_t *dfa;
-    uint64_t acct;               /* the compile account charged for it (src/util/memacct.h) */
+    size_t keylen, bytes;        /* bytes: all it keeps, for the LRU */
+    sv_dfa_t *dfa;               /* charged as a DFA (sv_dfa_charge), the tables once */
+    uint64_t acct;               /* the compile account charged for the rest (src/util/memacct.h) */
+    size_t own;                  /* the rest: the entry and its key */
 } entry_t;
 
 static struct {
@@ -172,7 +173,7 @@ static void evict(entry_t *e) {
     while (*pp != e) pp = &(*pp)->chain;
     *pp = e->chain;
     g.bytes -= e->bytes;
-    sv_memacct_release(e->acct, e->bytes);
+    sv_memacct_release(e->acct, e->own);
     sv_dfa_destroy(e->dfa);
     free(e->key);
     free(e);
@@ -248,11 +249,21 @@ static sv_status memoized(key_t *k, build_fn build, const void *ctx, sv_dfa_t **
     e->key = key ? key : k->buf;
     e->keylen = k->n;
     e->dfa = c;
-    e->bytes = sizeof *e + k->n + sv_dfa_memory(c);
+    e->own = sizeof *e + k->n;
+    e->bytes = e->own + sv_dfa_memory(c);
     /* The copy is memory this compile made the process keep: charged to its
      * account (released if this compile evicts it), and not kept when it
-     * does not fit what is left of the budget. */
-    if (!sv_memacct_charge(e->bytes, &e->acct)) {
+     * does not fit what is left of the budget. Its tables are the result's,
+     * charged once while either holds them (sv_dfa_charge). */
+    sv_error_t ignored;
+    if (!sv_memacct_charge(e->own, &e->acct)) {
+        sv_dfa_destroy(e->dfa);
+        free(e->key);
+        free(e);
+        return SV_OK;
+    }
+    if (sv_dfa_charge(e->dfa, &ignored)) {
+        sv_memacct_release(e->acct, e->own);
         sv_dfa_destroy(e->dfa);
         free(e->key);
         free(e);
@@ -272,7 +283,7 @@ static sv_status memoized(key_t *k, build_fn build, const void *ctx, sv_dfa_t **
     }
     pthread_mutex_unlock(&g.lock);
     if (e) {
-        sv_memacct_release(e->acct, e->bytes);
+        sv_memacct_release(e->acct, e->own);
         sv_dfa_destroy(e->dfa);
         free(e->key);
         free(e);

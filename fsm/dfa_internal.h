@@ -3,6 +3,8 @@
 #ifndef SV_FSM_DFA_INTERNAL_H
 #define SV_FSM_DFA_INTERNAL_H
 
+#include <pthread.h>
+
 #include "ast.h"
 #include "dfa.h"
 
@@ -32,6 +34,10 @@ struct sv_dfa {
      * it (src/util/memacct.h; 0: nothing). */
     uint64_t acct;
     size_t charged;
+    /* Charged through its shared tables instead (holds one of their
+     * holders, below): the tables count once in an account however many
+     * of its DFAs hold them. */
+    bool holds;
     /* Non-NULL: trans, accept, dist and the forced tables above belong to
      * this holder, shared with other DFAs of the same tables (the DFA memo
      * and the copies it hands out, dfa_cache.c); the last to go frees them.
@@ -45,15 +51,28 @@ typedef struct sv_dfa_tables {
     uint8_t *accept;
     uint32_t *dist, *forced_off, *forced_len;
     uint8_t *forced_buf;
+    /* The one account the tables are charged to (bytes), while `holders`
+     * DFAs charged to it hold them (sv_dfa_charge); 0 holders: none. A DFA
+     * of another account, while one holds them, is charged in full. */
+    pthread_mutex_t lock;
+    uint64_t acct;
+    uint32_t holders;
+    size_t bytes;
 } sv_dfa_tables_t;
 
 /* Another DFA over d's tables (d a plain DFA, no calls): the tables become
  * shared if they were not; NULL when out of memory. The copy is charged to
- * no account (sv_dfa_charge charges it, as for any DFA). */
+ * no account (sv_dfa_charge charges it, as for any DFA). When the tables
+ * become shared, d's own charge becomes theirs, d their first holder. */
 sv_dfa_t *sv_dfa_share(sv_dfa_t *d);
 
 /* Charges d's tables to the thread's memory account; an SV_ERR_BUDGET
- * error when they do not fit (d is left to the caller to destroy). */
+ * error when they do not fit (d is left to the caller to destroy). Shared
+ * tables already charged to that account by another of its DFAs are not
+ * charged again: d becomes one more holder, and the tables' charge is
+ * released with the last (so what a compile is charged for a DFA the memo
+ * hands out is what it keeps alive, counted once, and never depends on
+ * what the memo holds, since the tables live at least as long as d). */
 sv_status sv_dfa_charge(sv_dfa_t *d, sv_error_t *err);
 /* Takes d off its account: for what outlives the compile (its result, a
  * cache entry). */

@@ -95,7 +95,7 @@ static const char constraint_help[] =
     "Budgets:\n"
     "  --max-nfa-states N     default 2000000\n"
     "  --max-dfa-states N     default 200000\n"
-    "  --max-memory BYTES     default 1073741824\n"
+    "  --max-memory BYTES     default 268435456 (256 MiB)\n"
     "  --compile-timeout-ms N default 10000 (0 = none)\n";
 
 static void help(const char *verb) {

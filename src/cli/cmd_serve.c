@@ -27,7 +27,7 @@ enum {
     OPT_HOST = 256, OPT_GPU_UTIL, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
     OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32, OPT_HOST_SAMPLING, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_DISCRIMINATOR,
-    OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES, OPT_DFA_MEMO_MB,
+    OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_MEMORY_EACH, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES, OPT_DFA_MEMO_MB,
     OPT_ERRORS, OPT_INPUT_ERRORS, OPT_RESUME, OPT_CONCURRENCY, OPT_QUIET, OPT_BATCH_STEP, OPT_DATA_DIR,
     OPT_MAX_FILE,
 };
@@ -88,8 +88,10 @@ static const char *const usage_text =
     SV_CLI_CPU_KERNELS_HELP
     "  --compile-threads N       constraint compile threads (default 2)\n"
     "  --compile-queue N         constraints waiting to compile before 429 (default 64)\n"
-    "  --compile-memory-mb M     memory for all compiles in flight together, so for one\n"
-    "                            too (default 1024); past it: 429 with Retry-After\n"
+    "  --compile-memory-mb M     memory for all compiles in flight together (default\n"
+    "                            1024); past it: 429 with Retry-After\n"
+    "  --compile-memory-each-mb M  one compile's memory budget (default 256, at most\n"
+    "                            --compile-memory-mb); past it: 400 (type budget)\n"
     "  --compile-timeout-ms MS   one compile's time budget (default 10000; past it: 400)\n"
     "  --compile-max-states N    one compile's DFA state budget (default 200000; past it: 400)\n"
     "  --constraint-cache-mb M   compiled-constraint cache (default 512)\n"
@@ -164,6 +166,7 @@ static int serve_main(int argc, char **argv, bool batch) {
         {"compile-threads", required_argument, 0, OPT_COMPILE_THREADS},
         {"compile-queue", required_argument, 0, OPT_COMPILE_QUEUE},
         {"compile-memory-mb", required_argument, 0, OPT_COMPILE_MEMORY},
+        {"compile-memory-each-mb", required_argument, 0, OPT_COMPILE_MEMORY_EACH},
         {"compile-timeout-ms", required_argument, 0, OPT_COMPILE_TIMEOUT},
         {"compile-max-states", required_argument, 0, OPT_COMPILE_STATES},
         {"constraint-cache-mb", required_argument, 0, OPT_CCACHE_MB},
@@ -296,6 +299,11 @@ static int serve_main(int argc, char **argv, bool batch) {
             if (sv_cli_parse_u64(optarg, 1u << 22, &v) || v < 16)
                 return sv_cli_usage_error(verb, "invalid value '%s' for --compile-memory-mb (16 or more)", optarg);
             sc.compile_memory = (size_t)v << 20;
+            break;
+        case OPT_COMPILE_MEMORY_EACH:
+            if (sv_cli_parse_u64(optarg, 1u << 22, &v) || v < 16)
+                return sv_cli_usage_error(verb, "invalid value '%s' for --compile-memory-each-mb (16 or more)", optarg);
+            sc.compile_memory_each = (size_t)v << 20;
             break;
         case OPT_COMPILE_TIMEOUT:
             if (sv_cli_parse_u64(optarg, 3600000, &v) || !v)

@@ -41,6 +41,7 @@ void sv_server_config_default(sv_server_config_t *c) {
     c->compile_threads = 2;
     c->compile_queue = 64;
     c->compile_memory = (size_t)1 << 30;
+    c->compile_memory_each = (size_t)256 << 20;
     c->compile_timeout_ms = 10000;
     c->ccache_bytes = (size_t)512 << 20;
     c->dfa_memo_bytes = (size_t)64 << 20;
@@ -255,7 +256,8 @@ void sv_server_compile_opts(const sv_server_config_t *cfg, sv_constraint_kind ki
     so->any_calls = cfg->any_calls;
     so->key_order = cfg->key_order;
     so->discriminator_annotation = cfg->discriminator_annotation;
-    if (cfg->compile_memory) so->lim.max_memory = cfg->compile_memory;
+    if (cfg->compile_memory_each) so->lim.max_memory = cfg->compile_memory_each;
+    if (cfg->compile_memory && cfg->compile_memory < so->lim.max_memory) so->lim.max_memory = cfg->compile_memory;
     if (cfg->compile_timeout_ms) so->lim.max_time_us = (uint64_t)cfg->compile_timeout_ms * 1000;
     if (cfg->compile_max_states) so->lim.max_dfa_states = cfg->compile_max_states;
     *ws_cap = kind == SV_CONSTRAINT_SCHEMA && cfg->ws == SV_WS_FLEXIBLE ? 16 : 0;

@@ -56,8 +56,10 @@ typedef struct sv_server_config {
     size_t max_body_bytes;     /* default 8 MiB */
     uint32_t compile_threads;  /* default 2 */
     uint32_t compile_queue;    /* constraints waiting to compile before 429 (default 64) */
-    size_t compile_memory;     /* bytes for all compiles in flight together, and so for
-                                  one (default 1 GiB); past it: 429 */
+    size_t compile_memory;     /* bytes for all compiles in flight together (default
+                                  1 GiB); past it: 429 */
+    size_t compile_memory_each; /* one compile's memory budget (default 256 MiB; at most
+                                  compile_memory); past it: 400, type "budget" */
     uint32_t compile_timeout_ms; /* one compile's time budget (default 10000) */
     uint32_t compile_max_states; /* one compile's DFA state budget (0: the default, 200000) */
     size_t ccache_bytes;       /* compiled-constraint cache budget (default 512 MiB) */

@@ -31,6 +31,8 @@ void sv_memacct_end(sv_memacct_t *a) {
     cur = NULL;
 }
 
+uint64_t sv_memacct_current(void) { return cur ? cur->id : 0; }
+
 bool sv_memacct_charge(size_t n, uint64_t *id) {
     *id = 0;
     if (!cur) return true;

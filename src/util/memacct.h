@@ -77,6 +77,8 @@ void sv_memacct_end(sv_memacct_t *a);
 bool sv_memacct_charge(size_t n, uint64_t *id);
 /* Releases n bytes charged to account id, if that is this thread's open one. */
 void sv_memacct_release(uint64_t id, size_t n);
+/* The id of the thread's open account (0 when none). */
+uint64_t sv_memacct_current(void);
 /* Whether a structure of `bytes` (not charged: transient tables that a
  * stage sizes before it builds them) fits under a limit of its own, minus
  * what the open account holds, and under what the shared pool has left. */

@@ -342,6 +342,33 @@ def test_compiler_caches_stay_within_their_bounds():
             s.stop()
 
 
+def test_one_compiles_memory_budget():
+    """--compile-memory-each-mb bounds one compile whatever the pool has
+    left: past it the request is a 400 naming the budget (the constraint is
+    too big for this server), not a 429 (the server is busy); and the pool
+    still bounds one compile when it is the smaller."""
+    bomb = {"model": NAME, "messages": ask("ab"), "max_tokens": 30, "regex": "[ab]*a[ab]{17}"}
+    for flags in (("--compile-memory-each-mb", "16"), ("--compile-memory-mb", "16")):
+        s = Server("--compile-max-states", "100000000", "--compile-timeout-ms", "60000", *flags)
+        try:
+            r = s.post("/v1/chat/completions", bomb)
+            assert r.status_code == 400, (flags, r.text)
+            e = r.json()["error"]
+            assert e["code"] == "invalid_constraint" and "memory budget" in e["message"], (flags, e)
+            r = s.post("/v1/chat/completions", {"model": NAME, "messages": ask("Hi"), "max_tokens": 8,
+                                                "regex": "[a-z]{1,6}"})
+            assert r.status_code == 200, r.text
+        finally:
+            s.stop()
+    # the same constraint compiles with the default budget of one compile (256 MiB)
+    s = Server("--compile-max-states", "100000000", "--compile-timeout-ms", "60000")
+    try:
+        r = s.post("/v1/chat/completions", dict(bomb, max_tokens=24))
+        assert r.status_code == 200, r.text
+    finally:
+        s.stop()
+
+
 def test_compile_pool_under_abuse():
     """One compile thread and a compile queue of one, against slow compiles
     (exponential regexes, tens of seconds each): a cached constraint is
@@ -350,7 +377,8 @@ def test_compile_pool_under_abuse():
     or running, and the thread is free again long before the compile's own
     time budget would have ended it."""
     s = Server("--compile-threads", "1", "--compile-queue", "1", "--compile-timeout-ms", "120000",
-               "--compile-memory-mb", "2048", "--compile-max-states", "100000000")
+               "--compile-memory-mb", "2048", "--compile-memory-each-mb", "2048",
+               "--compile-max-states", "100000000")
     try:
         def m(name):
             return s.metric(name)
