@@ -81,6 +81,10 @@ typedef struct sv_attn_shape {
      * synchronisation when it needs more splits than the bound gives, and
      * otherwise computed as if the bound were right. */
     int32_t max_ctx;
+    /* > 0: a sliding-window layer, row r attending only to positions
+     * pos[r] - window + 1 .. pos[r] (Gemma 3's local layers); 0: all. A
+     * backend whose ops->attention_window is false refuses a window. */
+    int32_t window;
 } sv_attn_shape_t;
 
 /* Weight formats an optional ops->gemm_q reads as they are stored in GGUF
@@ -202,6 +206,16 @@ typedef struct sv_backend_ops {
 
     /* y += x over n values (the residual stream). */
     sv_status (*add)(sv_backend_t *be, size_t n, float *y, const float *x, sv_error_t *err);
+
+    /* Optional (a model that needs one does not load without it): out =
+     * gelu_tanh(gate) * up over n values, gelu_tanh(g) = g/2 (1 + tanh(
+     * sqrt(2/π) (g + 0.044715 g³))) (GeGLU: Gemma); out may equal gate or
+     * up. And x *= s over n values (Gemma's embedding scale). */
+    sv_status (*geglu)(sv_backend_t *be, size_t n, const float *gate, const float *up, float *out,
+                       sv_error_t *err);
+    sv_status (*scale)(sv_backend_t *be, size_t n, float *x, float s, sv_error_t *err);
+    /* Whether ops->attention honours sv_attn_shape_t.window. */
+    bool attention_window;
 
     /* out[r] = table[ids[r]]: table (n_table, dim), ids (rows), out (rows,
      * dim). The embedding lookup, and the selection of the rows whose logits

@@ -870,19 +870,20 @@ typedef struct attn_job {
     float *out;
 } attn_job_t;
 
-/* One query head against positions 0 .. n_ctx-1 of a sequence (rows of k
- * and v found through map, ld floats apart): a streaming softmax over tiles
- * of ATTN_TILE positions, rescaling the accumulator when the maximum grows.
- * Only the addresses depend on the map, so a paged cache gives the bits of
- * a contiguous one. */
+/* One query head against positions t_begin .. n_ctx-1 of a sequence (rows
+ * of k and v found through map, ld floats apart; t_begin > 0 in a
+ * sliding-window layer): a streaming softmax over tiles of ATTN_TILE
+ * positions from t_begin, rescaling the accumulator when the maximum
+ * grows. Only the addresses depend on the map, so a paged cache gives the
+ * bits of a contiguous one. */
 SV_INLINE void attn_head(const float *q, const float *k, const float *v, size_t ld, int32_t hd,
-                         int32_t n_ctx, float scale, seq_map_t map, float *out) {
+                         int32_t t_begin, int32_t n_ctx, float scale, seq_map_t map, float *out) {
     float acc[SV_CPU_MAX_HEAD_DIM], s[ATTN_TILE];
     size_t off[ATTN_TILE]; /* float offsets of the tile's rows */
     float m = -INFINITY, l = 0.0f;
     for (int32_t d = 0; d < hd; d++)
         acc[d] = 0.0f;
-    for (int32_t t0 = 0; t0 < n_ctx; t0 += ATTN_TILE) {
+    for (int32_t t0 = t_begin; t0 < n_ctx; t0 += ATTN_TILE) {
         int32_t nt = n_ctx - t0 < ATTN_TILE ? n_ctx - t0 : ATTN_TILE;
         /* The tile's physical rows, walking the block table without a
          * division per position. */
@@ -930,7 +931,8 @@ SV_CLONES static void attn_items(void *p, int tid, int64_t b, int64_t e) {
         int32_t h = (int32_t)(it % sh->n_heads);
         size_t off = ((size_t)r * sh->n_heads + h) * hd;
         size_t koff = (size_t)(h / group) * hd;
-        attn_head(j->q + off, j->kv->k + koff, j->kv->v + koff, ld, hd, j->pos[r] + 1, sh->scale,
+        int32_t begin = sh->window > 0 && j->pos[r] >= sh->window ? j->pos[r] - sh->window + 1 : 0;
+        attn_head(j->q + off, j->kv->k + koff, j->kv->v + koff, ld, hd, begin, j->pos[r] + 1, sh->scale,
                   seq_map_of(j->kv, r), j->out + off);
     }
 }
@@ -940,7 +942,8 @@ static sv_status cpu_attention(sv_backend_t *be, const sv_kv_view_t *kv,
                                const float *q, float *out, sv_error_t *err) {
     if (rows < 0 || !kv || !sh || sh->n_heads <= 0 || sh->n_kv_heads <= 0 ||
         sh->n_heads % sh->n_kv_heads || sh->head_dim <= 0 ||
-        sh->head_dim > SV_CPU_MAX_HEAD_DIM || kv->kv_dim != sh->n_kv_heads * sh->head_dim)
+        sh->head_dim > SV_CPU_MAX_HEAD_DIM || kv->kv_dim != sh->n_kv_heads * sh->head_dim ||
+        sh->window < 0)
         return sv_error_set(err, SV_ERR_ARG, -1,
                             "attention: bad shape (heads %d, kv heads %d, head_dim %d, kv_dim %d)",
                             sh ? (int)sh->n_heads : 0, sh ? (int)sh->n_kv_heads : 0,
@@ -964,6 +967,26 @@ static sv_status cpu_swiglu(sv_backend_t *be, size_t n, const float *gate, const
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
+    return SV_OK;
+}
+
+static sv_status cpu_geglu(sv_backend_t *be, size_t n, const float *gate, const float *up,
+                           float *out, sv_error_t *err) {
+    (void)be;
+    (void)err;
+    const float c = 0.7978845608028654f; /* sqrt(2/π) */
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * up[i];
+    }
+    return SV_OK;
+}
+
+static sv_status cpu_scale(sv_backend_t *be, size_t n, float *x, float s, sv_error_t *err) {
+    (void)be;
+    (void)err;
+    for (size_t i = 0; i < n; i++)
+        x[i] *= s;
     return SV_OK;
 }
 
@@ -1026,6 +1049,9 @@ static const sv_backend_ops_t cpu_ops = {
     .attention = cpu_attention,
     .swiglu = cpu_swiglu,
     .add = cpu_add,
+    .geglu = cpu_geglu,
+    .scale = cpu_scale,
+    .attention_window = true,
     .get_rows = cpu_get_rows,
     .gemm_q = cpu_gemm_q,
     .get_rows_q = cpu_get_rows_q,

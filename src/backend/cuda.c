@@ -532,6 +532,9 @@ static sv_status cu_attention(sv_backend_t *be, const sv_kv_view_t *kv, const sv
                               int32_t rows, const int32_t *pos, const float *q, float *out,
                               sv_error_t *err) {
     cuda_backend_t *c = cb(be);
+    if (sh && sh->window)
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                            "cuda attention: sliding-window layers are not implemented (the CPU backend has them)");
     sv_status st = bind(c, err);
     if (st || replaying(c))
         return st;

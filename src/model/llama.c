@@ -3,13 +3,20 @@
  * The forward pass, for n rows (tokens of one or many sequences):
  *
  *   x = embed(tokens)                                   (n, dim)
+ *   Gemma: x *= sqrt(dim)
  *   per layer:
  *     xb = rmsnorm(x) ; q,k,v = xb·Wqᵀ(+bq), xb·Wkᵀ(+bk), xb·Wvᵀ(+bv)
- *     Qwen3: q, k = rmsnorm of each head · q_norm, k_norm
- *     rope(q), rope(k) at the rows' positions
+ *     Qwen3, Gemma 3: q, k = rmsnorm of each head · q_norm, k_norm
+ *     rope(q), rope(k) at the rows' positions (Gemma 3: the layer's own base)
  *     cache[table_seq(r)[pos / 16]][pos % 16] = k, v    (paged: kv_write)
- *     x += attention(q, own sequence's cache) · Woᵀ
- *     xb = rmsnorm(x) ; x += (silu(xb·Wgateᵀ) * xb·Wupᵀ) · Wdownᵀ
+ *     o = attention(q, own sequence's cache) · Woᵀ      (Gemma 3's local
+ *         layers: the last `window` positions only)
+ *     Gemma: o = rmsnorm(o) · post_attn_norm
+ *     x += o
+ *     xb = rmsnorm(x) ; f = (act(xb·Wgateᵀ) * xb·Wupᵀ) · Wdownᵀ  (act: silu,
+ *         Gemma gelu_tanh)
+ *     Gemma: f = rmsnorm(f) · post_ffw_norm
+ *     x += f
  *   logits = rmsnorm(x[wanted rows]) · Woutᵀ            (n_logits, vocab)
  *
  * Every row's keys and values are written before any row attends, so a
@@ -70,6 +77,10 @@ struct sv_llama {
     float *out_norm;   /* (dim) */
     wmat_t output;     /* (vocab, dim); the same memory as token_embd when tied */
     float *inv_freq;   /* (rot_dim / 2): RoPE frequencies, scaling applied */
+    /* Gemma 3 (NULL elsewhere) */
+    float *post_attn_norm; /* (layer, dim): of the attention block's output */
+    float *post_ffw_norm;  /* (layer, dim): of the feed-forward's output */
+    float *inv_freq_local; /* (rot_dim / 2): the sliding-window layers' RoPE frequencies */
 };
 
 /* The paged cache and the buffers of one internal step. Physical block b of
@@ -227,7 +238,7 @@ typedef struct rope_scaling {
 enum {
     W_EMBD, W_OUTPUT, W_OUT_NORM,
     W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_FFN_NORM, W_GATE, W_UP, W_DOWN, W_BQ, W_BK, W_BV, W_QNORM,
-    W_KNORM, W_N
+    W_KNORM, W_POST_ATTN_NORM, W_POST_FFW_NORM, W_N
 };
 
 /* The tensor of each kind (layer N's: %d): llama.cpp's name and Hugging
@@ -256,6 +267,31 @@ static const tname_t LLAMA_NAMES[W_N] = {
     [W_QNORM] = {"blk.%d.attn_q_norm.weight", HFL "self_attn.q_norm.weight"},
     [W_KNORM] = {"blk.%d.attn_k_norm.weight", HFL "self_attn.k_norm.weight"},
 };
+
+/* Gemma 3: Llama's names, but HF's post_attention_layernorm is the norm of
+ * the attention's output (llama.cpp: post_attention_norm), and the norm
+ * before the feed-forward is pre_feedforward_layernorm. */
+static const tname_t GEMMA3_NAMES[W_N] = {
+    [W_EMBD] = {"token_embd.weight", "model.embed_tokens.weight"},
+    [W_OUTPUT] = {"output.weight", "lm_head.weight"},
+    [W_OUT_NORM] = {"output_norm.weight", "model.norm.weight"},
+    [W_ATTN_NORM] = {"blk.%d.attn_norm.weight", HFL "input_layernorm.weight"},
+    [W_Q] = {"blk.%d.attn_q.weight", HFL "self_attn.q_proj.weight"},
+    [W_K] = {"blk.%d.attn_k.weight", HFL "self_attn.k_proj.weight"},
+    [W_V] = {"blk.%d.attn_v.weight", HFL "self_attn.v_proj.weight"},
+    [W_O] = {"blk.%d.attn_output.weight", HFL "self_attn.o_proj.weight"},
+    [W_FFN_NORM] = {"blk.%d.ffn_norm.weight", HFL "pre_feedforward_layernorm.weight"},
+    [W_GATE] = {"blk.%d.ffn_gate.weight", HFL "mlp.gate_proj.weight"},
+    [W_UP] = {"blk.%d.ffn_up.weight", HFL "mlp.up_proj.weight"},
+    [W_DOWN] = {"blk.%d.ffn_down.weight", HFL "mlp.down_proj.weight"},
+    [W_BQ] = {"blk.%d.attn_q.bias", HFL "self_attn.q_proj.bias"},
+    [W_BK] = {"blk.%d.attn_k.bias", HFL "self_attn.k_proj.bias"},
+    [W_BV] = {"blk.%d.attn_v.bias", HFL "self_attn.v_proj.bias"},
+    [W_QNORM] = {"blk.%d.attn_q_norm.weight", HFL "self_attn.q_norm.weight"},
+    [W_KNORM] = {"blk.%d.attn_k_norm.weight", HFL "self_attn.k_norm.weight"},
+    [W_POST_ATTN_NORM] = {"blk.%d.post_attention_norm.weight", HFL "post_attention_layernorm.weight"},
+    [W_POST_FFW_NORM] = {"blk.%d.post_ffw_norm.weight", HFL "post_feedforward_layernorm.weight"},
+};
 #undef HFL
 
 /* Q/K/V biases: loaded when present, required, or (HF) required when
@@ -268,13 +304,20 @@ typedef struct arch {
     const tname_t *names;     /* (W_N) */
     sv_rope_style gguf_rope;  /* HF checkpoints rotate halves; llama.cpp permutes `llama`'s Q/K rows */
     bias_rule gguf_bias, hf_bias;
-    bool qk_norm;             /* an RMSNorm of each Q and K head before RoPE (Qwen3) */
+    bool qk_norm;             /* an RMSNorm of each Q and K head before RoPE (Qwen3, Gemma 3) */
+    /* Gemma 3's block: GeGLU, embeddings scaled by sqrt(dim), post-norms of
+     * both blocks' outputs, norms that multiply by 1 + w (HF stores w;
+     * llama.cpp's converter stores 1 + w), and sliding-window layers with
+     * their own RoPE base (GGUF: every layer but each sixth, as llama.cpp
+     * has it; HF: config.json's layer_types or sliding_window_pattern). */
+    bool gemma;
 } arch_t;
 
 static const arch_t ARCHS[] = {
-    {"llama", {"llama", "mistral"}, LLAMA_NAMES, SV_ROPE_NORMAL, BIAS_OPTIONAL, BIAS_CONFIG, false},
-    {"qwen2", {"qwen2", NULL}, LLAMA_NAMES, SV_ROPE_NEOX, BIAS_REQUIRED, BIAS_REQUIRED, false},
-    {"qwen3", {"qwen3", NULL}, LLAMA_NAMES, SV_ROPE_NEOX, BIAS_OPTIONAL, BIAS_CONFIG, true},
+    {"llama", {"llama", "mistral"}, LLAMA_NAMES, SV_ROPE_NORMAL, BIAS_OPTIONAL, BIAS_CONFIG, false, false},
+    {"qwen2", {"qwen2", NULL}, LLAMA_NAMES, SV_ROPE_NEOX, BIAS_REQUIRED, BIAS_REQUIRED, false, false},
+    {"qwen3", {"qwen3", NULL}, LLAMA_NAMES, SV_ROPE_NEOX, BIAS_OPTIONAL, BIAS_CONFIG, true, false},
+    {"gemma3", {"gemma3_text", NULL}, GEMMA3_NAMES, SV_ROPE_NEOX, BIAS_OPTIONAL, BIAS_OPTIONAL, true, true},
 };
 #define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -375,6 +418,32 @@ static sv_status config_from_gguf(const sv_gguf_t *g, sv_llama_config_t *c, rope
     if (!(rs->linear > 0.0f))
         return sv_error_set(err, SV_ERR_SYNTAX, -1, "GGUF: RoPE scaling factor %g", rs->linear);
     rs->gguf_freq_factors = sv_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
+    c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+    if (!ar_row->gemma)
+        return SV_OK;
+    /* Gemma 3 as llama.cpp reads it: the window is stated; every sixth
+     * layer is global (the others local, at RoPE base 10000 unscaled); the
+     * query scale is not stored, and is 1/sqrt(head_dim) except for the
+     * 27B (62 layers), whose query_pre_attn_scalar is dim / n_heads. */
+    const char *caps[] = {"final_logit_softcapping", "attn_logit_softcapping"};
+    for (int i = 0; i < 2; i++) {
+        float cap = 0.0f;
+        if ((st = gguf_float(g, akey(k, sizeof k, ar, caps[i]), 0.0f, &cap, err)))
+            return st;
+        if (cap != 0.0f)
+            return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "GGUF: %s %g is not supported", k, cap);
+    }
+    if ((st = gguf_int(g, akey(k, sizeof k, ar, "attention.sliding_window"), -1, &c->window, err)))
+        return st;
+    for (int32_t l = 0; l < c->n_layers && l < SV_LLAMA_MAX_LAYERS; l++)
+        if (l % 6 != 5)
+            c->local_layers[l / 64] |= (uint64_t)1 << (l % 64);
+    c->rope_theta_local = 10000.0f;
+    if (c->n_layers == 62)
+        c->attn_scale = 1.0f / sqrtf((float)c->dim / (float)c->n_heads);
+    if (rs->gguf_freq_factors)
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "GGUF: rope_freqs.weight in a gemma3 model");
+    c->gelu = c->embed_scale = c->post_norms = true;
     return SV_OK;
 }
 
@@ -410,6 +479,56 @@ static sv_status json_num(json_t *o, const char *key, double def, bool required,
     return SV_OK;
 }
 
+/* Gemma 3's settings in config.json: the window, which layers are local
+ * (layer_types, or the older sliding_window_pattern: every n-th layer
+ * global), their RoPE base (rope_local_base_freq, or rope_local: the
+ * sliding_attention entry of rope_parameters), and the query scale
+ * query_pre_attn_scalar^-1/2 (defaults as Gemma3TextConfig's). */
+static sv_status gemma_hf(json_t *o, json_t *rope_local, sv_llama_config_t *c, sv_error_t *err) {
+    const char *caps[] = {"final_logit_softcapping", "attn_logit_softcapping"};
+    for (int i = 0; i < 2; i++) {
+        json_t *v = json_object_get(o, caps[i]);
+        if (v && !json_is_null(v))
+            return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "config.json: %s is not supported", caps[i]);
+    }
+    float qpas = 0.0f, local = 0.0f;
+    int32_t pattern = 6;
+    sv_status st;
+    if ((st = json_int(o, "sliding_window", -1, &c->window, err)) ||
+        (st = json_num(o, "query_pre_attn_scalar", 256.0, false, &qpas, err)) ||
+        (st = json_num(rope_local ? rope_local : o, rope_local ? "rope_theta" : "rope_local_base_freq", 10000.0,
+                       false, &local, err)) ||
+        (st = json_int(o, "sliding_window_pattern", 6, &pattern, err)))
+        return st;
+    if (!(qpas > 0.0f) || !(local > 0.0f))
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: query_pre_attn_scalar %g, rope_local_base_freq %g",
+                            qpas, local);
+    const char *lt = rope_local ? json_string_value(json_object_get(rope_local, "rope_type")) : NULL;
+    if (lt && strcmp(lt, "default") != 0)
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                            "config.json: RoPE scaling '%s' of the sliding-window layers is not supported", lt);
+    c->attn_scale = 1.0f / sqrtf(qpas);
+    c->rope_theta_local = local;
+    json_t *types = json_object_get(o, "layer_types");
+    if (types && !json_is_null(types) && (!json_is_array(types) || json_array_size(types) != (size_t)c->n_layers))
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: layer_types is not a list of %d layer types",
+                            (int)c->n_layers);
+    for (int32_t l = 0; l < c->n_layers && l < SV_LLAMA_MAX_LAYERS; l++) {
+        bool is_local = (l + 1) % pattern != 0;
+        if (json_is_array(types)) {
+            const char *t = json_string_value(json_array_get(types, (size_t)l));
+            if (!t || (strcmp(t, "sliding_attention") != 0 && strcmp(t, "full_attention") != 0))
+                return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "config.json: layer_types[%d] is '%s'", (int)l,
+                                    t ? t : "(not a string)");
+            is_local = strcmp(t, "sliding_attention") == 0;
+        }
+        if (is_local)
+            c->local_layers[l / 64] |= (uint64_t)1 << (l % 64);
+    }
+    c->gelu = c->embed_scale = c->post_norms = true;
+    return SV_OK;
+}
+
 static sv_status config_from_hf(const char *dir, sv_llama_config_t *c, rope_scaling_t *rs,
                                 const arch_t **row, bool *tie, sv_error_t *err) {
     char path[4096];
@@ -441,10 +560,13 @@ static sv_status config_from_hf(const char *dir, sv_llama_config_t *c, rope_scal
     c->qkv_bias = ar_row->hf_bias == BIAS_REQUIRED ||
                   (ar_row->hf_bias == BIAS_CONFIG && json_is_true(json_object_get(o, "attention_bias")));
     c->qk_norm = ar_row->qk_norm;
-    const char *act = json_string_value(json_object_get(o, "hidden_act"));
-    if (act && strcmp(act, "silu") != 0) {
-        st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "config.json: hidden_act '%s' (only silu)",
-                          act);
+    const char *act = json_string_value(json_object_get(o, ar_row->gemma ? "hidden_activation" : "hidden_act"));
+    if (ar_row->gemma && !act)
+        act = json_string_value(json_object_get(o, "hidden_act"));
+    const char *want_act = ar_row->gemma ? "gelu_pytorch_tanh" : "silu";
+    if ((act || ar_row->gemma) && (!act || strcmp(act, want_act) != 0)) {
+        st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "config.json: hidden activation '%s' (only %s for %s)",
+                          act ? act : "(none)", want_act, mt);
         goto done;
     }
     if (json_is_true(json_object_get(o, "mlp_bias"))) {
@@ -459,29 +581,53 @@ static sv_status config_from_hf(const char *dir, sv_llama_config_t *c, rope_scal
         (st = json_int(o, "max_position_embeddings", -1, &c->max_ctx, err)) ||
         (st = json_int(o, "vocab_size", -1, &c->vocab_size, err)) ||
         (st = json_int(o, "head_dim", c->dim / c->n_heads, &c->head_dim, err)) ||
-        (st = json_num(o, "rms_norm_eps", 0, true, &c->norm_eps, err)) ||
-        (st = json_num(o, "rope_theta", 10000.0, false, &c->rope_theta, err)))
+        (st = json_num(o, "rms_norm_eps", 0, true, &c->norm_eps, err)))
+        goto done;
+    /* RoPE: rope_theta and rope_scaling (transformers 4), or rope_parameters
+     * holding the base and the scaling together (transformers 5), per layer
+     * type where layers differ (Gemma 3: full_attention, sliding_attention). */
+    json_t *rp = json_object_get(o, "rope_parameters"), *rope_main = NULL, *rope_local = NULL;
+    if (rp && !json_is_null(rp)) {
+        if (!json_is_object(rp)) {
+            st = sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: rope_parameters is not an object");
+            goto done;
+        }
+        json_t *full = json_object_get(rp, "full_attention");
+        rope_main = json_is_object(full) ? full : rp;
+        rope_local = json_is_object(full) ? json_object_get(rp, "sliding_attention") : NULL;
+        if (json_is_object(full) && !json_is_object(rope_local) && ar_row->gemma) {
+            st = sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: rope_parameters has no sliding_attention");
+            goto done;
+        }
+    }
+    if ((st = json_num(rope_main ? rope_main : o, "rope_theta", 10000.0, false, &c->rope_theta, err)))
         goto done;
     float prf;
     if ((st = json_num(o, "partial_rotary_factor", 1.0, false, &prf, err)))
         goto done;
     c->rot_dim = (int32_t)(c->head_dim * prf);
     /* A sliding window no shorter than the context changes nothing; a
-     * shorter one is honoured by limiting the context to it. */
+     * shorter one is honoured by limiting the context to it (Gemma 3's
+     * windows are layers' own: gemma_hf). */
     json_t *sw = json_object_get(o, "sliding_window");
     json_t *use_sw = json_object_get(o, "use_sliding_window");
-    if (json_is_integer(sw) && !json_is_false(use_sw) && json_integer_value(sw) > 0 &&
+    if (!ar_row->gemma && json_is_integer(sw) && !json_is_false(use_sw) && json_integer_value(sw) > 0 &&
         json_integer_value(sw) < c->max_ctx)
         c->max_ctx = (int32_t)json_integer_value(sw);
     json_t *tw = json_object_get(o, "tie_word_embeddings");
-    *tie = tw ? json_is_true(tw) : false;
+    *tie = tw ? json_is_true(tw) : ar_row->gemma; /* Gemma3TextConfig ties by default */
+    c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+    if (ar_row->gemma && (st = gemma_hf(o, rope_local, c, err)))
+        goto done;
 
     rs->linear = 1.0f;
-    json_t *sc = json_object_get(o, "rope_scaling");
+    json_t *sc = rope_main ? rope_main : json_object_get(o, "rope_scaling");
     if (sc && !json_is_null(sc)) {
         const char *type = json_string_value(json_object_get(sc, "rope_type"));
         if (!type)
             type = json_string_value(json_object_get(sc, "type"));
+        if (!type && rope_main)
+            type = "default"; /* rope_parameters with a base only */
         if (!type) {
             st = sv_error_set(err, SV_ERR_SYNTAX, -1, "config.json: rope_scaling without a type");
             goto done;
@@ -532,9 +678,24 @@ static sv_status config_check(const sv_llama_config_t *c, sv_error_t *err) {
     if (c->head_dim <= 0 || c->rot_dim <= 0 || c->rot_dim % 2 || c->rot_dim > c->head_dim)
         return sv_error_set(err, SV_ERR_SYNTAX, -1, "model: head_dim %d, rope dimensions %d",
                             (int)c->head_dim, (int)c->rot_dim);
-    if (!(c->norm_eps >= 0.0f) || !(c->rope_theta > 0.0f))
-        return sv_error_set(err, SV_ERR_SYNTAX, -1, "model: rms eps %g, rope theta %g",
-                            c->norm_eps, c->rope_theta);
+    if (!(c->norm_eps >= 0.0f) || !(c->rope_theta > 0.0f) || !(c->attn_scale > 0.0f) || c->window < 0 ||
+        (c->window > 0 && !(c->rope_theta_local > 0.0f)))
+        return sv_error_set(err, SV_ERR_SYNTAX, -1, "model: rms eps %g, rope theta %g (local %g), attention scale %g",
+                            c->norm_eps, c->rope_theta, c->rope_theta_local, c->attn_scale);
+    return SV_OK;
+}
+
+/* What the architecture needs of the backend beyond the Llama block. */
+static sv_status backend_check(const sv_llama_config_t *c, const sv_backend_t *be, sv_error_t *err) {
+    const sv_backend_ops_t *op = be->ops;
+    const char *lacks = c->gelu && !op->geglu             ? "GeGLU"
+                        : c->embed_scale && !op->scale    ? "a scale operation"
+                        : c->window && !op->attention_window ? "sliding-window attention"
+                                                          : NULL;
+    if (lacks)
+        return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
+                            "model: a '%s' model needs %s, which the %s backend does not have (the cpu backend does)",
+                            c->arch, lacks, op->name);
     return SV_OK;
 }
 
@@ -546,6 +707,7 @@ typedef struct loader {
     tsrc_t src;
     float *staging; /* host floats, staging_n of them */
     size_t staging_n;
+    float shift;    /* added to every value load_one reads (1 for Gemma's HF norms, else 0) */
 } loader_t;
 
 /* Checks that tensor name exists with ggml shape (in, out) (out == 0: a
@@ -584,6 +746,8 @@ static sv_status load_one(loader_t *L, const char *name, int64_t in, int64_t out
         return sv_error_set(err, SV_ERR_ARG, -1, "model: staging buffer too small for %s", name);
     if ((st = tsrc_read(&L->src, name, L->staging, n, err)))
         return st;
+    for (size_t i = 0; L->shift != 0.0f && i < n; i++)
+        L->staging[i] += L->shift;
     return L->m->be->ops->upload(L->m->be, dst, L->staging, n * sizeof(float), err);
 }
 
@@ -802,9 +966,16 @@ static sv_status make_inv_freq(loader_t *L, const rope_scaling_t *rs, sv_error_t
         f[i] = (float)inv;
     }
     sv_status st = balloc(m, (size_t)half, &m->inv_freq, err);
-    if (st)
+    if (st || (st = m->be->ops->upload(m->be, m->inv_freq, f, (size_t)half * sizeof(float), err)))
         return st;
-    return m->be->ops->upload(m->be, m->inv_freq, f, (size_t)half * sizeof(float), err);
+    if (c->window <= 0)
+        return SV_OK;
+    /* The sliding-window layers' own base, unscaled (Gemma 3). */
+    for (int32_t i = 0; i < half; i++)
+        f[i] = (float)pow((double)c->rope_theta_local, -2.0 * i / (double)c->rot_dim);
+    if ((st = balloc(m, (size_t)half, &m->inv_freq_local, err)))
+        return st;
+    return m->be->ops->upload(m->be, m->inv_freq_local, f, (size_t)half * sizeof(float), err);
 }
 
 static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
@@ -857,19 +1028,30 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
     }
     const char *onorm = NAME(W_OUT_NORM);
 #undef NAME
+    /* Gemma's norms multiply by 1 + w: HF stores w, llama.cpp's converter
+     * 1 + w. Every norm vector below is read with this shift; nothing else
+     * goes through load_one with it. */
+    const float norm_shift = hf && L->arch->gemma ? 1.0f : 0.0f;
+    L->shift = norm_shift;
     if ((st = balloc(m, (size_t)c->dim, &m->out_norm, err)) ||
         (st = load_one(L, onorm, c->dim, 0, m->out_norm, err)))
         return st;
+    L->shift = 0.0f;
 
 #define LAYERS(w, in, out, opt, dst) load_layers(L, nm[w].gguf, nm[w].hf, in, out, opt, dst, err)
 #define MATS(w, in, out, dst) load_mat(L, nm[w].gguf, nm[w].hf, in, out, c->n_layers, dst, err)
-    if ((st = LAYERS(W_ATTN_NORM, c->dim, 0, false, &m->attn_norm)) ||
-        (st = MATS(W_Q, c->dim, (int64_t)q_dim, &m->wq)) || (st = MATS(W_K, c->dim, (int64_t)kv_dim, &m->wk)) ||
+    if ((st = MATS(W_Q, c->dim, (int64_t)q_dim, &m->wq)) || (st = MATS(W_K, c->dim, (int64_t)kv_dim, &m->wk)) ||
         (st = MATS(W_V, c->dim, (int64_t)kv_dim, &m->wv)) || (st = MATS(W_O, (int64_t)q_dim, c->dim, &m->wo)) ||
-        (st = LAYERS(W_FFN_NORM, c->dim, 0, false, &m->ffn_norm)) ||
         (st = MATS(W_GATE, c->dim, c->hidden_dim, &m->w_gate)) || (st = MATS(W_UP, c->dim, c->hidden_dim, &m->w_up)) ||
         (st = MATS(W_DOWN, c->hidden_dim, c->dim, &m->w_down)))
         return st;
+    L->shift = norm_shift;
+    if ((st = LAYERS(W_ATTN_NORM, c->dim, 0, false, &m->attn_norm)) ||
+        (st = LAYERS(W_FFN_NORM, c->dim, 0, false, &m->ffn_norm)) ||
+        (L->arch->gemma && ((st = LAYERS(W_POST_ATTN_NORM, c->dim, 0, false, &m->post_attn_norm)) ||
+                            (st = LAYERS(W_POST_FFW_NORM, c->dim, 0, false, &m->post_ffw_norm)))))
+        return st;
+    L->shift = 0.0f;
     /* Biases: required where the architecture (or config.json) says so,
      * loaded when present otherwise. */
     bool opt = !c->qkv_bias;
@@ -879,9 +1061,11 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
     /* Per-head norms of Q and K: required where the architecture has them,
      * refused elsewhere (a file that has them is a model this code would
      * run wrong). */
+    L->shift = norm_shift;
     if ((st = LAYERS(W_QNORM, c->head_dim, 0, !c->qk_norm, &m->q_norm)) ||
         (st = LAYERS(W_KNORM, c->head_dim, 0, !c->qk_norm, &m->k_norm)))
         return st;
+    L->shift = 0.0f;
     if (!c->qk_norm && (m->q_norm || m->k_norm))
         return sv_error_set(err, SV_ERR_UNSUPPORTED, -1,
                             "model: Q/K norm tensors in a '%s' model (its architecture has none)", c->arch);
@@ -933,7 +1117,8 @@ sv_status sv_llama_load(const char *path, sv_backend_t *be, sv_llama_t **out, sv
             (st = config_from_gguf(L.src.g, &m->cfg, &rs, &L.arch, err)))
             goto fail;
     }
-    if ((st = config_check(&m->cfg, err)) || (st = load_weights(&L, hf_tie, err)) ||
+    if ((st = config_check(&m->cfg, err)) || (st = backend_check(&m->cfg, be, err)) ||
+        (st = load_weights(&L, hf_tie, err)) ||
         (st = make_inv_freq(&L, &rs, err)))
         goto fail;
     free(L.staging);
@@ -955,7 +1140,8 @@ void sv_llama_destroy(sv_llama_t *m) {
     sv_backend_t *be = m->be;
     void *bufs[] = {m->token_embd.p, m->attn_norm, m->wq.p, m->wk.p, m->wv.p, m->bq, m->bk, m->bv,
                     m->q_norm, m->k_norm, m->wo.p, m->ffn_norm, m->w_gate.p, m->w_up.p, m->w_down.p, m->out_norm,
-                    m->inv_freq, m->output.p != m->token_embd.p ? m->output.p : NULL};
+                    m->inv_freq, m->output.p != m->token_embd.p ? m->output.p : NULL, m->post_attn_norm,
+                    m->post_ffw_norm, m->inv_freq_local};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             be->ops->free(be, bufs[i]);
@@ -1110,18 +1296,18 @@ static sv_status residual_norm(const sv_llama_t *m, int32_t n, sv_llama_kv_t *kv
  * one fused operation when the backend has it. */
 static sv_status rope_kv_write(const sv_llama_t *m, const sv_kv_view_t *view,
                                const sv_attn_shape_t *shape, int32_t n, sv_llama_kv_t *kv,
-                               sv_error_t *err) {
+                               const float *inv_freq, sv_error_t *err) {
     const sv_llama_config_t *c = &m->cfg;
     sv_backend_t *be = m->be;
     const sv_backend_ops_t *op = be->ops;
     if (op->rope_kv_write)
         return op->rope_kv_write(be, view, shape, n, c->rot_dim, c->rope_style, kv->pos,
-                                 m->inv_freq, kv->q, kv->k, kv->v, err);
+                                 inv_freq, kv->q, kv->k, kv->v, err);
     sv_status st;
     if ((st = op->rope(be, n, c->n_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,
-                       m->inv_freq, kv->q, err)) ||
+                       inv_freq, kv->q, err)) ||
         (st = op->rope(be, n, c->n_kv_heads, c->head_dim, c->rot_dim, c->rope_style, kv->pos,
-                       m->inv_freq, kv->k, err)))
+                       inv_freq, kv->k, err)))
         return st;
     return op->kv_write(be, view, n, kv->pos, kv->k, kv->v, err);
 }
@@ -1150,21 +1336,23 @@ static sv_status qkv(const sv_llama_t *m, int32_t n, size_t L, sv_llama_kv_t *kv
 }
 
 /* The feed-forward's gate and up products of layer L from kv->xb and
- * SwiGLU of the two into kv->hb: one gemm_q_swiglu when the backend has it
- * and the two matrices share their stored format. */
+ * SwiGLU of the two into kv->hb (GeGLU for Gemma): one gemm_q_swiglu when
+ * the backend has it and the two matrices share their stored format. */
 static sv_status gate_up(const sv_llama_t *m, int32_t n, size_t L, sv_llama_kv_t *kv,
                          sv_error_t *err) {
     const sv_llama_config_t *c = &m->cfg;
     sv_backend_t *be = m->be;
     const int32_t dim = c->dim, hid = c->hidden_dim;
     const void *wg = mat_layer_q(&m->w_gate, L), *wu = mat_layer_q(&m->w_up, L);
-    if (be->ops->gemm_q_swiglu && wg && wu && m->w_gate.qt == m->w_up.qt)
+    if (!c->gelu && be->ops->gemm_q_swiglu && wg && wu && m->w_gate.qt == m->w_up.qt)
         return be->ops->gemm_q_swiglu(be, n, dim, hid, kv->xb, wg, wu, m->w_gate.qt, kv->hb,
                                       kv->hb2, err);
     sv_status st;
     if ((st = mat_gemm(m, n, dim, hid, kv->xb, &m->w_gate, L, NULL, kv->hb, err)) ||
         (st = mat_gemm(m, n, dim, hid, kv->xb, &m->w_up, L, NULL, kv->hb2, err)))
         return st;
+    if (c->gelu)
+        return be->ops->geglu(be, (size_t)n * hid, kv->hb, kv->hb2, kv->hb, err);
     return be->ops->swiglu(be, (size_t)n * hid, kv->hb, kv->hb2, kv->hb, err);
 }
 
@@ -1178,14 +1366,15 @@ static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t 
     const sv_backend_ops_t *op = be->ops;
     const int32_t dim = c->dim, hid = c->hidden_dim;
     const int32_t q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
-    const sv_attn_shape_t shape = {c->n_heads, c->n_kv_heads, c->head_dim,
-                                   1.0f / sqrtf((float)c->head_dim), max_ctx};
+    const sv_attn_shape_t global = {c->n_heads, c->n_kv_heads, c->head_dim, c->attn_scale, max_ctx, 0};
+    const sv_attn_shape_t local = {c->n_heads, c->n_kv_heads, c->head_dim, c->attn_scale, max_ctx, c->window};
     const size_t rows = (size_t)kv->n_blocks * BS; /* physical rows per layer */
     sv_status st;
     if ((st = m->token_embd.qt
                   ? op->get_rows_q(be, n, dim, c->vocab_size, m->token_embd.p, m->token_embd.qt,
                                    kv->tok, kv->x, err)
-                  : op->get_rows(be, n, dim, c->vocab_size, m->token_embd.p, kv->tok, kv->x, err)))
+                  : op->get_rows(be, n, dim, c->vocab_size, m->token_embd.p, kv->tok, kv->x, err)) ||
+        (c->embed_scale && (st = op->scale(be, (size_t)n * dim, kv->x, sqrtf((float)dim), err))))
         return st;
     /* The first layer's norm; every later norm follows a residual add
      * (fused when the backend has add_rmsnorm). */
@@ -1209,20 +1398,26 @@ static sv_status forward_layers(const sv_llama_t *m, sv_llama_kv_t *kv, int32_t 
         const float *bq = m->bq ? m->bq + L * q_dim : NULL;
         const float *bk = m->bk ? m->bk + L * kv_dim : NULL;
         const float *bv = m->bv ? m->bv + L * kv_dim : NULL;
+        const bool is_local = sv_llama_layer_local(c, l);
+        const sv_attn_shape_t *shape = is_local ? &local : &global;
         /* attention block (kv->xb holds the normed input) */
         if ((st = qkv(m, n, L, kv, bq, bk, bv, err)) ||
             (m->q_norm && (st = op->rmsnorm(be, n * c->n_heads, c->head_dim, kv->q, m->q_norm + L * c->head_dim,
                                             c->norm_eps, kv->q, err))) ||
             (m->k_norm && (st = op->rmsnorm(be, n * c->n_kv_heads, c->head_dim, kv->k,
                                             m->k_norm + L * c->head_dim, c->norm_eps, kv->k, err))) ||
-            (st = rope_kv_write(m, &view, &shape, n, kv, err)) ||
-            (st = op->attention(be, &view, &shape, n, kv->pos, kv->q, kv->att, err)) ||
+            (st = rope_kv_write(m, &view, shape, n, kv, is_local ? m->inv_freq_local : m->inv_freq, err)) ||
+            (st = op->attention(be, &view, shape, n, kv->pos, kv->q, kv->att, err)) ||
             (st = mat_gemm(m, n, q_dim, dim, kv->att, &m->wo, L, NULL, kv->xb2, err)) ||
+            (m->post_attn_norm && (st = op->rmsnorm(be, n, dim, kv->xb2, m->post_attn_norm + L * dim, c->norm_eps,
+                                                    kv->xb2, err))) ||
             (st = residual_norm(m, n, kv, m->ffn_norm + L * dim, err)))
             return st;
         /* feed-forward block */
         if ((st = gate_up(m, n, L, kv, err)) ||
-            (st = mat_gemm(m, n, hid, dim, kv->hb, &m->w_down, L, NULL, kv->xb2, err)))
+            (st = mat_gemm(m, n, hid, dim, kv->hb, &m->w_down, L, NULL, kv->xb2, err)) ||
+            (m->post_ffw_norm && (st = op->rmsnorm(be, n, dim, kv->xb2, m->post_ffw_norm + L * dim, c->norm_eps,
+                                                   kv->xb2, err))))
             return st;
         if (l + 1 < c->n_layers)
             st = residual_norm(m, n, kv, m->attn_norm + (L + 1) * dim, err);

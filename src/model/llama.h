@@ -2,12 +2,12 @@
  * Mistral, Qwen2 with QKV bias), written against backend.h.
  *
  * A model is loaded from
- * - a GGUF file (architectures `llama`, `qwen2` and `qwen3`; weights in any
+ * - a GGUF file (architectures `llama`, `qwen2`, `qwen3` and `gemma3`; weights in any
  *   type quant.h dequantizes), tensors named as llama.cpp names them
  *   (token_embd.weight, blk.N.attn_q.weight, ...); or
  * - a Hugging Face directory holding config.json and model.safetensors
  *   (F32/F16/BF16; LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
- *   Qwen3ForCausalLM).
+ *   Qwen3ForCausalLM, Gemma3ForCausalLM: model_type gemma3_text).
  * Each architecture is one row of llama.c's ARCHS: its names, its tensor
  * names, and the flags its forward pass reads.
  * Weights are converted to float32 at load and copied into backend memory.
@@ -62,7 +62,7 @@
 #define SV_LLAMA_MAX_VOCAB (1 << 22)
 
 typedef struct sv_llama_config {
-    char arch[32];          /* "llama", "qwen2", "qwen3" (GGUF general.architecture or HF model_type) */
+    char arch[32];          /* "llama", "qwen2", "qwen3", "gemma3" (GGUF general.architecture or HF model_type) */
     int32_t dim;            /* hidden size */
     int32_t n_layers;
     int32_t n_heads;
@@ -78,7 +78,20 @@ typedef struct sv_llama_config {
     bool qkv_bias;          /* Qwen2 */
     bool qk_norm;           /* Qwen3: an RMSNorm of each Q and K head before RoPE */
     bool tied_output;       /* output matrix == token embeddings */
+    float attn_scale;       /* the query scale (1/sqrt(head_dim) unless the model says otherwise) */
+    /* Gemma 3 (false and 0 for the others) */
+    bool gelu;              /* a GeGLU feed-forward (gelu_tanh) instead of SwiGLU */
+    bool embed_scale;       /* embeddings times sqrt(dim) */
+    bool post_norms;        /* an RMSNorm of each block's output before its residual add */
+    int32_t window;         /* > 0: the sliding-window layers attend to this many positions */
+    float rope_theta_local; /* the RoPE base of the sliding-window layers (no scaling) */
+    uint64_t local_layers[SV_LLAMA_MAX_LAYERS / 64]; /* bit l: layer l is a sliding-window layer */
 } sv_llama_config_t;
+
+/* Whether layer l of c is a sliding-window layer. */
+static inline bool sv_llama_layer_local(const sv_llama_config_t *c, int32_t l) {
+    return c->window > 0 && (c->local_layers[l / 64] >> (l % 64) & 1);
+}
 
 typedef struct sv_llama sv_llama_t;
 typedef struct sv_llama_state sv_llama_state_t;

@@ -635,7 +635,7 @@ static void attn_case(int32_t n_seqs, int32_t max_len, int32_t bs, int32_t n_hea
         vcpu = (sv_kv_view_t){kc.c, vc.c, capacity, kv_dim, bs, n_seqs, SQ.c, OFF.c, TAB.c};
         vgpu = (sv_kv_view_t){kc.g, vc.g, capacity, kv_dim, bs, n_seqs, SQ.g, OFF.g, TAB.g};
     }
-    sv_attn_shape_t sh = {n_heads, n_kv, hd, 1.0f / sqrtf((float)hd), 0};
+    sv_attn_shape_t sh = {n_heads, n_kv, hd, 1.0f / sqrtf((float)hd), 0, 0};
     int32_t max_pos = 0;
     for (int32_t i = 0; i < rows; i++)
         max_pos = pos[i] > max_pos ? pos[i] : max_pos;

@@ -62,6 +62,8 @@ TINY = {
     "tiny-llama-tied-hf": ("llama", True, "hf"),
     "tiny-qwen3-gguf": ("qwen3", False, "gguf"),
     "tiny-qwen3-hf": ("qwen3", False, "hf"),
+    "tiny-gemma3-gguf": ("gemma3", False, "gguf"),
+    "tiny-gemma3-hf": ("gemma3", False, "hf"),
 }
 CASES = list(TINY) + ["smollm2-q4_1"]
 
@@ -191,7 +193,8 @@ def test_greedy(case, cli, model_path, reference):
 # ---- the reference and the fixtures on their own -------------------------------------------
 
 
-@pytest.mark.parametrize("arch,tied", [("llama", False), ("qwen2", False), ("llama", True), ("qwen3", False)])
+@pytest.mark.parametrize("arch,tied", [("llama", False), ("qwen2", False), ("llama", True), ("qwen3", False),
+                                       ("gemma3", False)])
 def test_reference_gguf_equals_hf(arch, tied, tiny_dir):
     """The permuted adjacent-pair GGUF and the rotate-half HF folder are one model. (Not exactly
     equal: the GGUF stores eps as float32, 1e-5 rounds to 9.99999974738e-06.)"""
@@ -301,3 +304,87 @@ def test_qk_norm_matters(tiny_dir):
     for L in m.layers:
         L.q_norm = L.k_norm = None
     assert np.abs(right - llama_ref.logits(m, TINY_IDS)).max() > 0.1
+
+
+def test_gemma3_parts_matter(tiny_dir):
+    """Each thing Gemma 3 adds to the Llama block changes the fixture's logits by O(1), so the
+    gemma3 cases above check that sieve does each: the sliding window (4 positions; the prompt
+    and the greedy path run past it), which layers are global (the sixth), the post-norms of
+    both blocks, GeGLU instead of SwiGLU, the embedding scale, the local layers' RoPE base."""
+    m = llama_ref.load(tiny_dir("gemma3", False) / "tiny.gguf")
+    right = llama_ref.logits(m, TINY_IDS)
+    assert m.window == 4 and [L.sliding for L in m.layers] == [True] * 5 + [False]
+
+    def changed(edit):
+        w = llama_ref.load(tiny_dir("gemma3", False) / "tiny.gguf")
+        edit(w)
+        return np.abs(right - llama_ref.logits(w, TINY_IDS)).max()
+
+    def no_post_norms(w):
+        for L in w.layers:
+            L.post_attn_norm = L.post_ffn_norm = None
+
+    def all_sliding(w):
+        for L in w.layers:
+            L.sliding = True
+
+    assert changed(lambda w: setattr(w, "window", 10 ** 6)) > 1.0
+    assert changed(all_sliding) > 0.5
+    assert changed(no_post_norms) > 1.0
+    assert changed(lambda w: setattr(w, "act", "silu")) > 1.0
+    assert changed(lambda w: setattr(w, "embed_scale", 1.0)) > 1.0
+    assert changed(lambda w: setattr(w, "theta_local", w.theta)) > 0.1
+
+
+@pytest.mark.parametrize("fmt", ["gguf", "hf"])
+def test_gemma3_rope_scaling(fmt, cli, tmp_path):
+    """Linear RoPE scaling (Gemma 3 4B and up: factor 8) applies to the global layers only: the
+    fixture with factor 8 against the reference, GGUF (rope.scaling.*) and HF (rope_scaling)."""
+    g, h = make_tiny_llama.make(tmp_path / "g8", "gemma3", rope_factor=8.0)
+    path = g if fmt == "gguf" else h
+    m = llama_ref.load(path)
+    prompt, want_ids, margins = llama_ref.run(m, TINY_IDS, STEPS)
+    assert min(margins) > 2 * TOL
+    out = tmp_path / "logits.f32"
+    run_cli(cli, path, "--ids", ",".join(map(str, TINY_IDS)), "--out", out)
+    got = np.fromfile(out, dtype="<f4").reshape(prompt.shape).astype(np.float64)
+    assert np.abs(got - prompt).max() < TOL
+    line = run_cli(cli, path, "--ids", ",".join(map(str, TINY_IDS)), "--greedy", STEPS).strip()
+    assert [int(s) for s in line.split(",")] == want_ids
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_rope_parameters_config(arch, cli, tiny_dir, tmp_path):
+    """transformers 5 writes RoPE as rope_parameters (one object, or one per layer type for
+    Gemma 3) instead of rope_theta, rope_scaling and rope_local_base_freq. The same model
+    written both ways gives the same logits, bit for bit, and the base read from
+    rope_parameters is not the default (the logits move when it changes)."""
+    import shutil
+
+    src = tiny_dir(arch, False) / "tiny-hf"
+    cfg = json.loads((src / "config.json").read_text())
+
+    def write(name, c):
+        d = tmp_path / name
+        shutil.copytree(src, d)
+        (d / "config.json").write_text(json.dumps(c))
+        out = tmp_path / (name + ".f32")
+        run_cli(cli, d, "--ids", ",".join(map(str, TINY_IDS)), "--out", out)
+        return out.read_bytes()
+
+    old = dict(cfg, rope_theta=5.0e5)
+    new = {k: v for k, v in cfg.items() if k not in ("rope_theta", "rope_scaling", "rope_local_base_freq")}
+    if arch == "gemma3":
+        old.update(rope_local_base_freq=2.0e4, rope_scaling={"rope_type": "linear", "factor": 4.0})
+        new["rope_parameters"] = {"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5.0e5},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 2.0e4}}
+    else:
+        new["rope_parameters"] = {"rope_type": "default", "rope_theta": 5.0e5}
+    a, b = write("old", old), write("new", new)
+    assert a == b
+    moved = json.loads(json.dumps(new))
+    if arch == "gemma3":
+        moved["rope_parameters"]["sliding_attention"]["rope_theta"] = 1.0e4
+    else:
+        moved["rope_parameters"]["rope_theta"] = 1.0e4
+    assert write("moved", moved) != a

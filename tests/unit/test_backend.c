@@ -176,39 +176,52 @@ static void test_attention(void) {
     for (int32_t i = 0; i < n; i++)
         pos[i] = i;
     sv_kv_view_t kv = {.k = kc, .v = vc, .capacity = cap, .kv_dim = kv_dim};
-    sv_attn_shape_t sh = {heads, kvh, hd, 1.0f / sqrtf((float)hd), n};
     CHECK(be3->ops->kv_write(be3, &kv, n, pos, k, v, &err) == SV_OK, "%s", err.message);
-    CHECK(be3->ops->attention(be3, &kv, &sh, n, pos, q, out, &err) == SV_OK, "%s", err.message);
     double *sc = malloc(sizeof(double) * n);
-    for (int32_t r = 0; r < n; r++)
-        for (int32_t h = 0; h < heads; h++) {
-            int32_t g = h / (heads / kvh);
-            double mx = -INFINITY, sum = 0;
-            for (int32_t j = 0; j <= r; j++) {
-                double s = 0;
-                for (int32_t d = 0; d < hd; d++)
-                    s += (double)q[r * q_dim + h * hd + d] * k[j * kv_dim + g * hd + d];
-                sc[j] = s / sqrt((double)hd);
-                mx = sc[j] > mx ? sc[j] : mx;
+    /* every position, then sliding windows (Gemma 3's local layers): one
+     * position, shorter than a tile, across tiles, and wider than the rows */
+    const int32_t windows[] = {0, 1, 5, 37, 100};
+    for (size_t wi = 0; wi < sizeof windows / sizeof *windows; wi++) {
+        const int32_t win = windows[wi];
+        sv_attn_shape_t sh = {heads, kvh, hd, 1.0f / sqrtf((float)hd), n, win};
+        CHECK(be3->ops->attention(be3, &kv, &sh, n, pos, q, out, &err) == SV_OK, "%s", err.message);
+        for (int32_t r = 0; r < n; r++)
+            for (int32_t h = 0; h < heads; h++) {
+                int32_t g = h / (heads / kvh);
+                double mx = -INFINITY, sum = 0;
+                const int32_t j0 = win && r >= win ? r - win + 1 : 0;
+                for (int32_t j = 0; j < j0; j++)
+                    sc[j] = 0; /* outside the window: no weight */
+                for (int32_t j = j0; j <= r; j++) {
+                    double s = 0;
+                    for (int32_t d = 0; d < hd; d++)
+                        s += (double)q[r * q_dim + h * hd + d] * k[j * kv_dim + g * hd + d];
+                    sc[j] = s / sqrt((double)hd);
+                    mx = sc[j] > mx ? sc[j] : mx;
+                }
+                for (int32_t j = j0; j <= r; j++)
+                    sum += sc[j] = exp(sc[j] - mx);
+                for (int32_t d = 0; d < hd; d++) {
+                    double o = 0;
+                    for (int32_t j = 0; j <= r; j++)
+                        o += sc[j] * v[j * kv_dim + g * hd + d];
+                    ref[r * q_dim + h * hd + d] = o / sum;
+                }
             }
-            for (int32_t j = 0; j <= r; j++)
-                sum += sc[j] = exp(sc[j] - mx);
-            for (int32_t d = 0; d < hd; d++) {
-                double o = 0;
-                for (int32_t j = 0; j <= r; j++)
-                    o += sc[j] * v[j * kv_dim + g * hd + d];
-                ref[r * q_dim + h * hd + d] = o / sum;
-            }
+        double e = max_rel(out, ref, (size_t)n * q_dim);
+        CHECK(e < 1e-5, "attention (window %d) error %g", (int)win, e);
+        /* decode-style: one row at a time gives the same bits */
+        int bad = 0;
+        for (int32_t r = 0; r < n; r++) {
+            be1->ops->attention(be1, &kv, &sh, 1, &pos[r], q + (size_t)r * q_dim, out1, &err);
+            bad += memcmp(out1, out + (size_t)r * q_dim, sizeof(float) * q_dim) != 0;
         }
-    double e = max_rel(out, ref, (size_t)n * q_dim);
-    CHECK(e < 1e-5, "attention error %g", e);
-    /* decode-style: one row at a time gives the same bits */
-    int bad = 0;
-    for (int32_t r = 0; r < n; r++) {
-        be1->ops->attention(be1, &kv, &sh, 1, &pos[r], q + (size_t)r * q_dim, out1, &err);
-        bad += memcmp(out1, out + (size_t)r * q_dim, sizeof(float) * q_dim) != 0;
+        CHECK(bad == 0, "attention (window %d): %d rows differ when run alone", (int)win, bad);
     }
-    CHECK(bad == 0, "attention: %d rows differ when run alone", bad);
+    sv_attn_shape_t sh = {heads, kvh, hd, 1.0f / sqrtf((float)hd), n, -1};
+    CHECK(be1->ops->attention(be1, &kv, &sh, 1, pos, q, out1, &err) == SV_ERR_ARG,
+          "attention accepts a negative window");
+    sh.window = 0;
     int32_t far = cap;
     CHECK(be1->ops->attention(be1, &kv, &sh, 1, &far, q, out1, &err) == SV_ERR_ARG,
           "attention accepts a position past the cache");
@@ -228,6 +241,16 @@ static void test_small_ops(void) {
     for (size_t i = 0; i < n; i++)
         ref[i] = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
     CHECK(max_rel(o, ref, n) < 1e-6, "swiglu error %g", max_rel(o, ref, n));
+    be1->ops->geglu(be1, n, g, u, o, &err);
+    for (size_t i = 0; i < n; i++) {
+        double x = g[i];
+        ref[i] = 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x))) * u[i];
+    }
+    CHECK(max_rel(o, ref, n) < 1e-5, "geglu error %g", max_rel(o, ref, n));
+    for (size_t i = 0; i < n; i++)
+        ref[i] = (double)o[i] * 8.0;
+    be1->ops->scale(be1, n, o, 8.0f, &err);
+    CHECK(max_rel(o, ref, n) < 1e-7, "scale error %g", max_rel(o, ref, n));
     for (size_t i = 0; i < n; i++)
         ref[i] = (double)o[i] + g[i];
     be1->ops->add(be1, n, o, g, &err);

@@ -57,7 +57,7 @@ static void test_invariance(const char *arch, bool biases) {
               c->qkv_bias == biases && !c->tied_output,
           "%s: config read wrong (vocab %d, layers %d, head_dim %d)", arch, (int)c->vocab_size,
           (int)c->n_layers, (int)c->head_dim);
-    CHECK(c->rope_style == (strcmp(arch, "qwen2") ? SV_ROPE_NORMAL : SV_ROPE_NEOX),
+    CHECK(c->rope_style == (strcmp(arch, "llama") == 0 ? SV_ROPE_NORMAL : SV_ROPE_NEOX),
           "%s: wrong RoPE style", arch);
     float *once = malloc(sizeof(float) * N * VOCAB), *chunks = malloc(sizeof(float) * N * VOCAB);
     float *steps = malloc(sizeof(float) * N * VOCAB);
@@ -375,6 +375,45 @@ static void test_quantized(void) {
     be->ops = cpu_ops_saved;
 }
 
+/* Gemma 3 needs GeGLU, a scale and sliding-window attention of the
+ * backend: one that lacks any of them (the CUDA backend today) is refused
+ * at load with SV_ERR_UNSUPPORTED naming what is missing, before any
+ * weight is read. */
+static void test_gemma_needs(void) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/g.gguf", dir);
+    model_spec_t sp = {.arch = "gemma3"};
+    CHECK(write_model(path, &sp), "cannot write %s", path);
+    const sv_backend_ops_t *saved = be->ops;
+    for (int i = 0; i < 3; i++) {
+        sv_backend_ops_t ops = *saved;
+        const char *want = i == 0 ? "GeGLU" : i == 1 ? "a scale operation" : "sliding-window attention";
+        if (i == 0)
+            ops.geglu = NULL;
+        else if (i == 1)
+            ops.scale = NULL;
+        else
+            ops.attention_window = false;
+        be->ops = &ops;
+        sv_error_t err;
+        sv_llama_t *m = NULL;
+        CHECK(sv_llama_load(path, be, &m, &err) == SV_ERR_UNSUPPORTED && !m && strstr(err.message, want),
+              "a backend without %s: %s", want, err.message);
+        be->ops = saved;
+    }
+    sv_error_t err;
+    sv_llama_t *m = NULL;
+    CHECK(sv_llama_load(path, be, &m, &err) == SV_OK, "gemma3 on the cpu backend: %s", err.message);
+    if (m) {
+        const sv_llama_config_t *c = sv_llama_config(m);
+        CHECK(c->window == 5 && c->gelu && c->embed_scale && c->post_norms && c->qk_norm,
+              "gemma3 config read wrong (window %d)", (int)c->window);
+        CHECK(sv_llama_layer_local(c, 0) && sv_llama_layer_local(c, 1), "gemma3: layers 0 and 1 are local");
+    }
+    sv_llama_destroy(m);
+    unlink(path);
+}
+
 int main(void) {
     sv_error_t err;
     sv_cpu_config_t cfg = {.n_threads = 2};
@@ -384,6 +423,8 @@ int main(void) {
     }
     test_invariance("llama", false);
     test_invariance("qwen2", true);
+    test_invariance("gemma3", false);
+    test_gemma_needs();
     test_biases_matter();
     test_load_errors();
     test_quantized();
@@ -391,5 +432,5 @@ int main(void) {
     rmdir(dir);
     return test_summary("llama: one call == chunks == decode steps (bit for bit), rollback, "
                         "biases, load and forward errors, quantized weights (gemm_q) == their fp32 "
-                        "dequantization (bit for bit)");
+                        "dequantization (bit for bit); gemma3, and its refusal on a backend without its operations");
 }

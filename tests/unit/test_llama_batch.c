@@ -587,7 +587,7 @@ static void test_paged_ops(sv_backend_t *be) {
         perm[i] = perm[j];
         perm[j] = t;
     }
-    sv_attn_shape_t sh = {H, G, D, 1.0f / sqrtf((float)D), 0};
+    sv_attn_shape_t sh = {H, G, D, 1.0f / sqrtf((float)D), 0, 0};
     /* contiguous, one sequence at a time */
     for (int32_t s = 0, r0 = 0; s < NS; r0 += lens[s], s++) {
         sv_kv_view_t cv = {.k = kc, .v = vc, .capacity = NPHYS * BLK, .kv_dim = KVD};
@@ -653,8 +653,8 @@ int main(void) {
     struct {
         const char *arch;
         bool biases;
-    } models[] = {{"llama", false}, {"qwen2", true}};
-    for (size_t i = 0; i < 2; i++) {
+    } models[] = {{"llama", false}, {"qwen2", true}, {"gemma3", false}};
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         sv_llama_t *m1 = load(be1, models[i].arch, models[i].biases, &err);
         sv_llama_t *m2 = load(be2, models[i].arch, models[i].biases, &err);
         CHECK(m1 && m2, "%s: %s", models[i].arch, err.message);
@@ -675,5 +675,6 @@ int main(void) {
     rmdir(dir);
     return test_summary("llama batch: ragged batches of 2..8 sequences in shuffled blocks == each "
                         "sequence alone (bit for bit), chunked prefill, decode, extends, "
-                        "rollback, forks with copy-on-write, batch errors");
+                        "rollback, forks with copy-on-write, batch errors; llama, qwen2 and "
+                        "gemma3 (sliding-window layers of 5 positions)");
 }

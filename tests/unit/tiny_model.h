@@ -1,4 +1,4 @@
-/* tiny_model.h — small random Llama/Qwen2 models written as GGUF files, for
+/* tiny_model.h — small random Llama/Qwen2/Gemma 3 models written as GGUF files, for
  * the forward-pass tests (test_llama.c, test_llama_batch.c). Header-only:
  * each test includes it once. The weights are a fixed function of the spec,
  * so two writes of one spec give the same model. */
@@ -76,6 +76,7 @@ static void add_tensor(const char *name, uint64_t ne0, uint64_t ne1, float scale
 static bool write_model(const char *path, const model_spec_t *sp) {
     rng = 0x1234567887654321ull;
     n_t = 0;
+    const bool gemma = strcmp(sp->arch, "gemma3") == 0;
     char nm[64];
     add_tensor("token_embd.weight", DIM, VOCAB, 1.0f, 0);
     add_tensor("output_norm.weight", DIM, 0, 0.1f, 1);
@@ -100,13 +101,19 @@ static bool write_model(const char *path, const model_spec_t *sp) {
             T("attn_k.bias", KVH * HD, 0, 0.3f, 0);
             T("attn_v.bias", KVH * HD, 0, 0.3f, 0);
         }
+        if (gemma) { /* Gemma 3: per-head Q/K norms, post-norms, sliding-window layers */
+            T("attn_q_norm.weight", HD, 0, 0.1f, 1);
+            T("attn_k_norm.weight", HD, 0, 0.1f, 1);
+            T("post_attention_norm.weight", DIM, 0, 0.1f, 1);
+            T("post_ffw_norm.weight", DIM, 0, 0.1f, 1);
+        }
 #undef T
     }
     buf_t b = {0};
     put(&b, "GGUF", 4);
     put_u32(&b, 3);
     put_u64(&b, (uint64_t)n_t);
-    int n_kv = 10 + (sp->scaling ? 1 : 0);
+    int n_kv = 10 + (sp->scaling ? 1 : 0) + (gemma ? 1 : 0);
     put_u64(&b, (uint64_t)n_kv);
     char k[96];
     put_str(&b, "general.architecture");
@@ -117,8 +124,9 @@ static bool write_model(const char *path, const model_spec_t *sp) {
         uint32_t v;
     } ints[] = {{"embedding_length", DIM}, {"block_count", LAYERS}, {"feed_forward_length", FFN},
                 {"attention.head_count", HEADS}, {"attention.head_count_kv", KVH},
-                {"context_length", sp->ctx ? sp->ctx : CTX}, {"rope.dimension_count", HD}};
-    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+                {"context_length", sp->ctx ? sp->ctx : CTX}, {"rope.dimension_count", HD},
+                {"attention.sliding_window", 5}};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints - (gemma ? 0 : 1); i++) {
         snprintf(k, sizeof k, "%s.%s", sp->arch, ints[i].key);
         put_str(&b, k);
         put_u32(&b, 4);
