@@ -26,7 +26,7 @@
 enum {
     OPT_HOST = 256, OPT_GPU_UTIL, OPT_PORT, OPT_API_KEY, OPT_NAME, OPT_MAX_NUM_SEQS, OPT_BATCHED, OPT_KV_MB, OPT_MAX_LEN,
     OPT_MAX_QUEUE, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_MAX_BODY, OPT_CHAT_TEMPLATE, OPT_COMPILE_THREADS,
-    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32, OPT_HOST_SAMPLING, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_DISCRIMINATOR,
+    OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32, OPT_HOST_SAMPLING, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_DISCRIMINATOR, OPT_METRICS_COMPAT,
     OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_MEMORY_EACH, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES, OPT_DFA_MEMO_MB,
     OPT_ERRORS, OPT_INPUT_ERRORS, OPT_RESUME, OPT_CONCURRENCY, OPT_QUIET, OPT_BATCH_STEP, OPT_DATA_DIR,
     OPT_MAX_FILE,
@@ -109,6 +109,9 @@ static const char *const usage_text =
     "                            required (default): a oneOf with OpenAPI's discriminator\n"
     "                            requires its propertyName in each branch, as OpenAPI and\n"
     "                            Pydantic do; annotation: ignored, as in JSON Schema\n"
+    "  --metrics-compat none|vllm  vllm: /metrics also carries the series routers and\n"
+    "                            autoscalers read under vLLM's names (vllm:num_requests_waiting,\n"
+    "                            kv_cache_usage_perc, cache_config_info, ...; docs/metrics.md)\n"
     "  --any-deep-levels N       flat form: free-form values nest up to N levels beyond 3\n"
     "                            (default 3; 0: compile faster, accept less deep data)\n"
     "  --max-body-bytes N        request body limit (default 8388608; larger: 413)\n"
@@ -161,6 +164,7 @@ static int serve_main(int argc, char **argv, bool batch) {
         {"any-calls", required_argument, 0, OPT_ANY_CALLS},
         {"key-order", required_argument, 0, OPT_KEY_ORDER},
         {"discriminator", required_argument, 0, OPT_DISCRIMINATOR},
+        {"metrics-compat", required_argument, 0, OPT_METRICS_COMPAT},
         {"max-body-bytes", required_argument, 0, OPT_MAX_BODY},
         {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
         {"compile-threads", required_argument, 0, OPT_COMPILE_THREADS},
@@ -340,6 +344,11 @@ static int serve_main(int argc, char **argv, bool batch) {
             if (strcmp(optarg, "required") && strcmp(optarg, "annotation"))
                 return sv_cli_usage_error(verb, "invalid value '%s' for --discriminator (required or annotation)", optarg);
             sc.discriminator_annotation = !strcmp(optarg, "annotation");
+            break;
+        case OPT_METRICS_COMPAT:
+            if (strcmp(optarg, "none") && strcmp(optarg, "vllm"))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --metrics-compat (none or vllm)", optarg);
+            sc.metrics_vllm = !strcmp(optarg, "vllm");
             break;
         case OPT_DEEP_LEVELS:
             if (sv_cli_parse_u64(optarg, 13, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-levels (0 to 13)", optarg);

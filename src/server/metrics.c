@@ -33,6 +33,7 @@ void sv_metrics_init(sv_metrics_t *m) {
 typedef struct {
     sv_bytes_t *out;
     const char *model;
+    const char *ns; /* "sieve" or "vllm" */
     sv_status st;
 } w_t;
 
@@ -50,12 +51,12 @@ static void wf(w_t *w, const char *fmt, ...) {
 }
 
 static void head(w_t *w, const char *name, const char *type, const char *help) {
-    wf(w, "# HELP sieve:%s %s\n# TYPE sieve:%s %s\n", name, help, name, type);
+    wf(w, "# HELP %s:%s %s\n# TYPE %s:%s %s\n", w->ns, name, help, w->ns, name, type);
 }
 
 static void num(w_t *w, const char *name, const char *type, const char *help, double v) {
     head(w, name, type, help);
-    wf(w, "sieve:%s{model_name=\"%s\"} %.17g\n", name, w->model, v);
+    wf(w, "%s:%s{model_name=\"%s\"} %.17g\n", w->ns, name, w->model, v);
 }
 
 static void hist(w_t *w, const char *name, const char *help, const sv_histogram_t *h) {
@@ -63,19 +64,54 @@ static void hist(w_t *w, const char *name, const char *help, const sv_histogram_
     uint64_t cum = 0;
     for (size_t i = 0; i < h->n_bounds; i++) {
         cum += h->counts[i];
-        wf(w, "sieve:%s_bucket{model_name=\"%s\",le=\"%g\"} %llu\n", name, w->model, h->bounds[i], (unsigned long long)cum);
+        wf(w, "%s:%s_bucket{model_name=\"%s\",le=\"%g\"} %llu\n", w->ns, name, w->model, h->bounds[i],
+           (unsigned long long)cum);
     }
     cum += h->counts[h->n_bounds];
-    wf(w, "sieve:%s_bucket{model_name=\"%s\",le=\"+Inf\"} %llu\n", name, w->model, (unsigned long long)cum);
-    wf(w, "sieve:%s_sum{model_name=\"%s\"} %.17g\n", name, w->model, h->sum);
-    wf(w, "sieve:%s_count{model_name=\"%s\"} %llu\n", name, w->model, (unsigned long long)h->count);
+    wf(w, "%s:%s_bucket{model_name=\"%s\",le=\"+Inf\"} %llu\n", w->ns, name, w->model, (unsigned long long)cum);
+    wf(w, "%s:%s_sum{model_name=\"%s\"} %.17g\n", w->ns, name, w->model, h->sum);
+    wf(w, "%s:%s_count{model_name=\"%s\"} %llu\n", w->ns, name, w->model, (unsigned long long)h->count);
+}
+
+/* The KV cache's shape as an info gauge (value 1, the facts in labels), as
+ * vLLM's cache_config_info; num_gpu_blocks is vLLM's name for num_blocks. */
+static void cache_info(w_t *w, const sv_metrics_snapshot_t *s, bool gpu_name) {
+    head(w, "cache_config_info", "gauge", "The KV cache: positions per block and blocks (labels; value 1).");
+    wf(w, "%s:cache_config_info{model_name=\"%s\",block_size=\"%u\",num_blocks=\"%u\"%s", w->ns, w->model,
+       (unsigned)s->block_size, (unsigned)s->num_blocks, gpu_name ? "" : "} 1\n");
+    if (gpu_name)
+        wf(w, ",num_gpu_blocks=\"%u\"} 1\n", (unsigned)s->num_blocks);
+}
+
+/* The series vLLM-aware routers, autoscalers and dashboards read, under
+ * vLLM's names, with the values of sieve's own series. */
+static void vllm_series(w_t *w, const sv_metrics_t *m, const sv_metrics_snapshot_t *s) {
+    w->ns = "vllm";
+    num(w, "num_requests_running", "gauge", "Requests running in the engine (sieve: online and batch).",
+        (double)s->running + s->batch_running);
+    num(w, "num_requests_waiting", "gauge", "Requests waiting to run (sieve: online and batch).",
+        (double)s->waiting + s->batch_waiting);
+    num(w, "kv_cache_usage_perc", "gauge", "KV cache usage (1 = full).", s->kv_usage);
+    num(w, "gpu_cache_usage_perc", "gauge", "KV cache usage (1 = full; the name before vLLM 0.10).", s->kv_usage);
+    num(w, "prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+        (double)s->prefix_queries);
+    num(w, "prefix_cache_hits_total", "counter", "Prompt tokens served by the prefix cache.", (double)s->prefix_hits);
+    num(w, "prompt_tokens_total", "counter", "Prompt tokens of finished requests.", (double)m->prompt_tokens);
+    num(w, "generation_tokens_total", "counter", "Generated tokens of finished requests.",
+        (double)m->generation_tokens);
+    hist(w, "time_to_first_token_seconds", "Time to the first output token.", &m->ttft);
+    hist(w, "e2e_request_latency_seconds", "Time from arrival to the last token.", &m->e2e);
+    hist(w, "time_per_output_token_seconds", "Time between output tokens.", &m->itl);
+    hist(w, "inter_token_latency_seconds", "Time between output tokens.", &m->itl);
+    cache_info(w, s, true);
+    w->ns = "sieve";
 }
 
 const char *const sv_metric_batch_status[SV_METRIC_N_BATCH_STATUS] = {
     "validating", "failed", "in_progress", "finalizing", "completed", "expired", "cancelling", "cancelled"};
 
 sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *s, const char *model_name,
-                            sv_bytes_t *out) {
+                            bool vllm, sv_bytes_t *out) {
     /* The label value is the served model name: escape what Prometheus
      * requires (backslash, quote, newline) by refusing it instead. */
     char model[128];
@@ -83,7 +119,7 @@ sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *
     for (const char *p = model_name; *p && k + 1 < sizeof model; p++)
         model[k++] = (*p == '"' || *p == '\\' || *p == '\n') ? '_' : *p;
     model[k] = 0;
-    w_t w = {out, model, SV_OK};
+    w_t w = {out, model, "sieve", SV_OK};
     num(&w, "num_requests_running", "gauge", "Online requests running in the engine.", s->running);
     num(&w, "num_requests_waiting", "gauge", "Online requests waiting to run.", s->waiting);
     num(&w, "batch_num_requests_running", "gauge", "Batch-priority requests running in the engine.",
@@ -142,5 +178,8 @@ sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *
            (unsigned long long)s->batches[i]);
     num(&w, "engine_faults_total", "counter",
         "Internal faults the engine recovered from (the requests in flight failed with a 500).", (double)s->engine_faults);
+    cache_info(&w, s, false);
+    if (vllm)
+        vllm_series(&w, m, s);
     return w.st;
 }

@@ -9,6 +9,7 @@
 #ifndef SV_SERVER_METRICS_H
 #define SV_SERVER_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,10 +58,15 @@ typedef struct sv_metrics_snapshot {
     uint64_t batch_lines_ok, batch_lines_failed;  /* batch output lines written */
     uint64_t batch_validation_failed;             /* of the failed: answers the independent check refused */
     uint64_t batches[SV_METRIC_N_BATCH_STATUS];     /* batches by status (sv_metric_batch_status) */
+    uint32_t block_size, num_blocks;  /* the KV cache: positions per block, blocks */
 } sv_metrics_snapshot_t;
 
-/* Appends the Prometheus text exposition (format 0.0.4). SV_ERR_NOMEM. */
+/* Appends the Prometheus text exposition (format 0.0.4). vllm: the series
+ * that routers and autoscalers built for vLLM read (the Gateway API
+ * Inference Extension's endpoint picker, the production-stack router,
+ * KServe and KEDA) again under their vllm: names, with the same values
+ * (docs/metrics.md has the mapping). SV_ERR_NOMEM. */
 sv_status sv_metrics_format(const sv_metrics_t *m, const sv_metrics_snapshot_t *s, const char *model_name,
-                            sv_bytes_t *out);
+                            bool vllm, sv_bytes_t *out);
 
 #endif

@@ -453,10 +453,12 @@ void sv_server_metrics(srv_t *s, struct evhttp_request *http) {
         .batch_lines_ok = atomic_load(&s->bw_lines_ok),
         .batch_lines_failed = atomic_load(&s->bw_lines_failed),
         .batch_validation_failed = atomic_load(&s->bw_validation_failed),
+        .block_size = SV_LLAMA_KV_BLOCK,
+        .num_blocks = (uint32_t)st.kv_blocks,
     };
     memcpy(snap.batches, batches, sizeof batches);
     sv_bytes_t out = {0};
-    if (sv_metrics_format(&s->m, &snap, s->cfg.model_name, &out)) {
+    if (sv_metrics_format(&s->m, &snap, s->cfg.model_name, s->cfg.metrics_vllm, &out)) {
         sv_bytes_free(&out);
         sv_server_send_body(http, 500, "text/plain", "out of memory\n", 14, 0);
         return;

@@ -71,6 +71,7 @@ typedef struct sv_server_config {
     bool any_calls;            /* constraints composed from parts (schema.h any_calls; default true) */
     sv_key_order key_order;    /* object keys in schema order (default) or any order (schema.h) */
     bool discriminator_annotation; /* OpenAPI's discriminator ignored (schema.h; default: required) */
+    bool metrics_vllm;         /* /metrics also under vLLM's names (--metrics-compat vllm) */
     uint32_t max_ctx;          /* tokens per request, prompt + output (the engine's) */
     uint32_t max_queue;        /* waiting requests before 429 (the engine's) */
     uint32_t max_n;            /* choices per request (default SV_ENGINE_MAX_N) */

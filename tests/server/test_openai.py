@@ -15,7 +15,7 @@ import openai
 import pydantic
 import pytest
 
-from live import NAME
+from live import NAME, Server
 
 
 def ask(text):
@@ -276,6 +276,49 @@ def test_models_health_metrics(server):
         assert f"# TYPE sieve:{name} " in text, name
     for h in ["time_to_first_token_seconds", "e2e_request_latency_seconds"]:
         assert f'sieve:{h}_bucket{{model_name="{NAME}",le="+Inf"}}' in text
+
+
+def test_cache_config_info(server):
+    """The KV cache's shape as an info gauge, as vLLM's cache_config_info: the endpoint picker of
+    the Gateway API Inference Extension reads the block count from it."""
+    m = server.metrics()
+    info = [k for k in m if k.startswith("sieve:cache_config_info{")]
+    assert len(info) == 1 and m[info[0]] == 1, info
+    assert 'block_size="16"' in info[0] and re.search(r'num_blocks="[1-9][0-9]*"', info[0]), info[0]
+
+
+def test_metrics_compat_vllm(server):
+    """--metrics-compat vllm: the series that routers and autoscalers built for vLLM scrape (the
+    endpoint picker, the production-stack router, KEDA and KServe), under their vllm: names, with
+    the values of sieve's own series; without the flag there are none."""
+    s = Server("--metrics-compat", "vllm")
+    try:
+        c = s.client()
+        r = c.chat.completions.create(model=NAME, messages=ask("Hi"), max_tokens=4, temperature=0)
+        m = s.wait_idle()
+        lab = f'{{model_name="{NAME}"}}'
+        same = {"num_requests_running": "num_requests_running", "num_requests_waiting": "num_requests_waiting",
+                "kv_cache_usage_perc": "kv_cache_usage_perc", "gpu_cache_usage_perc": "kv_cache_usage_perc",
+                "prefix_cache_queries_total": "prefix_cache_queries_total",
+                "prefix_cache_hits_total": "prefix_cache_hits_total", "prompt_tokens_total": "prompt_tokens_total",
+                "generation_tokens_total": "generation_tokens_total",
+                "time_to_first_token_seconds_count": "time_to_first_token_seconds_count",
+                "e2e_request_latency_seconds_count": "e2e_request_latency_seconds_count",
+                "time_per_output_token_seconds_count": "inter_token_latency_seconds_count",
+                "inter_token_latency_seconds_count": "inter_token_latency_seconds_count"}
+        for v, own in same.items():
+            assert m[f"vllm:{v}{lab}"] == m[f"sieve:{own}{lab}"], v
+        assert m[f"vllm:generation_tokens_total{lab}"] >= r.usage.completion_tokens > 0
+        assert m[f"vllm:e2e_request_latency_seconds_count{lab}"] == 1
+        for h in ["time_to_first_token_seconds", "e2e_request_latency_seconds", "time_per_output_token_seconds"]:
+            assert f'vllm:{h}_bucket{{model_name="{NAME}",le="+Inf"}}' in m, h
+        info = [k for k in m if k.startswith("vllm:cache_config_info{")]
+        assert len(info) == 1 and 'block_size="16"' in info[0] and "num_gpu_blocks=" in info[0], info
+        text = httpx.get(s.url + "/metrics").text
+        assert "# TYPE vllm:num_requests_waiting gauge" in text and "# TYPE vllm:prefix_cache_hits_total counter" in text
+    finally:
+        s.stop()
+    assert not [k for k in server.metrics() if k.startswith("vllm:")]
 
 
 def test_metrics_count(server, client):

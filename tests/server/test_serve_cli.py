@@ -15,7 +15,7 @@ def test_help():
     for opt in [b"--api-key", b"--served-model-name", b"--max-num-seqs", b"--max-body-bytes", b"--chat-template",
                 b"--request-timeout", b"--drain-timeout", b"--any-deep-levels", b"--any-calls", b"--key-order",
                 b"--compile-queue", b"--compile-memory-mb", b"--compile-memory-each-mb", b"--compile-timeout-ms", b"--compile-max-states",
-                b"--dfa-memo-mb", b"--batch-step-tokens", b"--data-dir", b"--max-file-bytes"]:
+                b"--dfa-memo-mb", b"--batch-step-tokens", b"--data-dir", b"--max-file-bytes", b"--metrics-compat"]:
         assert opt in r.stdout
 
 
@@ -37,6 +37,7 @@ def test_usage_errors():
                       (("-m", str(MODEL), "--compile-queue", "0"), b"--compile-queue"),
                       (("-m", str(MODEL), "--compile-memory-mb", "1"), b"--compile-memory-mb"),
                       (("-m", str(MODEL), "--compile-memory-each-mb", "8"), b"--compile-memory-each-mb"),
+                      (("-m", str(MODEL), "--metrics-compat", "tgi"), b"--metrics-compat"),
                       (("-m", str(MODEL), "--compile-timeout-ms", "x"), b"--compile-timeout-ms"),
                       (("-m", str(MODEL), "--compile-max-states", "2"), b"--compile-max-states"),
                       (("-m", str(MODEL), "--dfa-memo-mb", "-1"), b"--dfa-memo-mb"),
