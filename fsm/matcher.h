@@ -7,7 +7,7 @@
  * copyable (sv_matcher_clone) for n > 1 and preemption. One matcher is used
  * by one thread at a time; the token index behind it may be shared.
  *
- * Budget-aware completion (DESIGN.md): with r tokens left, a token is
+ * Budget-aware completion (docs/architecture.md): with r tokens left, a token is
  * allowed only if the state it leads to can still reach acceptance in r - 1
  * tokens. The distance used is U(x), an upper bound on the tokens needed
  * from x that is consistent (from any non-accepting x some allowed token

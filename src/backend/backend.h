@@ -12,7 +12,7 @@
  * - matrices are row-major; "rows" are tokens (one row per new token in the
  *   step), so a row's result is a function of that row alone: a backend is
  *   BATCH-INVARIANT, a row's output bits never depend on how many other rows
- *   share the call (DESIGN.md, "Backends");
+ *   share the call (docs/architecture.md, "Backends");
  * - operations run in call order (a CUDA backend puts them on one stream)
  *   and return SV_OK, or SV_ERR_ARG for arguments a caller should never pass
  *   (the message names the operation);
@@ -22,7 +22,7 @@
  * physical rows for keys and one for values, (capacity, kv_dim) each. With
  * no block tables in the view, row p holds position p of the one sequence
  * the rows belong to (a contiguous cache). With block tables (the paged
- * KV pool, DESIGN.md "KV cache"), the rows are grouped into blocks of
+ * KV pool, docs/architecture.md "KV cache"), the rows are grouped into blocks of
  * block_size physical rows, the operation's rows may belong to different
  * sequences (a ragged batch: seq_of_row), and position p of sequence s is
  * physical row table_s[p / block_size] * block_size + p % block_size,

@@ -523,7 +523,7 @@ int sv_cmd_generate(int argc, char **argv) {
         goto fail;
     }
     /* A constrained output that used its whole budget is complete (the
-     * budget rule steered it there): finish reason stop, as DESIGN.md says,
+     * budget rule steered it there): finish reason stop, as docs/architecture.md says,
      * with the budget as the stop reason. */
     if (g.matcher && !strcmp(finish, "length")) finish = "stop (budget)";
     uint64_t t2 = sv_now_ns();

@@ -107,8 +107,8 @@
  * Finish reasons follow the reference loop with one difference: a
  * constrained request whose budget runs out in an accepting state (the
  * budget rule guarantees it) finishes with STOP and budget_stop set
- * (DESIGN.md, "Budget-aware completion"), where cmd_generate prints
- * "length"; the tokens are the same.
+ * (docs/architecture.md, "Budget-aware completion"); cmd_generate prints
+ * "stop (budget)" for it; the tokens are the same.
  *
  * Memory: the pool, the KV storage, the batch arrays (max_num_batched_tokens
  * rows) and min(max_num_seqs, max_num_batched_tokens) logits rows are

@@ -1,6 +1,6 @@
 /* engine_loop.h — the engine thread: one thread that owns an sv_engine_t
  * and runs its steps, with a thread-safe, asynchronous front for the HTTP
- * thread (DESIGN.md, "Threads and ownership").
+ * thread (docs/architecture.md, "Threads and ownership").
  *
  * Other threads never touch the engine. They post messages (submit,
  * cancel) to a locked inbox, which the engine thread drains between steps;

@@ -1,5 +1,5 @@
 /* compile_pool.h — the threads that get constraints for requests, off the
- * HTTP and engine threads (DESIGN.md, "One request, end to end", step 2).
+ * HTTP and engine threads (docs/architecture.md, "One request, end to end", step 2).
  *
  * A job is one constraint to get from the cache (src/engine/constraint_cache.h).
  * Every job first goes to the lookup thread, which answers a cached

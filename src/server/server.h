@@ -1,6 +1,6 @@
 /* server.h — the OpenAI-compatible HTTP server on libevent (`sieve serve`).
  *
- * Threads (DESIGN.md, "Threads and ownership"): one libevent thread runs
+ * Threads (docs/architecture.md, "Threads and ownership"): one libevent thread runs
  * evhttp and everything per request except compilation and decoding; a
  * compile pool (compile_pool.h) compiles constraints through the shared
  * compiled-constraint cache; the engine thread (engine_loop.h) decodes.

@@ -1,4 +1,4 @@
-"""Spellings and complement (DESIGN.md): a language may accept more than one
+"""Spellings and complement (docs/fsm.md): a language may accept more than one
 spelling of a value (10 and 10.0, 1e-05 and 0.00001, a few key orders per
 object), but `not`, overlapping `oneOf` and `if`/`else` must then still reject
 every spelling of every value they exclude. Each case lists candidate texts in
