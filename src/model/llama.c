@@ -248,50 +248,40 @@ typedef struct tname {
 } tname_t;
 
 #define HFL "model.layers.%d."
+/* The names every table shares. */
+#define COMMON_NAMES                                                                        \
+    [W_EMBD] = {"token_embd.weight", "model.embed_tokens.weight"},                          \
+    [W_OUTPUT] = {"output.weight", "lm_head.weight"},                                       \
+    [W_OUT_NORM] = {"output_norm.weight", "model.norm.weight"},                             \
+    [W_ATTN_NORM] = {"blk.%d.attn_norm.weight", HFL "input_layernorm.weight"},              \
+    [W_Q] = {"blk.%d.attn_q.weight", HFL "self_attn.q_proj.weight"},                        \
+    [W_K] = {"blk.%d.attn_k.weight", HFL "self_attn.k_proj.weight"},                        \
+    [W_V] = {"blk.%d.attn_v.weight", HFL "self_attn.v_proj.weight"},                        \
+    [W_O] = {"blk.%d.attn_output.weight", HFL "self_attn.o_proj.weight"},                   \
+    [W_GATE] = {"blk.%d.ffn_gate.weight", HFL "mlp.gate_proj.weight"},                      \
+    [W_UP] = {"blk.%d.ffn_up.weight", HFL "mlp.up_proj.weight"},                            \
+    [W_DOWN] = {"blk.%d.ffn_down.weight", HFL "mlp.down_proj.weight"},                      \
+    [W_BQ] = {"blk.%d.attn_q.bias", HFL "self_attn.q_proj.bias"},                           \
+    [W_BK] = {"blk.%d.attn_k.bias", HFL "self_attn.k_proj.bias"},                           \
+    [W_BV] = {"blk.%d.attn_v.bias", HFL "self_attn.v_proj.bias"},                           \
+    [W_QNORM] = {"blk.%d.attn_q_norm.weight", HFL "self_attn.q_norm.weight"},               \
+    [W_KNORM] = {"blk.%d.attn_k_norm.weight", HFL "self_attn.k_norm.weight"}
+
 static const tname_t LLAMA_NAMES[W_N] = {
-    [W_EMBD] = {"token_embd.weight", "model.embed_tokens.weight"},
-    [W_OUTPUT] = {"output.weight", "lm_head.weight"},
-    [W_OUT_NORM] = {"output_norm.weight", "model.norm.weight"},
-    [W_ATTN_NORM] = {"blk.%d.attn_norm.weight", HFL "input_layernorm.weight"},
-    [W_Q] = {"blk.%d.attn_q.weight", HFL "self_attn.q_proj.weight"},
-    [W_K] = {"blk.%d.attn_k.weight", HFL "self_attn.k_proj.weight"},
-    [W_V] = {"blk.%d.attn_v.weight", HFL "self_attn.v_proj.weight"},
-    [W_O] = {"blk.%d.attn_output.weight", HFL "self_attn.o_proj.weight"},
+    COMMON_NAMES,
     [W_FFN_NORM] = {"blk.%d.ffn_norm.weight", HFL "post_attention_layernorm.weight"},
-    [W_GATE] = {"blk.%d.ffn_gate.weight", HFL "mlp.gate_proj.weight"},
-    [W_UP] = {"blk.%d.ffn_up.weight", HFL "mlp.up_proj.weight"},
-    [W_DOWN] = {"blk.%d.ffn_down.weight", HFL "mlp.down_proj.weight"},
-    [W_BQ] = {"blk.%d.attn_q.bias", HFL "self_attn.q_proj.bias"},
-    [W_BK] = {"blk.%d.attn_k.bias", HFL "self_attn.k_proj.bias"},
-    [W_BV] = {"blk.%d.attn_v.bias", HFL "self_attn.v_proj.bias"},
-    [W_QNORM] = {"blk.%d.attn_q_norm.weight", HFL "self_attn.q_norm.weight"},
-    [W_KNORM] = {"blk.%d.attn_k_norm.weight", HFL "self_attn.k_norm.weight"},
 };
 
-/* Gemma 3: Llama's names, but HF's post_attention_layernorm is the norm of
- * the attention's output (llama.cpp: post_attention_norm), and the norm
- * before the feed-forward is pre_feedforward_layernorm. */
+/* Gemma 3: HF's post_attention_layernorm is the norm of the attention's
+ * output (llama.cpp: post_attention_norm), and the norm before the
+ * feed-forward is pre_feedforward_layernorm. */
 static const tname_t GEMMA3_NAMES[W_N] = {
-    [W_EMBD] = {"token_embd.weight", "model.embed_tokens.weight"},
-    [W_OUTPUT] = {"output.weight", "lm_head.weight"},
-    [W_OUT_NORM] = {"output_norm.weight", "model.norm.weight"},
-    [W_ATTN_NORM] = {"blk.%d.attn_norm.weight", HFL "input_layernorm.weight"},
-    [W_Q] = {"blk.%d.attn_q.weight", HFL "self_attn.q_proj.weight"},
-    [W_K] = {"blk.%d.attn_k.weight", HFL "self_attn.k_proj.weight"},
-    [W_V] = {"blk.%d.attn_v.weight", HFL "self_attn.v_proj.weight"},
-    [W_O] = {"blk.%d.attn_output.weight", HFL "self_attn.o_proj.weight"},
+    COMMON_NAMES,
     [W_FFN_NORM] = {"blk.%d.ffn_norm.weight", HFL "pre_feedforward_layernorm.weight"},
-    [W_GATE] = {"blk.%d.ffn_gate.weight", HFL "mlp.gate_proj.weight"},
-    [W_UP] = {"blk.%d.ffn_up.weight", HFL "mlp.up_proj.weight"},
-    [W_DOWN] = {"blk.%d.ffn_down.weight", HFL "mlp.down_proj.weight"},
-    [W_BQ] = {"blk.%d.attn_q.bias", HFL "self_attn.q_proj.bias"},
-    [W_BK] = {"blk.%d.attn_k.bias", HFL "self_attn.k_proj.bias"},
-    [W_BV] = {"blk.%d.attn_v.bias", HFL "self_attn.v_proj.bias"},
-    [W_QNORM] = {"blk.%d.attn_q_norm.weight", HFL "self_attn.q_norm.weight"},
-    [W_KNORM] = {"blk.%d.attn_k_norm.weight", HFL "self_attn.k_norm.weight"},
     [W_POST_ATTN_NORM] = {"blk.%d.post_attention_norm.weight", HFL "post_attention_layernorm.weight"},
     [W_POST_FFW_NORM] = {"blk.%d.post_ffw_norm.weight", HFL "post_feedforward_layernorm.weight"},
 };
+#undef COMMON_NAMES
 #undef HFL
 
 /* Q/K/V biases: loaded when present, required, or (HF) required when
