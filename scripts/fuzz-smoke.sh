@@ -3,7 +3,8 @@
 # while: fuzz_regex (the regex compiler), fuzz_tokenizer (encode/decode round
 # trips), fuzz_schema (the JSON Schema compiler), fuzz_gguf (the GGUF
 # reader and GGUF vocabularies), fuzz_api (OpenAI request bodies), fuzz_safetensors (the safetensors
-# reader) and fuzz_batch (batch input files), one after the other. Exits non-zero if the
+# reader), fuzz_batch (batch input files) and fuzz_model (the model loader
+# on GGUF files, and a forward pass), one after the other. Exits non-zero if the
 # build fails or any fuzzer finds a crash, a leak, a sanitizer report, a
 # timeout or an out-of-memory; all run even when one fails.
 #
@@ -12,7 +13,7 @@
 # SECONDS is per target and defaults to 60 (CI runs `scripts/fuzz-smoke.sh 60`:
 # five minutes of fuzzing plus the build). Needs clang with libFuzzer.
 # Everything it writes stays under build-fuzz/, for each NAME in regex, schema,
-# tokenizer, gguf, safetensors, api, batch:
+# tokenizer, gguf, safetensors, api, batch, model:
 #   build-fuzz/                    the instrumented build (CC=clang, ASan+UBSan)
 #   build-fuzz/corpus-NAME/        working corpus: a copy of fuzz/corpus/NAME,
 #                                  grown by the run (the committed seeds are
@@ -38,7 +39,7 @@ esac
 
 CC="$cc" cmake -B "$build" -S "$root" -DSV_CUDA=OFF -DSV_FUZZ=ON \
   -DSV_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target fuzz_regex fuzz_schema fuzz_tokenizer fuzz_gguf fuzz_safetensors fuzz_api fuzz_batch -j "$(nproc 2>/dev/null || echo 2)"
+cmake --build "$build" --target fuzz_regex fuzz_schema fuzz_tokenizer fuzz_gguf fuzz_safetensors fuzz_api fuzz_batch fuzz_model -j "$(nproc 2>/dev/null || echo 2)"
 
 # Leak checks on: the library must free everything on every error path.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}"
@@ -88,6 +89,8 @@ fuzz safetensors 4096 "$@" || failed=1
 fuzz api 8192 "$@" || failed=1
 # Batch input files: JSON Lines of requests.
 fuzz batch 8192 "$@" || failed=1
+# Model files: the loader and a forward pass (fuzz/model_seeds.py: up to 19 KB).
+fuzz model 24576 "$@" || failed=1
 if [ "$failed" -ne 0 ]; then
   echo "fuzz-smoke: FAILED" >&2
   exit 1
