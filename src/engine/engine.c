@@ -497,6 +497,10 @@ static sv_status text_feed(req_t *r, bool final, bool *hit, sv_error_t *err) {
  * r keeps running until they are scored. */
 static sv_status finish(sv_engine_t *e, req_t *r, sv_finish_reason why, bool budget_stop, int32_t stop_id,
                         sv_error_t *err) {
+    /* A constrained stop with the whole budget used: the rule may have
+     * closed the output (a string closed by force ends finished, not merely
+     * accepting), so it counts as the budget's. */
+    if (why == SV_FINISH_STOP && r->matcher && r->n_toks - r->n_prompt >= r->budget) budget_stop = true;
     if (why != SV_FINISH_ABORT && avail(r) < r->n_toks - r->n_prompt) {
         r->ending = true;
         r->end_why = why;

@@ -241,7 +241,8 @@ typedef struct sv_engine_output {
                               without a vocab; borrowed likewise */
     size_t n_text;
     sv_finish_reason finish; /* NONE until the last output of the choice */
-    bool budget_stop;        /* STOP because the constraint's budget steered it */
+    bool budget_stop;        /* a constrained STOP with max_tokens used: the budget rule may
+                                have closed the output (the server's "stop_reason": "max_tokens") */
     int32_t stop_index;      /* STOP by stop string stop[stop_index]; -1 otherwise */
     int32_t stop_id;         /* STOP by this sampled stop id or EOG id; -1 otherwise (and when a
                                 stop string cut the text) */

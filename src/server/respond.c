@@ -125,6 +125,14 @@ bool sv_server_holding(const req_t *r, const choice_t *c) {
     return false;
 }
 
+/* A constrained choice that the budget rule closed at max_tokens ends with
+ * finish_reason "stop" (its output is complete and valid) and, so that a
+ * client can tell it from a natural stop, "stop_reason": "max_tokens". */
+static void budget_mark(json_t *ch, const choice_t *c, const char *finish) {
+    if (finish && c->budget_stop && !strcmp(finish, "stop"))
+        json_object_set_new(ch, "stop_reason", json_string("max_tokens"));
+}
+
 /* A streamed chunk for choice i with delta content text[from..to) (or the
  * role only), the pending logprobs, and finish (NULL: none). */
 void sv_server_stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t *tool_calls, const char *finish) {
@@ -155,6 +163,7 @@ void sv_server_stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t
         json_decref(c->lp);
         c->lp = sv_render_logprobs_new(r->api.kind);
     }
+    budget_mark(ch, c, finish);
     json_array_append_new(json_object_get(chunk, "choices"), ch);
     write_chunk(r, chunk);
     json_decref(chunk);
@@ -384,11 +393,13 @@ void sv_server_finish_response(req_t *r) {
             if (calls) json_object_set_new(msg, "tool_calls", calls);
             ch = json_pack("{s:i, s:o, s:o, s:s}", "index", (int)i, "message", msg, "logprobs",
                            r->api.logprobs ? json_pack("{s:O}", "content", c->lp) : json_null(), "finish_reason", fin);
+            budget_mark(ch, c, fin);
         } else {
             const char *fin = finish_name(r, c->finish, false);
             count_finish(r, fin);
             ch = json_pack("{s:i, s:s%, s:O, s:s}", "index", (int)i, "text", c->text.n ? (const char *)c->text.p : "",
                            c->text.n, "logprobs", r->api.logprobs ? c->lp : json_null(), "finish_reason", fin);
+            budget_mark(ch, c, fin);
         }
         json_array_append_new(choices, ch);
     }

@@ -215,6 +215,7 @@ static void engine_cb(void *ud, const sv_engine_output_t *out, const sv_error_t 
     e->index = out->index;
     e->n_tokens = (uint32_t)nt;
     e->finish = out->finish;
+    e->budget_stop = out->budget_stop;
     e->stop_index = out->stop_index;
     e->request_done = out->request_done;
     e->n_prompt = out->n_prompt;
@@ -497,6 +498,7 @@ static void handle_output(req_t *r, out_ev_t *e) {
         if (e->finish != SV_FINISH_NONE && !c->done) {
             c->done = true;
             c->finish = e->finish;
+            c->budget_stop = e->budget_stop;
             r->n_done++;
         }
         if (r->api.stream && r->http && !r->gone) {

@@ -34,6 +34,7 @@ typedef struct out_ev {
     char *text;          /* (n_text) */
     size_t n_text;
     sv_finish_reason finish;
+    bool budget_stop;    /* STOP because the constraint's budget closed it at max_tokens */
     int32_t stop_index;
     bool request_done;
     uint32_t n_prompt, n_cached, n_generated;
@@ -54,6 +55,7 @@ typedef struct choice {
     size_t text_offset;
     uint32_t n_generated;
     sv_finish_reason finish;
+    bool budget_stop;   /* its STOP came from the budget rule (max_tokens): "stop_reason": "max_tokens" */
     bool done, role_sent;
     /* Constrained calls streamed as they are generated (respond.c), any
      * number of them: both arrays grow as calls appear, and go with the

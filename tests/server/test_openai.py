@@ -365,3 +365,40 @@ def test_empty_answer(client):
     assert chunks[-1].choices[0].finish_reason == "stop"
     r = client.completions.create(model=NAME, prompt="Hi", max_tokens=5, temperature=0, logit_bias={"2": 100})
     assert r.choices[0].text == "" and r.choices[0].finish_reason == "stop"
+
+
+def test_budget_stop_reason(server, client):
+    """A constrained answer that the budget rule closes at max_tokens is complete and valid, with
+    finish_reason "stop" and "stop_reason": "max_tokens", whole and streamed, so a client can tell
+    it from a natural stop; a natural stop has no stop_reason."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tokenizer"))
+    import gguf_io
+    from live import MODEL
+    tokens = gguf_io.read(str(MODEL))[0]["tokenizer.ggml.tokens"]
+    no_quote = {str(i): -100 for i, t in enumerate(tokens) if '"' in t}  # never closes the string itself
+    schema = {"type": "object", "properties": {"story": {"type": "string"}}, "required": ["story"]}
+    rf = {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}
+    kw = dict(model=NAME, messages=ask("Tell me a very long story about a dragon, as JSON."), max_tokens=24,
+              temperature=0, response_format=rf, logit_bias=no_quote)
+    r = httpx.post(server.url + "/v1/chat/completions", json=kw, headers=server.headers(), timeout=300).json()
+    ch = r["choices"][0]
+    jsonschema.validate(json.loads(ch["message"]["content"]), schema)
+    assert r["usage"]["completion_tokens"] == 24, r["usage"]
+    assert ch["finish_reason"] == "stop" and ch["stop_reason"] == "max_tokens", ch
+    last = None
+    with httpx.stream("POST", server.url + "/v1/chat/completions", json=dict(kw, stream=True),
+                      headers=server.headers(), timeout=300) as s:
+        for line in s.iter_lines():
+            if line.startswith("data: {"):
+                c = json.loads(line[6:])["choices"]
+                if c and c[0].get("finish_reason"):
+                    last = c[0]
+    assert last["finish_reason"] == "stop" and last["stop_reason"] == "max_tokens", last
+    # a natural stop
+    kw2 = dict(kw, messages=ask("A story as JSON."), max_tokens=200, logit_bias={},
+               response_format={"type": "json_schema", "json_schema": {"name": "k", "schema": {
+                   "type": "object", "properties": {"k": {"type": "boolean"}}, "required": ["k"]}}})
+    r = httpx.post(server.url + "/v1/chat/completions", json=kw2, headers=server.headers(), timeout=300).json()
+    assert r["choices"][0]["finish_reason"] == "stop" and "stop_reason" not in r["choices"][0], r
