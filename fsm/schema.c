@@ -2049,6 +2049,7 @@ typedef struct sv_memo {
     bool calls;
     bool plain;   /* built for a product (no_calls > 0): no calls */
     bool keysets; /* built with key sets (sv_sc_keysets) */
+    bool seen;    /* built where a difference sees it (no_keysets > 0: integers take "1.0") */
     sv_loc_t loc;
     sv_ast_t *ast;
 } memo_t;
@@ -2069,7 +2070,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
     if (!json_is_object(s)) return sv_sc_fail(c, SV_ERR_SYNTAX, NULL, "a schema must be an object or a boolean");
     for (uint32_t i = 0; i < c->nmemo; i++)
         if (c->memo[i].s == s && c->memo[i].calls == sv_sc_calls(c) && c->memo[i].plain == (c->no_calls > 0) &&
-            c->memo[i].keysets == sv_sc_keysets(c) &&
+            c->memo[i].keysets == sv_sc_keysets(c) && c->memo[i].seen == (c->no_keysets > 0) &&
             loc_equal(&c->memo[i].loc, loc)) {
             *out = c->memo[i].ast;
             return SV_OK;
@@ -2141,7 +2142,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
         c->memo = m;
         c->capmemo = cap;
     }
-    c->memo[c->nmemo++] = (memo_t){s, sv_sc_calls(c), c->no_calls > 0, sv_sc_keysets(c), *loc, *out};
+    c->memo[c->nmemo++] = (memo_t){s, sv_sc_calls(c), c->no_calls > 0, sv_sc_keysets(c), c->no_keysets > 0, *loc, *out};
     return SV_OK;
 }
 

@@ -223,7 +223,14 @@ sv_status sv_sc_any_number(sctx_t *c, bool exponents, sv_ast_t **out) {
 }
 
 sv_status sv_sc_integer_spellings(sctx_t *c, sv_ast_t *lang, sv_ast_t **out) {
-    if (c->draft < 6) { *out = lang; return SV_OK; } /* draft 4: 1.0 is no integer */
+    /* Draft 4: 1.0 is no integer. From draft 6 on it is, but an integer is
+     * written plainly wherever no difference sees the language: "8", never
+     * "8.0", which strict readers (serde's i64, Go's int, Pydantic's strict
+     * mode) refuse. Dropping spellings is sound (every one left is valid);
+     * only a difference needs every spelling of each value it subtracts, so
+     * there (no_keysets > 0, the same contexts as sv_sc_keysets) "1.0" and
+     * "-0.0" stay. The language memo keeps the two apart (schema.c). */
+    if (c->draft < 6 || !c->no_keysets) { *out = lang; return SV_OK; }
     sv_dfa_t *d;
     sv_status st = sv_sc_to_dfa(c, lang, &d);
     if (st) return st;

@@ -24,7 +24,8 @@ CASES = [
     ({"not": {"type": "integer"}}, ["10", "10.0", "-0.0", "0.0", "0", "10.5", "1e-05", "1e+16", "-10.0"],
      ["10.5"]),
     ({"$schema": D4, "not": {"type": "integer"}}, ["10", "10.0", "-0.0", "10.5"], ["10.0", "-0.0", "10.5"]),
-    ({"type": "integer", "minimum": 5}, ["5", "5.0", "4.0", "-0.0", "6.00"], ["5", "5.0"]),
+    # an integer outside differences is written plainly (5, not 5.0: docs/json-schema.md)
+    ({"type": "integer", "minimum": 5}, ["5", "5.0", "4.0", "-0.0", "6.00"], ["5"]),
     ({"$schema": D4, "type": "integer"}, ["5", "5.0"], ["5"]),
     ({"type": "integer", "enum": [0, 3]}, ["0", "0.0", "-0.0", "3", "3.0", "1"], ["0", "0.0", "-0.0", "3", "3.0"]),
     ({"oneOf": [{"type": "number"}, {"type": "integer"}]}, ["3", "3.0", "3.5", "1e-05", "-0.0", "1e+16"], ["3.5"]),
@@ -101,3 +102,18 @@ def test_spellings(case):
         if text in wanted:
             assert valid, f"test bug: {text} is invalid for {schema}"
             assert g == "1", f"valid {text} rejected by {schema}"
+
+
+def test_integers_are_sampled_plainly():
+    """An integer is written 8, never 8.0, outside differences (strict readers refuse 8.0): the
+    samples of integer fields have no fraction, while under a `not` the language keeps 8.0."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "m": {"type": "integer", "minimum": -5,
+                                                                                   "maximum": 5}},
+              "required": ["n", "m"]}
+    r = suite.sieve("sample", schema, "-n", "200", "--seed", "5")
+    assert r.returncode == 0, r.stderr
+    for line in r.stdout.splitlines():
+        doc = json.loads(json.loads(line), parse_float=Decimal)
+        assert isinstance(doc["n"], int) and isinstance(doc["m"], int), line
+    assert suite.sieve_match({"not": {"type": "integer"}}, ["8.0", "8.5"]) == [False, True]
+    assert suite.sieve_match({"type": "integer"}, ["8", "8.0"]) == [True, False]
