@@ -753,8 +753,6 @@ static int32_t state_uni(const sv_token_index_t *ix, int32_t s, uint64_t set[2])
     return best;
 }
 
-static bool utf8_to(const sv_dfa_t *d, int32_t from, int32_t s);
-
 /* Whether every multi-byte character leads from s to its uniform successor. */
 static bool state_uni8(const sv_token_index_t *ix, int32_t s, int32_t uni) {
     uint8_t f = atomic_load_explicit(&ix->st_flags[s], memory_order_acquire);
@@ -1614,11 +1612,8 @@ static uint32_t walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_to
 
 static uint32_t popcount_words(const uint32_t *dst, uint32_t words) {
     uint32_t count = 0;
-    for (uint32_t w = 0; w < words; w++) { /* portable popcount (no -mpopcnt in the baseline ABI) */
-        uint32_t x = dst[w] - ((dst[w] >> 1) & 0x55555555u);
-        x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
-        count += (((x + (x >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24;
-    }
+    for (uint32_t w = 0; w < words; w++) /* without -mpopcnt the compiler writes the bit trick itself */
+        count += (uint32_t)__builtin_popcount(dst[w]);
     return count;
 }
 
