@@ -24,30 +24,29 @@ sv_status sv_dfa_charge(sv_dfa_t *d, sv_error_t *err) {
     if (d->holds || d->charged) return SV_OK; /* charged already */
     size_t n = sv_dfa_memory(d);
     sv_dfa_tables_t *t = d->tables;
-    if (t && sv_memacct_current()) {
-        /* The DFA itself is d's own (a memo hit allocates one: a compile
-         * that makes 100,000 hits keeps 50 MiB of them); its tables are
-         * charged with the first holder. */
-        if (!sv_memacct_charge(sizeof *d, &d->acct)) return over_budget(sizeof *d, err);
-        d->charged = d->acct ? sizeof *d : 0;
+    uint64_t cur = sv_memacct_current();
+    if (t && cur) {
         pthread_mutex_lock(&t->lock);
-        bool mine = t->holders && t->acct == d->acct;
-        if (!t->holders) {
-            if (!sv_memacct_charge(n - sizeof *d, &t->acct)) {
+        bool first = !t->holders;
+        if (first || t->acct == cur) {
+            /* The struct is d's own (a memo hit allocates one: a compile
+             * that makes 100,000 hits keeps 50 MiB of them); the tables
+             * are charged with the first holder, released with the last. */
+            if (!sv_memacct_charge(first ? n : sizeof *d, &d->acct)) {
                 pthread_mutex_unlock(&t->lock);
-                sv_dfa_uncharge(d);
                 return over_budget(n, err);
             }
-            t->bytes = n - sizeof *d;
-            mine = true;
-        }
-        if (mine) {
+            if (first) {
+                t->acct = d->acct;
+                t->bytes = n - sizeof *d;
+            }
             t->holders++;
             d->holds = true;
+            d->charged = sizeof *d;
+            pthread_mutex_unlock(&t->lock);
+            return SV_OK;
         }
-        pthread_mutex_unlock(&t->lock);
-        if (mine) return SV_OK;
-        sv_dfa_uncharge(d); /* another account's: charged in full below */
+        pthread_mutex_unlock(&t->lock); /* another account's: charged in full below */
     }
     if (!sv_memacct_charge(n, &d->acct)) return over_budget(n, err);
     d->charged = d->acct ? n : 0;

@@ -80,7 +80,6 @@ typedef struct req {
     /* the decided end of a choice waiting for its last tokens' logprobs */
     bool ending;
     sv_finish_reason end_why;
-    bool end_budget;
     int32_t end_stop_id;
     sv_kv_seq_t *seq;      /* NULL unless running */
     sv_sampler_t *sampler;
@@ -495,16 +494,10 @@ static sv_status text_feed(req_t *r, bool final, bool *hit, sv_error_t *err) {
  * leaves the running or waiting list and its final output is queued. When
  * r must still score forced tokens, the end is only recorded ("ending"):
  * r keeps running until they are scored. */
-static sv_status finish(sv_engine_t *e, req_t *r, sv_finish_reason why, bool budget_stop, int32_t stop_id,
-                        sv_error_t *err) {
-    /* A constrained stop with the whole budget used: the rule may have
-     * closed the output (a string closed by force ends finished, not merely
-     * accepting), so it counts as the budget's. */
-    if (why == SV_FINISH_STOP && r->matcher && r->n_toks - r->n_prompt >= r->budget) budget_stop = true;
+static sv_status finish(sv_engine_t *e, req_t *r, sv_finish_reason why, int32_t stop_id, sv_error_t *err) {
     if (why != SV_FINISH_ABORT && avail(r) < r->n_toks - r->n_prompt) {
         r->ending = true;
         r->end_why = why;
-        r->end_budget = budget_stop;
         r->end_stop_id = stop_id;
         return SV_OK;
     }
@@ -512,7 +505,10 @@ static sv_status finish(sv_engine_t *e, req_t *r, sv_finish_reason why, bool bud
     sv_status st = text_feed(r, true, &hit, err);
     if (st) return st;
     r->finish = why;
-    r->budget_stop = budget_stop;
+    /* A constrained stop with the whole budget used: the budget rule may
+     * have closed the output (a string closed by force ends finished, not
+     * merely accepting), so it counts as the budget's. */
+    r->budget_stop = why == SV_FINISH_STOP && r->matcher && r->n_toks - r->n_prompt >= r->budget;
     r->stop_id = stop_id;
     if (hit && why != SV_FINISH_ABORT) {
         r->finish = SV_FINISH_STOP;
@@ -541,7 +537,7 @@ static sv_status settle(sv_engine_t *e, req_t *r, sv_error_t *err) {
     bool hit;
     sv_status st = text_feed(r, false, &hit, err);
     if (st) return st;
-    if (hit) return finish(e, r, SV_FINISH_STOP, false, -1, err);
+    if (hit) return finish(e, r, SV_FINISH_STOP, -1, err);
     return SV_OK;
 }
 
@@ -597,10 +593,10 @@ static sv_status advance(sv_engine_t *e, req_t *r, int64_t raw_at, sv_error_t *e
         uint32_t n_out = r->n_toks - r->n_prompt;
         if (n_out >= r->budget) {
             bool acc = r->matcher && sv_matcher_is_accepting(r->matcher);
-            return finish(e, r, acc ? SV_FINISH_STOP : SV_FINISH_LENGTH, acc, -1, err);
+            return finish(e, r, acc ? SV_FINISH_STOP : SV_FINISH_LENGTH, -1, err);
         }
         if (!r->matcher) break;
-        if (sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, false, -1, err);
+        if (sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, -1, err);
         if (!e->vocab.tok || !e->cfg.jump_forward) break;
         uint32_t nf = 0, rb = 0;
         if ((st = sv_matcher_forced(r->matcher, forced, FORCED_CAP, &nf, &rb, err))) return st;
@@ -644,16 +640,16 @@ static sv_status took(sv_engine_t *e, req_t *r, int32_t id, bool lp, bool keep_r
     e->st.sampled++;
     if (is_eog(e, id)) {
         if (r->matcher) sv_matcher_accept(r->matcher, id);
-        return finish(e, r, SV_FINISH_STOP, false, id, err);
+        return finish(e, r, SV_FINISH_STOP, id, err);
     }
     if (!r->matcher)
         for (uint32_t i = 0; i < r->g->n_stop_ids; i++)
-            if (r->g->stop_ids[i] == id) return finish(e, r, SV_FINISH_STOP, false, id, err);
+            if (r->g->stop_ids[i] == id) return finish(e, r, SV_FINISH_STOP, id, err);
     SV_INVARIANT(!r->matcher || sv_matcher_accept(r->matcher, id), err, "engine: internal: sampled token %d is outside the mask", id);
     if ((st = sv_sampler_accept(r->sampler, id, err))) return st;
     r->toks[r->n_toks++] = id;
     if (lp) r->n_scored++;
-    if (r->matcher && sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, false, -1, err);
+    if (r->matcher && sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, -1, err);
     return advance(e, r, keep_raw ? (int64_t)n_out : -1, err);
 }
 
@@ -992,7 +988,7 @@ sv_status sv_engine_cancel(sv_engine_t *e, uint64_t id, sv_error_t *err) {
                                 (unsigned long long)id);
     for (uint32_t i = 0; i < g->n; i++) {
         if (g->ch[i]->finish != SV_FINISH_NONE) continue;
-        sv_status st = finish(e, g->ch[i], SV_FINISH_ABORT, false, -1, err);
+        sv_status st = finish(e, g->ch[i], SV_FINISH_ABORT, -1, err);
         if (st) return st;
     }
     return SV_OK;
@@ -1091,7 +1087,7 @@ static sv_status fork_group(sv_engine_t *e, req_t *c0, float *row, sv_error_t *e
         }
         c->n_cached = c0->n_cached;
         if (!row) {
-            if ((st = finish(e, c, c->end_why, c->end_budget, c->end_stop_id, err))) return st;
+            if ((st = finish(e, c, c->end_why, c->end_stop_id, err))) return st;
             continue;
         }
         bool forked = false;
@@ -1113,7 +1109,7 @@ static sv_status fork_group(sv_engine_t *e, req_t *c0, float *row, sv_error_t *e
         if ((st = sample(e, c, e->row, err))) return st;
         if (c->finish == SV_FINISH_NONE && avail(c) > c->n_reported && (st = outq_push(e, c, err))) return st;
     }
-    if (!row) return finish(e, c0, c0->end_why, c0->end_budget, c0->end_stop_id, err);
+    if (!row) return finish(e, c0, c0->end_why, c0->end_stop_id, err);
     return sample(e, c0, row, err);
 }
 
@@ -1346,7 +1342,7 @@ place_running:
             float *srow = rows + (size_t)pl->n_score * V;
             if ((st = at_fork ? fork_group(e, r, srow, err) : sample(e, r, srow, err))) return st;
         } else if (r->ending && avail(r) == r->n_toks - r->n_prompt) {
-            st = at_fork ? fork_group(e, r, NULL, err) : finish(e, r, r->end_why, r->end_budget, r->end_stop_id, err);
+            st = at_fork ? fork_group(e, r, NULL, err) : finish(e, r, r->end_why, r->end_stop_id, err);
             if (st) return st;
         } else if (pl->n_score && r->finish == SV_FINISH_NONE && (st = settle(e, r, err))) {
             return st;

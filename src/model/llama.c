@@ -355,6 +355,7 @@ static sv_status config_from_gguf(const sv_gguf_t *g, sv_llama_config_t *c, rope
     c->rope_style = ar_row->gguf_rope;
     c->qkv_bias = ar_row->gguf_bias == BIAS_REQUIRED;
     c->qk_norm = ar_row->qk_norm;
+    c->gelu = c->embed_scale = c->post_norms = ar_row->gemma;
     char k[128];
     const char *ar = c->arch;
     sv_status st;
@@ -433,7 +434,6 @@ static sv_status config_from_gguf(const sv_gguf_t *g, sv_llama_config_t *c, rope
         c->attn_scale = 1.0f / sqrtf((float)c->dim / (float)c->n_heads);
     if (rs->gguf_freq_factors)
         return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "GGUF: rope_freqs.weight in a gemma3 model");
-    c->gelu = c->embed_scale = c->post_norms = true;
     return SV_OK;
 }
 
@@ -515,7 +515,6 @@ static sv_status gemma_hf(json_t *o, json_t *rope_local, sv_llama_config_t *c, s
         if (is_local)
             c->local_layers[l / 64] |= (uint64_t)1 << (l % 64);
     }
-    c->gelu = c->embed_scale = c->post_norms = true;
     return SV_OK;
 }
 
@@ -550,6 +549,7 @@ static sv_status config_from_hf(const char *dir, sv_llama_config_t *c, rope_scal
     c->qkv_bias = ar_row->hf_bias == BIAS_REQUIRED ||
                   (ar_row->hf_bias == BIAS_CONFIG && json_is_true(json_object_get(o, "attention_bias")));
     c->qk_norm = ar_row->qk_norm;
+    c->gelu = c->embed_scale = c->post_norms = ar_row->gemma;
     const char *act = json_string_value(json_object_get(o, ar_row->gemma ? "hidden_activation" : "hidden_act"));
     if (ar_row->gemma && !act)
         act = json_string_value(json_object_get(o, "hidden_act"));
@@ -1018,15 +1018,6 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
     }
     const char *onorm = NAME(W_OUT_NORM);
 #undef NAME
-    /* Gemma's norms multiply by 1 + w: HF stores w, llama.cpp's converter
-     * 1 + w. Every norm vector below is read with this shift; nothing else
-     * goes through load_one with it. */
-    const float norm_shift = hf && L->arch->gemma ? 1.0f : 0.0f;
-    L->shift = norm_shift;
-    if ((st = balloc(m, (size_t)c->dim, &m->out_norm, err)) ||
-        (st = load_one(L, onorm, c->dim, 0, m->out_norm, err)))
-        return st;
-    L->shift = 0.0f;
 
 #define LAYERS(w, in, out, opt, dst) load_layers(L, nm[w].gguf, nm[w].hf, in, out, opt, dst, err)
 #define MATS(w, in, out, dst) load_mat(L, nm[w].gguf, nm[w].hf, in, out, c->n_layers, dst, err)
@@ -1035,24 +1026,25 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
         (st = MATS(W_GATE, c->dim, c->hidden_dim, &m->w_gate)) || (st = MATS(W_UP, c->dim, c->hidden_dim, &m->w_up)) ||
         (st = MATS(W_DOWN, c->hidden_dim, c->dim, &m->w_down)))
         return st;
-    L->shift = norm_shift;
-    if ((st = LAYERS(W_ATTN_NORM, c->dim, 0, false, &m->attn_norm)) ||
-        (st = LAYERS(W_FFN_NORM, c->dim, 0, false, &m->ffn_norm)) ||
-        (L->arch->gemma && ((st = LAYERS(W_POST_ATTN_NORM, c->dim, 0, false, &m->post_attn_norm)) ||
-                            (st = LAYERS(W_POST_FFW_NORM, c->dim, 0, false, &m->post_ffw_norm)))))
-        return st;
-    L->shift = 0.0f;
     /* Biases: required where the architecture (or config.json) says so,
      * loaded when present otherwise. */
     bool opt = !c->qkv_bias;
     if ((st = LAYERS(W_BQ, (int64_t)q_dim, 0, opt, &m->bq)) || (st = LAYERS(W_BK, (int64_t)kv_dim, 0, opt, &m->bk)) ||
         (st = LAYERS(W_BV, (int64_t)kv_dim, 0, opt, &m->bv)))
         return st;
-    /* Per-head norms of Q and K: required where the architecture has them,
-     * refused elsewhere (a file that has them is a model this code would
-     * run wrong). */
-    L->shift = norm_shift;
-    if ((st = LAYERS(W_QNORM, c->head_dim, 0, !c->qk_norm, &m->q_norm)) ||
+    /* The norms, all here: Gemma's multiply by 1 + w (HF stores w,
+     * llama.cpp's converter 1 + w), so they are read with that shift, and
+     * nothing else is. Per-head norms of Q and K are required where the
+     * architecture has them, refused elsewhere (a file that has them is a
+     * model this code would run wrong). */
+    L->shift = hf && L->arch->gemma ? 1.0f : 0.0f;
+    if ((st = balloc(m, (size_t)c->dim, &m->out_norm, err)) ||
+        (st = load_one(L, onorm, c->dim, 0, m->out_norm, err)) ||
+        (st = LAYERS(W_ATTN_NORM, c->dim, 0, false, &m->attn_norm)) ||
+        (st = LAYERS(W_FFN_NORM, c->dim, 0, false, &m->ffn_norm)) ||
+        (c->post_norms && ((st = LAYERS(W_POST_ATTN_NORM, c->dim, 0, false, &m->post_attn_norm)) ||
+                           (st = LAYERS(W_POST_FFW_NORM, c->dim, 0, false, &m->post_ffw_norm)))) ||
+        (st = LAYERS(W_QNORM, c->head_dim, 0, !c->qk_norm, &m->q_norm)) ||
         (st = LAYERS(W_KNORM, c->head_dim, 0, !c->qk_norm, &m->k_norm)))
         return st;
     L->shift = 0.0f;
