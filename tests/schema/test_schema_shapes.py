@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from suite import sieve as run
+from suite import sieve as run, sieve_match
 
 CASES = [
     # the fuzzer's case, reduced: with --strict-properties the second branch
@@ -55,3 +55,38 @@ def test_well_formed_subschemas_compile():
               "properties": {"x": True, "y": {}}, "allOf": [True], "$defs": {"d": False}}
     r = run("compile", schema)
     assert r.returncode == 0, r.stdout
+
+
+# A branch that cannot hold one of its required keys is empty before any of
+# its member values is read (fsm/schema_container.c, sv_sc_object), so a
+# keyword sieve refuses inside it never decides the outcome, whatever order
+# the options read the keys in. Found by fuzz/fuzz_schema.c
+# (fuzz/corpus/schema/crash-unsupported-in-dead-branch): with calls, each
+# union branch takes its own key order and read `children` before `kind`.
+DEAD = {"type": "object", "properties": {"children": {"unevaluatedItems": False}},
+        "required": ["kind", "children"], "additionalProperties": False}
+LIVE = {"type": "object", "properties": {"kind": {"const": "leaf"}}, "required": ["kind"],
+        "additionalProperties": False}
+DEAD_BRANCHES = [
+    {"oneOf": [LIVE, DEAD]},
+    {"anyOf": [LIVE, DEAD]},
+    # the key is there but false
+    {"anyOf": [LIVE, dict(DEAD, properties={"children": {"unevaluatedItems": False}, "kind": False},
+                          additionalProperties=True)]},
+    # a pattern property makes it false
+    {"anyOf": [LIVE, dict(DEAD, patternProperties={"^ki": False}, additionalProperties=True)]},
+    # additionalProperties lets it in, but only as a schema that is false
+    {"anyOf": [LIVE, dict(DEAD, additionalProperties={"allOf": [False, {"exclusiveMaximum": 10}]})]},
+    # propertyNames refuses it
+    {"anyOf": [LIVE, dict(DEAD, propertyNames={"maxLength": 3}, additionalProperties=True)]},
+]
+
+
+@pytest.mark.parametrize("case", range(len(DEAD_BRANCHES)))
+def test_refused_keyword_in_dead_branch_alike_under_every_option(case):
+    for opts in OPTIONS:
+        r = run("compile", DEAD_BRANCHES[case], *opts)
+        assert r.returncode == 0, (opts, r.stdout)
+        # the live branch only
+        texts = [json.dumps(v) for v in ({"kind": "leaf"}, {"kind": "leaf", "children": []}, {"kind": "x"})]
+        assert sieve_match(DEAD_BRANCHES[case], texts, *opts) == [True, False, False], opts
