@@ -71,19 +71,7 @@ typedef struct {
 
 static int check_constraint(void *ud, const sv_api_request_t *r, sv_api_error_t *e) {
     check_t *k = ud;
-    sv_schema_opts_t so;
-    uint32_t ws_cap;
-    sv_server_compile_opts(k->sc, r->c.kind, &so, &ws_cap);
-    sv_constraint_t *c = NULL;
-    bool hit;
-    sv_error_t err;
-    sv_error_clear(&err);
-    if (sv_ccache_get(k->cache, r->c.kind, r->c.text, r->c.len, &so, k->deps->set, ws_cap, &c, &hit, &err)) {
-        sv_api_constraint_error(&r->c, &err, e);
-        return -1;
-    }
-    sv_constraint_release(k->cache, c);
-    return 0;
+    return sv_server_check_constraint(k->sc, k->cache, k->deps->set, &r->c, e);
 }
 
 /* ---- output and progress ----------------------------------------------------- */

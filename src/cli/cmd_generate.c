@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include "../../fsm/matcher.h"
-#include "../../fsm/regex.h"
 #include "../../fsm/schema.h"
 #include "../backend/cpu.h"
 #include "../engine/chat.h"
+#include "../engine/constraint_cache.h"
 #include "../engine/sample.h"
 #include "../engine/tokens.h"
 #include "../model/gguf.h"
@@ -367,7 +367,8 @@ int sv_cmd_generate(int argc, char **argv) {
     sv_error_clear(&err);
     sv_backend_t *be = NULL;
     sv_tokens_t *tok = NULL;
-    sv_token_index_t *ix = NULL;
+    sv_constraint_cache_t *cache = NULL;
+    sv_constraint_t *constraint = NULL;
     sv_ids_t prompt = {0};
     sv_bytes_t ptext = {0};
     gen_t g = {.print_text = !o.print_ids};
@@ -425,34 +426,28 @@ int sv_cmd_generate(int argc, char **argv) {
     }
     long budget = ctx - (long)prompt.n < o.max_tokens ? ctx - (long)prompt.n : o.max_tokens;
 
-    /* The constraint. */
+    /* The constraint, through a cache of its own as every caller's
+     * (src/engine/constraint_cache.h). */
     if (o.schema || o.regex) {
-        sv_dfa_t *dfa = NULL;
-        if (o.schema) {
-            size_t len;
-            char *text = sv_cli_read_file(o.schema, &len, &err);
-            if (!text) { st = err.code; goto fail; }
-            sv_schema_opts_t so;
-            sv_schema_opts_default(&so);
-            so.ws = o.ws;
-            so.unknown_formats_ok = o.unknown_formats;
-            st = sv_schema_compile(text, len, &so, &dfa, NULL, &err);
-            free(text);
-        } else {
-            st = sv_regex_compile(o.regex, strlen(o.regex), NULL, &dfa, &err);
-        }
+        size_t len = 0;
+        char *text = o.schema ? sv_cli_read_file(o.schema, &len, &err) : NULL;
+        if (o.schema && !text) { st = err.code; goto fail; }
+        sv_schema_opts_t so;
+        sv_schema_opts_default(&so);
+        so.ws = o.ws;
+        so.unknown_formats_ok = o.unknown_formats;
+        sv_constraint_spec_t spec = {.kind = o.schema ? SV_CONSTRAINT_SCHEMA : SV_CONSTRAINT_REGEX,
+                                     .text = o.schema ? text : o.regex, .len = o.schema ? len : strlen(o.regex),
+                                     .opts = &so, .tokens = sv_tokens_set(tok)};
+        st = sv_ccache_create(SIZE_MAX, &cache, &err);
+        if (!st) st = sv_constraint_get(cache, &spec, &constraint, NULL, &err);
+        free(text);
         if (st) {
             rc = sv_cli_constraint_error(&err);
             goto done;
         }
-        sv_token_index_opts_t io;
-        sv_token_index_opts_default(&io);
-        if (o.schema && o.ws == SV_WS_FLEXIBLE) io.ws_cap = 16;
-        if ((st = sv_token_index_create(dfa, sv_tokens_set(tok), &io, &ix, &err))) {
-            sv_dfa_destroy(dfa);
+        if ((st = sv_matcher_create(sv_constraint_index(constraint), sv_tokens_iface(tok), budget, &g.matcher, &err)))
             goto fail;
-        }
-        if ((st = sv_matcher_create(ix, sv_tokens_iface(tok), budget, &g.matcher, &err))) goto fail;
     }
 
     if ((st = sv_sampler_create((uint32_t)g.vocab, &o.sp, &g.sampler, &err))) goto fail;
@@ -551,7 +546,8 @@ done:
     sv_detok_destroy(g.detok);
     sv_sampler_destroy(g.sampler);
     sv_matcher_destroy(g.matcher);
-    sv_token_index_destroy(ix);
+    if (constraint) sv_constraint_release(cache, constraint);
+    sv_ccache_destroy(cache);
     sv_ids_free(&g.out);
     sv_bytes_free(&g.text);
     sv_ids_free(&prompt);

@@ -60,10 +60,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../fsm/regex.h"
 #include "../../fsm/schema.h"
 #include "../backend/cpu.h"
 #include "../engine/chat.h"
+#include "../engine/constraint_cache.h"
 #include "../engine/engine.h"
 #include "../engine/prefetch.h"
 #include "../engine/sample.h"
@@ -166,7 +166,8 @@ typedef struct {
     sv_ids_t prompt;        /* encoded prompt */
     sv_sample_params_t sp;
     uint32_t budget;        /* min(max_tokens, ctx - prompt) */
-    sv_token_index_t *ix;   /* NULL when unconstrained; the cache's (cx_cache_t) */
+    sv_constraint_t *c;     /* NULL when unconstrained; held from the run's cache */
+    sv_token_index_t *ix;   /* c's index */
     uint32_t n;             /* choices */
     bool logprobs;
     char *stop[SV_ENGINE_MAX_STOP];
@@ -198,8 +199,6 @@ static void line_status_error(line_t *l, const sv_error_t *err) {
     if (err->keyword[0] || err->pointer[0]) json_object_set_new(l->error, "pointer", json_string(err->pointer));
 }
 
-typedef struct cx_cache cx_cache_t; /* below */
-
 /* Shared, read-only state for preparing lines. */
 typedef struct {
     const batch_opts_t *o;
@@ -209,78 +208,29 @@ typedef struct {
     long ctx;
     const sv_chat_template_t *tmpl; /* NULL when the model has none */
     const char *tmpl_error;         /* why, for chat lines */
-    cx_cache_t *cache;              /* the compiled constraints */
+    sv_constraint_cache_t *cache;   /* the compiled constraints */
 } prep_t;
 
-/* Lines with the same constraint (a schema's text as the line writes it,
- * or a regex) share one compiled index: a job of thousands of lines with
- * one schema compiles it once, and its lines share the masks it computes.
- * Open addressing on an FNV-1a hash, at most half full; the cache owns the
- * indexes (freed after the engine). */
-typedef struct {
-    char *key; /* "s" + schema text, or "r" + regex */
-    sv_token_index_t *ix;
-} cx_ent_t;
-struct cx_cache {
-    cx_ent_t *t;
-    size_t cap; /* a power of two >= 2 * lines */
-};
-
-static void cx_free(cx_cache_t *c) {
-    for (size_t i = 0; c->t && i < c->cap; i++) {
-        free(c->t[i].key);
-        sv_token_index_destroy(c->t[i].ix);
-    }
-    free(c->t);
-}
-
-static cx_ent_t *cx_slot(cx_cache_t *c, const char *key) {
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char *s = (const unsigned char *)key; *s; s++) h = (h ^ *s) * 1099511628211ull;
-    for (size_t i = (size_t)h & (c->cap - 1);; i = (i + 1) & (c->cap - 1))
-        if (!c->t[i].key || !strcmp(c->t[i].key, key)) return &c->t[i];
-}
-
-/* Compiles a line's schema or regex into l->ix, or finds it compiled. */
+/* Gets a line's schema or regex from the run's constraint cache into
+ * l->c and l->ix: lines with the same constraint share one compiled index
+ * (a job of thousands of lines with one schema compiles it once, and its
+ * lines share the masks it computes). */
 static void compile_constraint(const prep_t *p, line_t *l, json_t *schema, const char *regex) {
     sv_error_t err;
     sv_error_clear(&err);
-    sv_dfa_t *dfa = NULL;
-    sv_status st;
     char *text = schema ? json_dumps(schema, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
-    size_t n = schema ? (text ? strlen(text) : 0) : strlen(regex);
-    char *key = (!schema || text) ? malloc(n + 2) : NULL;
-    if (!key) { free(text); line_error(l, "nomem", "out of memory"); return; }
-    key[0] = schema ? 's' : 'r';
-    memcpy(key + 1, schema ? text : regex, n + 1);
+    if (schema && !text) { line_error(l, "nomem", "out of memory"); return; }
+    sv_schema_opts_t so;
+    sv_schema_opts_default(&so);
+    so.ws = p->o->ws;
+    so.unknown_formats_ok = p->o->unknown_formats;
+    sv_constraint_spec_t spec = {.kind = schema ? SV_CONSTRAINT_SCHEMA : SV_CONSTRAINT_REGEX,
+                                 .text = schema ? text : regex, .len = strlen(schema ? text : regex),
+                                 .opts = &so, .tokens = sv_tokens_set(p->tok)};
+    sv_status st = sv_constraint_get(p->cache, &spec, &l->c, NULL, &err);
     free(text);
-    cx_ent_t *e = cx_slot(p->cache, key);
-    if (e->key) {
-        free(key);
-        l->ix = e->ix;
-        return;
-    }
-    if (schema) {
-        sv_schema_opts_t so;
-        sv_schema_opts_default(&so);
-        so.ws = p->o->ws;
-        so.unknown_formats_ok = p->o->unknown_formats;
-        st = sv_schema_compile(key + 1, n, &so, &dfa, NULL, &err);
-    } else {
-        st = sv_regex_compile(regex, n, NULL, &dfa, &err);
-    }
-    if (st) { free(key); line_status_error(l, &err); return; }
-    sv_token_index_opts_t io;
-    sv_token_index_opts_default(&io);
-    if (schema && p->o->ws == SV_WS_FLEXIBLE) io.ws_cap = 16; /* as cmd_generate */
-    if ((st = sv_token_index_create(dfa, sv_tokens_set(p->tok), &io, &l->ix, &err))) {
-        sv_dfa_destroy(dfa);
-        free(key);
-        line_status_error(l, &err);
-        return;
-    }
-    e->key = key;
-    e->ix = l->ix;
+    if (st) { line_status_error(l, &err); return; }
+    l->ix = sv_constraint_index(l->c);
 }
 
 /* "stop": a string or a list of strings, each 1..SV_ENGINE_MAX_STOP_BYTES
@@ -739,7 +689,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
     sv_tokens_t *tok = NULL;
     sv_engine_t *eng = NULL;
     sv_engine_dsampler_t *dsampler = NULL; /* after eng, before be */
-    cx_cache_t cache = {0};
+    sv_constraint_cache_t *cache = NULL;
     line_t *lines = NULL;
     size_t *order = NULL;
     size_t n_lines = 0;
@@ -767,13 +717,10 @@ int sv_cmd_generate_batch(int argc, char **argv) {
                           sv_vocab_size(v), cfg->vocab_size);
         goto fail;
     }
-    for (cache.cap = 16; cache.cap < 2 * cap_lines; cache.cap *= 2) {}
-    if (!(cache.t = calloc(cache.cap, sizeof *cache.t))) {
-        st = sv_error_set(&err, SV_ERR_NOMEM, -1, "out of memory");
-        goto fail;
-    }
+    /* unbounded: every entry is held by its lines until the end */
+    if ((st = sv_ccache_create(SIZE_MAX, &cache, &err))) goto fail;
     prep_t p = {.o = &o, .tok = tok, .v = v, .n_vocab = cfg->vocab_size,
-                .ctx = cfg->max_ctx < BATCH_CTX_CAP ? cfg->max_ctx : BATCH_CTX_CAP, .cache = &cache};
+                .ctx = cfg->max_ctx < BATCH_CTX_CAP ? cfg->max_ctx : BATCH_CTX_CAP, .cache = cache};
     sv_error_t terr;
     sv_error_clear(&terr);
     if (!sv_generate_load_template(o.model, &tmpl, &terr)) p.tmpl = &tmpl;
@@ -908,8 +855,9 @@ done:
         }
         free(l->ch);
         for (uint32_t k = 0; k < l->n_stop; k++) free(l->stop[k]);
+        if (l->c) sv_constraint_release(cache, l->c); /* after the engine: its requests borrowed the index */
     }
-    cx_free(&cache); /* after the engine: its requests borrowed the indexes */
+    sv_ccache_destroy(cache);
     free(lines);
     free(order);
     free(input);

@@ -23,7 +23,7 @@ struct sv_constraint {
     uint32_t refs;
     bool ready, failed;
     size_t bytes;             /* last accounted */
-    uint64_t compile_us;
+    uint64_t compile_us, index_us;
 };
 
 struct sv_constraint_cache {
@@ -117,10 +117,10 @@ static void shrink(sv_constraint_cache_t *c) {
     c->bytes = total;
 }
 
-/* The key: kind, options that change the language, token set, whitespace
- * cap, then the canonical text. */
+/* The key: kind, token set, options that change the language (the
+ * whitespace mode decides the cap), then the canonical text. */
 static char *make_key(sv_constraint_kind kind, const char *text, size_t len, const sv_schema_opts_t *o,
-                      const sv_token_set_t *tokens, uint32_t ws_cap, size_t *klen, sv_error_t *err) {
+                      const sv_token_set_t *tokens, size_t *klen, sv_error_t *err) {
     char *canon = NULL;
     const char *body = text;
     size_t blen = len;
@@ -135,8 +135,8 @@ static char *make_key(sv_constraint_kind kind, const char *text, size_t len, con
         /* text that does not parse is keyed as is; compiling reports it */
     }
     char head[256];
-    int h = snprintf(head, sizeof head, "%d|%p|%u|%d|%d|%d|%u|%u|%u|%u|%u|%u|%d|%d|%d|", (int)kind, (const void *)tokens,
-                     ws_cap, (int)o->ws, (int)o->strict_properties, (int)o->unknown_formats_ok, o->max_ref_depth,
+    int h = snprintf(head, sizeof head, "%d|%p|%d|%d|%d|%u|%u|%u|%u|%u|%u|%d|%d|%d|", (int)kind, (const void *)tokens,
+                     (int)o->ws, (int)o->strict_properties, (int)o->unknown_formats_ok, o->max_ref_depth,
                      o->max_any_depth, o->any_depth_total, o->any_deep_levels, o->any_deep_arrays, o->max_string_length,
                      (int)o->any_calls, (int)o->key_order, (int)o->discriminator_annotation);
     char *key = malloc((size_t)h + blen + 1);
@@ -153,10 +153,18 @@ static char *make_key(sv_constraint_kind kind, const char *text, size_t len, con
     return key;
 }
 
-/* sv_ccache_get, or with compile false sv_ccache_find. */
-static sv_status get(sv_constraint_cache_t *c, sv_constraint_kind kind, const char *text, size_t len,
-                     const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap, bool compile,
-                     sv_constraint_t **out, bool *hit, sv_error_t *err) {
+uint32_t sv_constraint_ws_cap(sv_constraint_kind kind, const sv_schema_opts_t *opts) {
+    return kind == SV_CONSTRAINT_SCHEMA && opts && opts->ws == SV_WS_FLEXIBLE ? SV_CONSTRAINT_WS_CAP : 0;
+}
+
+/* sv_constraint_get, or with compile false sv_constraint_find. */
+static sv_status get(sv_constraint_cache_t *c, const sv_constraint_spec_t *spec, bool compile, sv_constraint_t **out,
+                     bool *hit, sv_error_t *err) {
+    sv_constraint_kind kind = spec->kind;
+    const char *text = spec->text;
+    size_t len = spec->len;
+    const sv_schema_opts_t *opts = spec->opts;
+    const sv_token_set_t *tokens = spec->tokens;
     *out = NULL;
     if (hit) *hit = false;
     sv_schema_opts_t def;
@@ -165,7 +173,7 @@ static sv_status get(sv_constraint_cache_t *c, sv_constraint_kind kind, const ch
         opts = &def;
     }
     size_t klen;
-    char *key = make_key(kind, text, len, opts, tokens, ws_cap, &klen, err);
+    char *key = make_key(kind, text, len, opts, tokens, &klen, err);
     if (!key) return SV_ERR_NOMEM;
     uint64_t h = hash_bytes(key, klen);
 
@@ -220,18 +228,21 @@ static sv_status get(sv_constraint_cache_t *c, sv_constraint_kind kind, const ch
     sv_status st = kind == SV_CONSTRAINT_SCHEMA ? sv_schema_compile(text, len, opts, &dfa, NULL, err)
                                                 : sv_regex_compile(text, len, &opts->lim, &dfa, err);
     sv_token_index_t *ix = NULL;
+    uint64_t t1 = sv_now_ns();
     if (!st) {
         sv_token_index_opts_t io;
         sv_token_index_opts_default(&io);
-        io.ws_cap = ws_cap;
+        io.ws_cap = sv_constraint_ws_cap(kind, opts);
         st = sv_token_index_create(dfa, tokens, &io, &ix, err);
         if (st) sv_dfa_destroy(dfa);
     }
-    uint64_t us = (sv_now_ns() - t0) / 1000;
+    uint64_t t2 = sv_now_ns();
+    uint64_t us = (t2 - t0) / 1000;
 
     pthread_mutex_lock(&c->lock);
     e->ready = true;
     e->compile_us = us;
+    e->index_us = (t2 - t1) / 1000;
     if (st) {
         /* failures are not cached: unlink; waiters see `failed` and retry */
         e->failed = true;
@@ -252,17 +263,14 @@ static sv_status get(sv_constraint_cache_t *c, sv_constraint_kind kind, const ch
     return SV_OK;
 }
 
-sv_status sv_ccache_get(sv_constraint_cache_t *c, sv_constraint_kind kind, const char *text, size_t len,
-                        const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap,
-                        sv_constraint_t **out, bool *hit, sv_error_t *err) {
-    return get(c, kind, text, len, opts, tokens, ws_cap, true, out, hit, err);
+sv_status sv_constraint_get(sv_constraint_cache_t *c, const sv_constraint_spec_t *spec, sv_constraint_t **out,
+                            bool *hit, sv_error_t *err) {
+    return get(c, spec, true, out, hit, err);
 }
 
-sv_status sv_ccache_find(sv_constraint_cache_t *c, sv_constraint_kind kind, const char *text, size_t len,
-                         const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap,
-                         sv_constraint_t **out, sv_error_t *err) {
-    bool hit;
-    return get(c, kind, text, len, opts, tokens, ws_cap, false, out, &hit, err);
+sv_status sv_constraint_find(sv_constraint_cache_t *c, const sv_constraint_spec_t *spec, sv_constraint_t **out,
+                             sv_error_t *err) {
+    return get(c, spec, false, out, NULL, err);
 }
 
 void sv_constraint_release(sv_constraint_cache_t *c, sv_constraint_t *e) {
@@ -275,6 +283,7 @@ void sv_constraint_release(sv_constraint_cache_t *c, sv_constraint_t *e) {
 
 sv_token_index_t *sv_constraint_index(sv_constraint_t *e) { return e->ix; }
 uint64_t sv_constraint_compile_us(const sv_constraint_t *e) { return e->compile_us; }
+uint64_t sv_constraint_index_us(const sv_constraint_t *e) { return e->index_us; }
 
 void sv_ccache_stats(sv_constraint_cache_t *c, sv_ccache_stats_t *st) {
     pthread_mutex_lock(&c->lock);

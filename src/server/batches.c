@@ -111,19 +111,7 @@ typedef struct {
 
 static int check_constraint(void *ud, const sv_api_request_t *r, sv_api_error_t *e) {
     srv_t *s = ud;
-    sv_schema_opts_t so;
-    uint32_t ws_cap;
-    sv_server_compile_opts(&s->cfg, r->c.kind, &so, &ws_cap);
-    sv_constraint_t *c = NULL;
-    bool hit;
-    sv_error_t err;
-    sv_error_clear(&err);
-    if (sv_ccache_get(s->ccache, r->c.kind, r->c.text, r->c.len, &so, s->deps.set, ws_cap, &c, &hit, &err)) {
-        sv_api_constraint_error(&r->c, &err, e);
-        return -1;
-    }
-    sv_constraint_release(s->ccache, c);
-    return 0;
+    return sv_server_check_constraint(&s->cfg, s->ccache, s->deps.set, &r->c, e);
 }
 
 static void counts(run_t *R, const sv_batch_progress_t *p) {

@@ -31,12 +31,9 @@ typedef struct job {
     uint64_t id;
     _Atomic bool cancel;
     bool looked_up; /* the lookup thread has missed it: it is a compile */
-    sv_constraint_kind kind;
+    sv_constraint_spec_t spec; /* its text and opts are the two below */
     char *text;
-    size_t len;
     sv_schema_opts_t opts;
-    const sv_token_set_t *tokens;
-    uint32_t ws_cap;
     sv_cpool_cb cb;
     void *ud;
     uint64_t t0;
@@ -144,7 +141,7 @@ static void *lookup_main(void *arg) {
             sv_error_t err;
             sv_error_clear(&err);
             sv_constraint_t *c = NULL;
-            sv_status st = sv_ccache_find(p->cache, j->kind, j->text, j->len, &j->opts, j->tokens, j->ws_cap, &c, &err);
+            sv_status st = sv_constraint_find(p->cache, &j->spec, &c, &err);
             if (st || c) {
                 if (st && err.code == SV_OK) err.code = st;
                 finish(j, c, c != NULL, &err);
@@ -201,7 +198,7 @@ static void *worker(void *arg) {
         /* The compile's memory goes to the pool's account, and it stops at
          * its next time check once the job is cancelled (src/util/memacct.h). */
         sv_memacct_thread_setup(&p->mem, &j->cancel);
-        sv_status st = sv_ccache_get(p->cache, j->kind, j->text, j->len, &j->opts, j->tokens, j->ws_cap, &c, &hit, &err);
+        sv_status st = sv_constraint_get(p->cache, &j->spec, &c, &hit, &err);
         sv_memacct_thread_setup(NULL, NULL);
         if (st && err.code == SV_OK) err.code = st;
         uint64_t us = (sv_now_ns() - t0) / 1000;
@@ -258,24 +255,21 @@ fail:
     return sv_error_set(err, SV_ERR_NOMEM, -1, "compile pool: cannot start its threads");
 }
 
-uint64_t sv_cpool_submit(sv_cpool_t *p, sv_constraint_kind kind, const char *text, size_t len,
-                         const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap, sv_cpool_cb cb,
-                         void *ud) {
+uint64_t sv_cpool_submit(sv_cpool_t *p, const sv_constraint_spec_t *spec, sv_cpool_cb cb, void *ud) {
     job_t *j = calloc(1, sizeof *j);
     if (!j) return 0;
-    j->text = malloc(len + 1);
+    j->text = malloc(spec->len + 1);
     if (!j->text) {
         free(j);
         return 0;
     }
-    memcpy(j->text, text, len);
-    j->text[len] = 0;
-    j->len = len;
-    j->kind = kind;
-    if (opts) j->opts = *opts;
+    memcpy(j->text, spec->text, spec->len);
+    j->text[spec->len] = 0;
+    if (spec->opts) j->opts = *spec->opts;
     else sv_schema_opts_default(&j->opts);
-    j->tokens = tokens;
-    j->ws_cap = ws_cap;
+    j->spec = *spec;
+    j->spec.text = j->text;
+    j->spec.opts = &j->opts;
     j->cb = cb;
     j->ud = ud;
     j->t0 = sv_now_ns();

@@ -54,12 +54,10 @@ typedef void (*sv_cpool_cb)(void *ud, sv_constraint_t *c, bool hit, uint64_t us,
 sv_status sv_cpool_create(const sv_cpool_config_t *cfg, sv_constraint_cache_t *cache, sv_cpool_t **out,
                           sv_error_t *err);
 
-/* Copies text and opts. Returns the job's id (never 0), or 0 (callback
- * never called) when the pool is stopping, its lookup queue (4096 jobs) is
- * full or memory runs out. */
-uint64_t sv_cpool_submit(sv_cpool_t *p, sv_constraint_kind kind, const char *text, size_t len,
-                         const sv_schema_opts_t *opts, const sv_token_set_t *tokens, uint32_t ws_cap, sv_cpool_cb cb,
-                         void *ud);
+/* Copies spec's text and opts (its tokens are borrowed). Returns the job's
+ * id (never 0), or 0 (callback never called) when the pool is stopping, its
+ * lookup queue (4096 jobs) is full or memory runs out. */
+uint64_t sv_cpool_submit(sv_cpool_t *p, const sv_constraint_spec_t *spec, sv_cpool_cb cb, void *ud);
 
 /* The caller no longer wants job id's result. Its callback still runs
  * exactly once (with SV_ERR_CANCELLED unless it had finished). An id that

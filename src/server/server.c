@@ -248,8 +248,7 @@ static void compile_cb(void *ud, sv_constraint_t *c, bool hit, uint64_t us, cons
 
 /* r's constraint (r->api.c) to the compile pool, with the server's options
  * and budgets; false when the pool takes no more jobs. */
-void sv_server_compile_opts(const sv_server_config_t *cfg, sv_constraint_kind kind, sv_schema_opts_t *so,
-                            uint32_t *ws_cap) {
+void sv_server_compile_opts(const sv_server_config_t *cfg, sv_schema_opts_t *so) {
     sv_schema_opts_default(so);
     so->ws = cfg->ws;
     so->unknown_formats_ok = cfg->unknown_formats;
@@ -261,7 +260,22 @@ void sv_server_compile_opts(const sv_server_config_t *cfg, sv_constraint_kind ki
     if (cfg->compile_memory && cfg->compile_memory < so->lim.max_memory) so->lim.max_memory = cfg->compile_memory;
     if (cfg->compile_timeout_ms) so->lim.max_time_us = (uint64_t)cfg->compile_timeout_ms * 1000;
     if (cfg->compile_max_states) so->lim.max_dfa_states = cfg->compile_max_states;
-    *ws_cap = kind == SV_CONSTRAINT_SCHEMA && cfg->ws == SV_WS_FLEXIBLE ? 16 : 0;
+}
+
+int sv_server_check_constraint(const sv_server_config_t *cfg, sv_constraint_cache_t *cache,
+                               const sv_token_set_t *tokens, const sv_api_constraint_t *c, sv_api_error_t *e) {
+    sv_schema_opts_t so;
+    sv_server_compile_opts(cfg, &so);
+    sv_constraint_spec_t spec = {.kind = c->kind, .text = c->text, .len = c->len, .opts = &so, .tokens = tokens};
+    sv_constraint_t *got = NULL;
+    sv_error_t err;
+    sv_error_clear(&err);
+    if (sv_constraint_get(cache, &spec, &got, NULL, &err)) {
+        sv_api_constraint_error(c, &err, e);
+        return -1;
+    }
+    sv_constraint_release(cache, got);
+    return 0;
 }
 
 void sv_server_api_limits(const sv_server_config_t *cfg, uint32_t vocab_rows, sv_api_limits_t *lim) {
@@ -274,10 +288,10 @@ void sv_server_api_limits(const sv_server_config_t *cfg, uint32_t vocab_rows, sv
 static bool start_compile_of(req_t *r, sv_constraint_kind kind, const char *text, size_t len) {
     srv_t *s = r->s;
     sv_schema_opts_t so;
-    uint32_t ws_cap;
-    sv_server_compile_opts(&s->cfg, kind, &so, &ws_cap);
+    sv_server_compile_opts(&s->cfg, &so);
+    sv_constraint_spec_t spec = {.kind = kind, .text = text, .len = len, .opts = &so, .tokens = s->deps.set};
     r->compiling = true;
-    r->cjob = sv_cpool_submit(s->cpool, kind, text, len, &so, s->deps.set, ws_cap, compile_cb, r);
+    r->cjob = sv_cpool_submit(s->cpool, &spec, compile_cb, r);
     if (!r->cjob) r->compiling = false;
     return r->cjob != 0;
 }
@@ -973,10 +987,9 @@ sv_status sv_server_run_hooked(const sv_server_config_t *cfg, const sv_server_de
         /* the automata every schema shares, built before the first request
          * rather than by it (fsm/schema_text.c, the prelude) */
         sv_schema_opts_t so;
-        uint32_t ws_cap;
         sv_error_t e;
         sv_error_clear(&e);
-        sv_server_compile_opts(cfg, SV_CONSTRAINT_SCHEMA, &so, &ws_cap);
+        sv_server_compile_opts(cfg, &so);
         if (sv_schema_prelude_warm(&so, &e))
             fprintf(stderr, "%s: warning: the shared automata were not built ahead (%s); the first schema builds them\n",
                     s->log_name, e.message);

@@ -124,7 +124,11 @@ void sv_server_shutdown(sv_server_t *s);
  * under cfg: the same for the server and for a caller that checks requests
  * ahead of it (a batch's input). */
 void sv_server_api_limits(const sv_server_config_t *cfg, uint32_t vocab_rows, sv_api_limits_t *lim);
-void sv_server_compile_opts(const sv_server_config_t *cfg, sv_constraint_kind kind, sv_schema_opts_t *so,
-                            uint32_t *ws_cap);
+void sv_server_compile_opts(const sv_server_config_t *cfg, sv_schema_opts_t *so);
+/* Whether request constraint c compiles under cfg (into cache, where the
+ * run then finds it; tokens: the model's token set): 0, or -1 with e as the
+ * API reports the error. A batch checks its lines with it. */
+int sv_server_check_constraint(const sv_server_config_t *cfg, sv_constraint_cache_t *cache,
+                               const sv_token_set_t *tokens, const sv_api_constraint_t *c, sv_api_error_t *e);
 
 #endif

@@ -164,12 +164,12 @@ static void test_pool(void) {
     const char *cached = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}";
 
     /* 0: a cached constraint, compiled first */
-    CHECK(sv_cpool_submit(pool, SV_CONSTRAINT_SCHEMA, cached, strlen(cached), NULL, ts, 0, cb, (void *)0), "submit 0");
+    CHECK(sv_cpool_submit(pool, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, cached, strlen(cached), NULL, ts}, cb, (void *)0), "submit 0");
     CHECK(wait_done(0, 30) && R.st[0] == SV_OK && !R.hit[0], "0 compiles");
     /* 1: a slow compile takes the only worker; 2 waits; 3 finds the queue full */
-    uint64_t id1 = sv_cpool_submit(pool, SV_CONSTRAINT_REGEX, bomb, strlen(bomb), &slow, ts, 0, cb, (void *)1);
+    uint64_t id1 = sv_cpool_submit(pool, &(sv_constraint_spec_t){SV_CONSTRAINT_REGEX, bomb, strlen(bomb), &slow, ts}, cb, (void *)1);
     wait_running(1);
-    uint64_t id2 = sv_cpool_submit(pool, SV_CONSTRAINT_REGEX, bomb2, strlen(bomb2), &slow, ts, 0, cb, (void *)2);
+    uint64_t id2 = sv_cpool_submit(pool, &(sv_constraint_spec_t){SV_CONSTRAINT_REGEX, bomb2, strlen(bomb2), &slow, ts}, cb, (void *)2);
     for (int i = 0; i < 400; i++) { /* 2 reaches the compile queue */
         sv_cpool_stats_t st;
         sv_cpool_stats(pool, &st);
@@ -178,10 +178,10 @@ static void test_pool(void) {
         nanosleep(&t, NULL);
     }
     CHECK(id1 && id2, "submitted");
-    CHECK(sv_cpool_submit(pool, SV_CONSTRAINT_REGEX, bomb3, strlen(bomb3), &slow, ts, 0, cb, (void *)3), "submit 3");
+    CHECK(sv_cpool_submit(pool, &(sv_constraint_spec_t){SV_CONSTRAINT_REGEX, bomb3, strlen(bomb3), &slow, ts}, cb, (void *)3), "submit 3");
     CHECK(wait_done(3, 30) && R.st[3] == SV_ERR_CAPACITY, "the compile queue is full: capacity (%d)", (int)R.st[3]);
     /* 4: the cached constraint again, answered while the worker is busy */
-    CHECK(sv_cpool_submit(pool, SV_CONSTRAINT_SCHEMA, cached, strlen(cached), NULL, ts, 0, cb, (void *)4), "submit 4");
+    CHECK(sv_cpool_submit(pool, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, cached, strlen(cached), NULL, ts}, cb, (void *)4), "submit 4");
     CHECK(wait_done(4, 30) && R.st[4] == SV_OK && R.hit[4] && R.c[4] == R.c[0],
           "a cached constraint is a hit (%d, %d)", (int)R.st[4], (int)R.hit[4]);
     CHECK(R.running_at_done[4] == 1 && !R.done[1], "... answered while the slow compile runs");
@@ -200,7 +200,7 @@ static void test_pool(void) {
           (unsigned long long)st.cancelled, (unsigned long long)st.refused, st.running, st.waiting, st.memory_in_use);
     /* The worker is free: a new compile runs. */
     const char *small = "[0-9]{1,4}";
-    CHECK(sv_cpool_submit(pool, SV_CONSTRAINT_REGEX, small, strlen(small), NULL, ts, 0, cb, (void *)5), "submit 5");
+    CHECK(sv_cpool_submit(pool, &(sv_constraint_spec_t){SV_CONSTRAINT_REGEX, small, strlen(small), NULL, ts}, cb, (void *)5), "submit 5");
     CHECK(wait_done(5, 30) && R.st[5] == SV_OK, "the worker compiles again");
     for (int k = 0; k < 8; k++) {
         CHECK(R.done[k] <= 1, "job %d: its callback ran %d times", k, R.done[k]);

@@ -49,7 +49,7 @@ static void *run(void *arg) {
         sv_constraint_t *e;
         bool hit;
         sv_error_t err;
-        if (sv_ccache_get(w->c, SV_CONSTRAINT_SCHEMA, schemas[k], strlen(schemas[k]), NULL, w->ts, 0, &e, &hit, &err)) {
+        if (sv_constraint_get(w->c, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, schemas[k], strlen(schemas[k]), NULL, w->ts}, &e, &hit, &err)) {
             w->errors++;
             continue;
         }
@@ -93,23 +93,23 @@ int main(void) {
     bool hit;
     const char *spaced = "{ \"type\" : \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": "
                          "\"string\"}}, \"required\": [\"a\"] }";
-    CHECK(sv_ccache_get(c, SV_CONSTRAINT_SCHEMA, schemas[0], strlen(schemas[0]), NULL, ts, 0, &a, &hit, &err) == SV_OK && !hit,
+    CHECK(sv_constraint_get(c, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, schemas[0], strlen(schemas[0]), NULL, ts}, &a, &hit, &err) == SV_OK && !hit,
           "first get compiles");
-    CHECK(sv_ccache_get(c, SV_CONSTRAINT_SCHEMA, spaced, strlen(spaced), NULL, ts, 0, &b, &hit, &err) == SV_OK && hit && a == b,
+    CHECK(sv_constraint_get(c, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, spaced, strlen(spaced), NULL, ts}, &b, &hit, &err) == SV_OK && hit && a == b,
           "the same schema spaced differently is a hit");
     sv_constraint_release(c, b);
-    CHECK(sv_ccache_get(c, SV_CONSTRAINT_SCHEMA, schemas[1], strlen(schemas[1]), NULL, ts, 0, &b, &hit, &err) == SV_OK && !hit &&
+    CHECK(sv_constraint_get(c, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, schemas[1], strlen(schemas[1]), NULL, ts}, &b, &hit, &err) == SV_OK && !hit &&
               a != b,
           "another property order is another constraint");
     sv_constraint_release(c, b);
     sv_schema_opts_t o;
     sv_schema_opts_default(&o);
     o.ws = SV_WS_COMPACT;
-    CHECK(sv_ccache_get(c, SV_CONSTRAINT_SCHEMA, schemas[0], strlen(schemas[0]), &o, ts, 0, &b, &hit, &err) == SV_OK && !hit &&
+    CHECK(sv_constraint_get(c, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, schemas[0], strlen(schemas[0]), &o, ts}, &b, &hit, &err) == SV_OK && !hit &&
               a != b,
           "another whitespace mode is another constraint");
     sv_constraint_release(c, b);
-    CHECK(sv_ccache_get(c, SV_CONSTRAINT_REGEX, schemas[0], strlen(schemas[0]), NULL, ts, 0, &b, &hit, &err) != SV_OK ||
+    CHECK(sv_constraint_get(c, &(sv_constraint_spec_t){SV_CONSTRAINT_REGEX, schemas[0], strlen(schemas[0]), NULL, ts}, &b, &hit, &err) != SV_OK ||
               (!hit && a != b),
           "a regex with the schema's text is another constraint");
     if (b) sv_constraint_release(c, b);
@@ -119,7 +119,7 @@ int main(void) {
     sv_ccache_stats(c, &st0);
     const char *bad = "{\"type\":\"string\",\"format\":\"no-such-format\"}";
     for (int i = 0; i < 2; i++) {
-        CHECK(sv_ccache_get(c, SV_CONSTRAINT_SCHEMA, bad, strlen(bad), NULL, ts, 0, &a, &hit, &err) == SV_ERR_UNSUPPORTED,
+        CHECK(sv_constraint_get(c, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, bad, strlen(bad), NULL, ts}, &a, &hit, &err) == SV_ERR_UNSUPPORTED,
               "an unknown format fails");
         CHECK(strstr(err.message, "no-such-format"), "the error names it: %s", err.message);
     }
@@ -153,10 +153,10 @@ int main(void) {
     /* a tiny budget: unheld entries go, a held one stays usable */
     CHECK(sv_ccache_create(1, &c, &err) == SV_OK, "create");
     sv_constraint_t *held;
-    CHECK(sv_ccache_get(c, SV_CONSTRAINT_SCHEMA, schemas[2], strlen(schemas[2]), NULL, ts, 0, &held, &hit, &err) == SV_OK,
+    CHECK(sv_constraint_get(c, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, schemas[2], strlen(schemas[2]), NULL, ts}, &held, &hit, &err) == SV_OK,
           "held");
     for (size_t k = 3; k < NS; k++) {
-        CHECK(sv_ccache_get(c, SV_CONSTRAINT_SCHEMA, schemas[k], strlen(schemas[k]), NULL, ts, 0, &a, &hit, &err) == SV_OK,
+        CHECK(sv_constraint_get(c, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, schemas[k], strlen(schemas[k]), NULL, ts}, &a, &hit, &err) == SV_OK,
               "get %zu", k);
         sv_constraint_release(c, a);
     }
