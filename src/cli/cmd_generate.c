@@ -11,12 +11,10 @@
  * characters only), or with --print-ids the generated ids, comma-separated,
  * on one line. The finish reason and token counts go to stderr. */
 #include <getopt.h>
-#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +25,6 @@
 #include "../engine/constraint_cache.h"
 #include "../engine/sample.h"
 #include "../engine/tokens.h"
-#include "../model/gguf.h"
 #include "../model/llama.h"
 #include "../tokenizer/detok.h"
 #include "../util/clock.h"
@@ -86,11 +83,6 @@ typedef struct {
     bool cuda_fp32;         /* --cuda-fp32 */
 } gen_opts_t;
 
-static bool is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 static int parse_float(const char *s, float *out) {
     char *e;
     double v = strtod(s, &e);
@@ -99,48 +91,6 @@ static int parse_float(const char *s, float *out) {
     return 0;
 }
 
-
-/* The model's chat template: GGUF tokenizer.chat_template, or
- * tokenizer_config.json's chat_template in an HF directory. */
-sv_status sv_generate_load_template(const char *model, sv_chat_template_t *t, sv_error_t *err) {
-    if (is_dir(model)) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/tokenizer_config.json", model);
-        json_error_t je;
-        json_t *cfg = json_load_file(path, 0, &je);
-        if (!cfg) return sv_error_set(err, SV_ERR_IO, -1, "%s: %s", path, je.text);
-        json_t *ct = json_object_get(cfg, "chat_template");
-        sv_status st = json_is_string(ct)
-                           ? sv_chat_template_detect(json_string_value(ct), json_string_length(ct), t, err)
-                           : sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s has no chat_template string", path);
-        json_decref(cfg);
-        return st;
-    }
-    sv_gguf_t *g;
-    sv_status st = sv_gguf_open(model, &g, err);
-    if (st) return st;
-    sv_gguf_str_t s;
-    st = sv_gguf_get_str(g, "tokenizer.chat_template", &s, err);
-    if (!st) st = sv_chat_template_detect(s.p, (size_t)s.n, t, err);
-    sv_gguf_destroy(g);
-    return st;
-}
-
-/* The tokenizer: the GGUF's own, or the directory's tokenizer.json (with
- * tokenizer_config.json when present). *out: caller frees with
- * sv_tokens_destroy. */
-sv_status sv_generate_load_tokens(const char *model, int32_t n_vocab, sv_tokens_t **out, sv_error_t *err) {
-    char tpath[4096], cpath[4096];
-    const char *tp = model, *cp = NULL;
-    if (is_dir(model)) {
-        snprintf(tpath, sizeof tpath, "%s/tokenizer.json", model);
-        snprintf(cpath, sizeof cpath, "%s/tokenizer_config.json", model);
-        tp = tpath;
-        struct stat sb;
-        if (stat(cpath, &sb) == 0) cp = cpath;
-    }
-    return sv_tokens_load(tp, cp, (uint32_t)n_vocab, out, err);
-}
 
 static int parse_ids(const char *s, sv_ids_t *ids) {
     while (*s) {
@@ -341,7 +291,7 @@ int sv_cmd_generate(int argc, char **argv) {
         size_t nm = 0;
         if (o.system) msgs[nm++] = (sv_chat_msg_t){"system", o.system};
         msgs[nm++] = (sv_chat_msg_t){"user", o.prompt};
-        sv_status s2 = sv_generate_load_template(o.model, &t, &e);
+        sv_status s2 = sv_chat_template_load(o.model, &t, &e);
         if (!s2) s2 = sv_chat_render(&t, msgs, nm, &b, &e);
         if (s2) {
             fprintf(stderr, "sieve generate: %s\n", e.message);
@@ -378,7 +328,7 @@ int sv_cmd_generate(int argc, char **argv) {
     const sv_llama_config_t *cfg = sv_llama_config(g.model);
     g.vocab = cfg->vocab_size;
 
-    if ((st = sv_generate_load_tokens(o.model, g.vocab, &tok, &err))) goto fail;
+    if ((st = sv_tokens_load_model(o.model, g.vocab, &tok, &err))) goto fail;
     g.v = sv_tokens_vocab(tok);
     if (sv_vocab_size(g.v) > (uint32_t)g.vocab) {
         st = sv_error_set(&err, SV_ERR_SYNTAX, -1, "the tokenizer has %u tokens but the model's output has %d rows",
@@ -399,7 +349,7 @@ int sv_cmd_generate(int argc, char **argv) {
         size_t tlen = strlen(text);
         if (o.chat) {
             sv_chat_template_t t;
-            if ((st = sv_generate_load_template(o.model, &t, &err))) goto fail;
+            if ((st = sv_chat_template_load(o.model, &t, &err))) goto fail;
             sv_chat_msg_t msgs[2];
             size_t nm = 0;
             if (o.system) msgs[nm++] = (sv_chat_msg_t){"system", o.system};

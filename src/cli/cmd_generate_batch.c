@@ -710,7 +710,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
         goto fail;
     if (!o.prefetch_given) o.prefetch_threads = sv_cli_default_prefetch_threads(be);
     const sv_llama_config_t *cfg = sv_llama_config(model);
-    if ((st = sv_generate_load_tokens(o.model, cfg->vocab_size, &tok, &err))) goto fail;
+    if ((st = sv_tokens_load_model(o.model, cfg->vocab_size, &tok, &err))) goto fail;
     const sv_vocab_t *v = sv_tokens_vocab(tok);
     if (sv_vocab_size(v) > (uint32_t)cfg->vocab_size) {
         st = sv_error_set(&err, SV_ERR_SYNTAX, -1, "the tokenizer has %u tokens but the model's output has %d rows",
@@ -723,7 +723,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
                 .ctx = cfg->max_ctx < BATCH_CTX_CAP ? cfg->max_ctx : BATCH_CTX_CAP, .cache = cache};
     sv_error_t terr;
     sv_error_clear(&terr);
-    if (!sv_generate_load_template(o.model, &tmpl, &terr)) p.tmpl = &tmpl;
+    if (!sv_chat_template_load(o.model, &tmpl, &terr)) p.tmpl = &tmpl;
     else p.tmpl_error = terr.message;
 
     /* Parse, encode and compile every line before running any. */

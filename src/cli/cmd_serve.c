@@ -20,7 +20,6 @@
 #include "cli.h"
 #include "cmd_batch.h"
 #include "device.h"
-#include "generate.h"
 #include "verbs.h"
 
 enum {
@@ -430,8 +429,8 @@ static int serve_main(int argc, char **argv, bool batch) {
         goto fail;
     if (!prefetch_given) ec.prefetch_threads = sv_cli_default_prefetch_threads(be);
     const sv_llama_config_t *cfg = sv_llama_config(m);
-    if ((st = sv_generate_load_tokens(model, cfg->vocab_size, &tok_engine, &err)) ||
-        (st = sv_generate_load_tokens(model, cfg->vocab_size, &tok_http, &err)))
+    if ((st = sv_tokens_load_model(model, cfg->vocab_size, &tok_engine, &err)) ||
+        (st = sv_tokens_load_model(model, cfg->vocab_size, &tok_http, &err)))
         goto fail;
     if (sv_vocab_size(sv_tokens_vocab(tok_engine)) > (uint32_t)cfg->vocab_size) {
         st = sv_error_set(&err, SV_ERR_SYNTAX, -1, "the tokenizer has %u tokens but the model's output has %d rows",
@@ -441,7 +440,7 @@ static int serve_main(int argc, char **argv, bool batch) {
     sv_error_t terr;
     sv_error_clear(&terr);
     bool have_tmpl = tmpl_name != NULL;
-    if (!have_tmpl) have_tmpl = sv_generate_load_template(model, &tmpl, &terr) == SV_OK;
+    if (!have_tmpl) have_tmpl = sv_chat_template_load(model, &tmpl, &terr) == SV_OK;
     if (!have_tmpl)
         fprintf(stderr, "sieve %s: no chat template (%s); /v1/chat/completions will answer 400\n", verb, terr.message);
 

@@ -2,8 +2,14 @@
 #include "chat.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
+
+#include "src/model/gguf.h"
+#include "src/util/path.h"
 
 static const char *find(const char *h, size_t n, const char *needle) {
     size_t k = strlen(needle);
@@ -359,4 +365,30 @@ sv_status sv_chat_render_tools(const sv_chat_template_t *t, const sv_chat_msg_t 
 sv_status sv_chat_render(const sv_chat_template_t *t, const sv_chat_msg_t *msgs, size_t n, sv_bytes_t *out,
                          sv_error_t *err) {
     return sv_chat_render_tools(t, msgs, NULL, n, NULL, 0, out, err);
+}
+
+/* The model's chat template: GGUF tokenizer.chat_template, or
+ * tokenizer_config.json's chat_template in an HF directory. */
+sv_status sv_chat_template_load(const char *model, sv_chat_template_t *t, sv_error_t *err) {
+    if (sv_path_is_dir(model)) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", model);
+        json_error_t je;
+        json_t *cfg = json_load_file(path, 0, &je);
+        if (!cfg) return sv_error_set(err, SV_ERR_IO, -1, "%s: %s", path, je.text);
+        json_t *ct = json_object_get(cfg, "chat_template");
+        sv_status st = json_is_string(ct)
+                           ? sv_chat_template_detect(json_string_value(ct), json_string_length(ct), t, err)
+                           : sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s has no chat_template string", path);
+        json_decref(cfg);
+        return st;
+    }
+    sv_gguf_t *g;
+    sv_status st = sv_gguf_open(model, &g, err);
+    if (st) return st;
+    sv_gguf_str_t s;
+    st = sv_gguf_get_str(g, "tokenizer.chat_template", &s, err);
+    if (!st) st = sv_chat_template_detect(s.p, (size_t)s.n, t, err);
+    sv_gguf_destroy(g);
+    return st;
 }

@@ -75,6 +75,10 @@ typedef struct sv_chat_calls {
 /* Recognizes the Jinja template text tmpl[0..n). SV_ERR_UNSUPPORTED names
  * what was found when it is no known family. */
 sv_status sv_chat_template_detect(const char *tmpl, size_t n, sv_chat_template_t *out, sv_error_t *err);
+/* The chat template of the model at path: a GGUF file's
+ * tokenizer.chat_template, or tokenizer_config.json's chat_template in a
+ * Hugging Face model directory. */
+sv_status sv_chat_template_load(const char *path, sv_chat_template_t *out, sv_error_t *err);
 
 /* A built-in template by name: "chatml", "llama3", "mistral", "gemma"
  * (no default system message). SV_ERR_ARG for another name. */

@@ -2,10 +2,12 @@
 #include "tokens.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "src/tokenizer/bpe.h"
 #include "src/tokenizer/pretok.h"
+#include "src/util/path.h"
 
 struct sv_tokens {
     sv_vocab_t *vocab;
@@ -111,4 +113,19 @@ sv_status sv_tokens_encode(sv_tokens_t *t, const char *text, size_t len, sv_ids_
     if (!t->bpe)
         return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s", sv_vocab_encoder_support(t->vocab));
     return sv_bpe_encode(t->bpe, t->scratch, text, len, 0, out, err);
+}
+
+/* The tokenizer: the GGUF's own, or the directory's tokenizer.json (with
+ * tokenizer_config.json when present). *out: caller frees with
+ * sv_tokens_destroy. */
+sv_status sv_tokens_load_model(const char *model, int32_t n_vocab, sv_tokens_t **out, sv_error_t *err) {
+    char tpath[4096], cpath[4096];
+    const char *tp = model, *cp = NULL;
+    if (sv_path_is_dir(model)) {
+        snprintf(tpath, sizeof tpath, "%s/tokenizer.json", model);
+        snprintf(cpath, sizeof cpath, "%s/tokenizer_config.json", model);
+        tp = tpath;
+        if (sv_path_exists(cpath)) cp = cpath;
+    }
+    return sv_tokens_load(tp, cp, (uint32_t)n_vocab, out, err);
 }

@@ -24,6 +24,10 @@ typedef struct sv_tokens sv_tokens_t;
  * vocabulary size). */
 sv_status sv_tokens_load(const char *path, const char *config_path, uint32_t mask_bits, sv_tokens_t **out,
                          sv_error_t *err);
+/* The tokenizer of the model at path: a GGUF file's own vocabulary, or a
+ * Hugging Face directory's tokenizer.json (with its tokenizer_config.json
+ * when present), with masks n_vocab bits wide (the model's logits rows). */
+sv_status sv_tokens_load_model(const char *path, int32_t n_vocab, sv_tokens_t **out, sv_error_t *err);
 void sv_tokens_destroy(sv_tokens_t *t);
 
 const sv_vocab_t *sv_tokens_vocab(const sv_tokens_t *t);

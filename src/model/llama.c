@@ -38,6 +38,7 @@
 #include "src/model/gguf.h"
 #include "src/model/quant.h"
 #include "src/model/safetensors.h"
+#include "src/util/path.h"
 
 #define LOGIT_ROWS 64 /* at most this many rows of logits per product (kv->logit_rows) */
 #define CTX_ROUND 128 /* attention's context bound is rounded up to this (step_layers) */
@@ -1060,11 +1061,6 @@ static sv_status load_weights(loader_t *L, bool hf_tie, sv_error_t *err) {
     return SV_OK;
 }
 
-static bool is_dir(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
 sv_status sv_llama_load(const char *path, sv_backend_t *be, sv_llama_t **out, sv_error_t *err) {
     if (!path || !be || !out)
         return sv_error_set(err, SV_ERR_ARG, -1, "sv_llama_load: NULL argument");
@@ -1076,7 +1072,7 @@ sv_status sv_llama_load(const char *path, sv_backend_t *be, sv_llama_t **out, sv
     rope_scaling_t rs = {.linear = 1.0f};
     bool hf_tie = false;
     sv_status st;
-    if (is_dir(path)) {
+    if (sv_path_is_dir(path)) {
         L.src.hf = true;
         if ((st = config_from_hf(path, &m->cfg, &rs, &L.arch, &hf_tie, err)))
             goto fail;
