@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "../src/util/error.h"
+#include "../src/util/utf8.h" /* sv_utf8_encode, sv_utf8_decode */
 
 #define SV_CP_MAX 0x10FFFFu
 
@@ -43,12 +44,6 @@ typedef struct sv_utf8_seq { uint8_t len, lo[4], hi[4]; } sv_utf8_seq_t;
  * two of them match the same string. Stops at and returns fn's first non-OK. */
 typedef sv_status (*sv_utf8_seq_fn)(void *ctx, const sv_utf8_seq_t *seq);
 sv_status sv_cpset_utf8_sequences(const sv_cpset_t *s, sv_utf8_seq_fn fn, void *ctx);
-
-/* Encodes cp as UTF-8 into out (4 bytes room); returns the length. */
-int sv_utf8_encode(uint32_t cp, uint8_t out[4]);
-/* Decodes one scalar value at s[0..n); returns its length (1..4) and sets *cp,
- * or returns 0 for an invalid, overlong, surrogate or truncated sequence. */
-int sv_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp);
 
 /* Named sets used by regexes. */
 typedef enum {

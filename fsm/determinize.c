@@ -21,6 +21,7 @@
 
 #include "../src/util/memacct.h"
 #include "../src/util/clock.h"
+#include "../src/util/hash.h"
 #include "dfa_internal.h"
 
 typedef struct {
@@ -135,12 +136,11 @@ static bool closure(det_t *d, const int32_t *seeds, uint32_t n, bool at_start) {
 }
 
 #define HASH_SEED 0x9e3779b97f4a7c15ull
-#define HASH_STEP(h, x) (((h) ^ (uint32_t)(x)) * 0x100000001b3ull)
 #define HASH_FINISH(h) ((uint32_t)((h) ^ ((h) >> 29)))
 
 static uint32_t hash_set(const int32_t *v, uint32_t n, bool acc) {
     uint64_t h = HASH_SEED ^ acc;
-    for (uint32_t i = 0; i < n; i++) h = HASH_STEP(h, v[i]);
+    for (uint32_t i = 0; i < n; i++) h = sv_hash_step(h, (uint32_t)v[i]);
     return HASH_FINISH(h);
 }
 
@@ -394,14 +394,14 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
                     for (uint32_t j = r.off[ic]; j < r.off[ic + 1]; j++) {
                         uint32_t c = r.outer[j];
                         bucket[bucket_off[c] + bucket_n[c]++] = t;
-                        hacc[c] = HASH_STEP(hacc[c], t);
+                        hacc[c] = sv_hash_step(hacc[c], (uint32_t)t);
                     }
                 }
                 continue;
             }
             for (uint32_t c = d.classes[s->lo]; c <= d.classes[s->hi]; c++) {
                 bucket[bucket_off[c] + bucket_n[c]++] = s->out;
-                hacc[c] = HASH_STEP(hacc[c], s->out);
+                hacc[c] = sv_hash_step(hacc[c], (uint32_t)s->out);
             }
         }
         /* Classes with the same seeds (in the same order, since buckets fill

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/hash.h"
 #include "../src/util/memacct.h"
 #include "dfa_internal.h"
 
@@ -143,12 +144,6 @@ static void ser(key_t *k, const sv_ast_t *a, int depth) {
     }
 }
 
-static uint64_t hash_key(const key_t *k) {
-    uint64_t h = 0x84222325cbf29ce4ull;
-    for (size_t i = 0; i < k->n; i++) h = (h ^ k->buf[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* ---- the memo ------------------------------------------------------------------ */
 
 static void lru_unlink(entry_t *e) {
@@ -209,7 +204,7 @@ static sv_status memoized(key_t *k, build_fn build, const void *ctx, sv_dfa_t **
         free(k->buf);
         return build(ctx, out, err);
     }
-    uint64_t h = hash_key(k);
+    uint64_t h = sv_hash_bytes(k->buf, k->n);
     pthread_mutex_lock(&g.lock);
     for (entry_t *e = g.bucket[h % BUCKETS]; e; e = e->chain)
         if (e->hash == h && e->keylen == k->n && memcmp(e->key, k->buf, k->n) == 0) {

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 
+#include "../src/util/hash.h"
 #include "ast.h"
 #include "dfa.h"
 
@@ -275,8 +276,7 @@ static inline bool sv_pair_accepts(bool x, bool y, sv_dfa_op op) {
 }
 
 static inline uint32_t sv_pair_hash(sv_pair_t p) {
-    uint64_t h = ((uint64_t)(uint32_t)p.a << 32 | (uint32_t)p.b) * 0x9e3779b97f4a7c15ull;
-    return (uint32_t)(h >> 32);
+    return sv_hash_fib32((uint64_t)(uint32_t)p.a << 32 | (uint32_t)p.b);
 }
 
 /* sv_dfa_product without the memo (dfa_ops.c; sv_dfa_product, in

@@ -250,8 +250,6 @@ static bool accepts(const comp_t *c, const nstate_t *s) {
     return true;
 }
 
-static uint32_t hash_key(uint64_t k) { return (uint32_t)((k * 0x9e3779b97f4a7c15ull) >> 32); }
-
 /* Builds the minimal DFA of one constraint automaton by breadth-first search.
  * On success *out is a new DFA the caller frees with sv_dfa_destroy. */
 static sv_status build_dfa(const comp_t *c, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
@@ -269,7 +267,7 @@ static sv_status build_dfa(const comp_t *c, const sv_fsm_limits_t *lim, sv_dfa_t
     nstate_t s0 = {PH_START, 0, REL_EQ, 0, 0};
     keys[n] = key_of(&s0);
     raw.accept[n] = 0;
-    table[hash_key(keys[n]) & (tcap - 1)] = n + 1;
+    table[sv_hash_fib32(keys[n]) & (tcap - 1)] = n + 1;
     n++;
     for (uint32_t cur = 0; cur < n; cur++) {
         for (int cls = 0; cls < NCLS; cls++) {
@@ -277,7 +275,7 @@ static sv_status build_dfa(const comp_t *c, const sv_fsm_limits_t *lim, sv_dfa_t
             int32_t id = SV_DFA_DEAD;
             if (step(c, &s, cls)) {
                 uint64_t k = key_of(&s);
-                uint32_t h = hash_key(k) & (tcap - 1);
+                uint32_t h = sv_hash_fib32(k) & (tcap - 1);
                 while (table[h] && keys[table[h] - 1] != k) h = (h + 1) & (tcap - 1);
                 if (table[h]) {
                     id = (int32_t)table[h] - 1;
@@ -313,7 +311,7 @@ static sv_status build_dfa(const comp_t *c, const sv_fsm_limits_t *lim, sv_dfa_t
                         uint32_t *nt = calloc(ncap, sizeof *nt);
                         if (!nt) goto oom;
                         for (uint32_t i = 0; i < n; i++) {
-                            uint32_t hh = hash_key(keys[i]) & (ncap - 1);
+                            uint32_t hh = sv_hash_fib32(keys[i]) & (ncap - 1);
                             while (nt[hh]) hh = (hh + 1) & (ncap - 1);
                             nt[hh] = i + 1;
                         }

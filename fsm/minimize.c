@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/util/hash.h"
 #include "../src/util/memacct.h"
 #include "dfa_internal.h"
 
@@ -32,16 +33,16 @@ static sv_status oom(sv_error_t *err) {
  * differs there (a hash collision) is compared whole against every class.
  * Returns the number of classes. */
 void sv_dfa_column_hashes(const int32_t *t, uint32_t n, uint32_t k, uint64_t h[256]) {
-    for (uint32_t c = 0; c < k; c++) h[c] = 1469598103934665603ull;
+    for (uint32_t c = 0; c < k; c++) h[c] = SV_HASH_FNV_BASIS;
     for (uint32_t q = 0; q < n; q++)
-        for (uint32_t c = 0; c < k; c++) h[c] = (h[c] ^ (uint32_t)t[(size_t)q * k + c]) * 1099511628211ull;
+        for (uint32_t c = 0; c < k; c++) h[c] = sv_hash_step(h[c], (uint32_t)t[(size_t)q * k + c]);
 }
 
 uint64_t sv_dfa_fingerprint_of(const sv_dfa_t *d, const uint64_t *colh) {
     uint64_t h = ((uint64_t)d->nstates << 32 | d->nclasses) * 0x9e3779b97f4a7c15ull;
-    for (int b = 0; b < 256; b++) h = (h ^ d->classes[b]) * 0x100000001b3ull;
+    for (int b = 0; b < 256; b++) h = sv_hash_step(h, d->classes[b]);
     for (uint32_t c = 0; c < d->nclasses; c++) h = ((h ^ colh[c]) * 0xff51afd7ed558ccdull) ^ (h >> 29);
-    for (uint32_t s = 0; s < d->nstates; s++) h = (h ^ d->accept[s]) * 0x100000001b3ull;
+    for (uint32_t s = 0; s < d->nstates; s++) h = sv_hash_step(h, d->accept[s]);
     h ^= h >> 31;
     return h ? h : 1;
 }
@@ -373,7 +374,7 @@ refined:;
      * columns hashed on the way (sv_dfa_column_hashes). */
     newid[dead] = SV_DFA_DEAD;
     uint64_t h[256];
-    for (uint32_t c = 0; c < k; c++) h[c] = 1469598103934665603ull;
+    for (uint32_t c = 0; c < k; c++) h[c] = SV_HASH_FNV_BASIS;
     for (uint32_t q = 0; q < m; q++) {
         const int32_t *rrow = raw->trans + (size_t)order[q] * k;
         int32_t *row = d->trans + (size_t)q * k;
@@ -385,7 +386,7 @@ refined:;
                 v = newid[b];
             }
             row[c] = v;
-            h[c] = (h[c] ^ (uint32_t)v) * 1099511628211ull;
+            h[c] = sv_hash_step(h[c], (uint32_t)v);
         }
     }
     d->nstates = m;

@@ -41,6 +41,7 @@
 
 #include "../src/util/clock.h"
 #include "../src/util/grow.h"
+#include "../src/util/hash.h"
 #include "../src/util/memacct.h"
 #include "dfa_internal.h"
 
@@ -471,7 +472,7 @@ static bool raw_first(const linker_t *L, const uint32_t *soff, uint32_t p, uint8
 
 static uint32_t words_hash(const uint32_t *t, uint32_t k) {
     uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (uint32_t i = 0; i < k; i++) h = (h ^ t[i]) * 0x100000001B3ull, h ^= h >> 29;
+    for (uint32_t i = 0; i < k; i++) h = sv_hash_step(h, t[i]), h ^= h >> 29;
     return (uint32_t)h;
 }
 

@@ -1,5 +1,6 @@
 /* token_config.c — masks of a program's configurations (the walks and the
- * mask set of token_index.c, through token_index_internal.h).
+ * mask memo of token_index.c and token_memo.c, through
+ * token_index_internal.h).
  *
  * A program (program.c) is walked with a stack of return states, so the
  * state a matcher is in is a configuration: a DFA state and a stack. The

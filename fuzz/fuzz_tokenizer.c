@@ -18,7 +18,7 @@
 #include "src/tokenizer/bytelevel.h"
 #include "src/tokenizer/detok.h"
 #include "src/tokenizer/nfc.h"
-#include "src/tokenizer/utf8.h"
+#include "src/util/utf8.h"
 #include "src/tokenizer/vocab.h"
 
 #define CHECK(c) do { if (!(c)) __builtin_trap(); } while (0)
@@ -43,7 +43,7 @@ static void build(void) {
     json_t *v = json_object();
     for (int b = 0; b < 256; b++) {
         uint8_t u[5] = {0};
-        sv_tok_utf8_encode(sv_bytelevel_char((uint8_t)b), u);
+        sv_utf8_encode(sv_bytelevel_char((uint8_t)b), u);
         json_object_set_new(v, (const char *)u, json_integer(b));
     }
     json_t *merges = json_array();
@@ -80,7 +80,7 @@ static void build(void) {
     free(text);
 }
 
-static bool valid_utf8(const uint8_t *s, size_t n) { return sv_tok_utf8_check(s, n) == n; }
+static bool valid_utf8(const uint8_t *s, size_t n) { return sv_utf8_valid(s, n); }
 
 /* Streams `ids` (or, with ids NULL, the raw bytes in max-token chunks) and
  * returns the joined text in out; every chunk must be valid UTF-8. */

@@ -8,18 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/util/hash.h"
+
 /* ---- custom_id set: open addressing over FNV-1a --------------------------- */
 
 typedef struct {
     const char **keys;
     size_t cap, n;
 } idset_t;
-
-static uint64_t fnv1a(const char *s) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
 
 /* 1: added; 0: already there; -1: out of memory. */
 static int idset_add(idset_t *t, const char *key) {
@@ -29,7 +25,7 @@ static int idset_add(idset_t *t, const char *key) {
         if (!keys) return -1;
         for (size_t i = 0; i < t->cap; i++) {
             if (!t->keys[i]) continue;
-            size_t j = fnv1a(t->keys[i]) & (cap - 1);
+            size_t j = sv_hash_str(t->keys[i]) & (cap - 1);
             while (keys[j]) j = (j + 1) & (cap - 1);
             keys[j] = t->keys[i];
         }
@@ -37,7 +33,7 @@ static int idset_add(idset_t *t, const char *key) {
         t->keys = keys;
         t->cap = cap;
     }
-    size_t j = fnv1a(key) & (t->cap - 1);
+    size_t j = sv_hash_str(key) & (t->cap - 1);
     for (; t->keys[j]; j = (j + 1) & (t->cap - 1))
         if (!strcmp(t->keys[j], key)) return 0;
     t->keys[j] = key;

@@ -13,6 +13,7 @@
 
 #include "fsm/regex.h"
 #include "src/util/clock.h"
+#include "src/util/hash.h"
 
 struct sv_constraint {
     struct sv_constraint *prev, *next;
@@ -63,11 +64,7 @@ void sv_ccache_destroy(sv_constraint_cache_t *c) {
 }
 
 static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 1099511628211ull;
-    }
+    uint64_t h = sv_hash_bytes(s, n);
     return h ^ (h >> 29);
 }
 

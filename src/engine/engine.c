@@ -58,6 +58,8 @@
 #include "src/engine/radix.h"
 #include "src/tokenizer/detok.h"
 #include "src/util/clock.h"
+#include "src/util/hash.h"
+#include "src/util/utf8.h"
 
 #define FORCED_CAP 64 /* jump-forward tokens per matcher call */
 
@@ -790,33 +792,7 @@ static sv_status score_forced(sv_engine_t *e, req_t *r, const float *rows, uint3
  * words). */
 static uint64_t choice_seed(uint64_t seed, uint32_t i) {
     if (i == 0) return seed;
-    uint64_t z = seed + (uint64_t)i * 0xd1b54a32d192ed03ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Whether s[0..n) is well-formed UTF-8. */
-static bool utf8_ok(const uint8_t *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        uint8_t c = s[i];
-        size_t k;
-        uint32_t cp;
-        if (c < 0x80) { i++; continue; }
-        if (c >= 0xc2 && c <= 0xdf) k = 1, cp = c & 0x1f;
-        else if (c >= 0xe0 && c <= 0xef) k = 2, cp = c & 0x0f;
-        else if (c >= 0xf0 && c <= 0xf4) k = 3, cp = c & 0x07;
-        else return false;
-        if (n - i <= k) return false;
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xc0) != 0x80) return false;
-            cp = cp << 6 | (s[i + j] & 0x3f);
-        }
-        if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-            return false;
-        i += k + 1;
-    }
-    return true;
+    return sv_hash_splitmix(seed + (uint64_t)i * 0xd1b54a32d192ed03ull);
 }
 
 static sv_status check_request(const sv_engine_t *e, const sv_engine_request_t *q, sv_error_t *err) {
@@ -836,7 +812,7 @@ static sv_status check_request(const sv_engine_t *e, const sv_engine_request_t *
             if (n == 0 || n > SV_ENGINE_MAX_STOP_BYTES)
                 return sv_error_set(err, SV_ERR_ARG, -1, "engine: stop string %u must have 1..%d bytes", i,
                                     SV_ENGINE_MAX_STOP_BYTES);
-            if (!utf8_ok((const uint8_t *)s, n))
+            if (!sv_utf8_valid((const uint8_t *)s, n))
                 return sv_error_set(err, SV_ERR_ARG, -1, "engine: stop string %u is not valid UTF-8", i);
         }
     }

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "src/util/clock.h"
+#include "src/util/hash.h"
 
 typedef struct lreq {
     struct lreq *next;        /* inbox FIFO */
@@ -78,12 +79,7 @@ struct sv_engine_loop {
 
 /* ---- the id maps ---- */
 
-static uint32_t slot_of(uint64_t k, uint32_t cap) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (uint32_t)k & (cap - 1);
-}
+static uint32_t slot_of(uint64_t k, uint32_t cap) { return (uint32_t)sv_hash_u64(k) & (cap - 1); }
 
 static lreq_t *map_get(const idmap_t *m, uint64_t k) {
     if (!m->n) return NULL;

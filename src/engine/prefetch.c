@@ -1,10 +1,11 @@
 /* prefetch.c — mask prefetch workers (see prefetch.h).
  *
  * One mutex guards the job ring, the per-index records and the counters;
- * workers hold it only to pop a job and to account for it, never while
- * computing. A record per index carries the users count that forget waits
- * on, the budget-stop flag, a forgetting flag the running jobs poll, and
- * the set of (state, run) keys whose expansion completed.
+ * the workers (src/util/workers.h, over this mutex) hold it only to pop a
+ * job and to account for it, never while computing. A record per index
+ * carries the users count that forget waits on, the budget-stop flag, a
+ * forgetting flag the running jobs poll, and the set of (state, run) keys
+ * whose expansion completed.
  *
  * A job: the state's mask, then one pass over its allowed tokens (normal
  * ones; EOG leads nowhere) walking each through the DFA to collect the
@@ -21,6 +22,8 @@
 #include <time.h>
 
 #include "src/util/clock.h"
+#include "src/util/hash.h"
+#include "src/util/workers.h"
 
 enum { DONE_MAX = 1u << 16 }; /* completed keys remembered per index */
 
@@ -42,7 +45,7 @@ typedef struct job {
 
 typedef struct worker {
     sv_prefetch_t *pf;
-    pthread_t th;
+    job_t job;       /* the job it runs (take_job copies it off the ring) */
     uint64_t *seen;  /* (seen_cap) successor keys + 1 of the current job */
     uint32_t seen_cap;
     uint64_t *succ;  /* (max_states) successor keys in discovery order */
@@ -51,33 +54,24 @@ typedef struct worker {
 struct sv_prefetch {
     sv_prefetch_limits_t lim;
     pthread_mutex_t mu;
-    pthread_cond_t work; /* a job was queued, or stop */
     pthread_cond_t idle; /* a job ended */
-    bool stop;
     job_t *ring;         /* (lim.queue_cap) */
     uint32_t head, n;
     uint32_t active;     /* jobs running */
     pf_index_t *recs;
     sv_prefetch_stats_t st;
-    worker_t *workers;   /* (n_alloc) */
+    worker_t *workers;   /* (n_alloc) per-thread scratch */
     uint32_t n_alloc;
-    uint32_t n_workers;  /* started */
+    sv_workers_t *pool;  /* the threads, over mu; NULL until started */
 };
 
 static uint64_t key_of(int32_t state, uint32_t ws) { return ((uint64_t)(uint32_t)state << 32 | ws) + 1; }
-
-static uint64_t hash64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
-}
 
 /* ---- the per-index done set (under pf->mu) ---- */
 
 static bool done_has(const pf_index_t *r, uint64_t k) {
     if (!r->done_n) return false;
-    for (uint32_t i = (uint32_t)hash64(k) & (r->done_cap - 1);; i = (i + 1) & (r->done_cap - 1)) {
+    for (uint32_t i = (uint32_t)sv_hash_u64(k) & (r->done_cap - 1);; i = (i + 1) & (r->done_cap - 1)) {
         if (r->done[i] == k) return true;
         if (!r->done[i]) return false;
     }
@@ -91,7 +85,7 @@ static void done_add(pf_index_t *r, uint64_t k) {
         if (!t) return; /* only a missed shortcut */
         for (uint32_t j = 0; j < r->done_cap; j++)
             if (r->done[j]) {
-                uint32_t i = (uint32_t)hash64(r->done[j]) & (cap - 1);
+                uint32_t i = (uint32_t)sv_hash_u64(r->done[j]) & (cap - 1);
                 while (t[i]) i = (i + 1) & (cap - 1);
                 t[i] = r->done[j];
             }
@@ -99,7 +93,7 @@ static void done_add(pf_index_t *r, uint64_t k) {
         r->done = t;
         r->done_cap = cap;
     }
-    uint32_t i = (uint32_t)hash64(k) & (r->done_cap - 1);
+    uint32_t i = (uint32_t)sv_hash_u64(k) & (r->done_cap - 1);
     while (r->done[i]) i = (i + 1) & (r->done_cap - 1);
     r->done[i] = k;
     r->done_n++;
@@ -161,7 +155,7 @@ static sv_status run_job(worker_t *w, const job_t *j, uint64_t *computed, bool *
             if (next < 0 || !sv_token_index_ws_after(ix, j->ws, id, &wa)) continue;
             if (wa > cap) wa = cap;
             uint64_t k = key_of(next, wa);
-            uint32_t i = (uint32_t)hash64(k) & (w->seen_cap - 1);
+            uint32_t i = (uint32_t)sv_hash_u64(k) & (w->seen_cap - 1);
             while (w->seen[i] && w->seen[i] != k) i = (i + 1) & (w->seen_cap - 1);
             if (w->seen[i]) continue;
             if (n_succ == max_succ) {
@@ -181,40 +175,43 @@ static sv_status run_job(worker_t *w, const job_t *j, uint64_t *computed, bool *
     return SV_OK;
 }
 
-static void *worker_main(void *arg) {
-    worker_t *w = arg;
-    sv_prefetch_t *pf = w->pf;
+/* ---- the workers' callbacks (src/util/workers.h) ---- */
+
+/* Under pf->mu: the oldest queued job, into worker i's slot. */
+static void *take_job(void *owner, uint32_t i) {
+    sv_prefetch_t *pf = owner;
+    if (pf->n == 0) return NULL;
+    worker_t *w = &pf->workers[i];
+    w->job = pf->ring[pf->head];
+    pf->head = (pf->head + 1) % pf->lim.queue_cap;
+    pf->n--;
+    w->job.rec->users++;
+    pf->active++;
+    return &w->job;
+}
+
+/* Without the lock: runs the job, then accounts for it under pf->mu. */
+static void run_taken(void *owner, uint32_t i, void *job) {
+    sv_prefetch_t *pf = owner;
+    const job_t j = *(const job_t *)job;
+    uint64_t computed = 0;
+    bool complete = false;
+    sv_status st = run_job(&pf->workers[i], &j, &computed, &complete);
+
     pthread_mutex_lock(&pf->mu);
-    for (;;) {
-        while (!pf->stop && pf->n == 0) pthread_cond_wait(&pf->work, &pf->mu);
-        if (pf->stop) break;
-        job_t j = pf->ring[pf->head];
-        pf->head = (pf->head + 1) % pf->lim.queue_cap;
-        pf->n--;
-        j.rec->users++;
-        pf->active++;
-        pthread_mutex_unlock(&pf->mu);
-
-        uint64_t computed = 0;
-        bool complete = false;
-        sv_status st = run_job(w, &j, &computed, &complete);
-
-        pthread_mutex_lock(&pf->mu);
-        pf->st.jobs++;
-        pf->st.computed += computed;
-        if (st == SV_ERR_BUDGET && !j.rec->exhausted) {
-            j.rec->exhausted = true;
-            pf->st.budget_stops++;
-            purge(pf, j.rec);
-        } else if (st == SV_OK && complete && !atomic_load(&j.rec->forgetting)) {
-            done_add(j.rec, key_of(j.state, j.ws));
-        }
-        j.rec->users--;
-        pf->active--;
-        pthread_cond_broadcast(&pf->idle);
+    pf->st.jobs++;
+    pf->st.computed += computed;
+    if (st == SV_ERR_BUDGET && !j.rec->exhausted) {
+        j.rec->exhausted = true;
+        pf->st.budget_stops++;
+        purge(pf, j.rec);
+    } else if (st == SV_OK && complete && !atomic_load(&j.rec->forgetting)) {
+        done_add(j.rec, key_of(j.state, j.ws));
     }
+    j.rec->users--;
+    pf->active--;
+    pthread_cond_broadcast(&pf->idle);
     pthread_mutex_unlock(&pf->mu);
-    return NULL;
 }
 
 /* ---- the API ---- */
@@ -243,7 +240,6 @@ sv_status sv_prefetch_create(uint32_t n_threads, const sv_prefetch_limits_t *lim
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&pf->mu, NULL);
-    pthread_cond_init(&pf->work, NULL);
     pthread_cond_init(&pf->idle, &ca);
     pthread_condattr_destroy(&ca);
     pf->ring = calloc(l.queue_cap, sizeof *pf->ring);
@@ -260,12 +256,11 @@ sv_status sv_prefetch_create(uint32_t n_threads, const sv_prefetch_limits_t *lim
         w->succ = calloc(l.max_states, sizeof *w->succ);
         if (!w->seen || !w->succ) goto nomem;
     }
-    for (uint32_t i = 0; i < n_threads; i++) {
-        if (pthread_create(&pf->workers[i].th, NULL, worker_main, &pf->workers[i])) {
-            sv_prefetch_destroy(pf);
-            return sv_error_set(err, SV_ERR_NOMEM, -1, "prefetch: cannot start a worker thread");
-        }
-        pf->n_workers++;
+    sv_workers_config_t wc = {.n = n_threads, .lock = &pf->mu, .take = take_job, .run = run_taken, .owner = pf};
+    sv_error_t werr;
+    if (sv_workers_create(&wc, &pf->pool, &werr)) {
+        sv_prefetch_destroy(pf);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "prefetch: cannot start a worker thread");
     }
     *out = pf;
     return SV_OK;
@@ -277,11 +272,10 @@ nomem:
 void sv_prefetch_destroy(sv_prefetch_t *pf) {
     if (!pf) return;
     pthread_mutex_lock(&pf->mu);
-    pf->stop = true;
-    pthread_cond_broadcast(&pf->work);
+    if (pf->pool) sv_workers_stop_locked(pf->pool);
     for (pf_index_t *r = pf->recs; r; r = r->next) atomic_store(&r->forgetting, true);
     pthread_mutex_unlock(&pf->mu);
-    for (uint32_t i = 0; i < pf->n_workers; i++) pthread_join(pf->workers[i].th, NULL);
+    sv_workers_destroy(pf->pool);
     for (uint32_t i = 0; i < pf->n_alloc; i++) {
         free(pf->workers[i].seen);
         free(pf->workers[i].succ);
@@ -294,7 +288,6 @@ void sv_prefetch_destroy(sv_prefetch_t *pf) {
     }
     free(pf->workers);
     free(pf->ring);
-    pthread_cond_destroy(&pf->work);
     pthread_cond_destroy(&pf->idle);
     pthread_mutex_destroy(&pf->mu);
     free(pf);
@@ -342,7 +335,7 @@ void sv_prefetch_post(sv_prefetch_t *pf, sv_token_index_t *ix, int32_t state, ui
     pf->ring[(pf->head + pf->n) % qcap] = (job_t){rec, state, ws_run};
     pf->n++;
     pf->st.posted++;
-    pthread_cond_signal(&pf->work);
+    sv_workers_wake(pf->pool);
 out:
     pthread_mutex_unlock(&pf->mu);
 }

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/util/hash.h"
+
 #define NONE UINT32_MAX
 #define MARK (UINT32_MAX - 1) /* block_node value while sv_radix_insert validates */
 #define ROOT_HASH 0x51e7e5eedcafe001ull
@@ -47,9 +49,7 @@ static uint64_t hash_block(uint64_t parent, const int32_t *ids) {
         h = (h ^ (uint32_t)ids[i]) * 0xff51afd7ed558ccdull;
         h ^= h >> 32;
     }
-    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-    return h ^ (h >> 31);
+    return sv_hash_splitmix(h);
 }
 
 static uint64_t node_hash(const sv_radix_t *t, uint32_t parent, const int32_t *ids) {

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "src/util/arena.h"
+#include "src/util/hash.h"
 
 struct sv_gguf {
     const uint8_t *base;
@@ -324,16 +325,6 @@ double sv_gguf_array_f64(const sv_gguf_value_t *v, uint64_t i) {
 
 /* ---- hash tables ---------------------------------------------------------------- */
 
-static uint64_t hash(const void *p, size_t n) {
-    const uint8_t *s = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 static uint32_t *table_new(sv_arena_t *a, uint64_t n, uint32_t *mask) {
     uint64_t size = 16;
     while (size < 2 * n)
@@ -343,7 +334,7 @@ static uint32_t *table_new(sv_arena_t *a, uint64_t n, uint32_t *mask) {
 }
 
 static const sv_gguf_kv_t *kv_lookup(const sv_gguf_t *g, const char *s, size_t n) {
-    for (uint32_t i = (uint32_t)hash(s, n) & g->kv_mask;; i = (i + 1) & g->kv_mask) {
+    for (uint32_t i = (uint32_t)sv_hash_bytes(s, n) & g->kv_mask;; i = (i + 1) & g->kv_mask) {
         uint32_t k = g->kv_hash[i];
         if (!k)
             return NULL;
@@ -354,7 +345,7 @@ static const sv_gguf_kv_t *kv_lookup(const sv_gguf_t *g, const char *s, size_t n
 }
 
 static const sv_gguf_tensor_t *tensor_lookup(const sv_gguf_t *g, const char *s, size_t n) {
-    for (uint32_t i = (uint32_t)hash(s, n) & g->t_mask;; i = (i + 1) & g->t_mask) {
+    for (uint32_t i = (uint32_t)sv_hash_bytes(s, n) & g->t_mask;; i = (i + 1) & g->t_mask) {
         uint32_t k = g->t_hash[i];
         if (!k)
             return NULL;
@@ -393,7 +384,7 @@ static sv_status parse_kvs(sv_gguf_t *g, cursor_t *c, uint64_t n_kv) {
                                 (unsigned long long)kv->offset);
         if ((st = rd_value(c, type, &kv->value, 0)))
             return st;
-        uint32_t h = (uint32_t)hash(kv->key.p, (size_t)kv->key.n) & g->kv_mask;
+        uint32_t h = (uint32_t)sv_hash_bytes(kv->key.p, (size_t)kv->key.n) & g->kv_mask;
         while (g->kv_hash[h])
             h = (h + 1) & g->kv_mask;
         g->kv_hash[h] = (uint32_t)i + 1;
@@ -499,7 +490,7 @@ static sv_status parse_tensors(sv_gguf_t *g, cursor_t *c, uint64_t n) {
                                 "gguf: tensor \"%s\" at byte %zu: its size in bytes overflows 64 bits",
                                 copy, at);
         t->n_bytes = bytes;
-        uint32_t h = (uint32_t)hash(copy, (size_t)name.n) & g->t_mask;
+        uint32_t h = (uint32_t)sv_hash_bytes(copy, (size_t)name.n) & g->t_mask;
         while (g->t_hash[h])
             h = (h + 1) & g->t_mask;
         g->t_hash[h] = (uint32_t)i + 1;

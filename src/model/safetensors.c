@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "src/model/quant.h"
+#include "src/util/hash.h"
 
 struct sv_st {
     void *map;                   /* the mapping (sv_st_open), or NULL */
@@ -52,15 +53,6 @@ const char *sv_st_dtype_name(sv_st_dtype d) {
 
 uint32_t sv_st_dtype_size(sv_st_dtype d) {
     return (unsigned)d < SV_ST_DTYPE_END ? DTYPES[d].size : 0;
-}
-
-/* ---- the name table -------------------------------------------------------- */
-
-static uint64_t hash(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
 }
 
 /* ---- parsing --------------------------------------------------------------- */
@@ -278,7 +270,7 @@ static sv_status parse_header(sv_st_t *st, const char *json, size_t n, uint64_t 
             goto done;
         t->name = copy_str(&at, k);
         t->data = st->base + st->data_off + t->offset;
-        uint32_t h = (uint32_t)hash(t->name) & st->t_mask;
+        uint32_t h = (uint32_t)sv_hash_str(t->name) & st->t_mask;
         while (st->t_hash[h])
             h = (h + 1) & st->t_mask;
         st->t_hash[h] = (uint32_t)st->n_tensors + 1;
@@ -406,7 +398,7 @@ const sv_st_tensor_t *sv_st_tensor_at(const sv_st_t *st, uint64_t i) {
 const sv_st_tensor_t *sv_st_find(const sv_st_t *st, const char *name) {
     if (!name || st->n_tensors == 0)
         return NULL;
-    for (uint32_t h = (uint32_t)hash(name) & st->t_mask;; h = (h + 1) & st->t_mask) {
+    for (uint32_t h = (uint32_t)sv_hash_str(name) & st->t_mask;; h = (h + 1) & st->t_mask) {
         uint32_t k = st->t_hash[h];
         if (!k)
             return NULL;

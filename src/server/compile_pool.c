@@ -1,6 +1,8 @@
 /* compile_pool.c — constraint lookups and compiles (see compile_pool.h).
  *
- * One mutex guards both queues and the workers' running slots. A job is in
+ * One mutex guards both queues and the workers' running slots; the lookup
+ * thread and the compile threads are two sets of workers over it
+ * (src/util/workers.h). A job is in
  * exactly one place: the lookup queue, the compile queue, a running slot,
  * or (briefly, between them) in the hands of the thread that took it. */
 #ifdef __linux__
@@ -23,6 +25,7 @@
 
 #include "src/util/clock.h"
 #include "src/util/memacct.h"
+#include "src/util/workers.h"
 
 #define LOOKUP_QUEUE_MAX 4096
 
@@ -47,23 +50,16 @@ typedef struct {
 struct sv_cpool {
     sv_constraint_cache_t *cache;
     pthread_mutex_t mu;
-    pthread_cond_t cv_compile, cv_lookup;
     queue_t lookups, compiles;
     uint32_t queue_max;
     job_t **running; /* per worker: the job it compiles, or NULL */
     uint64_t next_id, refused, cancelled;
-    bool stop;
-    uint32_t n_threads;
-    pthread_t *threads;
-    pthread_t lookup_thread;
-    bool lookup_started;
+    bool stop;                /* submits and misses are refused */
+    uint32_t n_threads;       /* compile threads (running's length) */
+    sv_workers_t *compilers;  /* n_threads, over mu, taking compiles */
+    sv_workers_t *lookup;     /* one, over mu, taking lookups */
     sv_memacct_pool_t mem;
 };
-
-typedef struct {
-    sv_cpool_t *p;
-    uint32_t slot;
-} worker_arg_t;
 
 static void push(queue_t *q, job_t *j) {
     j->next = NULL;
@@ -121,104 +117,103 @@ static void finish_error(job_t *j, sv_status code, const char *msg) {
     finish(j, NULL, false, &err);
 }
 
-static void *lookup_main(void *arg) {
-    sv_cpool_t *p = arg;
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        while (!p->lookups.head && !p->stop) pthread_cond_wait(&p->cv_lookup, &p->mu);
-        if (p->stop) {
-            pthread_mutex_unlock(&p->mu);
-            return NULL;
-        }
-        job_t *j = pop(&p->lookups);
-        pthread_mutex_unlock(&p->mu);
+/* ---- the lookup thread ---- */
 
-        if (atomic_load(&j->cancel)) {
-            finish_error(j, SV_ERR_CANCELLED, "the request went away before its constraint was ready");
-            continue;
+/* Under p->mu. */
+static void *take_lookup(void *owner, uint32_t i) {
+    (void)i;
+    return pop(&((sv_cpool_t *)owner)->lookups);
+}
+
+static void run_lookup(void *owner, uint32_t i, void *job) {
+    sv_cpool_t *p = owner;
+    job_t *j = job;
+    (void)i;
+    if (atomic_load(&j->cancel)) {
+        finish_error(j, SV_ERR_CANCELLED, "the request went away before its constraint was ready");
+        return;
+    }
+    if (!j->looked_up) {
+        sv_error_t err;
+        sv_error_clear(&err);
+        sv_constraint_t *c = NULL;
+        sv_status st = sv_constraint_find(p->cache, &j->spec, &c, &err);
+        if (st || c) {
+            if (st && err.code == SV_OK) err.code = st;
+            finish(j, c, c != NULL, &err);
+            return;
         }
-        if (!j->looked_up) {
-            sv_error_t err;
-            sv_error_clear(&err);
-            sv_constraint_t *c = NULL;
-            sv_status st = sv_constraint_find(p->cache, &j->spec, &c, &err);
-            if (st || c) {
-                if (st && err.code == SV_OK) err.code = st;
-                finish(j, c, c != NULL, &err);
-                continue;
-            }
-            j->looked_up = true;
-        }
-        /* A miss: to the compile queue, if it has room. */
-        pthread_mutex_lock(&p->mu);
-        bool room = p->compiles.n < p->queue_max && !p->stop;
-        if (room) {
-            push(&p->compiles, j);
-            pthread_cond_signal(&p->cv_compile);
-        } else {
-            p->refused++;
-        }
-        uint32_t waiting = p->compiles.n;
-        pthread_mutex_unlock(&p->mu);
-        if (!room) {
-            sv_error_t err;
-            sv_error_set(&err, SV_ERR_CAPACITY, -1, "%u constraints are waiting to compile; retry later", waiting);
-            finish(j, NULL, false, &err);
-        }
+        j->looked_up = true;
+    }
+    /* A miss: to the compile queue, if it has room. */
+    pthread_mutex_lock(&p->mu);
+    bool room = p->compiles.n < p->queue_max && !p->stop;
+    if (room) {
+        push(&p->compiles, j);
+        sv_workers_wake(p->compilers);
+    } else {
+        p->refused++;
+    }
+    uint32_t waiting = p->compiles.n;
+    pthread_mutex_unlock(&p->mu);
+    if (!room) {
+        sv_error_t err;
+        sv_error_set(&err, SV_ERR_CAPACITY, -1, "%u constraints are waiting to compile; retry later", waiting);
+        finish(j, NULL, false, &err);
     }
 }
 
-static void *worker(void *arg) {
-    worker_arg_t *wa = arg;
-    sv_cpool_t *p = wa->p;
-    uint32_t slot = wa->slot;
-    free(wa);
+/* ---- the compile threads ---- */
+
+static void start_compiler(void *owner, uint32_t slot) {
+    (void)owner, (void)slot;
 #ifdef __linux__
     /* Compiles yield the CPU to decoding and HTTP: a flood of slow schemas
      * must not slow the requests whose constraints are cached (on Linux a
      * thread's nice value is its own). */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
 #endif
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        while (!p->compiles.head && !p->stop) pthread_cond_wait(&p->cv_compile, &p->mu);
-        if (p->stop) {
-            pthread_mutex_unlock(&p->mu);
-            return NULL;
-        }
-        job_t *j = pop(&p->compiles);
-        p->running[slot] = j;
-        pthread_mutex_unlock(&p->mu);
+}
 
-        uint64_t t0 = sv_now_ns();
-        sv_error_t err;
-        sv_error_clear(&err);
-        sv_constraint_t *c = NULL;
-        bool hit = false;
-        /* The compile's memory goes to the pool's account, and it stops at
-         * its next time check once the job is cancelled (src/util/memacct.h). */
-        sv_memacct_thread_setup(&p->mem, &j->cancel);
-        sv_status st = sv_constraint_get(p->cache, &j->spec, &c, &hit, &err);
-        sv_memacct_thread_setup(NULL, NULL);
-        if (st && err.code == SV_OK) err.code = st;
-        uint64_t us = (sv_now_ns() - t0) / 1000;
+/* Under p->mu: the oldest compile, into the worker's running slot. */
+static void *take_compile(void *owner, uint32_t slot) {
+    sv_cpool_t *p = owner;
+    job_t *j = pop(&p->compiles);
+    if (j) p->running[slot] = j;
+    return j;
+}
 
-        pthread_mutex_lock(&p->mu);
-        p->running[slot] = NULL;
-        if (st == SV_ERR_CAPACITY) p->refused++;
-        bool idle = p->compiles.n == 0;
-        for (uint32_t i = 0; idle && i < p->n_threads; i++) idle = !p->running[i];
-        pthread_mutex_unlock(&p->mu);
-        finish(j, st ? NULL : c, hit, &err);
+static void run_compile(void *owner, uint32_t slot, void *job) {
+    sv_cpool_t *p = owner;
+    job_t *j = job;
+    uint64_t t0 = sv_now_ns();
+    sv_error_t err;
+    sv_error_clear(&err);
+    sv_constraint_t *c = NULL;
+    bool hit = false;
+    /* The compile's memory goes to the pool's account, and it stops at
+     * its next time check once the job is cancelled (src/util/memacct.h). */
+    sv_memacct_thread_setup(&p->mem, &j->cancel);
+    sv_status st = sv_constraint_get(p->cache, &j->spec, &c, &hit, &err);
+    sv_memacct_thread_setup(NULL, NULL);
+    if (st && err.code == SV_OK) err.code = st;
+    uint64_t us = (sv_now_ns() - t0) / 1000;
+
+    pthread_mutex_lock(&p->mu);
+    p->running[slot] = NULL;
+    if (st == SV_ERR_CAPACITY) p->refused++;
+    bool idle = p->compiles.n == 0;
+    for (uint32_t i = 0; idle && i < p->n_threads; i++) idle = !p->running[i];
+    pthread_mutex_unlock(&p->mu);
+    finish(j, st ? NULL : c, hit, &err);
 #ifdef __GLIBC__
-        /* A compile that failed, or ran long, has freed what it built (its
-         * arena and automata): hand the pages back to the system, so one
-         * big schema does not leave the server holding gigabytes. So does
-         * the last compile before the pool goes idle: what the compiles in
-         * a burst freed goes back once, not after each. */
-        if (!hit && (st || us > 100000 || idle)) malloc_trim(0);
+    /* A compile that failed, or ran long, has freed what it built (its
+     * arena and automata): hand the pages back to the system, so one
+     * big schema does not leave the server holding gigabytes. So does
+     * the last compile before the pool goes idle: what the compiles in
+     * a burst freed goes back once, not after each. */
+    if (!hit && (st || us > 100000 || idle)) malloc_trim(0);
 #endif
-    }
 }
 
 sv_status sv_cpool_create(const sv_cpool_config_t *cfg, sv_constraint_cache_t *cache, sv_cpool_t **out,
@@ -232,22 +227,15 @@ sv_status sv_cpool_create(const sv_cpool_config_t *cfg, sv_constraint_cache_t *c
     p->mem.limit = cfg->memory;
     p->next_id = 1;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv_compile, NULL);
-    pthread_cond_init(&p->cv_lookup, NULL);
-    p->threads = calloc(cfg->threads, sizeof *p->threads);
+    p->n_threads = cfg->threads;
     p->running = calloc(cfg->threads, sizeof *p->running);
-    if (!p->threads || !p->running) goto fail;
-    if (pthread_create(&p->lookup_thread, NULL, lookup_main, p)) goto fail;
-    p->lookup_started = true;
-    for (; p->n_threads < cfg->threads; p->n_threads++) {
-        worker_arg_t *wa = malloc(sizeof *wa);
-        if (!wa) goto fail;
-        *wa = (worker_arg_t){p, p->n_threads};
-        if (pthread_create(&p->threads[p->n_threads], NULL, worker, wa)) {
-            free(wa);
-            goto fail;
-        }
-    }
+    if (!p->running) goto fail;
+    /* the compile threads first: a lookup's miss wakes them */
+    sv_workers_config_t wc = {.n = cfg->threads, .lock = &p->mu, .take = take_compile, .run = run_compile,
+                              .start = start_compiler, .owner = p};
+    sv_workers_config_t lc = {.n = 1, .lock = &p->mu, .take = take_lookup, .run = run_lookup, .owner = p};
+    sv_error_t werr;
+    if (sv_workers_create(&wc, &p->compilers, &werr) || sv_workers_create(&lc, &p->lookup, &werr)) goto fail;
     *out = p;
     return SV_OK;
 fail:
@@ -282,7 +270,7 @@ uint64_t sv_cpool_submit(sv_cpool_t *p, const sv_constraint_spec_t *spec, sv_cpo
     }
     uint64_t id = j->id = p->next_id++;
     push(&p->lookups, j);
-    pthread_cond_signal(&p->cv_lookup);
+    sv_workers_wake(p->lookup);
     pthread_mutex_unlock(&p->mu);
     return id;
 }
@@ -296,7 +284,7 @@ void sv_cpool_cancel(sv_cpool_t *p, uint64_t id) {
         /* Waiting: its callback runs now, on the lookup thread. */
         atomic_store(&j->cancel, true);
         push_front(&p->lookups, j);
-        pthread_cond_signal(&p->cv_lookup);
+        sv_workers_wake(p->lookup);
         p->cancelled++;
     } else {
         for (uint32_t i = 0; i < p->n_threads; i++)
@@ -323,17 +311,14 @@ void sv_cpool_destroy(sv_cpool_t *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
     p->stop = true;
-    pthread_cond_broadcast(&p->cv_compile);
-    pthread_cond_broadcast(&p->cv_lookup);
+    if (p->compilers) sv_workers_stop_locked(p->compilers);
+    if (p->lookup) sv_workers_stop_locked(p->lookup);
     pthread_mutex_unlock(&p->mu);
-    if (p->lookup_started) pthread_join(p->lookup_thread, NULL);
-    for (uint32_t i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+    sv_workers_destroy(p->lookup);
+    sv_workers_destroy(p->compilers);
     for (queue_t *q = &p->lookups; q; q = q == &p->lookups ? &p->compiles : NULL)
         for (job_t *j; (j = pop(q));) job_free(j);
-    free(p->threads);
     free(p->running);
     pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->cv_compile);
-    pthread_cond_destroy(&p->cv_lookup);
     free(p);
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "utf8.h"
+#include "src/util/utf8.h"
 
 typedef struct {
     int32_t child;     /* first child, or -1 */
@@ -125,7 +125,7 @@ static bool is_space(uint32_t cp) {
 /* Whether the character at s[i] is a word character. */
 static bool word_at(const sv_added_t *a, pcre2_match_data *md, const uint8_t *s, size_t n, size_t i) {
     uint32_t cp;
-    int k = sv_tok_utf8_decode(s + i, n - i, &cp);
+    int k = sv_utf8_decode(s + i, n - i, &cp);
     if (!k)
         return false;
     return pcre2_match(a->word, s + i, (size_t)k, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, md,
@@ -182,7 +182,7 @@ bool sv_added_next(const sv_added_t *a, pcre2_match_data *md, const uint8_t *s, 
             while (k > 0) {
                 size_t p = char_before(s, k);
                 uint32_t cp;
-                if (!sv_tok_utf8_decode(s + p, n - p, &cp) || !is_space(cp))
+                if (!sv_utf8_decode(s + p, n - p, &cp) || !is_space(cp))
                     break;
                 k = p;
             }
@@ -191,7 +191,7 @@ bool sv_added_next(const sv_added_t *a, pcre2_match_data *md, const uint8_t *s, 
         if (t->rstrip) {
             uint32_t cp;
             int k;
-            while (me < n && (k = sv_tok_utf8_decode(s + me, n - me, &cp)) && is_space(cp))
+            while (me < n && (k = sv_utf8_decode(s + me, n - me, &cp)) && is_space(cp))
                 me += (size_t)k;
         }
         *start = ms;

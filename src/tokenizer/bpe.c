@@ -24,8 +24,9 @@
 #include "bytelevel.h"
 #include "nfc.h"
 #include "pretok.h"
-#include "utf8.h"
 #include "vocab_internal.h"
+#include "src/util/hash.h"
+#include "src/util/utf8.h"
 
 #define CACHE_SLOTS 4096
 #define CACHE_KEY 24
@@ -72,16 +73,9 @@ struct sv_bpe_scratch {
 
 /* ---- the merge table ---------------------------------------------------- */
 
-static uint64_t mix(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return k;
-}
-
 static const merge_t *find_merge(const sv_bpe_t *b, int32_t left, int32_t right) {
     uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
-    for (uint64_t i = mix(key) & b->merge_mask;; i = (i + 1) & b->merge_mask) {
+    for (uint64_t i = sv_hash_u64(key) & b->merge_mask;; i = (i + 1) & b->merge_mask) {
         const merge_t *m = &b->merges[i];
         if (m->key == key)
             return m;
@@ -105,7 +99,7 @@ static sv_status build_merges(sv_bpe_t *b, sv_error_t *err) {
     for (uint32_t r = 0; r < v->n_merges; r++) {
         int32_t l = v->merges[r][0], rt = v->merges[r][1];
         uint64_t key = (uint64_t)(uint32_t)l << 32 | (uint32_t)rt;
-        uint64_t i = mix(key) & b->merge_mask;
+        uint64_t i = sv_hash_u64(key) & b->merge_mask;
         while (b->merges[i].key != UINT64_MAX && b->merges[i].key != key)
             i = (i + 1) & b->merge_mask;
         /* The merged token: vocab.c checked that it exists. */
@@ -137,7 +131,7 @@ sv_status sv_bpe_create(const sv_vocab_t *v, sv_bpe_t **out, sv_error_t *err) {
         goto fail;
     for (int c = 0; c < 256; c++) {
         uint8_t u[4];
-        int k = sv_tok_utf8_encode(sv_bytelevel_char((uint8_t)c), u);
+        int k = sv_utf8_encode(sv_bytelevel_char((uint8_t)c), u);
         b->byte_id[c] = sv_vocab_lookup(v, (const char *)u, (size_t)k);
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", c);
@@ -293,7 +287,7 @@ static sv_status encode_word(const sv_bpe_t *b, sv_bpe_scratch_t *s, const uint8
     int32_t unk = -1, unk_len = 0;
     for (size_t i = 0, j = 0; i < wn; j++) {
         uint32_t cp;
-        int k = sv_tok_utf8_decode(w + i, wn - i, &cp);
+        int k = sv_utf8_decode(w + i, wn - i, &cp);
         if (!k)
             k = 1;
         /* Byte-level words spell raw byte j with character j. */
@@ -370,7 +364,7 @@ static sv_status encode_piece(const sv_bpe_t *b, sv_bpe_scratch_t *s, const uint
     cache_slot_t *slot = NULL;
     uint64_t h = 0;
     if (n <= CACHE_KEY) {
-        h = sv_tok_hash(p, n);
+        h = sv_hash_bytes(p, n);
         slot = &s->cache[h & (CACHE_SLOTS - 1)];
         if (slot->key_len == n && slot->hash == h && memcmp(slot->key, p, n) == 0) {
             if (sv_ids_reserve(out, slot->n_ids))
@@ -388,7 +382,7 @@ static sv_status encode_piece(const sv_bpe_t *b, sv_bpe_scratch_t *s, const uint
         if (sv_bytes_reserve(&s->word, 2 * n))
             return SV_ERR_NOMEM;
         for (size_t i = 0; i < n; i++)
-            s->word.n += (size_t)sv_tok_utf8_encode(sv_bytelevel_char(p[i]), s->word.p + s->word.n);
+            s->word.n += (size_t)sv_utf8_encode(sv_bytelevel_char(p[i]), s->word.p + s->word.n);
         w = s->word.p;
         wn = s->word.n;
     }
@@ -543,7 +537,7 @@ static sv_status run(run_t *r, const char *text, size_t len) {
                             len, SV_BPE_MAX_INPUT);
     const uint8_t *t = (const uint8_t *)text;
     r->start = t;
-    size_t bad = sv_tok_utf8_check(t, len);
+    size_t bad = sv_utf8_check(t, len);
     if (bad != len)
         return sv_error_set(r->err, SV_ERR_ARG, (long)bad, "encode: invalid UTF-8 at byte %zu", bad);
     return split_added(r, r->b->added_raw, t, len, encode_segment);

@@ -30,15 +30,4 @@ sv_status sv_ids_reserve(sv_ids_t *ids, size_t extra);
 sv_status sv_ids_push(sv_ids_t *ids, int32_t id);
 void sv_ids_free(sv_ids_t *ids);
 
-/* 64-bit FNV-1a, for the tokenizer's hash tables. */
-static inline uint64_t sv_tok_hash(const void *p, size_t n) {
-    const uint8_t *s = (const uint8_t *)p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 #endif

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/util/utf8.h"
+
 struct sv_detok {
     const sv_vocab_t *v;
     uint32_t flags;
@@ -20,23 +22,12 @@ static const uint8_t FFFD[3] = {0xEF, 0xBF, 0xBD};
  * sets *complete when it is a whole character, *prefix when it is a valid
  * but truncated start (the input ended inside it). */
 static size_t scan_one(const uint8_t *s, size_t n, bool *complete, bool *prefix) {
-    uint8_t b = s[0];
     *complete = *prefix = false;
-    if (b < 0x80) {
-        *complete = true;
-        return 1;
-    }
-    size_t need;
-    uint8_t lo = 0x80, hi = 0xBF;  /* the range of the second byte (Table 3-7) */
-    if (b >= 0xC2 && b <= 0xDF) need = 2;
-    else if (b == 0xE0) { need = 3; lo = 0xA0; }
-    else if (b == 0xED) { need = 3; hi = 0x9F; }
-    else if (b >= 0xE1 && b <= 0xEF) need = 3;
-    else if (b == 0xF0) { need = 4; lo = 0x90; }
-    else if (b == 0xF4) { need = 4; hi = 0x8F; }
-    else if (b >= 0xF1 && b <= 0xF3) need = 4;
-    else return 1;  /* C0, C1, F5..FF, or a stray continuation byte */
-    size_t i = 1;
+    uint32_t ncont;
+    uint8_t lo, hi;  /* the range of the second byte (Table 3-7) */
+    if (!sv_utf8_lead(s[0], &ncont, &lo, &hi))
+        return 1;  /* C0, C1, F5..FF, or a stray continuation byte */
+    size_t need = (size_t)ncont + 1, i = 1;
     for (; i < need; i++) {
         if (i == n) {
             *prefix = true;

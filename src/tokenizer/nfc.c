@@ -12,7 +12,7 @@
 #include "nfc.h"
 
 #include "nfc_tables.h"
-#include "utf8.h"
+#include "src/util/utf8.h"
 
 enum {
     HANGUL_S = 0xAC00, HANGUL_L = 0x1100, HANGUL_V = 0x1161, HANGUL_T = 0x11A7,
@@ -83,7 +83,7 @@ bool sv_nfc_quick_check(const uint8_t *s, size_t n) {
             continue;
         }
         uint32_t cp;
-        int k = sv_tok_utf8_decode(s + i, n - i, &cp);
+        int k = sv_utf8_decode(s + i, n - i, &cp);
         if (!k)
             return false;
         if (unstable(cp))
@@ -105,7 +105,7 @@ sv_status sv_nfc_append(const uint8_t *s, size_t n, sv_bytes_t *out, sv_bytes_t 
     size_t m = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        int k = sv_tok_utf8_decode(s + i, n - i, &cp);
+        int k = sv_utf8_decode(s + i, n - i, &cp);
         if (!k)
             return SV_ERR_ARG;
         i += (size_t)k;
@@ -171,6 +171,6 @@ sv_status sv_nfc_append(const uint8_t *s, size_t n, sv_bytes_t *out, sv_bytes_t 
     if (st)
         return st;
     for (size_t i = 0; i < m; i++)
-        out->n += (size_t)sv_tok_utf8_encode(cps[i], out->p + out->n);
+        out->n += (size_t)sv_utf8_encode(cps[i], out->p + out->n);
     return SV_OK;
 }

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "utf8.h"
+#include "src/util/utf8.h"
 
 #define ONIG_SPACE "\\t\\n\\x0B\\f\\r\\x{85}\\p{Z}"
 #define ONIG_WORD "\\p{L}\\p{M}\\p{Nd}\\p{Pc}"
@@ -243,7 +243,7 @@ static sv_status find_splits(const compiled_t *c, sv_pretok_scratch_t *s, size_t
             if (pos >= len)
                 break;
             uint32_t cp;
-            int k = sv_tok_utf8_decode(subject + pos, len - pos, &cp);
+            int k = sv_utf8_decode(subject + pos, len - pos, &cp);
             pos += k ? (size_t)k : 1;
             continue;
         }

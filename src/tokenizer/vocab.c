@@ -12,7 +12,8 @@
 #include <string.h>
 
 #include "bytelevel.h"
-#include "utf8.h"
+#include "src/util/hash.h"
+#include "src/util/utf8.h"
 
 /* GPT-2's split pattern, which ByteLevel uses when use_regex is true. */
 static const char GPT2_PATTERN[] =
@@ -48,7 +49,7 @@ static bool get_bool(json_t *o, const char *key, bool dflt) {
 }
 
 static int32_t hash_find(const sv_vocab_t *v, const char *s, size_t n) {
-    uint64_t h = sv_tok_hash(s, n);
+    uint64_t h = sv_hash_bytes(s, n);
     for (uint32_t i = (uint32_t)h & v->hash_mask;; i = (i + 1) & v->hash_mask) {
         const struct sv_vocab_slot *e = &v->hash[i];
         if (e->id < 0)
@@ -84,7 +85,7 @@ sv_status sv_vocab_index(sv_vocab_t *v, const int32_t *ids, size_t n) {
         int32_t id = ids[i];
         const char *s = v->strs + v->str_off[id];
         uint32_t len = v->str_len[id];
-        uint32_t h = (uint32_t)sv_tok_hash(s, len) & v->hash_mask;
+        uint32_t h = (uint32_t)sv_hash_bytes(s, len) & v->hash_mask;
         while (v->hash[h].id >= 0 &&
                !(v->hash[h].len == len && memcmp(v->strs + v->hash[h].off, s, len) == 0))
             h = (h + 1) & v->hash_mask;
@@ -296,7 +297,7 @@ sv_status sv_vocab_spell_bytes(const sv_spelling_t *dec, const char *s, size_t n
         size_t i = 0;
         while (i < n) {
             uint32_t cp;
-            int k = sv_tok_utf8_decode(u + i, n - i, &cp);
+            int k = sv_utf8_decode(u + i, n - i, &cp);
             int b = k ? sv_bytelevel_byte(cp) : -1;
             if (b < 0)
                 break;
@@ -527,7 +528,7 @@ static sv_status load_model(sv_vocab_t *v, json_t *root, sv_error_t *err) {
     v->strs = (char *)strs.p;  /* hash_find reads spellings through v->strs */
     for (size_t i = 0; i < nv; i++) {
         entry_t *e = &ents[i];
-        uint32_t h = (uint32_t)sv_tok_hash(e->s, e->n) & v->hash_mask;
+        uint32_t h = (uint32_t)sv_hash_bytes(e->s, e->n) & v->hash_mask;
         while (v->hash[h].id >= 0)
             h = (h + 1) & v->hash_mask;
         v->hash[h].off = v->str_off[e->id];

@@ -51,7 +51,7 @@
 #include <string.h>
 
 #include "src/model/gguf.h"
-#include "utf8.h"
+#include "src/util/utf8.h"
 #include "vocab_internal.h"
 
 /* GGUF token types. */
@@ -219,7 +219,7 @@ static sv_status load_tokens(load_t *l) {
          * pre-tokenizer a broken piece, and never matches text a
          * Hugging Face tokenizer would split there. */
         if ((type == T_CONTROL || type == T_USER || type == T_UNKNOWN) && t->n > 0 &&
-            sv_tok_utf8_check((const uint8_t *)t->p, (size_t)t->n) == t->n) {
+            sv_utf8_valid((const uint8_t *)t->p, (size_t)t->n)) {
             sv_added_token_t *a = &v->added[v->n_added++];
             a->id = (int32_t)id;
             a->off = v->str_off[id];

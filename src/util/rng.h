@@ -5,14 +5,11 @@
 
 #include <stdint.h>
 
+#include "hash.h"
+
 typedef struct sv_rng { uint64_t s[4]; } sv_rng_t;
 
-static inline uint64_t sv_splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static inline uint64_t sv_splitmix64(uint64_t *x) { return sv_hash_splitmix(*x += 0x9e3779b97f4a7c15ull); }
 
 static inline void sv_rng_seed(sv_rng_t *r, uint64_t seed) {
     for (int i = 0; i < 4; i++) r->s[i] = sv_splitmix64(&seed);

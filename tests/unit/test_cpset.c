@@ -45,7 +45,7 @@ static void check_exhaustive(const char *name, sv_cpset_t *s) {
     CHECK(bad == 0, "%s: %d code points disagree", name, bad);
     /* Each sequence's corner strings decode to members. */
     for (int i = 0; i < q.n; i++) {
-        uint32_t a, z;
+        uint32_t a = 0, z = 0; /* sv_utf8_decode leaves them alone when it fails */
         int la = sv_utf8_decode(q.seq[i].lo, q.seq[i].len, &a), lz = sv_utf8_decode(q.seq[i].hi, q.seq[i].len, &z);
         CHECK(la == q.seq[i].len && lz == q.seq[i].len && sv_cpset_contains(s, a) && sv_cpset_contains(s, z),
               "%s: sequence %d corners are not members", name, i);

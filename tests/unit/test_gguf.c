@@ -28,7 +28,7 @@
 #include "src/tokenizer/bpe.h"
 #include "src/tokenizer/buf.h"
 #include "src/tokenizer/bytelevel.h"
-#include "src/tokenizer/utf8.h"
+#include "src/util/utf8.h"
 #include "src/tokenizer/vocab.h"
 #include "test.h"
 
@@ -561,7 +561,7 @@ static void byte_level_file(buf_t *b, const char *pre, int n_types, int bos, boo
     int32_t types[BL_N];
     for (int i = 0; i < 256; i++) {
         memset(spell[i], 0, 5);
-        sv_tok_utf8_encode(sv_bytelevel_char((uint8_t)i), (uint8_t *)spell[i]);
+        sv_utf8_encode(sv_bytelevel_char((uint8_t)i), (uint8_t *)spell[i]);
         tokens[i] = spell[i];
         types[i] = 1;
     }

@@ -21,7 +21,7 @@
 #include "src/tokenizer/detok.h"
 #include "src/tokenizer/nfc.h"
 #include "src/tokenizer/pretok.h"
-#include "src/tokenizer/utf8.h"
+#include "src/util/utf8.h"
 #include "src/tokenizer/vocab.h"
 #include "test.h"
 
@@ -50,7 +50,7 @@ static char *tiny_json(bool ignore_merges, bool array_merges) {
     json_t *vocab = json_object();
     for (int b = 0; b < 256; b++) {
         uint8_t u[4];
-        int k = sv_tok_utf8_encode(sv_bytelevel_char((uint8_t)b), u);
+        int k = sv_utf8_encode(sv_bytelevel_char((uint8_t)b), u);
         char key[5] = {0};
         memcpy(key, u, (size_t)k);
         json_object_set_new(vocab, key, json_integer(b));
