@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../src/util/arena.h"
+#include "util/arena.h"
 #include "cpset.h"
 
 #define SV_AST_INF UINT32_MAX /* REPEAT max for `*`, `+`, `{m,}` */

@@ -1,15 +1,15 @@
 /* compile.c — the pipeline from an AST (or a regex) to the canonical DFA. */
 #include <stdlib.h>
 
-#include "../src/util/memacct.h"
-#include "dfa_internal.h"
+#include "util/memacct.h"
+#include "fsm/internal/dfa_internal.h"
 #include "regex.h"
 
 /* sv_dfa_from_ast is in dfa_cache.c (the pipeline behind a process-wide memo). */
 
 sv_status sv_regex_compile(const char *pattern, size_t len, const sv_fsm_limits_t *lim, sv_dfa_t **out,
                            sv_error_t *err) {
-    sv_memacct_t acct; /* the whole compile within lim->max_memory (src/util/memacct.h) */
+    sv_memacct_t acct; /* the whole compile within lim->max_memory (util/memacct.h) */
     bool own = sv_memacct_begin(&acct, lim ? sv_memacct_limit_for(lim->max_memory, len) : 0);
     sv_arena_t *arena = sv_arena_create(0);
     sv_status st = arena ? SV_OK : sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");

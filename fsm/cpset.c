@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unicode_tables.h"
+#include "fsm/internal/unicode_tables.h"
 
 void sv_cpset_init(sv_cpset_t *s) { memset(s, 0, sizeof *s); s->sorted = true; }
 

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/util/error.h"
-#include "../src/util/utf8.h" /* sv_utf8_encode, sv_utf8_decode */
+#include "util/error.h"
+#include "util/utf8.h" /* sv_utf8_encode, sv_utf8_decode */
 
 #define SV_CP_MAX 0x10FFFFu
 

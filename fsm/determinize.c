@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/memacct.h"
-#include "../src/util/clock.h"
-#include "../src/util/hash.h"
-#include "dfa_internal.h"
+#include "util/memacct.h"
+#include "util/clock.h"
+#include "util/hash.h"
+#include "fsm/internal/dfa_internal.h"
 
 typedef struct {
     const sv_nfa_t *nfa;

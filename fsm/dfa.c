@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/memacct.h"
-#include "dfa_internal.h"
+#include "util/memacct.h"
+#include "fsm/internal/dfa_internal.h"
 
 void sv_fsm_limits_default(sv_fsm_limits_t *lim) {
     lim->max_nfa_states = 2000000;

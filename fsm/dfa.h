@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/util/error.h"
-#include "../src/util/rng.h"
+#include "util/error.h"
+#include "util/rng.h"
 
 #define SV_DFA_DEAD (-1)
 

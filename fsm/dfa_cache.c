@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/hash.h"
-#include "../src/util/memacct.h"
-#include "dfa_internal.h"
+#include "util/hash.h"
+#include "util/memacct.h"
+#include "fsm/internal/dfa_internal.h"
 
 #define KEY_MAX ((size_t)1 << 20)
 #define MAX_STATES 65536
@@ -38,7 +38,7 @@ typedef struct entry {
     uint8_t *key;
     size_t keylen, bytes;        /* bytes: all it keeps, for the LRU */
     sv_dfa_t *dfa;               /* charged as a DFA (sv_dfa_charge), the tables once */
-    uint64_t acct;               /* the compile account charged for the rest (src/util/memacct.h) */
+    uint64_t acct;               /* the compile account charged for the rest (util/memacct.h) */
     size_t own;                  /* the rest: the entry and its key */
 } entry_t;
 
@@ -409,7 +409,7 @@ sv_status sv_dfa_json_quoted(const sv_dfa_t *content, const sv_fsm_limits_t *lim
 
 /* ---- the pipeline ---------------------------------------------------------------- */
 
-#include "../src/util/clock.h"
+#include "util/clock.h"
 
 static sv_status compile_uncached(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
     sv_fsm_limits_t def;

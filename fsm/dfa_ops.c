@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/memacct.h"
-#include "../src/util/clock.h"
-#include "dfa_internal.h"
+#include "util/memacct.h"
+#include "util/clock.h"
+#include "fsm/internal/dfa_internal.h"
 
 typedef sv_pair_t pair_t;
 

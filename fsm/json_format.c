@@ -76,7 +76,7 @@
  * The regexes are built from string-literal pieces so that the shared parts
  * (the date, the octet, the IPv6 groups, the URI pieces) are written once;
  * none uses ^ or $, since each language is embedded in a larger one. */
-#include "json_format.h"
+#include "fsm/internal/json_format.h"
 
 #include <string.h>
 

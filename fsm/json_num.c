@@ -43,7 +43,7 @@
  * registered with the arena. */
 #include "json_num.h"
 
-#include "../src/util/memacct.h"
+#include "util/memacct.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -51,7 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dfa_internal.h"
+#include "fsm/internal/dfa_internal.h"
 #include "regex.h"
 
 /* ---- plain decimals ------------------------------------------------------ */

@@ -20,8 +20,8 @@
 
 #include <stdbool.h>
 
-#include "../src/util/arena.h"
-#include "../src/util/error.h"
+#include "util/arena.h"
+#include "util/error.h"
 #include "ast.h"
 #include "dfa.h"
 

@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/memacct.h"
-#include "dfa_internal.h"
+#include "util/memacct.h"
+#include "fsm/internal/dfa_internal.h"
 
 /* The escape states of one content state (-1: not made). */
 enum { E_BS, E_U, E_U0, E_U00, E_H0, E_H1, E_N };

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/grow.h"
-#include "dfa_internal.h"
+#include "util/grow.h"
+#include "fsm/internal/dfa_internal.h"
 
 #define U_UNKNOWN UINT32_MAX
 #define U_INF (UINT32_MAX - 1)

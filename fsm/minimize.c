@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/hash.h"
-#include "../src/util/memacct.h"
-#include "dfa_internal.h"
+#include "util/hash.h"
+#include "util/memacct.h"
+#include "fsm/internal/dfa_internal.h"
 
 static sv_status oom(sv_error_t *err) {
     return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory while minimizing the DFA");

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/memacct.h"
-#include "dfa_internal.h"
+#include "util/memacct.h"
+#include "fsm/internal/dfa_internal.h"
 
 typedef struct { int32_t start, end; } frag_t;
 

@@ -39,11 +39,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/clock.h"
-#include "../src/util/grow.h"
-#include "../src/util/hash.h"
-#include "../src/util/memacct.h"
-#include "dfa_internal.h"
+#include "util/clock.h"
+#include "util/grow.h"
+#include "util/hash.h"
+#include "util/memacct.h"
+#include "fsm/internal/dfa_internal.h"
 
 void sv_call_digits(uint32_t id, uint8_t digits[SV_CALL_DIGITS]) {
     for (int i = SV_CALL_DIGITS - 1; i >= 0; i--, id /= 10) digits[i] = (uint8_t)(SV_CALL_DIGIT0 + id % 10);

@@ -36,9 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/clock.h"
-#include "../src/util/memacct.h"
-#include "dfa_internal.h"
+#include "util/clock.h"
+#include "util/memacct.h"
+#include "fsm/internal/dfa_internal.h"
 
 #define MAX_ROUNDS 256
 

@@ -23,8 +23,8 @@
 
 #include <stddef.h>
 
-#include "../src/util/arena.h"
-#include "../src/util/error.h"
+#include "util/arena.h"
+#include "util/error.h"
 #include "ast.h"
 #include "dfa.h"
 

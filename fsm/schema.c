@@ -27,11 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/clock.h"
-#include "../src/util/memacct.h"
+#include "util/clock.h"
+#include "util/memacct.h"
 #include "json_num.h"
 #include "regex.h"
-#include "schema_internal.h"
+#include "fsm/internal/schema_internal.h"
 
 void sv_schema_opts_default(sv_schema_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -2731,7 +2731,7 @@ static void make_shallow(sv_schema_opts_t *o) {
 
 /* Whether a failed attempt is retried with a narrower language: on a budget
  * of the compile's own, not on the server's shared compile memory being
- * short (the language would then depend on the load; src/util/memacct.h). */
+ * short (the language would then depend on the load; util/memacct.h). */
 static bool narrower(sv_status st) { return st == SV_ERR_BUDGET && !sv_memacct_pool_short(); }
 
 /* Every place a subschema is expected holds an object or a boolean, and
@@ -2924,7 +2924,7 @@ sv_status sv_schema_compile(const char *text, size_t len, const sv_schema_opts_t
     if (!o) sv_schema_opts_default(&def), o = &def;
     if (info) memset(info, 0, sizeof *info);
     /* Everything the compile keeps at once (arenas, automata) is charged to
-     * one account within max_memory (src/util/memacct.h); the attempts
+     * one account within max_memory (util/memacct.h); the attempts
      * above run one after another, so each starts from what the last freed. */
     sv_memacct_t acct;
     bool own = sv_memacct_begin(&acct, sv_memacct_limit_for(o->lim.max_memory, len));

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/util/error.h"
+#include "util/error.h"
 #include "dfa.h"
 
 typedef enum {

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "regex.h"
-#include "schema_internal.h"
+#include "fsm/internal/schema_internal.h"
 
 /* ---- location keys ----------------------------------------------------------- */
 

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schema_internal.h"
+#include "fsm/internal/schema_internal.h"
 
 /* Value classes. Numbers split into integral and non-integral values, the
  * two sets "integer" and "number" are built from. */

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "json_num.h"
-#include "schema_internal.h"
+#include "fsm/internal/schema_internal.h"
 
 typedef struct { json_t *node; const char *text; } numtext_t;
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schema_internal.h"
+#include "fsm/internal/schema_internal.h"
 
 typedef struct ref_entry {
     json_t *node;

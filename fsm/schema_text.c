@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/memacct.h"
-#include "json_format.h"
+#include "util/memacct.h"
+#include "fsm/internal/json_format.h"
 #include "json_num.h"
 #include "regex.h"
-#include "schema_internal.h"
+#include "fsm/internal/schema_internal.h"
 
 sv_ast_t *sv_sc_lit(sctx_t *c, const char *bytes, size_t n) {
     if (n == 0) return sv_ast_empty(c->arena);

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/memacct.h"
-#include "dfa_internal.h"
-#include "schema_internal.h"
+#include "util/memacct.h"
+#include "fsm/internal/dfa_internal.h"
+#include "fsm/internal/schema_internal.h"
 
 /* Calls read at one start (beyond: the product path). */
 #define FILTER_CALLS 64

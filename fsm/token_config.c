@@ -29,9 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/util/grow.h"
-#include "dfa_internal.h"
-#include "token_index_internal.h"
+#include "util/grow.h"
+#include "fsm/internal/dfa_internal.h"
+#include "fsm/internal/token_index_internal.h"
 
 #define CFG_MAX (1u << 22)      /* configurations per index */
 #define FRAME_MAX (1u << 22)    /* stack frames per index */

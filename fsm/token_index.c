@@ -35,8 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dfa_internal.h"
-#include "token_index_internal.h"
+#include "fsm/internal/dfa_internal.h"
+#include "fsm/internal/token_index_internal.h"
 
 enum { ST_LOOP = 1, ST_UTF8_KNOWN = 2, ST_UTF8 = 4, ST_UNI = 8, ST_UNI8_KNOWN = 16, ST_UNI8 = 32, ST_RUN = 64, ST_LIVE = 128 };
 

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dfa_internal.h"
-#include "token_index_internal.h"
+#include "fsm/internal/dfa_internal.h"
+#include "fsm/internal/token_index_internal.h"
 
 /* Four independent lanes of 64 bits, so that the multiplies overlap: a
  * mask of Llama 3 (16 KB) hashes in about a quarter of one chain's time. */

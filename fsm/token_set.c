@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "token_index_internal.h"
+#include "fsm/internal/token_index_internal.h"
 
 #define SUMMARY_MIN 2
 

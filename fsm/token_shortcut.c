@@ -43,8 +43,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dfa_internal.h"
-#include "token_index_internal.h"
+#include "fsm/internal/dfa_internal.h"
+#include "fsm/internal/token_index_internal.h"
 
 #define ROOT_CACHE 64
 #define LOOP_CACHE 16

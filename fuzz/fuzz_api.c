@@ -1,7 +1,7 @@
 /* fuzz_api.c — libFuzzer target for the server's request layer: an HTTP
- * body to the internal request (src/server/api.h), then everything the
+ * body to the internal request (src/api/api.h), then everything the
  * server does with a parsed request before the engine: the chat prompt in
- * each template family (src/server/prompt.h, src/engine/chat.h), the
+ * each template family (src/api/prompt.h, src/chat/chat.h), the
  * tool-call schema, reading tool calls back out of text, and the scanner
  * that streams calls as they are generated.
  *
@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/server/api.h"
-#include "src/server/prompt.h"
-#include "src/server/tools.h"
+#include "src/api/api.h"
+#include "src/api/prompt.h"
+#include "src/api/tools.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 

@@ -1,7 +1,7 @@
 /* fuzz_batch.c — libFuzzer target for what a batch's client uploads: the
  * input file (src/batch/batch_input.h: JSON Lines of OpenAI batch requests,
  * each body checked by the server's request parser) and the multipart form
- * that carries it to POST /v1/files (src/server/multipart.h).
+ * that carries it to POST /v1/files (src/api/multipart.h).
  *
  * Input: a first byte that picks the parser (even: the batch file; odd: a
  * multipart body, whose Content-Type is the rest up to the first newline).
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "src/batch/batch_input.h"
-#include "src/server/multipart.h"
+#include "src/api/multipart.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 

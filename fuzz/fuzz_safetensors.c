@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/model/quant.h"
+#include "src/backend/quant.h"
 #include "src/model/safetensors.h"
 
 #define CHECK(c) do { if (!(c)) __builtin_trap(); } while (0)

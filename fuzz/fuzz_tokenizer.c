@@ -18,7 +18,7 @@
 #include "src/tokenizer/bytelevel.h"
 #include "src/tokenizer/detok.h"
 #include "src/tokenizer/nfc.h"
-#include "src/util/utf8.h"
+#include "util/utf8.h"
 #include "src/tokenizer/vocab.h"
 
 #define CHECK(c) do { if (!(c)) __builtin_trap(); } while (0)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """code_report.py - size, duplication and function-length report for sieve's
-C/CUDA sources (fsm/, src/, kernels/, optionally tests/unit/).
+C/CUDA sources (util/, fsm/, src/, kernels/, optionally tests/unit/).
 
 Reads files only (the working tree, or a git revision with --rev); builds
 nothing. Standard library only.
@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-FOLDERS = ["fsm", "src", "kernels"]
+FOLDERS = ["util", "fsm", "src", "kernels"]
 TEST_FOLDER = "tests/unit"
 EXTS = (".c", ".h", ".cu", ".cuh")
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "do", "else",
@@ -358,8 +358,8 @@ void other(int x, int y) {
 def self_test():
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "fsm"))
-        os.makedirs(os.path.join(tmp, "src", "util"))
-        for path, text in (("fsm/a.c", SELF_A), ("src/util/b.cu", SELF_B)):
+        os.makedirs(os.path.join(tmp, "util"))
+        for path, text in (("fsm/a.c", SELF_A), ("util/b.cu", SELF_B)):
             with open(os.path.join(tmp, path), "w") as f:
                 f.write(text)
         runs = [analyse(list_sources(tmp, None, False))]
@@ -372,7 +372,7 @@ def self_test():
             print("self-test: git unavailable, --rev path not checked")
         for r in runs:
             assert r["total_files"] == 2 and r["total_lines"] == 41, r["total_lines"]
-            assert [g["group"] for g in r["groups"]] == ["fsm", "src/util"]
+            assert [g["group"] for g in r["groups"]] == ["fsm", "util"]
             fn = {f["name"]: (f["start"], f["end"], f["lines"]) for f in r["functions"]}
             assert fn == {"long_one": (6, 25, 20), "short_one": (27, 27, 1),
                           "other": (3, 13, 11)}, fn
@@ -380,7 +380,7 @@ def self_test():
             b = r["blocks"][0]
             assert b["lines"] == 6 and b["copies"] == 2, b
             assert [(l["file"], l["start"], l["end"]) for l in b["locations"]] == \
-                [("fsm/a.c", 18, 23), ("src/util/b.cu", 5, 11)], b["locations"]
+                [("fsm/a.c", 18, 23), ("util/b.cu", 5, 11)], b["locations"]
             assert r["repeated_lines"] == 12
         # Overlapping windows merge; a block repeated 3 times, 2 of them longer.
         seq = lambda names: [(s, i) for i, s in enumerate(names, 1)]

@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/util/error.h"
+#include "util/error.h"
 
 typedef struct sv_backend sv_backend_t;
 
@@ -88,7 +88,7 @@ typedef struct sv_attn_shape {
 } sv_attn_shape_t;
 
 /* Weight formats an optional ops->gemm_q reads as they are stored in GGUF
- * (ggml block layouts, little-endian; src/model/quant.h): a weight row of
+ * (ggml block layouts, little-endian; src/backend/quant.h): a weight row of
  * `in` elements is in / sv_qtype_block(t) blocks of sv_qtype_block_bytes(t)
  * bytes, rows packed back to back. */
 typedef enum {
@@ -97,7 +97,7 @@ typedef enum {
     SV_QT_Q8_0,
     SV_QT_Q4_0,
     SV_QT_Q4_1,
-    SV_QT_Q4_K, /* 256-element super-blocks (src/model/quant.h) */
+    SV_QT_Q4_K, /* 256-element super-blocks (src/backend/quant.h) */
     SV_QT_Q5_K,
     SV_QT_Q6_K,
 } sv_qtype;
@@ -148,7 +148,7 @@ typedef struct sv_backend_ops {
     /* Optional (NULL when the backend has none): ops->gemm with w (out,
      * in) stored in format t, in a multiple of sv_qtype_block(t). The
      * result is bit for bit ops->gemm's with w dequantized to fp32 as
-     * src/model/quant.c does; no fp32 copy of w is made. */
+     * src/backend/quant.c does; no fp32 copy of w is made. */
     sv_status (*gemm_q)(sv_backend_t *be, int32_t rows, int32_t in, int32_t out, const float *x,
                         const void *w, sv_qtype t, const float *bias, float *y, sv_error_t *err);
 

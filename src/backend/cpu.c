@@ -34,7 +34,7 @@
  *
  * Quantized weights (gemm_q: Q8_0, Q4_0, Q4_1, F16, BF16 in their GGUF
  * blocks) go through the same sums: the weights are dequantized to exactly
- * the floats src/model/quant.c gives, either a block at a time in registers
+ * the floats src/backend/quant.c gives, either a block at a time in registers
  * (few rows) or a column tile's rows at a time into per-thread scratch, and
  * added in gemm_tile's order, so gemm_q's bits are gemm's on the
  * dequantized matrix while reading 4-7x fewer weight bytes.
@@ -58,11 +58,11 @@
  * split in contiguous, equal ranges of independent items (column tiles,
  * (row, head) pairs), so the split changes who computes an element, never
  * how. Waiting threads spin briefly before they sleep (POOL_SPIN_NS). */
-#include "src/backend/cpu.h"
+#include "cpu.h"
 
-#include "src/backend/cpu_int8.h"
-#include "src/model/quant.h" /* sv_f16_to_f32, sv_dequantize */
-#include "src/util/clock.h"
+#include "cpu_int8.h"
+#include "quant.h" /* sv_f16_to_f32, sv_dequantize */
+#include "util/clock.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -374,12 +374,12 @@ SV_CLONES static void gemm_cols(void *p, int tid, int64_t b, int64_t e) {
 /* The weights stay in their GGUF blocks; a column tile's GEMM_CB rows are
  * dequantized into the thread's scratch (in L1/L2) and go through the very
  * gemm_tile code above, so the bits are those of ops->gemm on the fp32
- * matrix. Each decoder does src/model/quant.c's float operations in its
+ * matrix. Each decoder does src/backend/quant.c's float operations in its
  * order (one rounding per multiply and per add; this file is compiled
  * without contraction), so the floats equal sv_dequantize's. */
 
 /* f16 -> f32 for every f16 bit pattern, filled once by sv_f16_to_f32
- * (src/model/quant.c), so a scale costs one load and is the same float. */
+ * (src/backend/quant.c), so a scale costs one load and is the same float. */
 static float f16_table[1 << 16];
 static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 

@@ -12,7 +12,7 @@
 #ifndef SV_BACKEND_CPU_H
 #define SV_BACKEND_CPU_H
 
-#include "src/backend/backend.h"
+#include "backend.h"
 
 #define SV_CPU_MAX_THREADS 256
 #define SV_CPU_MAX_HEAD_DIM 512 /* attention keeps one head's accumulator on the stack */

@@ -25,13 +25,13 @@
  * halves of the chunks keep each 16 elements' sum apart for Q6_K's two
  * scales per sub-block. This file is compiled without multiply-add
  * contraction (CMakeLists.txt), like cpu.c. */
-#include "src/backend/cpu_int8.h"
+#include "cpu_int8.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "src/model/quant.h" /* sv_f16_to_f32 */
+#include "quant.h" /* sv_f16_to_f32 */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -115,7 +115,7 @@ static int is_kquant(sv_qtype t) { return t == SV_QT_Q4_K || t == SV_QT_Q5_K || 
 
 /* The integer scales of sub-block j (0..7) of the K-format super-block at
  * w: of its first and last 16 elements (equal but for Q6_K), and its
- * minimum (Q4_K, Q5_K; 0 for Q6_K). src/model/quant.c's layouts. */
+ * minimum (Q4_K, Q5_K; 0 for Q6_K). src/backend/quant.c's layouts. */
 static inline void kscales(sv_qtype t, const uint8_t *w, int j, int32_t *slo, int32_t *shi, int32_t *m) {
     if (t == SV_QT_Q6_K) {
         *slo = (int8_t)w[192 + 2 * j];

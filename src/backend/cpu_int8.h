@@ -18,7 +18,7 @@
  *
  * The K formats (Q4_K, Q5_K, Q6_K) come in super-blocks of 256 elements,
  * eight activation blocks, with integer scales per sub-block and float
- * scales per super-block (src/model/quant.h). The integer scales go into
+ * scales per super-block (src/backend/quant.h). The integer scales go into
  * the exact sums, so for activation block b, which is sub-block j of its
  * super-block:
  *
@@ -41,7 +41,7 @@
 
 #include <stdint.h>
 
-#include "src/backend/backend.h"
+#include "backend.h"
 
 /* One block of a quantized activation row. */
 typedef struct sv_q8x {

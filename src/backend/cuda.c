@@ -47,7 +47,7 @@
  *
  * Nothing here aborts: every runtime and cuBLAS call's result becomes a
  * status (cuda_status / blas_status) whose message names the call. */
-#include "src/backend/cuda.h"
+#include "cuda.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>

@@ -3,7 +3,7 @@
  *
  * Plain C; no CUDA type appears here, so callers need no CUDA headers. The
  * backend exists only in builds configured with CUDA (CMake sets
- * SV_HAVE_CUDA and links sievecuda); src/cli/device.h picks a backend at run
+ * SV_HAVE_CUDA and links sievebackend with kernels/ as sievekernels); src/cli/device.h picks a backend at run
  * time for builds with or without it.
  *
  * Memory from ops->alloc is device memory (cudaMalloc): the caller may not
@@ -39,7 +39,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "src/backend/backend.h"
+#include "backend.h"
 
 typedef struct sv_cuda_config {
     int device; /* CUDA device index, 0 .. sv_cuda_device_count() - 1 */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/util/hash.h"
+#include "util/hash.h"
 
 /* ---- custom_id set: open addressing over FNV-1a --------------------------- */
 

@@ -33,8 +33,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
-#include "src/server/api.h"
-#include "src/util/error.h"
+#include "src/api/api.h"
+#include "util/error.h"
 
 #define SV_BATCH_MAX_ERRORS 1000
 #define SV_BATCH_MAX_CUSTOM_ID 512

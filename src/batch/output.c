@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/server/schema_check.h"
+#include "src/api/schema_check.h"
 
 /* ---- output ------------------------------------------------------------------ */
 

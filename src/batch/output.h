@@ -11,7 +11,7 @@
  * is written with one write(2) on a file opened O_APPEND, then fdatasync'ed.
  * A 200 answer to a request with a JSON Schema, regex or tool-call
  * constraint is first checked again, by code that shares nothing with the
- * compiler (src/server/schema_check.h): one that does not match keeps its
+ * compiler (src/api/schema_check.h): one that does not match keeps its
  * response and gets "error": {"code": "validation_failed", ...}. Answers
  * with an error status, and failed checks, go to the errors file when there
  * is one. A line the batch never ran (an expired window) is

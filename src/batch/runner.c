@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/util/clock.h"
+#include "util/clock.h"
 
 #define TICK_MS 100
 

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/util/error.h"
+#include "util/error.h"
 
 typedef struct sv_store sv_store_t;
 

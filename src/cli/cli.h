@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "../util/error.h"
+#include "util/error.h"
 
 enum {
     SV_EXIT_OK = 0,

@@ -45,10 +45,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../batch/batch_input.h"
-#include "../batch/output.h"
-#include "../batch/runner.h"
-#include "../util/clock.h"
+#include "src/batch/batch_input.h"
+#include "src/batch/output.h"
+#include "src/batch/runner.h"
+#include "util/clock.h"
 #include "fsm/dfa.h"
 
 #define BATCH_MAX_LINES 100000

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../server/server.h"
+#include "src/server/server.h"
 #include "cli.h"
 
 typedef struct sv_batch_cli {

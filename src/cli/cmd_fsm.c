@@ -3,7 +3,7 @@
  * All three take the same constraint options and compile it the same way;
  * they differ in what they do with the DFA. A --tools list becomes the
  * tool-call schema the server would constrain to, built by the server's own
- * sv_tools_parse and sv_tools_call_schema (src/server/tools.h), so that tests
+ * sv_tools_parse and sv_tools_call_schema (src/api/tools.h), so that tests
  * and benchmarks measure exactly what a request with those tools compiles. */
 #include <getopt.h>
 #include <jansson.h>
@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../fsm/regex.h"
-#include "../../fsm/schema.h"
-#include "../server/tools.h"
-#include "../util/clock.h"
+#include "fsm/regex.h"
+#include "fsm/schema.h"
+#include "src/api/tools.h"
+#include "util/clock.h"
 #include "cli.h"
 #include "verbs.h"
 

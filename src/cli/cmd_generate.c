@@ -18,16 +18,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../fsm/matcher.h"
-#include "../../fsm/schema.h"
-#include "../backend/cpu.h"
-#include "../engine/chat.h"
-#include "../engine/constraint_cache.h"
-#include "../engine/sample.h"
-#include "../engine/tokens.h"
-#include "../model/llama.h"
-#include "../tokenizer/detok.h"
-#include "../util/clock.h"
+#include "fsm/matcher.h"
+#include "fsm/schema.h"
+#include "src/backend/cpu.h"
+#include "src/chat/chat.h"
+#include "src/constraint/constraint_cache.h"
+#include "src/engine/sample.h"
+#include "src/constraint/tokens.h"
+#include "src/model/llama.h"
+#include "src/tokenizer/detok.h"
+#include "util/clock.h"
 #include "cli.h"
 #include "device.h"
 #include "generate.h"
@@ -377,7 +377,7 @@ int sv_cmd_generate(int argc, char **argv) {
     long budget = ctx - (long)prompt.n < o.max_tokens ? ctx - (long)prompt.n : o.max_tokens;
 
     /* The constraint, through a cache of its own as every caller's
-     * (src/engine/constraint_cache.h). */
+     * (src/constraint/constraint_cache.h). */
     if (o.schema || o.regex) {
         size_t len = 0;
         char *text = o.schema ? sv_cli_read_file(o.schema, &len, &err) : NULL;

@@ -21,11 +21,11 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "../../fsm/matcher.h"
-#include "../../fsm/schema.h"
-#include "../engine/constraint_cache.h"
-#include "../engine/tokens.h"
-#include "../util/clock.h"
+#include "fsm/matcher.h"
+#include "fsm/schema.h"
+#include "src/constraint/constraint_cache.h"
+#include "src/constraint/tokens.h"
+#include "util/clock.h"
 #include "cli.h"
 #include "verbs.h"
 
@@ -159,7 +159,7 @@ static int run_file(bench_t *b, const char *path, json_t *rec) {
     so.lim.max_time_us = b->timeout_ns / 1000;
     if (b->cold) sv_dfa_cache_empty();
     /* through a cache, as the server does (its key is part of TTFM); it
-     * keeps nothing once released (src/engine/constraint_cache.h) */
+     * keeps nothing once released (src/constraint/constraint_cache.h) */
     uint64_t t0 = sv_now_ns();
     sv_constraint_t *c = NULL;
     sv_token_index_t *ix = NULL;

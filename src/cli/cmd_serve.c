@@ -10,13 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../backend/cpu.h"
-#include "../engine/chat.h"
-#include "../engine/engine.h"
-#include "../engine/engine_loop.h"
-#include "../engine/tokens.h"
-#include "../model/llama.h"
-#include "../server/server.h"
+#include "src/backend/cpu.h"
+#include "src/chat/chat.h"
+#include "src/engine/engine.h"
+#include "src/engine/engine_loop.h"
+#include "src/constraint/tokens.h"
+#include "src/model/llama.h"
+#include "src/server/server.h"
 #include "cli.h"
 #include "cmd_batch.h"
 #include "device.h"

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../backend/cpu.h"
+#include "src/backend/cpu.h"
 #ifdef SV_HAVE_CUDA
-#include "../backend/cuda.h"
+#include "src/backend/cuda.h"
 #endif
 
 /* The N of "cuda:N" (0 for "cuda"), or -1 when device is not a CUDA name. */

@@ -12,10 +12,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../backend/backend.h"
-#include "../backend/cpu.h"
-#include "../engine/engine.h"
-#include "../util/error.h"
+#include "src/backend/backend.h"
+#include "src/backend/cpu.h"
+#include "src/engine/engine.h"
+#include "util/error.h"
 
 /* The help line every verb prints for --device. */
 #define SV_CLI_DEVICE_HELP                                                              \

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "../util/error.h"
+#include "util/error.h"
 
 /* `sieve generate --batch ...`: argv as the verb gets it. */
 int sv_cmd_generate_batch(int argc, char **argv);

@@ -48,18 +48,18 @@
  * string that could still complete could start earlier (or at the same
  * place with a lower index), so the text is the full text cut at its first
  * occurrence, whatever the chunking. */
-#include "src/engine/engine.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/engine/prefetch.h"
-#include "src/engine/radix.h"
+#include "prefetch.h"
+#include "radix.h"
 #include "src/tokenizer/detok.h"
-#include "src/util/clock.h"
-#include "src/util/hash.h"
-#include "src/util/utf8.h"
+#include "util/clock.h"
+#include "util/hash.h"
+#include "util/utf8.h"
 
 #define FORCED_CAP 64 /* jump-forward tokens per matcher call */
 

@@ -126,11 +126,11 @@
 #include "fsm/matcher.h"
 #include "fsm/token_index.h"
 #include "src/backend/cuda.h"
-#include "src/engine/kv_pool.h"
-#include "src/engine/sample.h"
+#include "kv_pool.h"
+#include "sample.h"
 #include "src/model/llama.h"
 #include "src/tokenizer/vocab.h"
-#include "src/util/error.h"
+#include "util/error.h"
 
 typedef struct sv_engine sv_engine_t;
 

@@ -20,7 +20,7 @@
  * reaching the engine; one in the engine is cancelled there); submit the
  * rest (a refusal is reported through the callback); deliver the outputs;
  * run one step if there is work; deliver its outputs; publish the stats. */
-#include "src/engine/engine_loop.h"
+#include "engine_loop.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,8 +28,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/util/clock.h"
-#include "src/util/hash.h"
+#include "util/clock.h"
+#include "util/hash.h"
 
 typedef struct lreq {
     struct lreq *next;        /* inbox FIFO */

@@ -44,7 +44,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "src/engine/engine.h"
+#include "engine.h"
 
 typedef struct sv_engine_loop sv_engine_loop_t;
 

@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/util/error.h"
+#include "util/error.h"
 
 #define SV_KV_BLOCK 16u                 /* token positions per block */
 #define SV_KV_NO_BLOCK UINT32_MAX       /* "no block" in copy records */

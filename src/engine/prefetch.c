@@ -1,7 +1,7 @@
 /* prefetch.c — mask prefetch workers (see prefetch.h).
  *
  * One mutex guards the job ring, the per-index records and the counters;
- * the workers (src/util/workers.h, over this mutex) hold it only to pop a
+ * the workers (util/workers.h, over this mutex) hold it only to pop a
  * job and to account for it, never while computing. A record per index
  * carries the users count that forget waits on, the budget-stop flag, a
  * forgetting flag the running jobs poll, and the set of (state, run) keys
@@ -13,7 +13,7 @@
  * to max_states - 1 of them, then each successor's mask. The pass costs one
  * DFA walk per allowed token, no trie walk; the masks cost one trie walk
  * each, and only when unknown. */
-#include "src/engine/prefetch.h"
+#include "prefetch.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,9 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/util/clock.h"
-#include "src/util/hash.h"
-#include "src/util/workers.h"
+#include "util/clock.h"
+#include "util/hash.h"
+#include "util/workers.h"
 
 enum { DONE_MAX = 1u << 16 }; /* completed keys remembered per index */
 
@@ -175,7 +175,7 @@ static sv_status run_job(worker_t *w, const job_t *j, uint64_t *computed, bool *
     return SV_OK;
 }
 
-/* ---- the workers' callbacks (src/util/workers.h) ---- */
+/* ---- the workers' callbacks (util/workers.h) ---- */
 
 /* Under pf->mu: the oldest queued job, into worker i's slot. */
 static void *take_job(void *owner, uint32_t i) {

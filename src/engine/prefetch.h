@@ -43,7 +43,7 @@
 #include <stdint.h>
 
 #include "fsm/token_index.h"
-#include "src/util/error.h"
+#include "util/error.h"
 
 #define SV_PREFETCH_MAX_THREADS 64
 

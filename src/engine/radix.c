@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/util/hash.h"
+#include "util/hash.h"
 
 #define NONE UINT32_MAX
 #define MARK (UINT32_MAX - 1) /* block_node value while sv_radix_insert validates */

@@ -43,8 +43,8 @@
 
 #include <stdint.h>
 
-#include "src/engine/kv_pool.h"
-#include "src/util/error.h"
+#include "kv_pool.h"
+#include "util/error.h"
 
 typedef struct sv_radix sv_radix_t;
 

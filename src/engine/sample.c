@@ -43,7 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/util/rng.h"
+#include "util/rng.h"
 
 #ifdef __clang__
 #pragma STDC FP_CONTRACT OFF

@@ -44,7 +44,7 @@
  * operations on float and double (a private exp, not libm's, whose results
  * differ between C libraries), fixed summation orders and a deterministic
  * selection algorithm; each non-greedy call consumes exactly one 64-bit draw
- * from the RNG (src/util/rng.h), greedy calls none. Logprob values go
+ * from the RNG (util/rng.h), greedy calls none. Logprob values go
  * through libm's log and may differ in the last bit between platforms.
  *
  * Memory: about 20 bytes per vocabulary entry per sampler (16 of candidate
@@ -58,7 +58,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "src/util/error.h"
+#include "util/error.h"
 
 #define SV_SAMPLE_MAX_LOGPROBS 20      /* OpenAI's top_logprobs limit */
 #define SV_SAMPLE_MAX_LOGIT_BIAS 1024  /* entries in logit_bias */

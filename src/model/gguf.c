@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/util/arena.h"
-#include "src/util/hash.h"
+#include "util/arena.h"
+#include "util/hash.h"
 
 struct sv_gguf {
     const uint8_t *base;
@@ -62,43 +62,6 @@ static bool is_signed(uint32_t t) {
     return t == SV_GGUF_INT8 || t == SV_GGUF_INT16 || t == SV_GGUF_INT32 || t == SV_GGUF_INT64;
 }
 static bool is_float(uint32_t t) { return t == SV_GGUF_FLOAT32 || t == SV_GGUF_FLOAT64; }
-
-/* ggml's type traits: block elements and bytes per block (ggml-common.h). */
-static const struct {
-    const char *name;
-    uint16_t block_elems, block_bytes;
-} GGML_TYPES[SV_GGML_TYPE_END] = {
-    [SV_GGML_F32] = {"F32", 1, 4},          [SV_GGML_F16] = {"F16", 1, 2},
-    [SV_GGML_Q4_0] = {"Q4_0", 32, 18},      [SV_GGML_Q4_1] = {"Q4_1", 32, 20},
-    [SV_GGML_Q5_0] = {"Q5_0", 32, 22},      [SV_GGML_Q5_1] = {"Q5_1", 32, 24},
-    [SV_GGML_Q8_0] = {"Q8_0", 32, 34},      [SV_GGML_Q8_1] = {"Q8_1", 32, 36},
-    [SV_GGML_Q2_K] = {"Q2_K", 256, 84},     [SV_GGML_Q3_K] = {"Q3_K", 256, 110},
-    [SV_GGML_Q4_K] = {"Q4_K", 256, 144},    [SV_GGML_Q5_K] = {"Q5_K", 256, 176},
-    [SV_GGML_Q6_K] = {"Q6_K", 256, 210},    [SV_GGML_Q8_K] = {"Q8_K", 256, 292},
-    [SV_GGML_IQ2_XXS] = {"IQ2_XXS", 256, 66}, [SV_GGML_IQ2_XS] = {"IQ2_XS", 256, 74},
-    [SV_GGML_IQ3_XXS] = {"IQ3_XXS", 256, 98}, [SV_GGML_IQ1_S] = {"IQ1_S", 256, 50},
-    [SV_GGML_IQ4_NL] = {"IQ4_NL", 32, 18},  [SV_GGML_IQ3_S] = {"IQ3_S", 256, 110},
-    [SV_GGML_IQ2_S] = {"IQ2_S", 256, 82},   [SV_GGML_IQ4_XS] = {"IQ4_XS", 256, 136},
-    [SV_GGML_I8] = {"I8", 1, 1},            [SV_GGML_I16] = {"I16", 1, 2},
-    [SV_GGML_I32] = {"I32", 1, 4},          [SV_GGML_I64] = {"I64", 1, 8},
-    [SV_GGML_F64] = {"F64", 1, 8},          [SV_GGML_IQ1_M] = {"IQ1_M", 256, 56},
-    [SV_GGML_BF16] = {"BF16", 1, 2},        [SV_GGML_TQ1_0] = {"TQ1_0", 256, 54},
-    [SV_GGML_TQ2_0] = {"TQ2_0", 256, 66},   [SV_GGML_MXFP4] = {"MXFP4", 32, 17},
-    [SV_GGML_NVFP4] = {"NVFP4", 64, 36},
-};
-
-bool sv_ggml_type_info(uint32_t type, const char **name, uint32_t *block_elems,
-                       uint32_t *block_bytes) {
-    if (type >= SV_GGML_TYPE_END || !GGML_TYPES[type].name)
-        return false;
-    if (name)
-        *name = GGML_TYPES[type].name;
-    if (block_elems)
-        *block_elems = GGML_TYPES[type].block_elems;
-    if (block_bytes)
-        *block_bytes = GGML_TYPES[type].block_bytes;
-    return true;
-}
 
 /* ---- the cursor ----------------------------------------------------------- */
 

@@ -35,7 +35,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/util/error.h"
+#include "src/backend/quant.h" /* sv_ggml_type, sv_ggml_type_info */
+#include "util/error.h"
 
 typedef struct sv_gguf sv_gguf_t;
 
@@ -101,27 +102,6 @@ typedef struct sv_gguf_kv {
     sv_gguf_value_t value;
     uint64_t offset;             /* of the key in the file, for messages */
 } sv_gguf_kv_t;
-
-/* ggml tensor types (the values in the file). Types that ggml removed (4,
- * 5, 31-33, 36-38) and ones newer than NVFP4 are refused. */
-typedef enum {
-    SV_GGML_F32 = 0, SV_GGML_F16 = 1, SV_GGML_Q4_0 = 2, SV_GGML_Q4_1 = 3,
-    SV_GGML_Q5_0 = 6, SV_GGML_Q5_1 = 7, SV_GGML_Q8_0 = 8, SV_GGML_Q8_1 = 9,
-    SV_GGML_Q2_K = 10, SV_GGML_Q3_K = 11, SV_GGML_Q4_K = 12, SV_GGML_Q5_K = 13,
-    SV_GGML_Q6_K = 14, SV_GGML_Q8_K = 15, SV_GGML_IQ2_XXS = 16, SV_GGML_IQ2_XS = 17,
-    SV_GGML_IQ3_XXS = 18, SV_GGML_IQ1_S = 19, SV_GGML_IQ4_NL = 20, SV_GGML_IQ3_S = 21,
-    SV_GGML_IQ2_S = 22, SV_GGML_IQ4_XS = 23, SV_GGML_I8 = 24, SV_GGML_I16 = 25,
-    SV_GGML_I32 = 26, SV_GGML_I64 = 27, SV_GGML_F64 = 28, SV_GGML_IQ1_M = 29,
-    SV_GGML_BF16 = 30, SV_GGML_TQ1_0 = 34, SV_GGML_TQ2_0 = 35, SV_GGML_MXFP4 = 39,
-    SV_GGML_NVFP4 = 40,
-    SV_GGML_TYPE_END = 41,       /* one past the largest known value */
-} sv_ggml_type;
-
-/* A ggml type's name ("Q4_K") and block: block_elems elements stored in
- * block_bytes bytes (1 and 4 for F32, 32 and 18 for Q4_0, 256 and 144 for
- * Q4_K). False for an unknown type. Any pointer may be NULL. */
-bool sv_ggml_type_info(uint32_t type, const char **name, uint32_t *block_elems,
-                       uint32_t *block_bytes);
 
 /* One tensor. ne[] is in ggml's order (ne[0] is the contiguous, fastest
  * varying dimension: a row); dimensions past n_dims are 1. n_bytes is

@@ -26,7 +26,7 @@
  * order, which is the same thing: a row never needs a later row. The
  * backend's batch invariance makes the grouping invisible in the results.
  * The single-sequence state is the same code with an identity table. */
-#include "src/model/llama.h"
+#include "llama.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -35,10 +35,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "src/model/gguf.h"
-#include "src/model/quant.h"
-#include "src/model/safetensors.h"
-#include "src/util/path.h"
+#include "gguf.h"
+#include "src/backend/quant.h"
+#include "safetensors.h"
+#include "util/path.h"
 
 #define LOGIT_ROWS 64 /* at most this many rows of logits per product (kv->logit_rows) */
 #define CTX_ROUND 128 /* attention's context bound is rounded up to this (step_layers) */

@@ -55,7 +55,7 @@
 #include <stdint.h>
 
 #include "src/backend/backend.h"
-#include "src/util/error.h"
+#include "util/error.h"
 
 #define SV_LLAMA_MAX_LAYERS 512
 #define SV_LLAMA_MAX_DIM 65536

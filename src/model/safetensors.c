@@ -6,7 +6,7 @@
  * ranges, sorted, must cover the data buffer exactly). Names and metadata
  * are copied into one block owned by the sv_st_t, so the JSON tree is freed
  * before open returns; lookups by name go through an open-addressing table. */
-#include "src/model/safetensors.h"
+#include "safetensors.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/model/quant.h"
-#include "src/util/hash.h"
+#include "src/backend/quant.h"
+#include "util/hash.h"
 
 struct sv_st {
     void *map;                   /* the mapping (sv_st_open), or NULL */

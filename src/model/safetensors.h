@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/util/error.h"
+#include "util/error.h"
 
 typedef struct sv_st sv_st_t;
 

@@ -43,11 +43,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server_internal.h"
+#include "src/server/internal/server_internal.h"
 #include "src/batch/batch_input.h"
 #include "src/batch/output.h"
 #include "src/batch/runner.h"
-#include "src/util/clock.h"
+#include "util/clock.h"
 
 /* Sends j and drops it (sv_server_send_json borrows). */
 static void send_owned(struct evhttp_request *http, int status, json_t *j, int retry_after) {

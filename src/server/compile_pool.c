@@ -2,7 +2,7 @@
  *
  * One mutex guards both queues and the workers' running slots; the lookup
  * thread and the compile threads are two sets of workers over it
- * (src/util/workers.h). A job is in
+ * (util/workers.h). A job is in
  * exactly one place: the lookup queue, the compile queue, a running slot,
  * or (briefly, between them) in the hands of the thread that took it. */
 #ifdef __linux__
@@ -23,9 +23,9 @@
 #include <unistd.h>
 #endif
 
-#include "src/util/clock.h"
-#include "src/util/memacct.h"
-#include "src/util/workers.h"
+#include "util/clock.h"
+#include "util/memacct.h"
+#include "util/workers.h"
 
 #define LOOKUP_QUEUE_MAX 4096
 
@@ -192,7 +192,7 @@ static void run_compile(void *owner, uint32_t slot, void *job) {
     sv_constraint_t *c = NULL;
     bool hit = false;
     /* The compile's memory goes to the pool's account, and it stops at
-     * its next time check once the job is cancelled (src/util/memacct.h). */
+     * its next time check once the job is cancelled (util/memacct.h). */
     sv_memacct_thread_setup(&p->mem, &j->cancel);
     sv_status st = sv_constraint_get(p->cache, &j->spec, &c, &hit, &err);
     sv_memacct_thread_setup(NULL, NULL);

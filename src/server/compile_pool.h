@@ -1,7 +1,7 @@
 /* compile_pool.h — the threads that get constraints for requests, off the
  * HTTP and engine threads (docs/architecture.md, "One request, end to end", step 2).
  *
- * A job is one constraint to get from the cache (src/engine/constraint_cache.h).
+ * A job is one constraint to get from the cache (src/constraint/constraint_cache.h).
  * Every job first goes to the lookup thread, which answers a cached
  * constraint at once and never waits on a compile: a request whose
  * constraint is cached does not queue behind slow compiles. A miss goes on
@@ -12,7 +12,7 @@
  * Under abuse:
  *   - the compile queue is bounded: a miss past it ends with SV_ERR_CAPACITY
  *     (the server answers 429 with Retry-After);
- *   - the compiles in flight share one memory pool (src/util/memacct.h): a
+ *   - the compiles in flight share one memory pool (util/memacct.h): a
  *     compile refused by the pool, not by its own budget, also ends with
  *     SV_ERR_CAPACITY, and its language never narrows because of the load;
  *   - a job can be cancelled (its client went away): dropped if it waits, and
@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/engine/constraint_cache.h"
+#include "src/constraint/constraint_cache.h"
 
 typedef struct sv_cpool sv_cpool_t;
 

@@ -22,8 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "multipart.h"
-#include "server_internal.h"
+#include "src/api/multipart.h"
+#include "src/server/internal/server_internal.h"
 
 /* Sends j and drops it (sv_server_send_json borrows). */
 static void send_owned(struct evhttp_request *http, int status, json_t *j, int retry_after) {

@@ -10,11 +10,11 @@
 
 #include "compile_pool.h"
 #include "fsm/dfa.h"
-#include "render.h"
-#include "server_internal.h"
-#include "src/engine/chat.h"
-#include "src/util/clock.h"
-#include "tools.h"
+#include "src/api/render.h"
+#include "src/server/internal/server_internal.h"
+#include "src/chat/chat.h"
+#include "util/clock.h"
+#include "src/api/tools.h"
 
 /* text[from..to) as a JSON string; "" for an empty slice (text.p may be
  * NULL then, which json_stringn refuses). */

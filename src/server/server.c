@@ -20,15 +20,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "src/api/api.h"
 #include "compile_pool.h"
 #include "fsm/dfa.h"
-#include "metrics.h"
-#include "prompt.h"
-#include "render.h"
-#include "server_internal.h"
-#include "src/util/clock.h"
-#include "tools.h"
+#include "src/api/metrics.h"
+#include "src/api/prompt.h"
+#include "src/api/render.h"
+#include "src/server/internal/server_internal.h"
+#include "util/clock.h"
+#include "src/api/tools.h"
 
 #define PROBE_MS 200 /* how often idle requests check that their client is still there */
 

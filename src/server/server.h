@@ -6,7 +6,7 @@
  * compiled-constraint cache; the engine thread (engine_loop.h) decodes.
  *
  * One request: the body is read (at most max_body_bytes: a larger one is a
- * 413), authenticated, parsed and validated (api.h), rendered (prompt.h) and
+ * 413), authenticated, parsed and validated (src/api/api.h), rendered (src/api/prompt.h) and
  * encoded on the HTTP thread. A constraint goes to the compile pool; its
  * result comes back to the HTTP thread, which submits to the engine. Every
  * error up to the engine's first answer, a constraint that does not compile
@@ -42,10 +42,10 @@
 #include <stdint.h>
 
 #include "fsm/schema.h"
-#include "src/engine/chat.h"
-#include "src/server/api.h"
+#include "src/chat/chat.h"
+#include "src/api/api.h"
 #include "src/engine/engine_loop.h"
-#include "src/engine/tokens.h"
+#include "src/constraint/tokens.h"
 
 typedef struct sv_server_config {
     const char *host;          /* default 127.0.0.1 */

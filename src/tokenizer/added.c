@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/util/utf8.h"
+#include "util/utf8.h"
 
 typedef struct {
     int32_t child;     /* first child, or -1 */

@@ -12,7 +12,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "vocab_internal.h"
+#include "src/tokenizer/internal/vocab_internal.h"
 
 typedef struct sv_added sv_added_t;
 

@@ -24,9 +24,9 @@
 #include "bytelevel.h"
 #include "nfc.h"
 #include "pretok.h"
-#include "vocab_internal.h"
-#include "src/util/hash.h"
-#include "src/util/utf8.h"
+#include "src/tokenizer/internal/vocab_internal.h"
+#include "util/hash.h"
+#include "util/utf8.h"
 
 #define CACHE_SLOTS 4096
 #define CACHE_KEY 24

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/util/error.h"
+#include "util/error.h"
 
 typedef struct sv_bytes {
     uint8_t *p;       /* owned; free with sv_bytes_free */

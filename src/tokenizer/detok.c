@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/util/utf8.h"
+#include "util/utf8.h"
 
 struct sv_detok {
     const sv_vocab_t *v;

@@ -12,7 +12,7 @@
 #include "nfc.h"
 
 #include "nfc_tables.h"
-#include "src/util/utf8.h"
+#include "util/utf8.h"
 
 enum {
     HANGUL_S = 0xAC00, HANGUL_L = 0x1100, HANGUL_V = 0x1161, HANGUL_T = 0x11A7,

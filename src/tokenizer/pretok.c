@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/util/utf8.h"
+#include "util/utf8.h"
 
 #define ONIG_SPACE "\\t\\n\\x0B\\f\\r\\x{85}\\p{Z}"
 #define ONIG_WORD "\\p{L}\\p{M}\\p{Nd}\\p{Pc}"

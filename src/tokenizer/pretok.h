@@ -13,7 +13,7 @@
 #include <pcre2.h>
 
 #include "buf.h"
-#include "vocab_internal.h"
+#include "src/tokenizer/internal/vocab_internal.h"
 
 typedef struct sv_pretok sv_pretok_t;
 

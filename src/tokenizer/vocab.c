@@ -5,15 +5,15 @@
  * encoder's inputs: merges as id pairs in rank order, added tokens, the
  * normalizer and the pre-tokenizer steps. See vocab.h for what is
  * understood. */
-#include "vocab_internal.h"
+#include "src/tokenizer/internal/vocab_internal.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bytelevel.h"
-#include "src/util/hash.h"
-#include "src/util/utf8.h"
+#include "util/hash.h"
+#include "util/utf8.h"
 
 /* GPT-2's split pattern, which ByteLevel uses when use_regex is true. */
 static const char GPT2_PATTERN[] =

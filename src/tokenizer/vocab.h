@@ -43,7 +43,7 @@
 #include <stdint.h>
 
 #include "buf.h"
-#include "src/util/error.h"
+#include "util/error.h"
 
 typedef struct sv_vocab sv_vocab_t;
 

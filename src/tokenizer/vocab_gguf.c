@@ -51,8 +51,8 @@
 #include <string.h>
 
 #include "src/model/gguf.h"
-#include "src/util/utf8.h"
-#include "vocab_internal.h"
+#include "util/utf8.h"
+#include "src/tokenizer/internal/vocab_internal.h"
 
 /* GGUF token types. */
 enum { T_NORMAL = 1, T_UNKNOWN = 2, T_CONTROL = 3, T_USER = 4, T_UNUSED = 5, T_BYTE = 6 };

@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "fsm/regex.h"
-#include "src/util/clock.h"
+#include "util/clock.h"
 
 /* 100 common English words for the long-alternation case: real words share
  * prefixes and suffixes the way enum values and keywords do. */

@@ -27,7 +27,7 @@
 
 #include "fsm/dfa.h"
 #include "fsm/schema.h"
-#include "src/util/clock.h"
+#include "util/clock.h"
 
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

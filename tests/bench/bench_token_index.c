@@ -12,8 +12,8 @@
 #include "fsm/regex.h"
 #include "fsm/schema.h"
 #include "src/cli/cli.h"
-#include "src/engine/tokens.h"
-#include "src/util/clock.h"
+#include "src/constraint/tokens.h"
+#include "util/clock.h"
 
 static int cmp(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

@@ -1,5 +1,5 @@
 """`sieve compile | match | sample --tools`: the tool-call constraint the server
-builds (src/server/tools.c sv_tools_call_schema), compiled without a server.
+builds (src/api/tools.c sv_tools_call_schema), compiled without a server.
 
 A generated list of 64 tools with realistic parameter schemas (enums,
 bounded integers, nested objects, arrays, optional fields, an open object)

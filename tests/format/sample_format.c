@@ -1,5 +1,5 @@
 /* sample_format.c — a test helper for tests/format/check_formats.py: compiles
- * one JSON Schema format language (fsm/json_format.h) and either samples it
+ * one JSON Schema format language (fsm/internal/json_format.h) and either samples it
  * or matches strings against it. Python's jsonschema is the judge; this
  * program only exposes our DFA.
  *
@@ -19,8 +19,8 @@
 
 #include <jansson.h>
 
-#include "fsm/dfa_internal.h"
-#include "fsm/json_format.h"
+#include "fsm/internal/dfa_internal.h"
+#include "fsm/internal/json_format.h"
 
 static int usage(void) {
     fprintf(stderr, "usage: sample_format FORMAT N [SEED [SOFT_LEN]] | FORMAT --match | FORMAT --states\n");

@@ -34,8 +34,8 @@
 
 #include "src/backend/cuda.h"
 #include "src/model/llama.h"
-#include "src/util/clock.h"
-#include "src/util/rng.h"
+#include "util/clock.h"
+#include "util/rng.h"
 
 static double now_s(void) { return (double)sv_now_ns() * 1e-9; }
 

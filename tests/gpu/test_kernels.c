@@ -30,8 +30,8 @@
 
 #include "src/backend/cpu.h"
 #include "src/backend/cuda.h"
-#include "src/model/quant.h"
-#include "src/util/rng.h"
+#include "src/backend/quant.h"
+#include "util/rng.h"
 #include "tests/unit/test.h"
 
 static sv_backend_t *CPU, *GPU;

@@ -32,7 +32,7 @@
 
 #include "src/backend/cuda.h"
 #include "src/engine/sample.h"
-#include "src/util/rng.h"
+#include "util/rng.h"
 #include "tests/unit/test.h"
 
 static sv_backend_t *GPU;

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "src/model/gguf.h"
-#include "src/model/quant.h"
+#include "src/backend/quant.h"
 #include "src/model/safetensors.h"
 
 static int fail(const char *what, const sv_error_t *err) {

@@ -1,6 +1,6 @@
 """sieve's chat templates against the models' own Jinja templates.
 
-sieve renders ChatML, Llama 3, Mistral and Gemma in C (src/engine/chat.c) instead of running
+sieve renders ChatML, Llama 3, Mistral and Gemma in C (src/chat/chat.c) instead of running
 Jinja. Here Jinja2 renders each template the way Hugging Face's
 apply_chat_template does (messages, add_generation_prompt=True, bos_token),
 and `sieve generate --chat --print-prompt` must produce the same bytes, for
@@ -321,7 +321,7 @@ def test_qwen25_default_system_is_found(tmp_path):
 @pytest.mark.parametrize("template", [LLAMA3, MISTRAL, GEMMA2])
 def test_tools_reach_other_families(template, tmp_path):
     # These families' own tool formats differ between versions: sieve writes
-    # the tools into the system text (see src/engine/chat.h). Every tool
+    # the tools into the system text (see src/chat/chat.h). Every tool
     # definition and every call must be in the prompt, as JSON.
     out = cli_render(template, TOOL_TALK, TOOLS, tmp_path)
     for t in TOOLS:

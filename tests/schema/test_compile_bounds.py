@@ -4,7 +4,7 @@ the memory budget plus the process's baseline, never in a crash.
 
 Each compile runs in its own `sieve compile` process; its peak RSS comes
 from wait4, so one compile's memory is measured alone. The memory budget is
-the whole compile's (src/util/memacct.h): arenas and every automaton kept at
+the whole compile's (util/memacct.h): arenas and every automaton kept at
 once, not each structure on its own."""
 import json
 import os

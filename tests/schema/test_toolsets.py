@@ -40,7 +40,7 @@ MODES = {
     "required": ["--tool-choice", "required", "--parallel-tool-calls", "true"],
     "auto-object": ["--tool-choice", "auto", "--tool-format", "object"],
 }
-# fsm/json_format.h: the formats sieve generates (narrower than or equal to
+# fsm/internal/json_format.h: the formats sieve generates (narrower than or equal to
 # what jsonschema's FormatChecker accepts).
 SIEVE_FORMATS = {"date-time", "date", "time", "duration", "email", "hostname", "ipv4", "ipv6", "uri",
                  "uri-reference", "uuid"}

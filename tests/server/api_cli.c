@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/server/api.h"
-#include "src/server/prompt.h"
-#include "src/server/tools.h"
+#include "src/api/api.h"
+#include "src/api/prompt.h"
+#include "src/api/tools.h"
 
 static char *read_all(size_t *n) {
     size_t cap = 1 << 16, len = 0;

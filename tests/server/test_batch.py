@@ -233,7 +233,7 @@ def test_sigint_stops_cleanly_and_resume_finishes(tmp_path):
 
 
 def test_an_answer_that_misses_its_constraint_is_an_error_line(tmp_path):
-    """The check after generation (src/server/schema_check.h): an answer
+    """The check after generation (src/api/schema_check.h): an answer
     spoiled as a compiler bug would spoil it (a test hook) becomes an error
     line with code validation_failed, in the errors file, never a silently
     invalid line; the others are untouched."""

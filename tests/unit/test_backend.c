@@ -9,7 +9,7 @@
 
 #include "src/backend/cpu.h"
 #include "src/backend/cpu_int8.h"
-#include "src/model/quant.h"
+#include "src/backend/quant.h"
 #include "test.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;

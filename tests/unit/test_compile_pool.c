@@ -1,5 +1,5 @@
 /* test_compile_pool.c — the compile pool under abuse (src/server/compile_pool.h)
- * and the compile controls under it (src/util/memacct.h):
+ * and the compile controls under it (util/memacct.h):
  *   - a compile refused by the shared memory pool, not its own budget, is
  *     SV_ERR_CAPACITY, and the pool's count returns to zero after each compile;
  *   - a raised cancel flag stops a compile with SV_ERR_CANCELLED;
@@ -16,9 +16,9 @@
 
 #include "fsm/regex.h"
 #include "src/server/compile_pool.h"
-#include "src/util/clock.h"
-#include "src/util/memacct.h"
-#include "tests/unit/test.h"
+#include "util/clock.h"
+#include "util/memacct.h"
+#include "test.h"
 
 /* An exponential pattern: about 8 million DFA states, tens of seconds. */
 static const char *const bomb = "[ab]*a[ab]{22}";

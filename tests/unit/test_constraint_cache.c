@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/engine/constraint_cache.h"
-#include "src/util/rng.h"
+#include "src/constraint/constraint_cache.h"
+#include "util/rng.h"
 
 static int failures;
 #define CHECK(c, ...)                                                \

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "fsm/cpset.h"
-#include "src/util/rng.h"
+#include "util/rng.h"
 #include "test.h"
 
 typedef struct { sv_utf8_seq_t seq[4096]; int n; } seqs_t;

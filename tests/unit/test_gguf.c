@@ -28,7 +28,7 @@
 #include "src/tokenizer/bpe.h"
 #include "src/tokenizer/buf.h"
 #include "src/tokenizer/bytelevel.h"
-#include "src/util/utf8.h"
+#include "util/utf8.h"
 #include "src/tokenizer/vocab.h"
 #include "test.h"
 

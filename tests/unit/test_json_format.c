@@ -1,4 +1,4 @@
-/* test_json_format.c — the JSON Schema format languages (fsm/json_format.h):
+/* test_json_format.c — the JSON Schema format languages (fsm/internal/json_format.h):
  * each compiles to a small DFA, accepts hand-picked valid values and refuses
  * invalid ones (the verdicts of Python jsonschema's FormatChecker, which
  * tests/format/check_formats.py consults directly), refuses the spellings it
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsm/dfa_internal.h"
-#include "fsm/json_format.h"
+#include "fsm/internal/dfa_internal.h"
+#include "fsm/internal/json_format.h"
 #include "fsm/regex.h"
 #include "test.h"
 

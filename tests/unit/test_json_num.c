@@ -17,11 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsm/dfa_internal.h"
+#include "fsm/internal/dfa_internal.h"
 #include "fsm/json_num.h"
 #include "fsm/regex.h"
-#include "src/util/clock.h"
-#include "src/util/rng.h"
+#include "util/clock.h"
+#include "util/rng.h"
 #include "test.h"
 
 __extension__ typedef __int128 i128;

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "src/engine/kv_pool.h"
-#include "src/util/rng.h"
+#include "util/rng.h"
 #include "test.h"
 
 static sv_kv_pool_t *mkpool(uint32_t n_blocks, uint32_t max_seqs, uint32_t max_ctx) {

@@ -23,8 +23,8 @@
 #include "fsm/matcher.h"
 #include "fsm/regex.h"
 #include "fsm/schema.h"
-#include "src/engine/tokens.h"
-#include "src/util/rng.h"
+#include "src/constraint/tokens.h"
+#include "util/rng.h"
 
 #ifndef SV_SOURCE_DIR
 #define SV_SOURCE_DIR "."

@@ -20,11 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsm/dfa_internal.h"
+#include "fsm/internal/dfa_internal.h"
 #include "fsm/matcher.h"
 #include "fsm/schema.h"
 #include "fsm/token_index.h"
-#include "src/util/rng.h"
+#include "util/rng.h"
 
 #include "unit_vocab.h"
 

@@ -28,7 +28,7 @@
 
 #include "src/engine/kv_pool.h"
 #include "src/engine/radix.h"
-#include "src/util/rng.h"
+#include "util/rng.h"
 #include "test.h"
 
 #define NONE UINT32_MAX

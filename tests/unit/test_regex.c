@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsm/dfa_internal.h"
+#include "fsm/internal/dfa_internal.h"
 #include "fsm/regex.h"
 #include "test.h"
 

@@ -48,8 +48,8 @@
 
 #include "fsm/dfa.h"
 #include "fsm/regex.h"
-#include "src/util/clock.h"
-#include "src/util/rng.h"
+#include "util/clock.h"
+#include "util/rng.h"
 #include "test.h"
 
 enum {

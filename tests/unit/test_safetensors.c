@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/model/quant.h"
+#include "src/backend/quant.h"
 #include "src/model/safetensors.h"
 #include "test.h"
 

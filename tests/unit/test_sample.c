@@ -28,7 +28,7 @@
 #include <time.h>
 
 #include "src/engine/sample.h"
-#include "src/util/rng.h"
+#include "util/rng.h"
 #include "test.h"
 
 /* ---- helpers ---------------------------------------------------------------- */

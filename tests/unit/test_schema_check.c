@@ -1,4 +1,4 @@
-/* test_schema_check.c — the independent validator (src/server/schema_check.h)
+/* test_schema_check.c — the independent validator (src/api/schema_check.h)
  * against the JSON-Schema-Test-Suite (tests/data/json-schema-test-suite,
  * draft 2020-12, the required tests of every keyword file).
  *
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/server/schema_check.h"
+#include "src/api/schema_check.h"
 #include "test.h"
 
 static int n_checked, n_unchecked;

@@ -25,8 +25,8 @@
 #include "fsm/regex.h"
 #include "fsm/schema.h"
 #include "fsm/token_index.h"
-#include "src/engine/tokens.h"
-#include "src/util/rng.h"
+#include "src/constraint/tokens.h"
+#include "util/rng.h"
 
 #ifndef SV_SOURCE_DIR
 #define SV_SOURCE_DIR "."

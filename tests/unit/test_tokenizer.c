@@ -21,7 +21,7 @@
 #include "src/tokenizer/detok.h"
 #include "src/tokenizer/nfc.h"
 #include "src/tokenizer/pretok.h"
-#include "src/util/utf8.h"
+#include "util/utf8.h"
 #include "src/tokenizer/vocab.h"
 #include "test.h"
 

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/util/hash.h"
-#include "src/util/rng.h"
-#include "src/util/utf8.h"
-#include "src/util/workers.h"
+#include "util/hash.h"
+#include "util/rng.h"
+#include "util/utf8.h"
+#include "util/workers.h"
 #include "test.h"
 
 /* ---- hash.h ---- */

@@ -36,7 +36,7 @@ fi
 echo "emu/run.sh: CUDA headers from $CUDA_INC"
 
 cmake -S "$ROOT" -B "$BUILD" -DSV_CUDA=OFF >/dev/null
-cmake --build "$BUILD" -j "${JOBS:-1}" --target sievehttp sievebatch sieveserve >/dev/null
+cmake --build "$BUILD" -j "${JOBS:-1}" --target sieveserver sievebatch sieveengine >/dev/null
 O=$BUILD/emu
 mkdir -p "$O"
 INC=(-I"$O" -I"$EMU" -I"$ROOT" -I"$CUDA_INC")
@@ -51,8 +51,9 @@ done
 CC_FLAGS=(-std=c11 -O2 -g -Wall -Wextra -D_POSIX_C_SOURCE=200809L "${INC[@]}")
 gcc "${CC_FLAGS[@]}" -c "$ROOT/src/backend/cuda.c" -o "$O/cuda.o"
 EMU_OBJS=("$O"/cuda.o "$O"/elementwise.o "$O"/attention.o "$O"/gemv.o "$O"/sample.o "$O"/emu_kernel.o "$O"/emu_runtime.o)
-LIBS=("$BUILD"/libsievehttp.a "$BUILD"/libsievebatch.a "$BUILD"/libsieveapi.a "$BUILD"/libsieveserve.a "$BUILD"/libsieveengine.a "$BUILD"/libsievellm.a "$BUILD"/libsievetok.a
-      "$BUILD"/libsievefsm.a "$BUILD"/libsievemodel.a "$BUILD"/libsieveutil.a -ljansson -lpcre2-8 -lsqlite3 -levent_pthreads
+LIBS=("$BUILD"/libsieveserver.a "$BUILD"/libsievebatch.a "$BUILD"/libsieveapi.a "$BUILD"/libsieveengine.a "$BUILD"/libsievechat.a
+      "$BUILD"/libsieveconstraint.a "$BUILD"/libsievefsm.a "$BUILD"/libsievetokenizer.a "$BUILD"/libsievemodel.a
+      "$BUILD"/libsievebackend.a "$BUILD"/libsieveutil.a -ljansson -lpcre2-8 -lsqlite3 -levent_pthreads
       -levent -lm -lpthread)
 for t in test_kernels test_sample test_e2e; do
     gcc "${CC_FLAGS[@]}" -c "$ROOT/tests/gpu/$t.c" -o "$O/$t.o"

@@ -22,15 +22,35 @@
  * compilers that do not contract a*b-c into an FMA.
  *
  * Functions here are pure and thread-safe. */
-#ifndef SV_MODEL_QUANT_H
-#define SV_MODEL_QUANT_H
+#ifndef SV_BACKEND_QUANT_H
+#define SV_BACKEND_QUANT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/model/gguf.h"   /* sv_ggml_type, sv_ggml_type_info */
-#include "src/util/error.h"
+#include "util/error.h"
+
+/* ggml tensor types (the values in the file). Types that ggml removed (4,
+ * 5, 31-33, 36-38) and ones newer than NVFP4 are refused. */
+typedef enum {
+    SV_GGML_F32 = 0, SV_GGML_F16 = 1, SV_GGML_Q4_0 = 2, SV_GGML_Q4_1 = 3,
+    SV_GGML_Q5_0 = 6, SV_GGML_Q5_1 = 7, SV_GGML_Q8_0 = 8, SV_GGML_Q8_1 = 9,
+    SV_GGML_Q2_K = 10, SV_GGML_Q3_K = 11, SV_GGML_Q4_K = 12, SV_GGML_Q5_K = 13,
+    SV_GGML_Q6_K = 14, SV_GGML_Q8_K = 15, SV_GGML_IQ2_XXS = 16, SV_GGML_IQ2_XS = 17,
+    SV_GGML_IQ3_XXS = 18, SV_GGML_IQ1_S = 19, SV_GGML_IQ4_NL = 20, SV_GGML_IQ3_S = 21,
+    SV_GGML_IQ2_S = 22, SV_GGML_IQ4_XS = 23, SV_GGML_I8 = 24, SV_GGML_I16 = 25,
+    SV_GGML_I32 = 26, SV_GGML_I64 = 27, SV_GGML_F64 = 28, SV_GGML_IQ1_M = 29,
+    SV_GGML_BF16 = 30, SV_GGML_TQ1_0 = 34, SV_GGML_TQ2_0 = 35, SV_GGML_MXFP4 = 39,
+    SV_GGML_NVFP4 = 40,
+    SV_GGML_TYPE_END = 41,       /* one past the largest known value */
+} sv_ggml_type;
+
+/* A ggml type's name ("Q4_K") and block: block_elems elements stored in
+ * block_bytes bytes (1 and 4 for F32, 32 and 18 for Q4_0, 256 and 144 for
+ * Q4_K). False for an unknown type. Any pointer may be NULL. */
+bool sv_ggml_type_info(uint32_t type, const char **name, uint32_t *block_elems,
+                       uint32_t *block_bytes);
 
 /* Whether sv_dequantize handles type t: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
  * Q4_K, Q5_K, Q6_K. */

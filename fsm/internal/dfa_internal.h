@@ -5,9 +5,9 @@
 
 #include <pthread.h>
 
-#include "../src/util/hash.h"
-#include "ast.h"
-#include "dfa.h"
+#include "util/hash.h"
+#include "fsm/ast.h"
+#include "fsm/dfa.h"
 
 struct sv_dfa {
     uint32_t nstates;
@@ -32,7 +32,7 @@ struct sv_dfa {
     struct sv_dfa_call *calls;
     uint32_t ncalls, nparts, root_states;
     /* What it is charged to the memory account of the compile that built
-     * it (src/util/memacct.h; 0: nothing). */
+     * it (util/memacct.h; 0: nothing). */
     uint64_t acct;
     size_t charged;
     /* Charged through its shared tables instead (holds one of their
@@ -223,7 +223,7 @@ sv_status sv_dfa_determinize(const sv_nfa_t *nfa, const sv_fsm_limits_t *lim, ui
 
 /* SV_ERR_BUDGET (with err filled) if minimizing raw, with raw itself and
  * `held` more bytes of the caller's transient tables alive, does not fit
- * what is left of lim->max_memory (src/util/memacct.h). */
+ * what is left of lim->max_memory (util/memacct.h). */
 sv_status sv_dfa_minimize_budget(const sv_rawdfa_t *raw, size_t held, const sv_fsm_limits_t *lim, sv_error_t *err);
 
 /* The hashes of the k columns of the row-major table t (n rows), and a

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "fsm/regex.h"
-#include "src/util/clock.h"
-#include "src/util/hash.h"
+#include "util/clock.h"
+#include "util/hash.h"
 
 struct sv_constraint {
     struct sv_constraint *prev, *next;

@@ -16,8 +16,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "../src/util/utf8.h" /* sv_utf8_lead */
-#include "token_index.h"
+#include "util/utf8.h" /* sv_utf8_lead */
+#include "fsm/token_index.h"
 
 struct sv_token_set {
     uint32_t n, mask_bits, words;

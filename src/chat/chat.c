@@ -9,7 +9,7 @@
 #include <jansson.h>
 
 #include "src/model/gguf.h"
-#include "src/util/path.h"
+#include "util/path.h"
 
 static const char *find(const char *h, size_t n, const char *needle) {
     size_t k = strlen(needle);

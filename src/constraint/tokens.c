@@ -7,7 +7,7 @@
 
 #include "src/tokenizer/bpe.h"
 #include "src/tokenizer/pretok.h"
-#include "src/util/path.h"
+#include "util/path.h"
 
 struct sv_tokens {
     sv_vocab_t *vocab;

@@ -6,7 +6,7 @@
  * - sv_hash_u64: a multiply-xorshift of one 64-bit key (the first half of
  *   MurmurHash3's finalizer), for tables keyed by integers or id pairs.
  * - sv_hash_splitmix: splitmix64's finalizer, a bijection with full
- *   avalanche; it also derives seeds (src/util/rng.h, src/engine/engine.c),
+ *   avalanche; it also derives seeds (util/rng.h, src/engine/engine.c),
  *   so its output is observable and must never change.
  * - sv_hash_fib32: Fibonacci hashing, the top 32 bits of k times 2^64/phi.
  *

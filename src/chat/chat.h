@@ -42,7 +42,7 @@
 #include <stddef.h>
 
 #include "src/tokenizer/buf.h"
-#include "src/util/error.h"
+#include "util/error.h"
 
 typedef enum { SV_CHAT_CHATML = 1, SV_CHAT_LLAMA3 = 2, SV_CHAT_MISTRAL = 3, SV_CHAT_GEMMA = 4 } sv_chat_kind;
 

@@ -12,7 +12,7 @@
 #include <jansson.h>
 
 #include "api.h"
-#include "src/engine/chat.h"
+#include "src/chat/chat.h"
 #include "src/tokenizer/buf.h"
 
 /* Appends v as Python's json.dumps(v, ensure_ascii=False) writes it (keys in

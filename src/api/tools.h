@@ -2,7 +2,7 @@
  * calls back out of the generated text.
  *
  * The tool definitions go into the prompt through the chat template
- * (src/engine/chat.h renders them as the model family expects). What the
+ * (src/chat/chat.h renders them as the model family expects). What the
  * model writes back depends on the mode:
  *
  * - tool_choice "required" or a named function: the output is constrained

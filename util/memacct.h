@@ -2,7 +2,7 @@
  *
  * A compile (a schema, a regex) opens an account on its thread with its
  * memory budget. What it keeps while it runs is charged where it is
- * allocated: arena chunks (src/util/arena.c) and automata (fsm/dfa.c
+ * allocated: arena chunks (util/arena.c) and automata (fsm/dfa.c
  * sv_dfa_charge), released when they are freed. The stages that build big
  * transient tables (the NFA, subset construction, products, minimization)
  * check their own size against what is left (sv_memacct_fits). So the

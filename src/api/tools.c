@@ -1,7 +1,7 @@
 /* tools.c — OpenAI tools (see tools.h). */
 #include "tools.h"
 
-#include "src/engine/chat.h"
+#include "src/chat/chat.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -14,12 +14,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "api.h"
-#include "compile_pool.h"
-#include "metrics.h"
-#include "server.h"
+#include "src/api/api.h"
+#include "src/server/compile_pool.h"
+#include "src/api/metrics.h"
+#include "src/server/server.h"
 #include "src/batch/store.h"
-#include "tools.h"
+#include "src/api/tools.h"
 
 typedef struct srv srv_t;
 typedef struct req req_t;

@@ -3,7 +3,7 @@
 #ifndef SV_TOKENIZER_VOCAB_INTERNAL_H
 #define SV_TOKENIZER_VOCAB_INTERNAL_H
 
-#include "vocab.h"
+#include "src/tokenizer/vocab.h"
 
 /* How a Split step turns matches into pieces (Hugging Face's
  * SplitDelimiterBehavior). */

@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 #include "fsm/schema.h"
-#include "src/engine/constraint_cache.h"
+#include "src/constraint/constraint_cache.h"
 #include "src/engine/engine.h"
 #include "src/engine/sample.h"
 

@@ -8,9 +8,9 @@
 #ifndef SV_FSM_JSON_FORMAT_H
 #define SV_FSM_JSON_FORMAT_H
 
-#include "../src/util/arena.h"
-#include "../src/util/error.h"
-#include "ast.h"
+#include "util/arena.h"
+#include "util/error.h"
+#include "fsm/ast.h"
 
 /* The content language of `format`, from the arena. SV_ERR_UNSUPPORTED (with
  * a message naming the format) for a format not in the supported set:

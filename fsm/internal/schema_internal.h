@@ -9,10 +9,10 @@
 #include <jansson.h>
 #include <stdio.h>
 
-#include "../src/util/arena.h"
-#include "ast.h"
+#include "util/arena.h"
+#include "fsm/ast.h"
 #include "dfa_internal.h"
-#include "schema.h"
+#include "fsm/schema.h"
 
 #define SV_SCHEMA_MAX_ANY 16
 /* Call marker ids of the schema compiler's parts (program.c). */
