@@ -5,7 +5,7 @@ and the Grafana dashboard.
 
 - The overlays (deploy/k8s/overlays/cpu, gpu, and cpu with the HPA component)
   are rendered with `kubectl kustomize` (offline, no cluster) and checked for
-  what deploy/README.md promises: probes on /health, a grace period longer
+  what docs/deploy.md promises: probes on /health, a grace period longer
   than --drain-timeout, --metrics-compat vllm, the model volume and its init
   container, non-root, the GPU limit, the autoscalers, the InferencePool.
   Without kubectl these tests fail (they do not skip).
@@ -78,7 +78,7 @@ def render(overlay):
 
 @functools.lru_cache(maxsize=None)
 def _render_with_hpa(overlay):
-    """The overlay with the HPA component, as deploy/README.md says to add it."""
+    """The overlay with the HPA component, as docs/deploy.md says to add it."""
     with tempfile.TemporaryDirectory() as d:
         rel = lambda p: os.path.relpath(p, d)  # kustomize takes no absolute resource paths
         Path(d, "kustomization.yaml").write_text(
@@ -557,7 +557,7 @@ def test_dashboard_shape():
     assert any(v["type"] == "datasource" and v["query"] == "prometheus" for v in d["templating"]["list"])
     text = "\n".join(exprs)
     names = set().union(*map(promql_metric_names, exprs))
-    # what the dashboard promises (deploy/README.md)
+    # what the dashboard promises (docs/deploy.md)
     for n in ("sieve:num_requests_running", "sieve:num_requests_waiting", "sieve:kv_cache_usage_perc",
               "sieve:constraint_cache_hits_total", "sieve:constraint_cache_misses_total",
               "sieve:constraint_compiles_waiting", "sieve:engine_faults_total"):
@@ -813,8 +813,8 @@ def test_entrypoint_serves_and_healthcheck_passes():
 
 # ---- the README ---------------------------------------------------------------------
 
-def test_readme_documents_the_commands():
-    text = (DEPLOY / "README.md").read_text()
+def test_docs_document_the_commands():
+    text = (DEPLOY.parent / "docs" / "deploy.md").read_text()
     for s in ("docker build -f deploy/Dockerfile -t sieve:cpu .", "docker build -f deploy/Dockerfile.cuda",
               "kubectl apply -k deploy/k8s/overlays/cpu", "kubectl apply -k deploy/k8s/overlays/gpu",
               "components/hpa", "ScaledObject", "InferencePool", "HTTPRoute", "deploy/grafana/sieve.json",
