@@ -687,6 +687,59 @@ static sv_status member_value(sctx_t *c, json_t *const *src, uint32_t n, const s
     return member_and(c, vals, n, out);
 }
 
+/* The order sv_sc_object reads the members of s in (*idx: indexes into
+ * keys[0..n)). A required key that no schema lets in (no property, pattern or
+ * additionalProperties for it, a false one among them, or a name
+ * propertyNames refuses) empties the object before any value is read;
+ * then the required keys' values are read first, in the order
+ * `required` lists them. So whether a member value that sieve refuses
+ * is ever read does not depend on the order of the location's keys: a
+ * union's branches get their own key orders where calls are on
+ * (schema.c lang_object), and a branch that cannot match must fail
+ * alike either way (fuzz/corpus/schema/crash-unsupported-in-dead-branch). */
+static sv_status member_order(sctx_t *c, json_t *s, const char **keys, uint32_t n, sv_dfa_t *names, bool names_empty,
+                              bool canonical_any, uint32_t **idx_out) {
+    json_t *props = s ? json_object_get(s, "properties") : NULL, *req = s ? json_object_get(s, "required") : NULL;
+    json_t *ap = s ? json_object_get(s, "additionalProperties") : NULL;
+    if (s && !ap && c->o->strict_properties) ap = json_false();
+    json_t *pp = s ? json_object_get(s, "patternProperties") : NULL;
+    sv_status st;
+    uint32_t *idx = sv_arena_alloc(c->arena, (n + 1) * sizeof *idx), ni = 0;
+    uint8_t *placed = sv_arena_alloc(c->arena, n + 1);
+    if (!idx || !placed) return sv_sc_nomem(c);
+    memset(placed, 0, n + 1);
+    for (size_t r = 0; r < json_array_size(req) && !canonical_any; r++) {
+        const char *k = json_string_value(json_array_get(req, r));
+        uint32_t i = 0;
+        while (k && i < n && strcmp(keys[i], k) != 0) i++;
+        if (!k || i == n) continue;
+        if (placed[i]) continue;
+        placed[i] = 1;
+        idx[ni++] = i;
+        bool ok = !names_empty;
+        if (ok && (st = key_name_ok(c, names, k, &ok))) return st;
+        json_t *p = props ? json_object_get(props, k) : NULL;
+        bool some = p != NULL, none_false = !json_is_false(p);
+        const char *pat;
+        json_t *ps;
+        if (json_is_object(pp)) json_object_foreach(pp, pat, ps) {
+            sv_dfa_t *pd;
+            if ((st = pattern_content(c, pat, &pd))) return st;
+            if (pd && sv_dfa_matches(pd, (const uint8_t *)k, strlen(k))) {
+                some = true;
+                none_false = none_false && !json_is_false(ps);
+            }
+        }
+        if (!some) none_false = !json_is_false(ap);
+        if (!ok || !none_false)
+            return sv_sc_fail(c, SV_ERR_EMPTY, "required", "required property \"%s\" can have no valid value", k);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!placed[i]) idx[ni++] = i;
+    *idx_out = idx;
+    return SV_OK;
+}
+
 sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out) {
     sv_status st;
     const char **keys;
@@ -729,47 +782,8 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     if ((st = loc_orders(c, loc, keys, n, canonical_any || try_any, &ord))) return st;
     uint32_t child_orders = try_any ? loc->orders : loc->orders / ord.n ? loc->orders / ord.n : 1;
     if (ord.n > 1) c->more_orders = true;
-    /* A required key that no schema lets in (no property, pattern or
-     * additionalProperties for it, a false one among them, or a name
-     * propertyNames refuses) empties the object before any value is read;
-     * then the required keys' values are read first, in the order
-     * `required` lists them. So whether a member value that sieve refuses
-     * is ever read does not depend on the order of the location's keys: a
-     * union's branches get their own key orders where calls are on
-     * (schema.c lang_object), and a branch that cannot match must fail
-     * alike either way (fuzz/corpus/schema/crash-unsupported-in-dead-branch). */
-    uint32_t *idx = sv_arena_alloc(c->arena, (n + 1) * sizeof *idx), ni = 0;
-    uint8_t *placed = sv_arena_alloc(c->arena, n + 1);
-    if (!idx || !placed) return sv_sc_nomem(c);
-    memset(placed, 0, n + 1);
-    for (size_t r = 0; r < json_array_size(req) && !canonical_any; r++) {
-        const char *k = json_string_value(json_array_get(req, r));
-        uint32_t i = 0;
-        while (k && i < n && strcmp(keys[i], k) != 0) i++;
-        if (!k || i == n) continue;
-        if (placed[i]) continue;
-        placed[i] = 1;
-        idx[ni++] = i;
-        bool ok = !names_empty;
-        if (ok && (st = key_name_ok(c, names, k, &ok))) return st;
-        json_t *p = props ? json_object_get(props, k) : NULL;
-        bool some = p != NULL, none_false = !json_is_false(p);
-        const char *pat;
-        json_t *ps;
-        if (json_is_object(pp)) json_object_foreach(pp, pat, ps) {
-            sv_dfa_t *pd;
-            if ((st = pattern_content(c, pat, &pd))) return st;
-            if (pd && sv_dfa_matches(pd, (const uint8_t *)k, strlen(k))) {
-                some = true;
-                none_false = none_false && !json_is_false(ps);
-            }
-        }
-        if (!some) none_false = !json_is_false(ap);
-        if (!ok || !none_false)
-            return sv_sc_fail(c, SV_ERR_EMPTY, "required", "required property \"%s\" can have no valid value", k);
-    }
-    for (uint32_t i = 0; i < n; i++)
-        if (!placed[i]) idx[ni++] = i;
+    uint32_t *idx = NULL;
+    if ((st = member_order(c, s, keys, n, names, names_empty, canonical_any, &idx))) return st;
     /* Members of K, the required ones first. */
     uint32_t nreq = 0;
     for (uint32_t j = 0; j < n; j++) {
