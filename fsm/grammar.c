@@ -1,0 +1,876 @@
+/* grammar.c — GBNF to a program of parts (grammar.h says what is accepted).
+ *
+ * Three steps.
+ *
+ * Parse. A recursive-descent reader of llama.cpp's format builds a small
+ * tree per rule: leaves (a literal, a class, `.`) are AST nodes at once;
+ * sequences, alternatives, repetitions and rule references stay tree nodes
+ * until every rule is known. Whitespace follows llama.cpp: spaces, tabs and
+ * comments anywhere, newlines only inside groups and after `::=` or `|`.
+ *
+ * Analyse. Over the rules reachable from root: which derive some string
+ * (productive), which derive the empty one (nullable), which are recursive
+ * (in a cycle of references: Tarjan's strongly connected components) and
+ * which are left-recursive (in a cycle of references that can be reached
+ * before reading a byte, refused: a part would call itself at its start).
+ *
+ * Lower. A rule that is not recursive is inlined (its AST built once and
+ * shared). A recursive one becomes a part: its body's AST, with the empty
+ * string taken out when the rule is nullable (a called part must read a
+ * byte; its uses are then "the empty string or a call"), and every use of it
+ * a call marker (fsm/program.c). Parts are compiled when the linker first
+ * asks for them, and sv_program_link makes one program of root and them; it
+ * also checks that every call is decided by the next byte, and refuses the
+ * grammar when not. */
+#include "grammar.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/hash.h"
+#include "util/memacct.h"
+#include "util/utf8.h"
+#include "fsm/internal/dfa_internal.h"
+
+/* The largest bound of a {m,n} repetition (its copies are states). */
+#define MAX_REPEAT 10000u
+
+typedef enum { G_LEAF, G_REF, G_SEQ, G_ALT, G_REP } gkind;
+
+typedef struct gnode {
+    gkind kind;
+    uint32_t n;            /* SEQ, ALT: kids */
+    struct gnode **kids;   /* SEQ, ALT; REP: kids[0] */
+    uint32_t min, max;     /* REP (max SV_AST_INF: unbounded) */
+    sv_ast_t *leaf;        /* LEAF */
+    uint32_t rule;         /* REF */
+    size_t off;            /* where it starts in the text, for messages */
+} gnode_t;
+
+typedef struct {
+    const char *name;      /* in the text, not NUL-terminated */
+    uint32_t len;
+    gnode_t *body;         /* NULL until defined */
+    size_t def_off, use_off;
+    bool reachable, productive, nullable, recursive;
+    uint32_t part;         /* its part id when recursive and productive */
+    sv_ast_t *ast;         /* the inlined AST (non-recursive) or the part's body */
+    sv_dfa_t *dfa;         /* the part's compiled DFA, once asked for */
+} rule_t;
+
+typedef struct {
+    const char *s;
+    size_t n, pos;
+    sv_arena_t *a;
+    sv_error_t *err;
+    const sv_fsm_limits_t *lim;
+    rule_t *rules;
+    uint32_t nrules, cap;
+    uint32_t *ht, htcap;   /* rule index + 1 by name hash; htcap a power of two */
+    uint32_t depth;
+    uint32_t *part_rule;   /* (nparts + 1) the rule of each part id */
+    uint32_t nparts;
+} gp_t;
+
+/* ---- errors ------------------------------------------------------------------- */
+
+static sv_status fail(gp_t *p, sv_status code, size_t off, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static sv_status fail(gp_t *p, sv_status code, size_t off, const char *fmt, ...) {
+    uint32_t line = 1, col = 1;
+    for (size_t i = 0; i < off && i < p->n; i++) {
+        if (p->s[i] == '\n') line++, col = 1;
+        else if (((uint8_t)p->s[i] & 0xC0) != 0x80) col++;
+    }
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return sv_error_set(p->err, code, (long)off, "line %u, column %u: %s", line, col, msg);
+}
+
+static sv_status nomem(gp_t *p) { return sv_error_set(p->err, SV_ERR_NOMEM, -1, "out of memory"); }
+
+/* ---- rules by name ------------------------------------------------------------ */
+
+static bool word_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* The index of the rule named s[0..len), added (undefined) when new;
+ * UINT32_MAX with err set past SV_GRAMMAR_MAX_RULES or out of memory. */
+static uint32_t rule_of(gp_t *p, const char *s, uint32_t len, size_t off) {
+    if (p->htcap == 0 || 2 * (p->nrules + 1) > p->htcap) {
+        uint32_t cap = p->htcap ? 2 * p->htcap : 64;
+        uint32_t *ht = calloc(cap, sizeof *ht);
+        if (!ht) return nomem(p), UINT32_MAX;
+        for (uint32_t i = 0; i < p->nrules; i++) {
+            uint32_t h = (uint32_t)sv_hash_bytes(p->rules[i].name, p->rules[i].len) & (cap - 1);
+            while (ht[h]) h = (h + 1) & (cap - 1);
+            ht[h] = i + 1;
+        }
+        free(p->ht);
+        p->ht = ht;
+        p->htcap = cap;
+    }
+    uint32_t h = (uint32_t)sv_hash_bytes(s, len) & (p->htcap - 1);
+    for (; p->ht[h]; h = (h + 1) & (p->htcap - 1)) {
+        rule_t *r = &p->rules[p->ht[h] - 1];
+        if (r->len == len && memcmp(r->name, s, len) == 0) return p->ht[h] - 1;
+    }
+    if (p->nrules == SV_GRAMMAR_MAX_RULES)
+        return fail(p, SV_ERR_BUDGET, off, "the grammar has more than %u rules", SV_GRAMMAR_MAX_RULES), UINT32_MAX;
+    if (p->nrules == p->cap) {
+        uint32_t cap = p->cap ? 2 * p->cap : 32;
+        rule_t *r = realloc(p->rules, cap * sizeof *r);
+        if (!r) return nomem(p), UINT32_MAX;
+        p->rules = r;
+        p->cap = cap;
+    }
+    p->rules[p->nrules] = (rule_t){.name = s, .len = len, .use_off = off};
+    p->ht[h] = p->nrules + 1;
+    return p->nrules++;
+}
+
+/* ---- parsing ------------------------------------------------------------------- */
+
+static char peek(const gp_t *p) { return p->pos < p->n ? p->s[p->pos] : '\0'; }
+
+static void skip_space(gp_t *p, bool newlines) {
+    while (p->pos < p->n) {
+        char c = p->s[p->pos];
+        if (c == ' ' || c == '\t' || (newlines && (c == '\r' || c == '\n'))) {
+            p->pos++;
+        } else if (c == '#') {
+            while (p->pos < p->n && p->s[p->pos] != '\r' && p->s[p->pos] != '\n') p->pos++;
+        } else {
+            break;
+        }
+    }
+}
+
+static gnode_t *node(gp_t *p, gkind kind, size_t off) {
+    gnode_t *g = sv_arena_alloc(p->a, sizeof *g);
+    if (!g) return nomem(p), NULL;
+    memset(g, 0, sizeof *g);
+    g->kind = kind;
+    g->off = off;
+    return g;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* One character of a literal or a class: an escape or a UTF-8 sequence. */
+static sv_status parse_char(gp_t *p, uint32_t *cp) {
+    size_t at = p->pos;
+    if (p->pos >= p->n) return fail(p, SV_ERR_SYNTAX, at, "unexpected end of the grammar");
+    const uint8_t *u = (const uint8_t *)p->s + p->pos;
+    if (u[0] != '\\') {
+        int k = sv_utf8_decode(u, p->n - p->pos, cp);
+        if (k == 0) return fail(p, SV_ERR_SYNTAX, at, "invalid UTF-8");
+        if (*cp == 0) return fail(p, SV_ERR_SYNTAX, at, "a NUL byte (write \\x00)");
+        p->pos += (size_t)k;
+        return SV_OK;
+    }
+    if (p->pos + 1 >= p->n) return fail(p, SV_ERR_SYNTAX, at, "unexpected end of the grammar after '\\'");
+    char e = p->s[p->pos + 1];
+    p->pos += 2;
+    int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+    if (digits) {
+        uint32_t v = 0;
+        for (int i = 0; i < digits; i++) {
+            int h = p->pos < p->n ? hexval(p->s[p->pos]) : -1;
+            if (h < 0) return fail(p, SV_ERR_SYNTAX, at, "\\%c needs %d hex digits", e, digits);
+            v = v * 16 + (uint32_t)h;
+            p->pos++;
+        }
+        if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+            return fail(p, SV_ERR_SYNTAX, at, "\\%c%0*X is not a Unicode scalar value", e, digits, v);
+        *cp = v;
+        return SV_OK;
+    }
+    switch (e) {
+    case 't': *cp = '\t'; return SV_OK;
+    case 'r': *cp = '\r'; return SV_OK;
+    case 'n': *cp = '\n'; return SV_OK;
+    case '\\': case '"': case '[': case ']': case '-': case '^': *cp = (uint8_t)e; return SV_OK;
+    default: return fail(p, SV_ERR_SYNTAX, at, "unknown escape '\\%c'", e);
+    }
+}
+
+static sv_status parse_literal(gp_t *p, gnode_t **out) {
+    size_t at = p->pos++;
+    sv_ast_t **cps = NULL;
+    uint32_t n = 0, cap = 0;
+    sv_status st = SV_OK;
+    while (!st) {
+        if (p->pos >= p->n) {
+            st = fail(p, SV_ERR_SYNTAX, at, "unterminated literal");
+            break;
+        }
+        if (p->s[p->pos] == '"') {
+            p->pos++;
+            break;
+        }
+        if (p->s[p->pos] == '\n' || p->s[p->pos] == '\r') {
+            st = fail(p, SV_ERR_SYNTAX, p->pos, "a newline inside a literal (write \\n)");
+            break;
+        }
+        uint32_t cp;
+        if ((st = parse_char(p, &cp))) break;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            sv_ast_t **g = realloc(cps, cap * sizeof *g);
+            if (!g) { st = nomem(p); break; }
+            cps = g;
+        }
+        if (!(cps[n++] = sv_ast_codepoint(p->a, cp))) st = nomem(p);
+    }
+    gnode_t *g = st ? NULL : node(p, G_LEAF, at);
+    if (g && !(g->leaf = n ? sv_ast_cat(p->a, cps, n) : sv_ast_empty(p->a))) st = nomem(p);
+    free(cps);
+    if (!st && !g) st = SV_ERR_NOMEM;
+    *out = g;
+    return st;
+}
+
+static sv_status parse_class(gp_t *p, gnode_t **out) {
+    size_t at = p->pos++;
+    bool neg = peek(p) == '^';
+    if (neg) p->pos++;
+    sv_cpset_t set;
+    sv_cpset_init(&set);
+    sv_status st = SV_OK;
+    while (!st) {
+        if (p->pos >= p->n) {
+            st = fail(p, SV_ERR_SYNTAX, at, "unterminated character class");
+            break;
+        }
+        if (p->s[p->pos] == ']') {
+            p->pos++;
+            break;
+        }
+        size_t lo_at = p->pos;
+        uint32_t lo, hi;
+        if ((st = parse_char(p, &lo))) break;
+        hi = lo;
+        if (peek(p) == '-' && p->pos + 1 < p->n && p->s[p->pos + 1] != ']') {
+            p->pos++;
+            if ((st = parse_char(p, &hi))) break;
+            if (hi < lo) {
+                st = fail(p, SV_ERR_SYNTAX, lo_at, "a range whose end U+%04X is below its start U+%04X", hi, lo);
+                break;
+            }
+        }
+        if (sv_cpset_add(&set, lo, hi)) st = nomem(p);
+    }
+    if (!st && (neg ? sv_cpset_negate(&set) : sv_cpset_normalize(&set))) st = nomem(p);
+    gnode_t *g = st ? NULL : node(p, G_LEAF, at);
+    if (g && !(g->leaf = set.n ? sv_ast_class(p->a, &set) : sv_ast_none(p->a))) st = nomem(p);
+    if (!st && !g) st = SV_ERR_NOMEM;
+    sv_cpset_free(&set);
+    *out = g;
+    return st;
+}
+
+static sv_status parse_uint(gp_t *p, uint32_t *v) {
+    size_t at = p->pos;
+    uint64_t x = 0;
+    if (!(peek(p) >= '0' && peek(p) <= '9')) return fail(p, SV_ERR_SYNTAX, at, "expecting a number");
+    while (peek(p) >= '0' && peek(p) <= '9') {
+        x = x * 10 + (uint64_t)(p->s[p->pos++] - '0');
+        if (x > MAX_REPEAT)
+            return fail(p, SV_ERR_BUDGET, at, "a repetition bound above %u", MAX_REPEAT);
+    }
+    *v = (uint32_t)x;
+    return SV_OK;
+}
+
+static sv_status parse_alternates(gp_t *p, bool nested, gnode_t **out);
+
+/* A sequence of elements with their repetitions; stops before '|', ')',
+ * the end, or (not nested) a newline. */
+static sv_status parse_sequence(gp_t *p, bool nested, gnode_t **out) {
+    size_t at = p->pos;
+    gnode_t **items = NULL;
+    uint32_t n = 0, cap = 0;
+    sv_status st = SV_OK;
+    while (!st && p->pos < p->n) {
+        char c = p->s[p->pos];
+        size_t here = p->pos;
+        gnode_t *g = NULL;
+        if (c == '"') {
+            st = parse_literal(p, &g);
+        } else if (c == '[') {
+            st = parse_class(p, &g);
+        } else if (c == '.') {
+            p->pos++;
+            sv_cpset_t all;
+            sv_cpset_init(&all);
+            if (sv_cpset_add(&all, 0, 0x10FFFF) || sv_cpset_normalize(&all) || !(g = node(p, G_LEAF, here)) ||
+                !(g->leaf = sv_ast_class(p->a, &all)))
+                st = nomem(p);
+            sv_cpset_free(&all);
+        } else if (word_char(c)) {
+            while (p->pos < p->n && word_char(p->s[p->pos])) p->pos++;
+            uint32_t r = rule_of(p, p->s + here, (uint32_t)(p->pos - here), here);
+            if (r == UINT32_MAX) st = p->err ? p->err->code : SV_ERR_NOMEM;
+            else if (!(g = node(p, G_REF, here))) st = SV_ERR_NOMEM;
+            else g->rule = r;
+        } else if (c == '(') {
+            if (++p->depth > SV_GRAMMAR_MAX_NESTING) {
+                st = fail(p, SV_ERR_BUDGET, here, "groups nest deeper than %u", SV_GRAMMAR_MAX_NESTING);
+                break;
+            }
+            p->pos++;
+            skip_space(p, true);
+            st = parse_alternates(p, true, &g);
+            p->depth--;
+            if (!st && peek(p) != ')') st = fail(p, SV_ERR_SYNTAX, here, "unclosed '('");
+            if (!st) p->pos++;
+        } else if (c == '*' || c == '+' || c == '?' || c == '{') {
+            if (n == 0) {
+                st = fail(p, SV_ERR_SYNTAX, here, "'%c' with nothing before it to repeat", c);
+                break;
+            }
+            uint32_t min = c == '+' ? 1 : 0, max = c == '?' ? 1 : SV_AST_INF;
+            p->pos++;
+            if (c == '{') {
+                skip_space(p, false);
+                if ((st = parse_uint(p, &min))) break;
+                skip_space(p, false);
+                max = min;
+                if (peek(p) == ',') {
+                    p->pos++;
+                    skip_space(p, false);
+                    max = SV_AST_INF;
+                    if (peek(p) >= '0' && peek(p) <= '9' && (st = parse_uint(p, &max))) break;
+                    skip_space(p, false);
+                }
+                if (peek(p) != '}') {
+                    st = fail(p, SV_ERR_SYNTAX, here, "expecting '}' to close the repetition");
+                    break;
+                }
+                p->pos++;
+                if (max < min) {
+                    st = fail(p, SV_ERR_SYNTAX, here, "a repetition {%u,%u} whose maximum is below its minimum", min, max);
+                    break;
+                }
+            }
+            if (!(g = node(p, G_REP, here)) || !(g->kids = sv_arena_alloc(p->a, sizeof *g->kids))) {
+                st = nomem(p);
+                break;
+            }
+            g->n = 1;
+            g->kids[0] = items[--n];
+            g->min = min;
+            g->max = max;
+        } else if (c == '<') {
+            st = fail(p, SV_ERR_UNSUPPORTED, here, "token references (<...>) are not supported; write the text");
+        } else {
+            break; /* '|', ')', a newline, or something the caller reports */
+        }
+        if (st) break;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 8;
+            gnode_t **v = realloc(items, cap * sizeof *v);
+            if (!v) { st = nomem(p); break; }
+            items = v;
+        }
+        items[n++] = g;
+        skip_space(p, nested);
+    }
+    gnode_t *seq = st ? NULL : node(p, G_SEQ, at);
+    if (seq && n && !(seq->kids = sv_arena_alloc(p->a, n * sizeof *seq->kids))) seq = NULL, st = nomem(p);
+    if (!st && !seq) st = SV_ERR_NOMEM;
+    if (!st) {
+        memcpy(seq->kids, items, n * sizeof *items);
+        seq->n = n;
+    }
+    free(items);
+    *out = seq;
+    return st;
+}
+
+static sv_status parse_alternates(gp_t *p, bool nested, gnode_t **out) {
+    size_t at = p->pos;
+    gnode_t **alts = NULL;
+    uint32_t n = 0, cap = 0;
+    sv_status st = SV_OK;
+    for (;;) {
+        gnode_t *g;
+        if ((st = parse_sequence(p, nested, &g))) break;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 4;
+            gnode_t **v = realloc(alts, cap * sizeof *v);
+            if (!v) { st = nomem(p); break; }
+            alts = v;
+        }
+        alts[n++] = g;
+        if (peek(p) != '|') break;
+        p->pos++;
+        skip_space(p, true);
+    }
+    gnode_t *alt = NULL;
+    if (!st && n == 1) alt = alts[0];
+    else if (!st && (alt = node(p, G_ALT, at)) && (alt->kids = sv_arena_alloc(p->a, n * sizeof *alt->kids))) {
+        memcpy(alt->kids, alts, n * sizeof *alts);
+        alt->n = n;
+    } else if (!st) {
+        st = nomem(p);
+    }
+    free(alts);
+    *out = alt;
+    return st;
+}
+
+static sv_status parse_rule(gp_t *p) {
+    size_t at = p->pos;
+    while (p->pos < p->n && word_char(p->s[p->pos])) p->pos++;
+    if (p->pos == at) {
+        if (peek(p) == '<') return fail(p, SV_ERR_UNSUPPORTED, at, "token references (<...>) are not supported");
+        return fail(p, SV_ERR_SYNTAX, at, "expecting a rule name");
+    }
+    uint32_t r = rule_of(p, p->s + at, (uint32_t)(p->pos - at), at);
+    if (r == UINT32_MAX) return p->err ? p->err->code : SV_ERR_NOMEM;
+    if (p->rules[r].body)
+        return fail(p, SV_ERR_SYNTAX, at, "rule '%.*s' is defined twice (first at offset %zu)", (int)p->rules[r].len,
+                    p->rules[r].name, p->rules[r].def_off);
+    skip_space(p, false);
+    if (p->pos + 3 > p->n || memcmp(p->s + p->pos, "::=", 3) != 0)
+        return fail(p, SV_ERR_SYNTAX, p->pos, "expecting '::=' after the rule name");
+    p->pos += 3;
+    skip_space(p, true);
+    gnode_t *body;
+    sv_status st = parse_alternates(p, false, &body);
+    if (st) return st;
+    if (p->pos < p->n) {
+        char c = p->s[p->pos];
+        if (c == ')') return fail(p, SV_ERR_SYNTAX, p->pos, "')' without a '('");
+        if (c != '\n' && c != '\r') return fail(p, SV_ERR_SYNTAX, p->pos, "unexpected '%c'", c);
+    }
+    p->rules[r].body = body;
+    p->rules[r].def_off = at;
+    skip_space(p, true);
+    return SV_OK;
+}
+
+/* ---- analysis ----------------------------------------------------------------- */
+
+/* Whether g derives some string (prod) or the empty one (nullable), from
+ * the rules' current values. */
+static bool g_productive(const gp_t *p, const gnode_t *g) {
+    switch (g->kind) {
+    case G_LEAF: return g->leaf->kind != SV_AST_NONE;
+    case G_REF: return p->rules[g->rule].productive;
+    case G_SEQ:
+        for (uint32_t i = 0; i < g->n; i++)
+            if (!g_productive(p, g->kids[i])) return false;
+        return true;
+    case G_ALT:
+        for (uint32_t i = 0; i < g->n; i++)
+            if (g_productive(p, g->kids[i])) return true;
+        return false;
+    case G_REP: return g->min == 0 || g_productive(p, g->kids[0]);
+    }
+    return false;
+}
+
+static bool g_nullable(const gp_t *p, const gnode_t *g) {
+    switch (g->kind) {
+    case G_LEAF: return g->leaf->kind == SV_AST_EMPTY;
+    case G_REF: return p->rules[g->rule].nullable;
+    case G_SEQ:
+        for (uint32_t i = 0; i < g->n; i++)
+            if (!g_nullable(p, g->kids[i])) return false;
+        return true;
+    case G_ALT:
+        for (uint32_t i = 0; i < g->n; i++)
+            if (g_nullable(p, g->kids[i])) return true;
+        return false;
+    case G_REP: return g->min == 0 || g_nullable(p, g->kids[0]);
+    }
+    return false;
+}
+
+/* Adjacency lists of rules: all references (left false), or the ones that
+ * can come before any byte is read (left true). */
+typedef struct {
+    uint32_t *to;
+    uint32_t n, cap;
+} adj_t;
+
+static sv_status adj_add(gp_t *p, adj_t *a, uint32_t r) {
+    if (a->n == a->cap) {
+        uint32_t cap = a->cap ? 2 * a->cap : 8;
+        uint32_t *t = realloc(a->to, cap * sizeof *t);
+        if (!t) return nomem(p);
+        a->to = t;
+        a->cap = cap;
+    }
+    a->to[a->n++] = r;
+    return SV_OK;
+}
+
+/* Adds g's references to a; returns through *nullable whether g may be
+ * empty (for the left edges of a sequence). */
+static sv_status refs(gp_t *p, const gnode_t *g, bool left, adj_t *a) {
+    sv_status st = SV_OK;
+    switch (g->kind) {
+    case G_LEAF: break;
+    case G_REF: st = p->rules[g->rule].productive ? adj_add(p, a, g->rule) : SV_OK; break;
+    case G_SEQ:
+        for (uint32_t i = 0; i < g->n && !st; i++) {
+            if (!g_productive(p, g->kids[i])) break; /* the sequence is dead from here */
+            st = refs(p, g->kids[i], left, a);
+            if (left && !g_nullable(p, g->kids[i])) break;
+        }
+        break;
+    case G_ALT:
+        for (uint32_t i = 0; i < g->n && !st; i++) st = refs(p, g->kids[i], left, a);
+        break;
+    case G_REP:
+        if (g->max > 0) st = refs(p, g->kids[0], left, a);
+        break;
+    }
+    return st;
+}
+
+typedef struct {
+    adj_t *adj;
+    uint32_t *index, *low, *stack, *comp;
+    bool *on;
+    uint32_t next, sp, ncomp;
+} tarjan_t;
+
+static void strong(tarjan_t *t, uint32_t v) {
+    t->index[v] = t->low[v] = ++t->next;
+    t->stack[t->sp++] = v;
+    t->on[v] = true;
+    for (uint32_t i = 0; i < t->adj[v].n; i++) {
+        uint32_t w = t->adj[v].to[i];
+        if (!t->index[w]) {
+            strong(t, w);
+            if (t->low[w] < t->low[v]) t->low[v] = t->low[w];
+        } else if (t->on[w] && t->index[w] < t->low[v]) {
+            t->low[v] = t->index[w];
+        }
+    }
+    if (t->low[v] == t->index[v]) {
+        uint32_t w;
+        do {
+            w = t->stack[--t->sp];
+            t->on[w] = false;
+            t->comp[w] = t->ncomp;
+        } while (w != v);
+        t->ncomp++;
+    }
+}
+
+/* cyclic[r]: r lies on a cycle of adj (a component of two or more, or an
+ * edge to itself). */
+static sv_status cycles(gp_t *p, adj_t *adj, bool *cyclic) {
+    uint32_t n = p->nrules;
+    tarjan_t t = {.adj = adj};
+    t.index = calloc(n, sizeof *t.index);
+    t.low = calloc(n, sizeof *t.low);
+    t.stack = calloc(n, sizeof *t.stack);
+    t.comp = calloc(n, sizeof *t.comp);
+    t.on = calloc(n, sizeof *t.on);
+    uint32_t *size = calloc(n, sizeof *size);
+    sv_status st = SV_OK;
+    if (!t.index || !t.low || !t.stack || !t.comp || !t.on || !size) {
+        st = nomem(p);
+    } else {
+        for (uint32_t r = 0; r < n; r++)
+            if (p->rules[r].reachable && !t.index[r]) strong(&t, r);
+        for (uint32_t r = 0; r < n; r++)
+            if (p->rules[r].reachable) size[t.comp[r]]++;
+        for (uint32_t r = 0; r < n; r++) {
+            cyclic[r] = p->rules[r].reachable && size[t.comp[r]] > 1;
+            for (uint32_t i = 0; i < adj[r].n && !cyclic[r]; i++) cyclic[r] = adj[r].to[i] == r;
+        }
+    }
+    free(t.index);
+    free(t.low);
+    free(t.stack);
+    free(t.comp);
+    free(t.on);
+    free(size);
+    return st;
+}
+
+static void mark_reachable(gp_t *p, const gnode_t *g) {
+    switch (g->kind) {
+    case G_LEAF: break;
+    case G_REF: {
+        rule_t *r = &p->rules[g->rule];
+        if (!r->reachable) {
+            r->reachable = true;
+            mark_reachable(p, r->body);
+        }
+        break;
+    }
+    default:
+        for (uint32_t i = 0; i < g->n; i++) mark_reachable(p, g->kids[i]);
+    }
+}
+
+static sv_status analyse(gp_t *p, uint32_t root) {
+    for (uint32_t r = 0; r < p->nrules; r++)
+        if (!p->rules[r].body)
+            return fail(p, SV_ERR_SYNTAX, p->rules[r].use_off, "rule '%.*s' is not defined", (int)p->rules[r].len,
+                        p->rules[r].name);
+    p->rules[root].reachable = true;
+    mark_reachable(p, p->rules[root].body);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t r = 0; r < p->nrules; r++) {
+            rule_t *x = &p->rules[r];
+            if (!x->reachable) continue;
+            if (!x->productive && g_productive(p, x->body)) x->productive = changed = true;
+            if (!x->nullable && g_nullable(p, x->body)) x->nullable = changed = true;
+        }
+    }
+    if (!p->rules[root].productive)
+        return sv_error_set(p->err, SV_ERR_EMPTY, -1, "the grammar matches no string (root never finishes)");
+    adj_t *all = calloc(p->nrules, sizeof *all), *left = calloc(p->nrules, sizeof *left);
+    bool *rec = calloc(p->nrules, sizeof *rec), *lrec = calloc(p->nrules, sizeof *lrec);
+    sv_status st = all && left && rec && lrec ? SV_OK : nomem(p);
+    for (uint32_t r = 0; r < p->nrules && !st; r++) {
+        if (!p->rules[r].reachable || !p->rules[r].productive) continue;
+        st = refs(p, p->rules[r].body, false, &all[r]);
+        if (!st) st = refs(p, p->rules[r].body, true, &left[r]);
+    }
+    if (!st) st = cycles(p, all, rec);
+    if (!st) st = cycles(p, left, lrec);
+    for (uint32_t r = 0; r < p->nrules && !st; r++) {
+        rule_t *x = &p->rules[r];
+        if (lrec[r])
+            st = fail(p, SV_ERR_UNSUPPORTED, x->def_off,
+                      "rule '%.*s' is left-recursive (it can reach itself before reading a character); rewrite it "
+                      "with a repetition, e.g. `expr ::= term (\"+\" term)*`",
+                      (int)x->len, x->name);
+        x->recursive = rec[r] && x->productive;
+    }
+    for (uint32_t r = 0; r < p->nrules && all && left; r++) {
+        free(all[r].to);
+        free(left[r].to);
+    }
+    free(all);
+    free(left);
+    free(rec);
+    free(lrec);
+    return st;
+}
+
+/* ---- lowering ----------------------------------------------------------------- */
+
+static bool ast_nullable(const sv_ast_t *x) {
+    switch (x->kind) {
+    case SV_AST_EMPTY: return true;
+    case SV_AST_CAT:
+        for (uint32_t i = 0; i < x->nkids; i++)
+            if (!ast_nullable(x->kids[i])) return false;
+        return true;
+    case SV_AST_ALT:
+        for (uint32_t i = 0; i < x->nkids; i++)
+            if (ast_nullable(x->kids[i])) return true;
+        return false;
+    case SV_AST_REPEAT: return x->min == 0 || ast_nullable(x->kids[0]);
+    default: return false;
+    }
+}
+
+/* x without the empty string (exact): in a sequence, the first factor that
+ * reads something is that factor without the empty string, and all before
+ * it are empty; a repetition's first non-empty round likewise. */
+static sv_ast_t *ast_nonempty(sv_arena_t *a, sv_ast_t *x) {
+    switch (x->kind) {
+    case SV_AST_EMPTY:
+    case SV_AST_NONE: return sv_ast_none(a);
+    case SV_AST_ALT: {
+        sv_ast_t **k = sv_arena_alloc(a, x->nkids * sizeof *k);
+        if (!k) return NULL;
+        for (uint32_t i = 0; i < x->nkids; i++)
+            if (!(k[i] = ast_nonempty(a, x->kids[i]))) return NULL;
+        return sv_ast_alt(a, k, x->nkids);
+    }
+    case SV_AST_CAT: {
+        sv_ast_t **alts = sv_arena_alloc(a, x->nkids * sizeof *alts);
+        if (!alts) return NULL;
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < x->nkids; i++) {
+            sv_ast_t *first = ast_nonempty(a, x->kids[i]);
+            if (!first) return NULL;
+            if (i + 1 < x->nkids) {
+                sv_ast_t *pair[2] = {first, sv_ast_cat(a, x->kids + i + 1, x->nkids - i - 1)};
+                first = sv_ast_cat(a, pair, 2);
+                if (!first) return NULL;
+            }
+            alts[n++] = first;
+            if (!ast_nullable(x->kids[i])) break;
+        }
+        return sv_ast_alt(a, alts, n);
+    }
+    case SV_AST_REPEAT: {
+        if (x->max == 0) return sv_ast_none(a);
+        sv_ast_t *kid = x->kids[0];
+        uint32_t min = ast_nullable(kid) || x->min == 0 ? 0 : x->min - 1;
+        uint32_t max = x->max == SV_AST_INF ? SV_AST_INF : x->max - 1;
+        sv_ast_t *pair[2] = {ast_nonempty(a, kid), sv_ast_repeat(a, kid, min, max)};
+        return sv_ast_cat(a, pair, 2);
+    }
+    default: return x; /* a class, bytes (a call marker): never empty */
+    }
+}
+
+static sv_ast_t *lower(gp_t *p, const gnode_t *g);
+
+/* A use of rule r. */
+static sv_ast_t *use_rule(gp_t *p, uint32_t r) {
+    rule_t *x = &p->rules[r];
+    if (!x->productive) return sv_ast_none(p->a);
+    if (!x->recursive) {
+        if (!x->ast) x->ast = lower(p, x->body);
+        return x->ast;
+    }
+    sv_ast_t *m = sv_call_marker(p->a, x->part);
+    if (!m || !x->nullable) return m;
+    sv_ast_t *k[2] = {sv_ast_empty(p->a), m};
+    return sv_ast_alt(p->a, k, 2);
+}
+
+static sv_ast_t *lower(gp_t *p, const gnode_t *g) {
+    switch (g->kind) {
+    case G_LEAF: return g->leaf;
+    case G_REF: return use_rule(p, g->rule);
+    case G_REP: return sv_ast_repeat(p->a, lower(p, g->kids[0]), g->min, g->max);
+    case G_SEQ:
+    case G_ALT: {
+        if (g->n == 0) return sv_ast_empty(p->a);
+        sv_ast_t **k = sv_arena_alloc(p->a, g->n * sizeof *k);
+        if (!k) return NULL;
+        for (uint32_t i = 0; i < g->n; i++)
+            if (!(k[i] = lower(p, g->kids[i]))) return NULL;
+        return g->kind == G_SEQ ? sv_ast_cat(p->a, k, g->n) : sv_ast_alt(p->a, k, g->n);
+    }
+    }
+    return NULL;
+}
+
+/* The linker's resolver: part id's DFA, compiled the first time. */
+static const sv_dfa_t *resolve(void *ctx, uint32_t id, sv_error_t *err) {
+    gp_t *p = ctx;
+    if (id == 0 || id > p->nparts) {
+        sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: call marker %u names no rule", id);
+        return NULL;
+    }
+    rule_t *x = &p->rules[p->part_rule[id]];
+    if (x->dfa) return x->dfa;
+    if (!x->ast) {
+        sv_ast_t *body = lower(p, x->body);
+        x->ast = body && x->nullable ? ast_nonempty(p->a, body) : body;
+        if (!x->ast) {
+            sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+            return NULL;
+        }
+    }
+    sv_error_t e;
+    sv_error_clear(&e);
+    sv_status st = sv_dfa_from_ast(x->ast, p->lim, &x->dfa, &e);
+    if (st) {
+        sv_error_set(err, st, -1, "rule '%.*s': %s", (int)x->len, x->name, e.message);
+        return NULL;
+    }
+    return x->dfa;
+}
+
+static sv_status compile(gp_t *p, sv_dfa_t **out) {
+    skip_space(p, true);
+    if (p->n >= 3 && memcmp(p->s, "\xEF\xBB\xBF", 3) == 0) p->pos = 3, skip_space(p, true);
+    while (p->pos < p->n) {
+        sv_status st = parse_rule(p);
+        if (st) return st;
+    }
+    uint32_t root = UINT32_MAX;
+    for (uint32_t r = 0; r < p->nrules; r++)
+        if (p->rules[r].len == 4 && memcmp(p->rules[r].name, "root", 4) == 0) root = r;
+    if (root == UINT32_MAX || !p->rules[root].body)
+        return sv_error_set(p->err, SV_ERR_SYNTAX, -1, "the grammar has no rule named root");
+    sv_status st = analyse(p, root);
+    if (st) return st;
+    for (uint32_t r = 0; r < p->nrules; r++)
+        if (p->rules[r].recursive) p->nparts++;
+    if (p->nparts > SV_CALL_MAX_ID)
+        return sv_error_set(p->err, SV_ERR_BUDGET, -1, "the grammar has more than %u recursive rules", SV_CALL_MAX_ID);
+    p->part_rule = calloc(p->nparts + 1, sizeof *p->part_rule);
+    if (!p->part_rule) return nomem(p);
+    uint32_t id = 0;
+    for (uint32_t r = 0; r < p->nrules; r++)
+        if (p->rules[r].recursive) {
+            p->rules[r].part = ++id;
+            p->part_rule[id] = r;
+        }
+    sv_ast_t *top = use_rule(p, root);
+    if (!top) return nomem(p);
+    sv_error_t e;
+    sv_error_clear(&e);
+    sv_dfa_t *raw = NULL;
+    st = sv_dfa_from_ast(top, p->lim, &raw, &e);
+    if (st == SV_ERR_EMPTY) return sv_error_set(p->err, st, -1, "the grammar matches no string");
+    if (st) return sv_error_set(p->err, st, -1, "%s", e.message);
+    if (!sv_dfa_has_markers(raw)) {
+        *out = raw;
+        return SV_OK;
+    }
+    sv_error_clear(&e);
+    st = sv_program_link(raw, resolve, p, p->lim, out, &e);
+    sv_dfa_destroy(raw);
+    if (st == SV_ERR_UNSUPPORTED)
+        return sv_error_set(p->err, st, -1,
+                            "the grammar's recursive rules cannot all be told apart by the next character, as sieve "
+                            "needs (%s); rewrite the rules where two of them, or a rule and what follows it, can "
+                            "start with the same character",
+                            e.message);
+    if (st) return sv_error_set(p->err, st, -1, "%s", e.message);
+    return SV_OK;
+}
+
+sv_status sv_grammar_compile(const char *text, size_t len, const sv_fsm_limits_t *lim, sv_dfa_t **out,
+                             sv_error_t *err) {
+    sv_error_clear(err);
+    *out = NULL;
+    sv_fsm_limits_t def;
+    if (!lim) {
+        sv_fsm_limits_default(&def);
+        lim = &def;
+    }
+    sv_memacct_t acct; /* the whole compile within lim->max_memory (util/memacct.h) */
+    bool own = sv_memacct_begin(&acct, sv_memacct_limit_for(lim->max_memory, len));
+    gp_t p = {.s = text, .n = len, .err = err, .lim = lim};
+    p.a = sv_arena_create(0);
+    sv_status st = p.a ? compile(&p, out) : nomem(&p);
+    for (uint32_t r = 0; r < p.nrules; r++) sv_dfa_destroy(p.rules[r].dfa);
+    free(p.rules);
+    free(p.ht);
+    free(p.part_rule);
+    sv_arena_destroy(p.a);
+    if (st == SV_ERR_NOMEM && own && acct.refused)
+        st = sv_error_set(err, SV_ERR_BUDGET, -1, "compiling the grammar exceeds the memory budget of %zu bytes",
+                          lim->max_memory);
+    if (st && own) st = sv_memacct_outcome(st, &acct, err);
+    if (own) {
+        if (!st) sv_dfa_uncharge(*out);
+        sv_memacct_end(&acct);
+    }
+    if (st) *out = NULL;
+    return st;
+}
