@@ -390,10 +390,8 @@ static sv_status parse_sequence(gp_t *p, bool nested, gnode_t **out) {
     gnode_t *seq = st ? NULL : node(p, G_SEQ, at);
     if (seq && n && !(seq->kids = sv_arena_alloc(p->a, n * sizeof *seq->kids))) seq = NULL, st = nomem(p);
     if (!st && !seq) st = SV_ERR_NOMEM;
-    if (!st) {
-        memcpy(seq->kids, items, n * sizeof *items);
-        seq->n = n;
-    }
+    if (!st && n) memcpy(seq->kids, items, n * sizeof *items);
+    if (!st) seq->n = n;
     free(items);
     *out = seq;
     return st;

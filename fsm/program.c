@@ -532,6 +532,8 @@ typedef struct {
     uint32_t *set, nset, capset; /* the subset being closed */
     sv_error_t *err;
     int32_t keep; /* >= 0: every call to another part is expanded too (sv_program_expand) */
+    uint64_t deadline; /* sv_now_ns() past which the compile has run out of time (0: none) */
+    uint64_t budget_ms; /* for the message */
 } expander_t;
 
 static const sv_dfa_t *gpart(const expander_t *E, uint32_t x, uint32_t *local) {
@@ -565,6 +567,12 @@ static sv_status close_set(expander_t *E) {
     sv_status st;
     for (bool changed = true; changed;) {
         changed = false;
+        /* a round rescans the whole set: big sets take long, so the time
+         * budget is checked here too, not only between states */
+        if (E->deadline && sv_now_ns() > E->deadline)
+            return sv_error_set(E->err, SV_ERR_TIMEOUT, -1,
+                                "compiling the constraint exceeded the time budget of %llu ms",
+                                (unsigned long long)E->budget_ms);
         uint64_t text[4] = {0};
         for (uint32_t i = 0; i < E->nset; i++) {
             const uint32_t *c = conf(E, E->set[i]);
@@ -640,6 +648,8 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
     uint32_t capfinal = 0;
     sv_arena_t *a = sv_arena_create(0);
     uint64_t t0 = sv_now_ns(), deadline = lim && lim->max_time_us ? t0 + lim->max_time_us * 1000 : 0, acct = 0;
+    E.deadline = deadline;
+    E.budget_ms = lim ? (lim->time_budget_us ? lim->time_budget_us : lim->max_time_us) / 1000 : 0;
     size_t charged = 0;
     uint32_t max_states = lim ? lim->max_dfa_states : 200000;
     sv_status st = SV_OK;
@@ -693,7 +703,7 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
                               "max_dfa_states budget)", max_states);
             break;
         }
-        if (deadline && !(u & 255) && sv_now_ns() > deadline) {
+        if (deadline && !(u & 15) && sv_now_ns() > deadline) {
             st = sv_error_set(err, SV_ERR_TIMEOUT, -1, "compiling the constraint exceeded the time budget of %llu ms",
                               (unsigned long long)((lim->time_budget_us ? lim->time_budget_us : lim->max_time_us) / 1000));
             break;

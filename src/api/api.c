@@ -84,7 +84,9 @@ char *sv_api_choice_regex(const char *const *choices, size_t n) {
 }
 
 void sv_api_constraint_error(const sv_api_constraint_t *c, const sv_error_t *err, sv_api_error_t *e) {
-    const char *what = c->kind == SV_CONSTRAINT_SCHEMA ? "the schema" : "the regex";
+    const char *what = c->kind == SV_CONSTRAINT_SCHEMA    ? "the schema"
+                       : c->kind == SV_CONSTRAINT_GRAMMAR ? "the grammar"
+                                                          : "the regex";
     int status = sv_api_http_status(err->code);
     if (status == 429) {
         /* The compile pool is full (its queue, or the memory all compiles
@@ -267,6 +269,17 @@ static int regex_constraint(sv_api_request_t *r, json_t *v, const char *param, c
     return set_constraint(r, SV_CONSTRAINT_REGEX, NULL, json_string_value(v), param, lim, e);
 }
 
+/* A GBNF grammar (fsm/grammar.h): llama.cpp's `grammar`, vLLM's
+ * `guided_grammar` and `structured_outputs.grammar`, SGLang's `ebnf`. */
+static int grammar_constraint(sv_api_request_t *r, json_t *v, const char *param, const sv_api_limits_t *lim,
+                              sv_api_error_t *e) {
+    if (!json_is_string(v) || has_nul(v) || json_string_length(v) == 0)
+        return sv_api_fail(e, 400, param, "%s: must be a non-empty string (a GBNF grammar)", param);
+    int rc = set_constraint(r, SV_CONSTRAINT_REGEX, NULL, json_string_value(v), param, lim, e);
+    if (!rc) r->c.kind = SV_CONSTRAINT_GRAMMAR;
+    return rc;
+}
+
 static int json_constraint(sv_api_request_t *r, json_t *v, const char *param, const sv_api_limits_t *lim,
                            sv_api_error_t *e) {
     json_t *s;
@@ -411,8 +424,9 @@ static int parse_structured_outputs(sv_api_request_t *r, json_t *so, const sv_ap
         json_decref(obj);
         return rc;
     }
-    if (field(so, "grammar") || field(so, "structural_tag"))
-        return sv_api_fail(e, 400, P, "structured_outputs: grammar and structural_tag are not supported (json, regex, choice, json_object are)");
+    if ((v = field(so, "grammar"))) return grammar_constraint(r, v, P, lim, e);
+    if (field(so, "structural_tag"))
+        return sv_api_fail(e, 400, P, "structured_outputs: structural_tag is not supported (json, regex, choice, grammar, json_object are)");
     return 0;
 }
 
@@ -698,6 +712,9 @@ static int parse_fields(sv_api_kind kind, json_t *root, const sv_api_limits_t *l
     if ((v = field(root, "guided_choice")) && choice_constraint(r, v, "guided_choice", lim, e)) return -1;
     if ((v = field(root, "guided_json")) && json_constraint(r, v, "guided_json", lim, e)) return -1;
     if ((v = field(root, "structured_outputs")) && parse_structured_outputs(r, v, lim, e)) return -1;
+    if ((v = field(root, "grammar")) && grammar_constraint(r, v, "grammar", lim, e)) return -1;
+    if ((v = field(root, "guided_grammar")) && grammar_constraint(r, v, "guided_grammar", lim, e)) return -1;
+    if ((v = field(root, "ebnf")) && grammar_constraint(r, v, "ebnf", lim, e)) return -1;
 
     sv_error_t err;
     sv_error_clear(&err);

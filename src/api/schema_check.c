@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsm/grammar.h"
+
 #define MAX_DEPTH 256
 #define MAX_PATTERNS 64
 
@@ -452,4 +454,13 @@ sv_check_outcome sv_regex_check(const char *pattern, size_t plen, const char *te
     pcre2_code_free(code);
     if (rc >= 0) return SV_CHECK_VALID;
     return rc == PCRE2_ERROR_NOMATCH ? SV_CHECK_INVALID : SV_CHECK_UNCHECKED;
+}
+
+sv_check_outcome sv_grammar_check(const char *grammar, size_t glen, const char *text, size_t len) {
+    sv_dfa_t *d = NULL;
+    sv_error_t err;
+    if (sv_grammar_compile(grammar, glen, NULL, &d, &err)) return SV_CHECK_UNCHECKED;
+    bool ok = sv_dfa_matches(d, (const uint8_t *)text, len);
+    sv_dfa_destroy(d);
+    return ok ? SV_CHECK_VALID : SV_CHECK_INVALID;
 }

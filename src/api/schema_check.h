@@ -43,5 +43,9 @@ sv_check_outcome sv_schema_check(const json_t *schema, const json_t *instance, s
 /* Whether all of text[0..len) matches pattern, by PCRE2 (UTF mode, anchored
  * at both ends); UNCHECKED when PCRE2 does not take the pattern. */
 sv_check_outcome sv_regex_check(const char *pattern, size_t plen, const char *text, size_t len);
+/* Whether text is in the GBNF grammar's language, by sieve's own grammar
+ * compiler (no independent GBNF engine is a dependency): SV_CHECK_UNCHECKED
+ * when the grammar does not compile. */
+sv_check_outcome sv_grammar_check(const char *grammar, size_t glen, const char *text, size_t len);
 
 #endif

@@ -50,6 +50,10 @@ static sv_check_outcome check_choice(const sv_api_constraint_t *c, const json_t 
         if (!json_is_string(text)) return SV_CHECK_INVALID;
         return sv_regex_check(c->text, c->len, json_string_value(text), json_string_length(text));
     }
+    if (c->kind == SV_CONSTRAINT_GRAMMAR) {
+        if (!json_is_string(text)) return SV_CHECK_INVALID;
+        return sv_grammar_check(c->text, c->len, json_string_value(text), json_string_length(text));
+    }
     json_t *inst = NULL;
     if (json_array_size(calls) && (c->tool_calls || c->calls_or_answer)) {
         inst = json_array();

@@ -36,13 +36,13 @@
 enum {
     OPT_CHAT = 256, OPT_SYSTEM, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_P, OPT_TOP_K, OPT_MIN_P, OPT_SEED,
     OPT_PROMPT_IDS, OPT_PRINT_IDS, OPT_SCHEMA, OPT_REGEX, OPT_WS, OPT_THREADS, OPT_CTX, OPT_UNKNOWN_FORMATS,
-    OPT_PRINT_PROMPT, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32,
+    OPT_PRINT_PROMPT, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32, OPT_GRAMMAR,
 };
 
 static const char *const usage_text =
     "Usage: sieve generate -m MODEL (-p PROMPT | --prompt-ids 1,2,3) [--chat] [--system TEXT]\n"
     "                      [--max-tokens 256] [--temperature 1] [--top-p 1] [--top-k 0] [--min-p 0]\n"
-    "                      [--seed S] [--schema FILE | --regex PATTERN] [--ws MODE]\n"
+    "                      [--seed S] [--schema FILE | --regex PATTERN | --grammar FILE] [--ws MODE]\n"
     "                      [--allow-unknown-formats] [--threads N] [--ctx N] [--print-ids]\n"
     "                      [--print-prompt] [--device cpu|cuda|auto] [--cuda-fp32] [--cpu-kernels ref|int8]\n"
     "       sieve generate --batch FILE.jsonl -m MODEL [...]   (--batch FILE --help: its options)\n"
@@ -57,8 +57,9 @@ static const char *const usage_text =
     "  --print-prompt    with --chat: print the rendered prompt and exit (the model's\n"
     "                    weights are not loaded).\n"
     "  --schema FILE     constrain the output to a JSON Schema (FILE may be -);\n"
-    "  --regex PATTERN   or to a regular expression. The output is then always\n"
-    "                    complete and valid, within --max-tokens.\n"
+    "  --regex PATTERN   or to a regular expression,\n"
+    "  --grammar FILE    or to a GBNF grammar (llama.cpp's format). The output is\n"
+    "                    then always complete and valid, within --max-tokens.\n"
     "  --ws MODE         whitespace of constrained JSON: canonical (default), compact,\n"
     "                    flexible.\n"
     "  --temperature 0   is greedy decoding. --seed makes sampling reproducible\n"
@@ -70,7 +71,7 @@ static const char *const usage_text =
     "The finish reason (stop, length) and token counts are printed to stderr.\n";
 
 typedef struct {
-    const char *model, *prompt, *system, *prompt_ids, *schema, *regex;
+    const char *model, *prompt, *system, *prompt_ids, *schema, *regex, *grammar;
     bool chat, print_ids, unknown_formats, print_prompt;
     long max_tokens;
     sv_ws_mode ws;
@@ -187,6 +188,7 @@ int sv_cmd_generate(int argc, char **argv) {
         {"print-prompt", no_argument, 0, OPT_PRINT_PROMPT},
         {"schema", required_argument, 0, OPT_SCHEMA},
         {"regex", required_argument, 0, OPT_REGEX},
+        {"grammar", required_argument, 0, OPT_GRAMMAR},
         {"ws", required_argument, 0, OPT_WS},
         {"allow-unknown-formats", no_argument, 0, OPT_UNKNOWN_FORMATS},
         {"threads", required_argument, 0, OPT_THREADS},
@@ -219,6 +221,7 @@ int sv_cmd_generate(int argc, char **argv) {
         case OPT_PRINT_PROMPT: o.print_prompt = true; break;
         case OPT_SCHEMA: o.schema = optarg; break;
         case OPT_REGEX: o.regex = optarg; break;
+        case OPT_GRAMMAR: o.grammar = optarg; break;
         case OPT_UNKNOWN_FORMATS: o.unknown_formats = true; break;
         case OPT_DEVICE:
             if (!sv_cli_device_valid(optarg))
@@ -281,7 +284,8 @@ int sv_cmd_generate(int argc, char **argv) {
     if (!o.prompt == !o.prompt_ids) return sv_cli_usage_error(verb, "give exactly one of -p PROMPT and --prompt-ids");
     if (o.prompt_ids && o.chat) return sv_cli_usage_error(verb, "--chat needs a text prompt (-p)");
     if (o.system && !o.chat) return sv_cli_usage_error(verb, "--system needs --chat");
-    if (o.schema && o.regex) return sv_cli_usage_error(verb, "give at most one of --schema and --regex");
+    if (!!o.schema + !!o.regex + !!o.grammar > 1)
+        return sv_cli_usage_error(verb, "give at most one of --schema, --regex and --grammar");
     if (o.print_prompt && !o.chat) return sv_cli_usage_error(verb, "--print-prompt needs --chat");
     if (o.print_prompt) {
         sv_error_t e;
@@ -378,16 +382,19 @@ int sv_cmd_generate(int argc, char **argv) {
 
     /* The constraint, through a cache of its own as every caller's
      * (src/constraint/constraint_cache.h). */
-    if (o.schema || o.regex) {
+    if (o.schema || o.regex || o.grammar) {
+        const char *file = o.schema ? o.schema : o.grammar;
         size_t len = 0;
-        char *text = o.schema ? sv_cli_read_file(o.schema, &len, &err) : NULL;
-        if (o.schema && !text) { st = err.code; goto fail; }
+        char *text = file ? sv_cli_read_file(file, &len, &err) : NULL;
+        if (file && !text) { st = err.code; goto fail; }
         sv_schema_opts_t so;
         sv_schema_opts_default(&so);
         so.ws = o.ws;
         so.unknown_formats_ok = o.unknown_formats;
-        sv_constraint_spec_t spec = {.kind = o.schema ? SV_CONSTRAINT_SCHEMA : SV_CONSTRAINT_REGEX,
-                                     .text = o.schema ? text : o.regex, .len = o.schema ? len : strlen(o.regex),
+        sv_constraint_spec_t spec = {.kind = o.schema    ? SV_CONSTRAINT_SCHEMA
+                                             : o.grammar ? SV_CONSTRAINT_GRAMMAR
+                                                         : SV_CONSTRAINT_REGEX,
+                                     .text = file ? text : o.regex, .len = file ? len : strlen(o.regex),
                                      .opts = &so, .tokens = sv_tokens_set(tok)};
         st = sv_ccache_create(SIZE_MAX, &cache, &err);
         if (!st) st = sv_constraint_get(cache, &spec, &constraint, NULL, &err);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsm/grammar.h"
 #include "fsm/regex.h"
 #include "util/clock.h"
 #include "util/hash.h"
@@ -222,8 +223,9 @@ static sv_status get(sv_constraint_cache_t *c, const sv_constraint_spec_t *spec,
 
     uint64_t t0 = sv_now_ns();
     sv_dfa_t *dfa = NULL;
-    sv_status st = kind == SV_CONSTRAINT_SCHEMA ? sv_schema_compile(text, len, opts, &dfa, NULL, err)
-                                                : sv_regex_compile(text, len, &opts->lim, &dfa, err);
+    sv_status st = kind == SV_CONSTRAINT_SCHEMA    ? sv_schema_compile(text, len, opts, &dfa, NULL, err)
+                   : kind == SV_CONSTRAINT_GRAMMAR ? sv_grammar_compile(text, len, &opts->lim, &dfa, err)
+                                                   : sv_regex_compile(text, len, &opts->lim, &dfa, err);
     sv_token_index_t *ix = NULL;
     uint64_t t1 = sv_now_ns();
     if (!st) {

@@ -29,7 +29,9 @@
 #include "fsm/schema.h"
 #include "fsm/token_index.h"
 
-typedef enum { SV_CONSTRAINT_REGEX, SV_CONSTRAINT_SCHEMA } sv_constraint_kind;
+/* A regex (fsm/regex.h), a JSON Schema (fsm/schema.h) or a GBNF grammar
+ * (fsm/grammar.h). */
+typedef enum { SV_CONSTRAINT_REGEX, SV_CONSTRAINT_SCHEMA, SV_CONSTRAINT_GRAMMAR } sv_constraint_kind;
 
 typedef struct sv_constraint_cache sv_constraint_cache_t;
 typedef struct sv_constraint sv_constraint_t;

@@ -158,6 +158,43 @@ def test_regex_on_completions(client):
     assert re.fullmatch(r" \d{4}-\d{2}-\d{2}", r.choices[0].text)
 
 
+# A recursive GBNF grammar (nested lists: a part that calls itself,
+# fsm/grammar.c), and the same language for lark, an independent parser.
+LIST_GBNF = r"""
+root ::= list
+list ::= "[" ( item ( ", " item )* )? "]"
+item ::= [a-z]+ | list
+"""
+LIST_LARK = r"""
+start: list
+list: "[" (item (", " item)*)? "]"
+item: WORD | list
+WORD: /[a-z]+/
+"""
+
+
+@pytest.mark.parametrize("extra", [{"grammar": LIST_GBNF}, {"guided_grammar": LIST_GBNF}, {"ebnf": LIST_GBNF},
+                                   {"structured_outputs": {"grammar": LIST_GBNF}}])
+def test_grammar(client, extra):
+    lark = pytest.importorskip("lark")
+    parser = lark.Lark(LIST_LARK, parser="earley", lexer="dynamic")
+    r = client.chat.completions.create(model=NAME, messages=ask("Write a nested list."), max_tokens=60,
+                                       temperature=1.0, seed=3, extra_body=extra)
+    parser.parse(r.choices[0].message.content)  # raises when the output is not in the language
+
+
+@pytest.mark.parametrize("grammar, kind, where", [
+    ('root ::= "a" (', "invalid_request_error", "line 1, column 14"),
+    ("root ::= expr\nexpr ::= expr \"+\" [0-9] | [0-9]\n", "invalid_request_error", "left-recursive"),
+    ('root ::= item\n', "invalid_request_error", "not defined"),
+])
+def test_grammar_errors(client, grammar, kind, where):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=NAME, messages=ask("Hi."), max_tokens=5, extra_body={"grammar": grammar})
+    body = e.value.body
+    assert body["type"] == kind and body["param"] == "grammar" and where in body["message"], body
+
+
 @pytest.mark.parametrize("extra", [{"choice": ["red", "green", "blue"]}, {"guided_choice": ["red", "green", "blue"]},
                                    {"structured_outputs": {"choice": ["red", "green", "blue"]}}])
 def test_choice(client, extra):
