@@ -11,7 +11,8 @@
  *   - sv_token_index_next agrees with the walk, sv_token_index_accepting with
  *     sv_dfa_matches, and the completion has sv_token_index_distance bytes
  *     and completes the text.
- * The same for objects whose keys come in any order (key sets).
+ * The same for objects whose keys come in any order (key sets), and for
+ * GBNF grammars whose recursive rules are parts (fsm/grammar.c).
  * Then: values nested 50 deep are accepted and broken at any depth
  * rejected; the flat compilation (any_calls off) accepts exactly the same
  * strings up to its depth; and budget walks through the matcher end
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #include "fsm/internal/dfa_internal.h"
+#include "fsm/grammar.h"
 #include "fsm/matcher.h"
 #include "fsm/schema.h"
 #include "fsm/token_index.h"
@@ -81,9 +83,10 @@ static bool opens(const vocab_t *v, int32_t id) {
     return false;
 }
 
-/* Random walks with brute-force masks. Returns the deepest stack seen. */
-static uint32_t walks(const char *schema, const vocab_t *v, const sv_token_set_t *ts, uint32_t seeds, uint32_t steps) {
-    sv_dfa_t *d = compile(schema, true, SV_WS_CANONICAL);
+/* Random walks with brute-force masks over the program d (named schema in
+ * messages; the index takes d). Returns the deepest stack seen. */
+static uint32_t walks_dfa(const char *schema, sv_dfa_t *d, const vocab_t *v, const sv_token_set_t *ts, uint32_t seeds,
+                          uint32_t steps) {
     if (!d) return 0;
     CHECK(sv_dfa_is_program(d), "%s: not compiled to a program", schema);
     sv_token_index_t *ix;
@@ -166,6 +169,36 @@ static uint32_t walks(const char *schema, const vocab_t *v, const sv_token_set_t
     free(allowed);
     sv_token_index_destroy(ix);
     return deepest;
+}
+
+static uint32_t walks(const char *schema, const vocab_t *v, const sv_token_set_t *ts, uint32_t seeds, uint32_t steps) {
+    return walks_dfa(schema, compile(schema, true, SV_WS_CANONICAL), v, ts, seeds, steps);
+}
+
+/* GBNF grammars (fsm/grammar.c): recursive rules are parts. */
+static void grammar_walks(const vocab_t *v, const sv_token_set_t *ts) {
+    static const char *const grammars[] = {
+        "root ::= list\nlist ::= \"[\" ( item ( \",\" item )* )? \"]\"\nitem ::= [a-z0-9]+ | list\n",
+        /* nullable recursion: balanced brackets, the empty string included */
+        "root ::= s\ns ::= \"[\" s \"]\" s |\n",
+        /* JSON, as llama.cpp's grammars/json.gbnf writes it (ws at the ends of values) */
+        "root ::= value\n"
+        "value ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+        "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
+        "array ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
+        "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+        "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ws\n"
+        "ws ::= | \" \"\n",
+    };
+    for (size_t i = 0; i < sizeof grammars / sizeof *grammars; i++) {
+        sv_dfa_t *d = NULL;
+        sv_error_t e;
+        sv_status st = sv_grammar_compile(grammars[i], strlen(grammars[i]), NULL, &d, &e);
+        CHECK(st == SV_OK, "grammar %zu: %s", i, e.message);
+        if (st) continue;
+        uint32_t deepest = walks_dfa(grammars[i], d, v, ts, 4, 160);
+        CHECK(deepest >= 4, "grammar %zu: the walks reached a depth of only %u", i, deepest);
+    }
 }
 
 static bool match(const sv_dfa_t *d, const char *s) { return sv_dfa_matches(d, (const uint8_t *)s, strlen(s)); }
@@ -332,6 +365,7 @@ int main(void) {
         snprintf(wide + at, sizeof wide - (size_t)at, "}, \"required\": [\"p0\"]}}");
         walks(wide, &v, ts, 4, 160);
     }
+    grammar_walks(&v, ts);
     deep();
     budgets(&v, ts);
     sv_token_set_destroy(ts);
