@@ -3,7 +3,7 @@
  *
  * Each input line is one request, a JSON object:
  *
- *     {"prompt": str, "chat": bool, "schema": object, "regex": str,
+ *     {"prompt": str, "chat": bool, "schema": object, "regex": str, "grammar": str,
  *      "max_tokens": int, "temperature": float, "top_p": float, "seed": int,
  *      "n": int, "stop": str | [str], "logprobs": bool, "top_logprobs": int}
  *
@@ -17,7 +17,8 @@
  * (only "prompt" is required; blank lines are skipped and do not take an
  * index). Every line is parsed, encoded and its constraint compiled before
  * anything runs, so a bad line costs no forward pass; lines with the same
- * schema text or regex share one token index (and the masks it computes).
+ * schema text, regex or grammar (GBNF, docs/grammar.md) share one token
+ * index (and the masks it computes).
  * On CUDA rows are sampled on the device unless --host-sampling (see
  * docs/cuda.md, "Sampling on the device"). The good lines are then submitted to one engine (stepping
  * while its waiting queue is full) and the engine is stepped until every
@@ -215,7 +216,7 @@ typedef struct {
  * l->c and l->ix: lines with the same constraint share one compiled index
  * (a job of thousands of lines with one schema compiles it once, and its
  * lines share the masks it computes). */
-static void compile_constraint(const prep_t *p, line_t *l, json_t *schema, const char *regex) {
+static void compile_constraint(const prep_t *p, line_t *l, json_t *schema, const char *regex, const char *grammar) {
     sv_error_t err;
     sv_error_clear(&err);
     char *text = schema ? json_dumps(schema, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
@@ -224,8 +225,9 @@ static void compile_constraint(const prep_t *p, line_t *l, json_t *schema, const
     sv_schema_opts_default(&so);
     so.ws = p->o->ws;
     so.unknown_formats_ok = p->o->unknown_formats;
-    sv_constraint_spec_t spec = {.kind = schema ? SV_CONSTRAINT_SCHEMA : SV_CONSTRAINT_REGEX,
-                                 .text = schema ? text : regex, .len = strlen(schema ? text : regex),
+    const char *t = schema ? text : grammar ? grammar : regex;
+    sv_constraint_spec_t spec = {.kind = schema ? SV_CONSTRAINT_SCHEMA : grammar ? SV_CONSTRAINT_GRAMMAR : SV_CONSTRAINT_REGEX,
+                                 .text = t, .len = strlen(t),
                                  .opts = &so, .tokens = sv_tokens_set(p->tok)};
     sv_status st = sv_constraint_get(p->cache, &spec, &l->c, NULL, &err);
     free(text);
@@ -280,7 +282,7 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
     if (!root) { line_error(l, "syntax", "not JSON: %s (column %d)", je.text, je.column); return; }
     if (!json_is_object(root)) { line_error(l, "arg", "a line must be a JSON object"); goto done; }
 
-    const char *prompt = NULL, *regex = NULL;
+    const char *prompt = NULL, *regex = NULL, *grammar = NULL;
     json_t *schema = NULL;
     bool chat = false;
     long long max_tokens = 256;
@@ -299,9 +301,12 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
         } else if (!strcmp(key, "schema")) {
             if (!json_is_object(val)) { line_error(l, "arg", "schema: must be an object"); goto done; }
             schema = val;
-        } else if (!strcmp(key, "regex")) {
-            if (!json_is_string(val)) { line_error(l, "arg", "regex: must be a string"); goto done; }
-            regex = json_string_value(val);
+        } else if (!strcmp(key, "regex") || !strcmp(key, "grammar")) {
+            if (!json_is_string(val) || strlen(json_string_value(val)) != json_string_length(val)) {
+                line_error(l, "arg", "%s: must be a string without NUL", key);
+                goto done;
+            }
+            *(key[0] == 'r' ? &regex : &grammar) = json_string_value(val);
         } else if (!strcmp(key, "max_tokens")) {
             if (!json_is_integer(val) || json_integer_value(val) < 1 || json_integer_value(val) > BATCH_MAX_TOKENS) {
                 line_error(l, "arg", "max_tokens: must be an integer from 1 to %u", BATCH_MAX_TOKENS);
@@ -343,7 +348,6 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
         }
     }
     if (!prompt) { line_error(l, "arg", "prompt: missing"); goto done; }
-    if (schema && regex) { line_error(l, "arg", "give at most one of schema and regex"); goto done; }
     if (top_logprobs && !l->logprobs) {
         line_error(l, "arg", "top_logprobs: needs \"logprobs\": true");
         goto done;
@@ -386,7 +390,11 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
     long left = p->ctx - (long)l->prompt.n;
     l->budget = (uint32_t)(left < max_tokens ? left : max_tokens);
 
-    if (schema || regex) compile_constraint(p, l, schema, regex);
+    if (!!schema + !!regex + !!grammar > 1) {
+        line_error(l, "arg", "give at most one of schema, regex and grammar");
+        goto done;
+    }
+    if (schema || regex || grammar) compile_constraint(p, l, schema, regex, grammar);
     if (!l->error && !(l->ch = calloc(l->n, sizeof *l->ch))) line_error(l, "nomem", "out of memory");
 done:
     json_decref(root);

@@ -36,6 +36,7 @@ import subprocess
 from pathlib import Path
 
 import jsonschema
+import lark
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +48,11 @@ ANSWER = {"type": "object", "properties": {"answer": {"enum": ["yes", "no", "may
 LONG = {"type": "object", "properties": {"a": {"type": "string", "minLength": 40}}, "required": ["a"]}
 YEAR = r" (19|20)[0-9]{2}"
 NAMES = r"[A-Z][a-z]+, [A-Z][a-z]+"
+
+# A recursive GBNF grammar (docs/grammar.md) and lark's reading of it: an
+# independent parser checks the outputs.
+LIST_GBNF = 'root ::= list\nlist ::= "[" ( item ( ", " item )* )? "]"\nitem ::= [a-z]+ | list\n'
+LIST_LARK = 'start: list\nlist: "[" (item (", " item)*)? "]"\nitem: WORD | list\nWORD: /[a-z]+/\n'
 
 # (line, kind): kind "ok" lines must run, anything else names the error.
 LINES = [
@@ -78,6 +84,9 @@ LINES = [
       "max_tokens": 48, "n": 3, "logprobs": True, "top_logprobs": 3, "stop": ["\"", "name"]}, "ok"),
     ({"prompt": "The best thing about Mondays is", "temperature": 0, "max_tokens": 12, "logprobs": True,
       "top_logprobs": 5}, "ok"),
+    ({"prompt": "A nested list:", "grammar": LIST_GBNF, "temperature": 1, "seed": 4, "max_tokens": 40}, "ok"),
+    ({"prompt": "x", "grammar": 'root ::= "a" ('}, "grammar"),
+    ({"prompt": "x", "grammar": LIST_GBNF, "regex": YEAR}, "two constraints"),
 ]
 
 
@@ -117,7 +126,8 @@ def test_bad_lines_are_errors_at_their_index(batch):
     out, _ = batch
     expect = {"syntax": ("syntax", "JSON"), "missing prompt": ("arg", "prompt"), "schema": ("syntax", "strin"),
               "n": ("arg", "n:"), "stop": ("arg", "stop:"), "top_logprobs": ("arg", "top_logprobs:"),
-              "logprobs": ("arg", "logprobs:"), "budget": ("budget", "needs at least")}
+              "logprobs": ("arg", "logprobs:"), "budget": ("budget", "needs at least"),
+              "grammar": ("syntax", "line 1, column 14"), "two constraints": ("arg", "at most one")}
     for i, (o, (_, kind)) in enumerate(zip(out, LINES)):
         if kind == "ok":
             continue
@@ -143,7 +153,11 @@ def test_constrained_outputs_are_valid(batch):
                 assert re.fullmatch(line["regex"], text), (line["regex"], text)
                 assert c["finish_reason"] == "stop", o
                 n += 1
-    assert n == 4 + 3
+            elif "grammar" in line:
+                lark.Lark(LIST_LARK, parser="earley", lexer="dynamic").parse(text)  # raises when not in it
+                assert c["finish_reason"] == "stop", o
+                n += 1
+    assert n == 4 + 3 + 1
 
 
 def alone(line):
