@@ -27,7 +27,7 @@ test: build
 	  SAMPLE_CLI_BIN=$(abspath $(BUILD))/tests/sample_cli LOGITS_CLI_BIN=$(abspath $(BUILD))/tests/logits_cli \
 	  API_CLI_BIN=$(abspath $(BUILD))/tests/api_cli \
 	  .venv/bin/python -m pytest -q tests/cli tests/schema tests/format/check_formats.py tests/tokenizer/test_nfc.py \
-	  tests/model tests/server tests/deploy tests/layout
+	  tests/model tests/server tests/deploy tests/layout tests/grammar
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: bootstrap

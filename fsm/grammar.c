@@ -219,10 +219,6 @@ static sv_status parse_literal(gp_t *p, gnode_t **out) {
             p->pos++;
             break;
         }
-        if (p->s[p->pos] == '\n' || p->s[p->pos] == '\r') {
-            st = fail(p, SV_ERR_SYNTAX, p->pos, "a newline inside a literal (write \\n)");
-            break;
-        }
         uint32_t cp;
         if ((st = parse_char(p, &cp))) break;
         if (n == cap) {
