@@ -458,41 +458,30 @@ static sv_status parse_rule(gp_t *p) {
 
 /* ---- analysis ----------------------------------------------------------------- */
 
-/* Whether g derives some string (prod) or the empty one (nullable), from
- * the rules' current values. */
-static bool g_productive(const gp_t *p, const gnode_t *g) {
+/* Whether g derives some string (what PRODUCTIVE) or the empty one
+ * (NULLABLE), from the rules' current values: the same fixed point over
+ * two properties of a leaf. */
+typedef enum { PRODUCTIVE, NULLABLE } gprop;
+
+static bool g_has(const gp_t *p, const gnode_t *g, gprop what) {
     switch (g->kind) {
-    case G_LEAF: return g->leaf->kind != SV_AST_NONE;
-    case G_REF: return p->rules[g->rule].productive;
+    case G_LEAF: return what == PRODUCTIVE ? g->leaf->kind != SV_AST_NONE : g->leaf->kind == SV_AST_EMPTY;
+    case G_REF: return what == PRODUCTIVE ? p->rules[g->rule].productive : p->rules[g->rule].nullable;
     case G_SEQ:
         for (uint32_t i = 0; i < g->n; i++)
-            if (!g_productive(p, g->kids[i])) return false;
+            if (!g_has(p, g->kids[i], what)) return false;
         return true;
     case G_ALT:
         for (uint32_t i = 0; i < g->n; i++)
-            if (g_productive(p, g->kids[i])) return true;
+            if (g_has(p, g->kids[i], what)) return true;
         return false;
-    case G_REP: return g->min == 0 || g_productive(p, g->kids[0]);
+    case G_REP: return g->min == 0 || g_has(p, g->kids[0], what);
     }
     return false;
 }
 
-static bool g_nullable(const gp_t *p, const gnode_t *g) {
-    switch (g->kind) {
-    case G_LEAF: return g->leaf->kind == SV_AST_EMPTY;
-    case G_REF: return p->rules[g->rule].nullable;
-    case G_SEQ:
-        for (uint32_t i = 0; i < g->n; i++)
-            if (!g_nullable(p, g->kids[i])) return false;
-        return true;
-    case G_ALT:
-        for (uint32_t i = 0; i < g->n; i++)
-            if (g_nullable(p, g->kids[i])) return true;
-        return false;
-    case G_REP: return g->min == 0 || g_nullable(p, g->kids[0]);
-    }
-    return false;
-}
+static bool g_productive(const gp_t *p, const gnode_t *g) { return g_has(p, g, PRODUCTIVE); }
+static bool g_nullable(const gp_t *p, const gnode_t *g) { return g_has(p, g, NULLABLE); }
 
 /* Adjacency lists of rules: all references (left false), or the ones that
  * can come before any byte is read (left true). */
@@ -513,8 +502,8 @@ static sv_status adj_add(gp_t *p, adj_t *a, uint32_t r) {
     return SV_OK;
 }
 
-/* Adds g's references to a; returns through *nullable whether g may be
- * empty (for the left edges of a sequence). */
+/* Adds g's references to a (with left, only those that may come before
+ * any byte is read). */
 static sv_status refs(gp_t *p, const gnode_t *g, bool left, adj_t *a) {
     sv_status st = SV_OK;
     switch (g->kind) {
