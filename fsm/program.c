@@ -167,25 +167,33 @@ static inline void bor(uint64_t *a, const uint64_t *b) {
     for (int i = 0; i < 4; i++) a[i] |= b[i];
 }
 
-/* The bytes with a direct move from x. */
-static void direct_set(const sv_dfa_t *d, int32_t x, uint64_t out[4]) {
+/* The bytes of each of d's classes (cm: d->nclasses sets), so that a
+ * state's bytes are a union over its live classes, not a scan of 256. */
+static void class_bytes(const sv_dfa_t *d, uint64_t (*cm)[4]) {
+    memset(cm, 0, (size_t)d->nclasses * sizeof *cm);
+    for (int b = 0; b < 256; b++) bset(cm[d->classes[b]], (uint32_t)b);
+}
+
+/* The bytes with a direct move from x (cm: class_bytes of d). */
+static void direct_set(const sv_dfa_t *d, const uint64_t (*cm)[4], int32_t x, uint64_t out[4]) {
     memset(out, 0, 4 * sizeof *out);
     const int32_t *row = d->trans + (size_t)x * d->nclasses;
-    for (int b = 0; b < 256; b++)
-        if (row[d->classes[b]] >= 0) bset(out, (uint32_t)b);
+    for (uint32_t c = 0; c < d->nclasses; c++)
+        if (row[c] >= 0) bor(out, cm[c]);
 }
 
 /* first(q): the bytes a callee starting at q can begin with (its direct
  * bytes and those of the calls at q). A call at a start that leads back to
  * the same start without a byte (left recursion) has no finite first set. */
-static sv_status first_of(sv_dfa_t *d, int32_t q, uint8_t *mark, uint64_t (*memo)[4], sv_error_t *err) {
+static sv_status first_of(sv_dfa_t *d, const uint64_t (*cm)[4], int32_t q, uint8_t *mark, uint64_t (*memo)[4],
+                          sv_error_t *err) {
     if (mark[q] == 2) return SV_OK;
     if (mark[q] == 1)
         return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a part calls itself before reading a byte");
     mark[q] = 1;
-    direct_set(d, q, memo[q]);
+    direct_set(d, cm, q, memo[q]);
     for (uint32_t i = d->call_off[q]; i < d->call_off[q + 1]; i++) {
-        sv_status st = first_of(d, d->calls[i].callee, mark, memo, err);
+        sv_status st = first_of(d, cm, d->calls[i].callee, mark, memo, err);
         if (st) return st;
         bor(memo[q], memo[d->calls[i].callee]);
     }
@@ -353,16 +361,18 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
     uint32_t n = d->nstates;
     uint8_t *mark = calloc(n, 1);
     uint64_t (*first)[4] = calloc(n, sizeof *first);
+    uint64_t (*cm)[4] = malloc(((size_t)d->nclasses + 1) * sizeof *cm);
     sv_status st = SV_OK;
-    if (!mark || !first) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint"); goto out; }
-    for (uint32_t i = 0; i < d->ncalls && !st; i++) st = first_of(d, d->calls[i].callee, mark, first, err);
+    if (!mark || !first || !cm) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint"); goto out; }
+    class_bytes(d, cm);
+    for (uint32_t i = 0; i < d->ncalls && !st; i++) st = first_of(d, (const uint64_t (*)[4])cm, d->calls[i].callee, mark, first, err);
     if (st) goto out;
     for (uint32_t i = 0; i < d->ncalls; i++) memcpy(d->calls[i].first, first[d->calls[i].callee], sizeof d->calls[i].first);
     for (uint32_t s = 0; s < n && !st; s++) {
         uint32_t lo = d->call_off[s], hi = d->call_off[s + 1];
         if (lo == hi) continue;
         uint64_t seen[4];
-        direct_set(d, (int32_t)s, seen);
+        direct_set(d, (const uint64_t (*)[4])cm, (int32_t)s, seen);
         for (uint32_t i = lo; i < hi; i++) {
             if (d->accept[d->calls[i].callee]) {
                 st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a called part accepts the empty string");
@@ -393,7 +403,7 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
             PART_OF(q, pq);
             PART_OF(r, pr);
             uint64_t fx[4];
-            direct_set(d, r, fx);
+            direct_set(d, (const uint64_t (*)[4])cm, r, fx);
             for (uint32_t j = d->call_off[r]; j < d->call_off[r + 1]; j++) bor(fx, d->calls[j].first);
             if (d->accept[r]) bor(fx, follow[pr]);
             for (int w = 0; w < 4; w++)
@@ -405,7 +415,7 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
         uint32_t pf;
         PART_OF(f, pf);
         uint64_t go[4];
-        direct_set(d, (int32_t)f, go);
+        direct_set(d, (const uint64_t (*)[4])cm, (int32_t)f, go);
         for (uint32_t j = d->call_off[f]; j < d->call_off[f + 1]; j++) bor(go, d->calls[j].first);
         if (bmeet(go, follow[pf]))
             st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a called part may go on where its caller continues");
@@ -415,6 +425,7 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
 out:
     free(mark);
     free(first);
+    free(cm);
     return st;
 }
 
