@@ -365,14 +365,15 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
     sv_status st = SV_OK;
     if (!mark || !first || !cm) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint"); goto out; }
     class_bytes(d, cm);
-    for (uint32_t i = 0; i < d->ncalls && !st; i++) st = first_of(d, (const uint64_t (*)[4])cm, d->calls[i].callee, mark, first, err);
+    const uint64_t (*bytes)[4] = (const uint64_t (*)[4])cm;
+    for (uint32_t i = 0; i < d->ncalls && !st; i++) st = first_of(d, bytes, d->calls[i].callee, mark, first, err);
     if (st) goto out;
     for (uint32_t i = 0; i < d->ncalls; i++) memcpy(d->calls[i].first, first[d->calls[i].callee], sizeof d->calls[i].first);
     for (uint32_t s = 0; s < n && !st; s++) {
         uint32_t lo = d->call_off[s], hi = d->call_off[s + 1];
         if (lo == hi) continue;
         uint64_t seen[4];
-        direct_set(d, (const uint64_t (*)[4])cm, (int32_t)s, seen);
+        direct_set(d, bytes, (int32_t)s, seen);
         for (uint32_t i = lo; i < hi; i++) {
             if (d->accept[d->calls[i].callee]) {
                 st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a called part accepts the empty string");
@@ -403,7 +404,7 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
             PART_OF(q, pq);
             PART_OF(r, pr);
             uint64_t fx[4];
-            direct_set(d, (const uint64_t (*)[4])cm, r, fx);
+            direct_set(d, bytes, r, fx);
             for (uint32_t j = d->call_off[r]; j < d->call_off[r + 1]; j++) bor(fx, d->calls[j].first);
             if (d->accept[r]) bor(fx, follow[pr]);
             for (int w = 0; w < 4; w++)
@@ -415,7 +416,7 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
         uint32_t pf;
         PART_OF(f, pf);
         uint64_t go[4];
-        direct_set(d, (const uint64_t (*)[4])cm, (int32_t)f, go);
+        direct_set(d, bytes, (int32_t)f, go);
         for (uint32_t j = d->call_off[f]; j < d->call_off[f + 1]; j++) bor(go, d->calls[j].first);
         if (bmeet(go, follow[pf]))
             st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a called part may go on where its caller continues");

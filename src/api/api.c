@@ -193,7 +193,9 @@ static json_t *field(json_t *o, const char *k) {
     return v && !json_is_null(v) ? v : NULL;
 }
 
-static int set_constraint(sv_api_request_t *r, sv_constraint_kind kind, json_t *schema, const char *regex,
+/* r's constraint: schema (a JSON value) for a schema, source (a regex or a
+ * grammar's text) for the others. */
+static int set_constraint(sv_api_request_t *r, sv_constraint_kind kind, json_t *schema, const char *source,
                           const char *param, const sv_api_limits_t *lim, sv_api_error_t *e) {
     if (r->c.on)
         return sv_api_fail(e, 400, param, "%s: a request takes one constraint, and %s already gives one", param, r->c.param);
@@ -201,7 +203,7 @@ static int set_constraint(sv_api_request_t *r, sv_constraint_kind kind, json_t *
     if (kind == SV_CONSTRAINT_SCHEMA) {
         text = json_dumps(schema, JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_ENCODE_ANY);
     } else {
-        text = strdup(regex);
+        text = strdup(source);
     }
     if (!text) return sv_api_fail(e, 500, NULL, "out of memory");
     size_t len = strlen(text);
@@ -275,9 +277,7 @@ static int grammar_constraint(sv_api_request_t *r, json_t *v, const char *param,
                               sv_api_error_t *e) {
     if (!json_is_string(v) || has_nul(v) || json_string_length(v) == 0)
         return sv_api_fail(e, 400, param, "%s: must be a non-empty string (a GBNF grammar)", param);
-    int rc = set_constraint(r, SV_CONSTRAINT_REGEX, NULL, json_string_value(v), param, lim, e);
-    if (!rc) r->c.kind = SV_CONSTRAINT_GRAMMAR;
-    return rc;
+    return set_constraint(r, SV_CONSTRAINT_GRAMMAR, NULL, json_string_value(v), param, lim, e);
 }
 
 static int json_constraint(sv_api_request_t *r, json_t *v, const char *param, const sv_api_limits_t *lim,

@@ -89,8 +89,8 @@ typedef struct sv_api_limits {
 
 typedef struct sv_api_constraint {
     bool on;
-    sv_constraint_kind kind;    /* regex or schema */
-    char *text;                 /* owned: canonical text (compact schema, or the regex) */
+    sv_constraint_kind kind;    /* regex, schema or grammar */
+    char *text;                 /* owned: canonical text (compact schema, the regex or the grammar) */
     size_t len;
     char param[64];             /* where it came from: "response_format", "tools", "regex", ... */
     bool tool_calls;            /* the output is the tool-call array (tools.h) */

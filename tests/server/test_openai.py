@@ -11,6 +11,7 @@ import time
 
 import httpx2 as httpx
 import jsonschema
+import lark
 import openai
 import pydantic
 import pytest
@@ -176,7 +177,6 @@ WORD: /[a-z]+/
 @pytest.mark.parametrize("extra", [{"grammar": LIST_GBNF}, {"guided_grammar": LIST_GBNF}, {"ebnf": LIST_GBNF},
                                    {"structured_outputs": {"grammar": LIST_GBNF}}])
 def test_grammar(client, extra):
-    lark = pytest.importorskip("lark")
     parser = lark.Lark(LIST_LARK, parser="earley", lexer="dynamic")
     r = client.chat.completions.create(model=NAME, messages=ask("Write a nested list."), max_tokens=60,
                                        temperature=1.0, seed=3, extra_body=extra)
