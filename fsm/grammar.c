@@ -1,18 +1,16 @@
-/* grammar.c — GBNF to a program of parts (grammar.h says what is accepted).
+/* grammar.c — a grammar's rules to a program of parts (grammar.h says what
+ * is accepted).
  *
- * Three steps.
+ * Parse. A front end (fsm/grammar_gbnf.c, fsm/grammar_lark.c) reads the
+ * text into rules whose bodies are small trees (fsm/internal/
+ * grammar_internal.h): leaves are AST nodes, rule references are indices.
  *
- * Parse. A recursive-descent reader of llama.cpp's format builds a small
- * tree per rule: leaves (a literal, a class, `.`) are AST nodes at once;
- * sequences, alternatives, repetitions and rule references stay tree nodes
- * until every rule is known. Whitespace follows llama.cpp: spaces, tabs and
- * comments anywhere, newlines only inside groups and after `::=` or `|`.
- *
- * Analyse. Over the rules reachable from root: which derive some string
- * (productive), which derive the empty one (nullable), which are recursive
- * (in a cycle of references: Tarjan's strongly connected components) and
- * which are left-recursive (in a cycle of references that can be reached
- * before reading a byte, refused: a part would call itself at its start).
+ * Analyse. Over the rules reachable from the start rule: which derive some
+ * string (productive), which derive the empty one (nullable), which are
+ * recursive (in a cycle of references: Tarjan's strongly connected
+ * components) and which are left-recursive (in a cycle of references that
+ * can be reached before reading a byte, refused: a part would call itself
+ * at its start).
  *
  * Lower. A rule that is not recursive is inlined (its AST built once and
  * shared). A recursive one becomes a part: its body's AST, with the empty
@@ -31,53 +29,12 @@
 
 #include "util/hash.h"
 #include "util/memacct.h"
-#include "util/utf8.h"
 #include "fsm/internal/dfa_internal.h"
+#include "fsm/internal/grammar_internal.h"
 
-/* The largest bound of a {m,n} repetition (its copies are states). */
-#define MAX_REPEAT 10000u
+/* ---- shared with the front ends ----------------------------------------------- */
 
-typedef enum { G_LEAF, G_REF, G_SEQ, G_ALT, G_REP } gkind;
-
-typedef struct gnode {
-    gkind kind;
-    uint32_t n;            /* SEQ, ALT: kids */
-    struct gnode **kids;   /* SEQ, ALT; REP: kids[0] */
-    uint32_t min, max;     /* REP (max SV_AST_INF: unbounded) */
-    sv_ast_t *leaf;        /* LEAF */
-    uint32_t rule;         /* REF */
-    size_t off;            /* where it starts in the text, for messages */
-} gnode_t;
-
-typedef struct {
-    const char *name;      /* in the text, not NUL-terminated */
-    uint32_t len;
-    gnode_t *body;         /* NULL until defined */
-    size_t def_off, use_off;
-    bool reachable, productive, nullable, recursive;
-    uint32_t part;         /* its part id when recursive and productive */
-    sv_ast_t *ast;         /* the inlined AST (non-recursive) or the part's body */
-    sv_dfa_t *dfa;         /* the part's compiled DFA, once asked for */
-} rule_t;
-
-typedef struct {
-    const char *s;
-    size_t n, pos;
-    sv_arena_t *a;
-    sv_error_t *err;
-    const sv_fsm_limits_t *lim;
-    rule_t *rules;
-    uint32_t nrules, cap;
-    uint32_t *ht, htcap;   /* rule index + 1 by name hash; htcap a power of two */
-    uint32_t depth;
-    uint32_t *part_rule;   /* (nparts + 1) the rule of each part id */
-    uint32_t nparts;
-} gp_t;
-
-/* ---- errors ------------------------------------------------------------------- */
-
-static sv_status fail(gp_t *p, sv_status code, size_t off, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static sv_status fail(gp_t *p, sv_status code, size_t off, const char *fmt, ...) {
+sv_status gp_fail(gp_t *p, sv_status code, size_t off, const char *fmt, ...) {
     uint32_t line = 1, col = 1;
     for (size_t i = 0; i < off && i < p->n; i++) {
         if (p->s[i] == '\n') line++, col = 1;
@@ -91,21 +48,14 @@ static sv_status fail(gp_t *p, sv_status code, size_t off, const char *fmt, ...)
     return sv_error_set(p->err, code, (long)off, "line %u, column %u: %s", line, col, msg);
 }
 
-static sv_status nomem(gp_t *p) { return sv_error_set(p->err, SV_ERR_NOMEM, -1, "out of memory"); }
+sv_status gp_nomem(gp_t *p) { return sv_error_set(p->err, SV_ERR_NOMEM, -1, "out of memory"); }
 
-/* ---- rules by name ------------------------------------------------------------ */
 
-static bool word_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
-
-/* The index of the rule named s[0..len), added (undefined) when new;
- * UINT32_MAX with err set past SV_GRAMMAR_MAX_RULES or out of memory. */
-static uint32_t rule_of(gp_t *p, const char *s, uint32_t len, size_t off) {
+uint32_t gp_rule_of(gp_t *p, const char *s, uint32_t len, size_t off) {
     if (p->htcap == 0 || 2 * (p->nrules + 1) > p->htcap) {
         uint32_t cap = p->htcap ? 2 * p->htcap : 64;
         uint32_t *ht = calloc(cap, sizeof *ht);
-        if (!ht) return nomem(p), UINT32_MAX;
+        if (!ht) return gp_nomem(p), UINT32_MAX;
         for (uint32_t i = 0; i < p->nrules; i++) {
             uint32_t h = (uint32_t)sv_hash_bytes(p->rules[i].name, p->rules[i].len) & (cap - 1);
             while (ht[h]) h = (h + 1) & (cap - 1);
@@ -121,11 +71,11 @@ static uint32_t rule_of(gp_t *p, const char *s, uint32_t len, size_t off) {
         if (r->len == len && memcmp(r->name, s, len) == 0) return p->ht[h] - 1;
     }
     if (p->nrules == SV_GRAMMAR_MAX_RULES)
-        return fail(p, SV_ERR_BUDGET, off, "the grammar has more than %u rules", SV_GRAMMAR_MAX_RULES), UINT32_MAX;
+        return gp_fail(p, SV_ERR_BUDGET, off, "the grammar has more than %u rules", SV_GRAMMAR_MAX_RULES), UINT32_MAX;
     if (p->nrules == p->cap) {
         uint32_t cap = p->cap ? 2 * p->cap : 32;
         rule_t *r = realloc(p->rules, cap * sizeof *r);
-        if (!r) return nomem(p), UINT32_MAX;
+        if (!r) return gp_nomem(p), UINT32_MAX;
         p->rules = r;
         p->cap = cap;
     }
@@ -134,329 +84,28 @@ static uint32_t rule_of(gp_t *p, const char *s, uint32_t len, size_t off) {
     return p->nrules++;
 }
 
-/* ---- parsing ------------------------------------------------------------------- */
-
-static char peek(const gp_t *p) { return p->pos < p->n ? p->s[p->pos] : '\0'; }
-
-static void skip_space(gp_t *p, bool newlines) {
-    while (p->pos < p->n) {
-        char c = p->s[p->pos];
-        if (c == ' ' || c == '\t' || (newlines && (c == '\r' || c == '\n'))) {
-            p->pos++;
-        } else if (c == '#') {
-            while (p->pos < p->n && p->s[p->pos] != '\r' && p->s[p->pos] != '\n') p->pos++;
-        } else {
-            break;
-        }
-    }
-}
-
-static gnode_t *node(gp_t *p, gkind kind, size_t off) {
+gnode_t *gp_node(gp_t *p, gkind kind, size_t off) {
     gnode_t *g = sv_arena_alloc(p->a, sizeof *g);
-    if (!g) return nomem(p), NULL;
+    if (!g) return gp_nomem(p), NULL;
     memset(g, 0, sizeof *g);
     g->kind = kind;
     g->off = off;
     return g;
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* One character of a literal or a class: an escape or a UTF-8 sequence. */
-static sv_status parse_char(gp_t *p, uint32_t *cp) {
-    size_t at = p->pos;
-    if (p->pos >= p->n) return fail(p, SV_ERR_SYNTAX, at, "unexpected end of the grammar");
-    const uint8_t *u = (const uint8_t *)p->s + p->pos;
-    if (u[0] != '\\') {
-        int k = sv_utf8_decode(u, p->n - p->pos, cp);
-        if (k == 0) return fail(p, SV_ERR_SYNTAX, at, "invalid UTF-8");
-        if (*cp == 0) return fail(p, SV_ERR_SYNTAX, at, "a NUL byte (write \\x00)");
-        p->pos += (size_t)k;
-        return SV_OK;
-    }
-    if (p->pos + 1 >= p->n) return fail(p, SV_ERR_SYNTAX, at, "unexpected end of the grammar after '\\'");
-    char e = p->s[p->pos + 1];
-    p->pos += 2;
-    int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
-    if (digits) {
-        uint32_t v = 0;
-        for (int i = 0; i < digits; i++) {
-            int h = p->pos < p->n ? hexval(p->s[p->pos]) : -1;
-            if (h < 0) return fail(p, SV_ERR_SYNTAX, at, "\\%c needs %d hex digits", e, digits);
-            v = v * 16 + (uint32_t)h;
-            p->pos++;
-        }
-        if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-            return fail(p, SV_ERR_SYNTAX, at, "\\%c%0*X is not a Unicode scalar value", e, digits, v);
-        *cp = v;
-        return SV_OK;
-    }
-    switch (e) {
-    case 't': *cp = '\t'; return SV_OK;
-    case 'r': *cp = '\r'; return SV_OK;
-    case 'n': *cp = '\n'; return SV_OK;
-    case '\\': case '"': case '[': case ']': case '-': case '^': *cp = (uint8_t)e; return SV_OK;
-    default: return fail(p, SV_ERR_SYNTAX, at, "unknown escape '\\%c'", e);
-    }
-}
-
-static sv_status parse_literal(gp_t *p, gnode_t **out) {
-    size_t at = p->pos++;
-    sv_ast_t **cps = NULL;
-    uint32_t n = 0, cap = 0;
-    sv_status st = SV_OK;
-    while (!st) {
-        if (p->pos >= p->n) {
-            st = fail(p, SV_ERR_SYNTAX, at, "unterminated literal");
-            break;
-        }
-        if (p->s[p->pos] == '"') {
-            p->pos++;
-            break;
-        }
-        uint32_t cp;
-        if ((st = parse_char(p, &cp))) break;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            sv_ast_t **g = realloc(cps, cap * sizeof *g);
-            if (!g) { st = nomem(p); break; }
-            cps = g;
-        }
-        if (!(cps[n++] = sv_ast_codepoint(p->a, cp))) st = nomem(p);
-    }
-    gnode_t *g = st ? NULL : node(p, G_LEAF, at);
-    if (g && !(g->leaf = n ? sv_ast_cat(p->a, cps, n) : sv_ast_empty(p->a))) st = nomem(p);
-    free(cps);
-    if (!st && !g) st = SV_ERR_NOMEM;
-    *out = g;
-    return st;
-}
-
-static sv_status parse_class(gp_t *p, gnode_t **out) {
-    size_t at = p->pos++;
-    bool neg = peek(p) == '^';
-    if (neg) p->pos++;
-    sv_cpset_t set;
-    sv_cpset_init(&set);
-    sv_status st = SV_OK;
-    while (!st) {
-        if (p->pos >= p->n) {
-            st = fail(p, SV_ERR_SYNTAX, at, "unterminated character class");
-            break;
-        }
-        if (p->s[p->pos] == ']') {
-            p->pos++;
-            break;
-        }
-        size_t lo_at = p->pos;
-        uint32_t lo, hi;
-        if ((st = parse_char(p, &lo))) break;
-        hi = lo;
-        if (peek(p) == '-' && p->pos + 1 < p->n && p->s[p->pos + 1] != ']') {
-            p->pos++;
-            if ((st = parse_char(p, &hi))) break;
-            if (hi < lo) {
-                st = fail(p, SV_ERR_SYNTAX, lo_at, "a range whose end U+%04X is below its start U+%04X", hi, lo);
-                break;
-            }
-        }
-        if (sv_cpset_add(&set, lo, hi)) st = nomem(p);
-    }
-    if (!st && (neg ? sv_cpset_negate(&set) : sv_cpset_normalize(&set))) st = nomem(p);
-    gnode_t *g = st ? NULL : node(p, G_LEAF, at);
-    if (g && !(g->leaf = set.n ? sv_ast_class(p->a, &set) : sv_ast_none(p->a))) st = nomem(p);
-    if (!st && !g) st = SV_ERR_NOMEM;
-    sv_cpset_free(&set);
-    *out = g;
-    return st;
-}
-
-static sv_status parse_uint(gp_t *p, uint32_t *v) {
-    size_t at = p->pos;
-    uint64_t x = 0;
-    if (!(peek(p) >= '0' && peek(p) <= '9')) return fail(p, SV_ERR_SYNTAX, at, "expecting a number");
-    while (peek(p) >= '0' && peek(p) <= '9') {
-        x = x * 10 + (uint64_t)(p->s[p->pos++] - '0');
-        if (x > MAX_REPEAT)
-            return fail(p, SV_ERR_BUDGET, at, "a repetition bound above %u", MAX_REPEAT);
-    }
-    *v = (uint32_t)x;
-    return SV_OK;
-}
-
-static sv_status parse_alternates(gp_t *p, bool nested, gnode_t **out);
-
-/* A sequence of elements with their repetitions; stops before '|', ')',
- * the end, or (not nested) a newline. */
-static sv_status parse_sequence(gp_t *p, bool nested, gnode_t **out) {
-    size_t at = p->pos;
-    gnode_t **items = NULL;
-    uint32_t n = 0, cap = 0;
-    sv_status st = SV_OK;
-    while (!st && p->pos < p->n) {
-        char c = p->s[p->pos];
-        size_t here = p->pos;
-        gnode_t *g = NULL;
-        if (c == '"') {
-            st = parse_literal(p, &g);
-        } else if (c == '[') {
-            st = parse_class(p, &g);
-        } else if (c == '.') {
-            p->pos++;
-            sv_cpset_t all;
-            sv_cpset_init(&all);
-            if (sv_cpset_add(&all, 0, 0x10FFFF) || sv_cpset_normalize(&all) || !(g = node(p, G_LEAF, here)) ||
-                !(g->leaf = sv_ast_class(p->a, &all)))
-                st = nomem(p);
-            sv_cpset_free(&all);
-        } else if (word_char(c)) {
-            while (p->pos < p->n && word_char(p->s[p->pos])) p->pos++;
-            uint32_t r = rule_of(p, p->s + here, (uint32_t)(p->pos - here), here);
-            if (r == UINT32_MAX) st = p->err ? p->err->code : SV_ERR_NOMEM;
-            else if (!(g = node(p, G_REF, here))) st = SV_ERR_NOMEM;
-            else g->rule = r;
-        } else if (c == '(') {
-            if (++p->depth > SV_GRAMMAR_MAX_NESTING) {
-                st = fail(p, SV_ERR_BUDGET, here, "groups nest deeper than %u", SV_GRAMMAR_MAX_NESTING);
-                break;
-            }
-            p->pos++;
-            skip_space(p, true);
-            st = parse_alternates(p, true, &g);
-            p->depth--;
-            if (!st && peek(p) != ')') st = fail(p, SV_ERR_SYNTAX, here, "unclosed '('");
-            if (!st) p->pos++;
-        } else if (c == '*' || c == '+' || c == '?' || c == '{') {
-            if (n == 0) {
-                st = fail(p, SV_ERR_SYNTAX, here, "'%c' with nothing before it to repeat", c);
-                break;
-            }
-            uint32_t min = c == '+' ? 1 : 0, max = c == '?' ? 1 : SV_AST_INF;
-            p->pos++;
-            if (c == '{') {
-                skip_space(p, false);
-                if ((st = parse_uint(p, &min))) break;
-                skip_space(p, false);
-                max = min;
-                if (peek(p) == ',') {
-                    p->pos++;
-                    skip_space(p, false);
-                    max = SV_AST_INF;
-                    if (peek(p) >= '0' && peek(p) <= '9' && (st = parse_uint(p, &max))) break;
-                    skip_space(p, false);
-                }
-                if (peek(p) != '}') {
-                    st = fail(p, SV_ERR_SYNTAX, here, "expecting '}' to close the repetition");
-                    break;
-                }
-                p->pos++;
-                if (max < min) {
-                    st = fail(p, SV_ERR_SYNTAX, here, "a repetition {%u,%u} whose maximum is below its minimum", min, max);
-                    break;
-                }
-            }
-            if (!(g = node(p, G_REP, here)) || !(g->kids = sv_arena_alloc(p->a, sizeof *g->kids))) {
-                st = nomem(p);
-                break;
-            }
-            g->n = 1;
-            g->kids[0] = items[--n];
-            g->min = min;
-            g->max = max;
-        } else if (c == '<') {
-            st = fail(p, SV_ERR_UNSUPPORTED, here, "token references (<...>) are not supported; write the text");
-        } else {
-            break; /* '|', ')', a newline, or something the caller reports */
-        }
-        if (st) break;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 8;
-            gnode_t **v = realloc(items, cap * sizeof *v);
-            if (!v) { st = nomem(p); break; }
-            items = v;
-        }
-        items[n++] = g;
-        skip_space(p, nested);
-    }
-    gnode_t *seq = st ? NULL : node(p, G_SEQ, at);
-    if (seq && n && !(seq->kids = sv_arena_alloc(p->a, n * sizeof *seq->kids))) seq = NULL, st = nomem(p);
-    if (!st && !seq) st = SV_ERR_NOMEM;
-    if (!st && n) memcpy(seq->kids, items, n * sizeof *items);
-    if (!st) seq->n = n;
-    free(items);
-    *out = seq;
-    return st;
-}
-
-static sv_status parse_alternates(gp_t *p, bool nested, gnode_t **out) {
-    size_t at = p->pos;
-    gnode_t **alts = NULL;
-    uint32_t n = 0, cap = 0;
-    sv_status st = SV_OK;
-    for (;;) {
-        gnode_t *g;
-        if ((st = parse_sequence(p, nested, &g))) break;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 4;
-            gnode_t **v = realloc(alts, cap * sizeof *v);
-            if (!v) { st = nomem(p); break; }
-            alts = v;
-        }
-        alts[n++] = g;
-        if (peek(p) != '|') break;
-        p->pos++;
-        skip_space(p, true);
-    }
-    gnode_t *alt = NULL;
-    if (!st && n == 1) alt = alts[0];
-    else if (!st && (alt = node(p, G_ALT, at)) && (alt->kids = sv_arena_alloc(p->a, n * sizeof *alt->kids))) {
-        memcpy(alt->kids, alts, n * sizeof *alts);
-        alt->n = n;
-    } else if (!st) {
-        st = nomem(p);
-    }
-    free(alts);
-    *out = alt;
-    return st;
-}
-
-static sv_status parse_rule(gp_t *p) {
-    size_t at = p->pos;
-    while (p->pos < p->n && word_char(p->s[p->pos])) p->pos++;
-    if (p->pos == at) {
-        if (peek(p) == '<') return fail(p, SV_ERR_UNSUPPORTED, at, "token references (<...>) are not supported");
-        return fail(p, SV_ERR_SYNTAX, at, "expecting a rule name");
-    }
-    uint32_t r = rule_of(p, p->s + at, (uint32_t)(p->pos - at), at);
-    if (r == UINT32_MAX) return p->err ? p->err->code : SV_ERR_NOMEM;
-    if (p->rules[r].body)
-        return fail(p, SV_ERR_SYNTAX, at, "rule '%.*s' is defined twice (first at offset %zu)", (int)p->rules[r].len,
-                    p->rules[r].name, p->rules[r].def_off);
-    skip_space(p, false);
-    if (p->pos + 3 > p->n || memcmp(p->s + p->pos, "::=", 3) != 0)
-        return fail(p, SV_ERR_SYNTAX, p->pos, "expecting '::=' after the rule name");
-    p->pos += 3;
-    skip_space(p, true);
-    gnode_t *body;
-    sv_status st = parse_alternates(p, false, &body);
-    if (st) return st;
-    if (p->pos < p->n) {
-        char c = p->s[p->pos];
-        if (c == ')') return fail(p, SV_ERR_SYNTAX, p->pos, "')' without a '('");
-        if (c != '\n' && c != '\r') return fail(p, SV_ERR_SYNTAX, p->pos, "unexpected '%c'", c);
-    }
-    p->rules[r].body = body;
-    p->rules[r].def_off = at;
-    skip_space(p, true);
-    return SV_OK;
+gnode_t *gp_list(gp_t *p, gkind kind, gnode_t **kids, uint32_t n, size_t off) {
+    if (n == 1) return kids[0];
+    gnode_t *g = gp_node(p, kind, off);
+    if (!g) return NULL;
+    if (n && !(g->kids = sv_arena_alloc(p->a, n * sizeof *g->kids))) return gp_nomem(p), NULL;
+    if (n) memcpy(g->kids, kids, n * sizeof *kids);
+    g->n = n;
+    return g;
 }
 
 /* ---- analysis ----------------------------------------------------------------- */
+
+static bool ast_nullable(const sv_ast_t *x);
 
 /* Whether g derives some string (what PRODUCTIVE) or the empty one
  * (NULLABLE), from the rules' current values: the same fixed point over
@@ -465,7 +114,7 @@ typedef enum { PRODUCTIVE, NULLABLE } gprop;
 
 static bool g_has(const gp_t *p, const gnode_t *g, gprop what) {
     switch (g->kind) {
-    case G_LEAF: return what == PRODUCTIVE ? g->leaf->kind != SV_AST_NONE : g->leaf->kind == SV_AST_EMPTY;
+    case G_LEAF: return what == PRODUCTIVE ? g->leaf->kind != SV_AST_NONE : ast_nullable(g->leaf);
     case G_REF: return what == PRODUCTIVE ? p->rules[g->rule].productive : p->rules[g->rule].nullable;
     case G_SEQ:
         for (uint32_t i = 0; i < g->n; i++)
@@ -494,7 +143,7 @@ static sv_status adj_add(gp_t *p, adj_t *a, uint32_t r) {
     if (a->n == a->cap) {
         uint32_t cap = a->cap ? 2 * a->cap : 8;
         uint32_t *t = realloc(a->to, cap * sizeof *t);
-        if (!t) return nomem(p);
+        if (!t) return gp_nomem(p);
         a->to = t;
         a->cap = cap;
     }
@@ -570,7 +219,7 @@ static sv_status cycles(gp_t *p, adj_t *adj, bool *cyclic) {
     uint32_t *size = calloc(n, sizeof *size);
     sv_status st = SV_OK;
     if (!t.index || !t.low || !t.stack || !t.comp || !t.on || !size) {
-        st = nomem(p);
+        st = gp_nomem(p);
     } else {
         for (uint32_t r = 0; r < n; r++)
             if (p->rules[r].reachable && !t.index[r]) strong(&t, r);
@@ -609,7 +258,7 @@ static void mark_reachable(gp_t *p, const gnode_t *g) {
 static sv_status analyse(gp_t *p, uint32_t root) {
     for (uint32_t r = 0; r < p->nrules; r++)
         if (!p->rules[r].body)
-            return fail(p, SV_ERR_SYNTAX, p->rules[r].use_off, "rule '%.*s' is not defined", (int)p->rules[r].len,
+            return gp_fail(p, SV_ERR_SYNTAX, p->rules[r].use_off, "rule '%.*s' is not defined", (int)p->rules[r].len,
                         p->rules[r].name);
     p->rules[root].reachable = true;
     mark_reachable(p, p->rules[root].body);
@@ -626,7 +275,7 @@ static sv_status analyse(gp_t *p, uint32_t root) {
         return sv_error_set(p->err, SV_ERR_EMPTY, -1, "the grammar matches no string (root never finishes)");
     adj_t *all = calloc(p->nrules, sizeof *all), *left = calloc(p->nrules, sizeof *left);
     bool *rec = calloc(p->nrules, sizeof *rec), *lrec = calloc(p->nrules, sizeof *lrec);
-    sv_status st = all && left && rec && lrec ? SV_OK : nomem(p);
+    sv_status st = all && left && rec && lrec ? SV_OK : gp_nomem(p);
     for (uint32_t r = 0; r < p->nrules && !st; r++) {
         if (!p->rules[r].reachable || !p->rules[r].productive) continue;
         st = refs(p, p->rules[r].body, false, &all[r]);
@@ -637,7 +286,7 @@ static sv_status analyse(gp_t *p, uint32_t root) {
     for (uint32_t r = 0; r < p->nrules && !st; r++) {
         rule_t *x = &p->rules[r];
         if (lrec[r])
-            st = fail(p, SV_ERR_UNSUPPORTED, x->def_off,
+            st = gp_fail(p, SV_ERR_UNSUPPORTED, x->def_off,
                       "rule '%.*s' is left-recursive (it can reach itself before reading a character); rewrite it "
                       "with a repetition, e.g. `expr ::= term (\"+\" term)*`",
                       (int)x->len, x->name);
@@ -777,25 +426,17 @@ static const sv_dfa_t *resolve(void *ctx, uint32_t id, sv_error_t *err) {
 }
 
 static sv_status compile(gp_t *p, sv_dfa_t **out) {
-    skip_space(p, true);
-    if (p->n >= 3 && memcmp(p->s, "\xEF\xBB\xBF", 3) == 0) p->pos = 3, skip_space(p, true);
-    while (p->pos < p->n) {
-        sv_status st = parse_rule(p);
-        if (st) return st;
-    }
-    uint32_t root = UINT32_MAX;
-    for (uint32_t r = 0; r < p->nrules; r++)
-        if (p->rules[r].len == 4 && memcmp(p->rules[r].name, "root", 4) == 0) root = r;
-    if (root == UINT32_MAX || !p->rules[root].body)
-        return sv_error_set(p->err, SV_ERR_SYNTAX, -1, "the grammar has no rule named root");
-    sv_status st = analyse(p, root);
+    uint32_t root;
+    sv_status st = p->lark ? sv_lark_parse(p, &root) : sv_gbnf_parse(p, &root);
+    if (st) return st;
+    st = analyse(p, root);
     if (st) return st;
     for (uint32_t r = 0; r < p->nrules; r++)
         if (p->rules[r].recursive) p->nparts++;
     if (p->nparts > SV_CALL_MAX_ID)
         return sv_error_set(p->err, SV_ERR_BUDGET, -1, "the grammar has more than %u recursive rules", SV_CALL_MAX_ID);
     p->part_rule = calloc(p->nparts + 1, sizeof *p->part_rule);
-    if (!p->part_rule) return nomem(p);
+    if (!p->part_rule) return gp_nomem(p);
     uint32_t id = 0;
     for (uint32_t r = 0; r < p->nrules; r++)
         if (p->rules[r].recursive) {
@@ -803,7 +444,7 @@ static sv_status compile(gp_t *p, sv_dfa_t **out) {
             p->part_rule[id] = r;
         }
     sv_ast_t *top = use_rule(p, root);
-    if (!top) return nomem(p);
+    if (!top) return gp_nomem(p);
     sv_error_t e;
     sv_error_clear(&e);
     sv_dfa_t *raw = NULL;
@@ -827,9 +468,21 @@ static sv_status compile(gp_t *p, sv_dfa_t **out) {
     return SV_OK;
 }
 
+sv_grammar_format sv_grammar_detect(const char *text, size_t len) {
+    for (size_t i = 0; i + 3 <= len; i++)
+        if (text[i] == ':' && text[i + 1] == ':' && text[i + 2] == '=') return SV_GRAMMAR_GBNF;
+    return SV_GRAMMAR_LARK;
+}
+
 sv_status sv_grammar_compile(const char *text, size_t len, const sv_fsm_limits_t *lim, sv_dfa_t **out,
                              sv_error_t *err) {
+    return sv_grammar_compile_as(SV_GRAMMAR_AUTO, text, len, lim, out, err);
+}
+
+sv_status sv_grammar_compile_as(sv_grammar_format format, const char *text, size_t len, const sv_fsm_limits_t *lim,
+                                sv_dfa_t **out, sv_error_t *err) {
     sv_error_clear(err);
+    if (format == SV_GRAMMAR_AUTO) format = sv_grammar_detect(text, len);
     *out = NULL;
     sv_fsm_limits_t def;
     if (!lim) {
@@ -838,9 +491,9 @@ sv_status sv_grammar_compile(const char *text, size_t len, const sv_fsm_limits_t
     }
     sv_memacct_t acct; /* the whole compile within lim->max_memory (util/memacct.h) */
     bool own = sv_memacct_begin(&acct, sv_memacct_limit_for(lim->max_memory, len));
-    gp_t p = {.s = text, .n = len, .err = err, .lim = lim};
+    gp_t p = {.s = text, .n = len, .err = err, .lim = lim, .lark = format == SV_GRAMMAR_LARK};
     p.a = sv_arena_create(0);
-    sv_status st = p.a ? compile(&p, out) : nomem(&p);
+    sv_status st = p.a ? compile(&p, out) : gp_nomem(&p);
     for (uint32_t r = 0; r < p.nrules; r++) sv_dfa_destroy(p.rules[r].dfa);
     free(p.rules);
     free(p.ht);

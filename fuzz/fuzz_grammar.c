@@ -1,4 +1,6 @@
-/* fuzz_grammar.c — libFuzzer target for the GBNF compiler (fsm/grammar.h).
+/* fuzz_grammar.c — libFuzzer target for the grammar compiler (fsm/grammar.h),
+ * both its front ends: GBNF when the input has a `::=`, Lark-style EBNF
+ * otherwise (sv_grammar_detect).
  *
  * The input is a grammar: arbitrary bytes. It is compiled under tight
  * budgets, and then what grammar.h promises is checked; a broken promise is
@@ -14,7 +16,9 @@
  *               the second time, runs out of time).
  *
  * Seeds: fuzz/corpus/grammar (hand-written grammars: recursion, nullable
- * recursion, classes, escapes, repetitions, left recursion, errors). */
+ * recursion, classes, escapes, repetitions, left recursion, errors; the
+ * lark-*.lark ones are tests/grammar/test_lark.py's). Dictionary:
+ * fuzz/grammar.dict. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -79,7 +79,7 @@ failed=0
 fuzz regex 256 "$@" || failed=1
 # Schemas are longer than patterns: the seeds go up to 2 KB.
 fuzz schema 4096 "$@" || failed=1
-# GBNF grammars (fsm/grammar.h).
+# Grammars, GBNF and Lark (fsm/grammar.h).
 fuzz grammar 2048 "$@" || failed=1
 # The tokenizer: encode/decode round trips.
 fuzz tokenizer 1024 "$@" || failed=1

@@ -276,7 +276,7 @@ static int regex_constraint(sv_api_request_t *r, json_t *v, const char *param, c
 static int grammar_constraint(sv_api_request_t *r, json_t *v, const char *param, const sv_api_limits_t *lim,
                               sv_api_error_t *e) {
     if (!json_is_string(v) || has_nul(v) || json_string_length(v) == 0)
-        return sv_api_fail(e, 400, param, "%s: must be a non-empty string (a GBNF grammar)", param);
+        return sv_api_fail(e, 400, param, "%s: must be a non-empty string (a GBNF or Lark grammar)", param);
     return set_constraint(r, SV_CONSTRAINT_GRAMMAR, NULL, json_string_value(v), param, lim, e);
 }
 

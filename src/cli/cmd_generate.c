@@ -58,7 +58,7 @@ static const char *const usage_text =
     "                    weights are not loaded).\n"
     "  --schema FILE     constrain the output to a JSON Schema (FILE may be -);\n"
     "  --regex PATTERN   or to a regular expression,\n"
-    "  --grammar FILE    or to a GBNF grammar (llama.cpp's format). The output is\n"
+    "  --grammar FILE    or to a grammar (GBNF or Lark, docs/grammar.md). The output is\n"
     "                    then always complete and valid, within --max-tokens.\n"
     "  --ws MODE         whitespace of constrained JSON: canonical (default), compact,\n"
     "                    flexible.\n"

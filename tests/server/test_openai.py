@@ -175,7 +175,8 @@ WORD: /[a-z]+/
 
 
 @pytest.mark.parametrize("extra", [{"grammar": LIST_GBNF}, {"guided_grammar": LIST_GBNF}, {"ebnf": LIST_GBNF},
-                                   {"structured_outputs": {"grammar": LIST_GBNF}}])
+                                   {"structured_outputs": {"grammar": LIST_GBNF}},
+                                   {"structured_outputs": {"grammar": LIST_LARK}}, {"guided_grammar": LIST_LARK}])
 def test_grammar(client, extra):
     parser = lark.Lark(LIST_LARK, parser="earley", lexer="dynamic")
     r = client.chat.completions.create(model=NAME, messages=ask("Write a nested list."), max_tokens=60,
@@ -187,6 +188,7 @@ def test_grammar(client, extra):
     ('root ::= "a" (', "invalid_request_error", "line 1, column 14"),
     ("root ::= expr\nexpr ::= expr \"+\" [0-9] | [0-9]\n", "invalid_request_error", "left-recursive"),
     ('root ::= item\n', "invalid_request_error", "not defined"),
+    ('start: "a"\n%import other.X\n', "invalid_request_error", "line 2, column 9"),
 ])
 def test_grammar_errors(client, grammar, kind, where):
     with pytest.raises(openai.BadRequestError) as e:
