@@ -367,11 +367,41 @@ static sv_ast_t *ast_nonempty(sv_arena_t *a, sv_ast_t *x) {
 static sv_ast_t *lower(gp_t *p, const gnode_t *g);
 
 /* A use of rule r. */
+/* Whether g, lowered, holds no call: every rule it uses is not recursive
+ * and holds none. */
+static bool g_plain(gp_t *p, const gnode_t *g) {
+    switch (g->kind) {
+    case G_LEAF: return true;
+    case G_REF: {
+        rule_t *x = &p->rules[g->rule];
+        if (!x->plain) x->plain = x->recursive || !x->productive ? (x->recursive ? 2 : 1) : g_plain(p, x->body) ? 1 : 2;
+        return x->plain == 1;
+    }
+    default:
+        for (uint32_t i = 0; i < g->n; i++)
+            if (!g_plain(p, g->kids[i])) return false;
+        return true;
+    }
+}
+
+/* The AST weight (fsm/ast.h) from which a rule without calls is compiled
+ * once into a minimal DFA that its uses embed: its uses then cost their
+ * users' determinization that DFA's states, not its NFA's, and its classes
+ * are split into UTF-8 sequences once, not at every use. */
+#define EMBED_WEIGHT 24u
+
 static sv_ast_t *use_rule(gp_t *p, uint32_t r) {
     rule_t *x = &p->rules[r];
     if (!x->productive) return sv_ast_none(p->a);
     if (!x->recursive) {
+        if (x->dfa) return sv_ast_dfa(p->a, x->dfa, false);
         if (!x->ast) x->ast = lower(p, x->body);
+        if (x->ast && sv_ast_weight(x->ast, EMBED_WEIGHT) >= EMBED_WEIGHT && g_plain(p, x->body)) {
+            sv_error_t e;
+            sv_error_clear(&e);
+            if (sv_dfa_from_ast(x->ast, p->lim, &x->dfa, &e) == SV_OK) return sv_ast_dfa(p->a, x->dfa, false);
+            x->dfa = NULL; /* an error shows again, with its context, where the whole is compiled */
+        }
         return x->ast;
     }
     sv_ast_t *m = sv_call_marker(p->a, x->part);

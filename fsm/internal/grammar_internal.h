@@ -39,6 +39,7 @@ typedef struct {
     gnode_t *body;         /* NULL until defined */
     size_t def_off, use_off;
     bool reachable, productive, nullable, recursive;
+    uint8_t plain;         /* 0 not known yet, 1 no call below it, 2 a call below it */
     uint32_t part;         /* its part id when recursive and productive */
     sv_ast_t *ast;         /* the inlined AST (non-recursive) or the part's body */
     sv_dfa_t *dfa;         /* the part's compiled DFA, once asked for */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GBNF grammars side by side: sieve and llguidance, TTFM and time between
+"""Grammars side by side: sieve and llguidance, TTFM and time between
 masks on random token walks, same tokenizer, same machine, one process each.
 
     .venv-peers/bin/python tests/bench/grammar_compare.py \\
@@ -13,7 +13,8 @@ GBNF-to-Lark converter (llguidance.gbnf_to_lark), an LLMatcher (TTFM: the
 matcher and its first mask), then the same walks: each fill_next_token_bitmask
 timed, a random allowed token (EOS only when nothing else is) consumed. The
 walks differ (each engine's own random choices), the grammars and the
-tokenizer do not. Needs the peers' venv (tests/bench/peers/setup.sh)."""
+tokenizer do not. A FILE.lark is Lark-style EBNF, given to both as it is
+(sieve tells the formats apart by `::=`, fsm/grammar.h). Needs the peers' venv (tests/bench/peers/setup.sh)."""
 import argparse
 import json
 import pathlib
@@ -27,14 +28,14 @@ def pct(v, q):
     return v[min(len(v) - 1, int(len(v) * q))] if v else float("nan")
 
 
-def llg_run(tok, eos, text, walks, steps):
+def llg_run(tok, eos, text, walks, steps, is_lark):
     import llguidance
     import numpy as np
     from llguidance.gbnf_to_lark import gbnf_to_lark
     from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
 
     try:
-        lark = gbnf_to_lark(text)
+        lark = text if is_lark else gbnf_to_lark(text)
     except Exception as e:  # noqa: BLE001 - the converter's own refusal
         return {"error": f"gbnf_to_lark: {e}"}
     grammar = json.dumps({"grammars": [{"lark_grammar": lark}]})
@@ -91,10 +92,11 @@ def main():
         r = subprocess.run([a.sieve_bench, a.tokenizer, "gbnf:" + g, str(a.walks), str(a.steps)],
                            capture_output=True, text=True)
         s = json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr.strip()[:80]}
-        ll = llg_run(tok, eos, pathlib.Path(g).read_text(), a.walks, a.steps)
+        ll = llg_run(tok, eos, pathlib.Path(g).read_text(), a.walks, a.steps, g.endswith(".lark"))
         for eng, x in (("sieve", s), ("llguidance", ll)):
             if "error" in x:
-                print(f"| {name} | {eng} | refused: {x['error'][:70]} | | | | |")
+                why = " ".join(x["error"].split())[:70]
+                print(f"| {name} | {eng} | refused: {why} | | | | |")
             else:
                 t = x["tbm_us"]
                 print(f"| {name} | {eng} | {x['ttfm_ms']:.3f} | {x['masks']} | {t['p50']:.2f} | {t['p99']:.2f} | "
