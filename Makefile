@@ -42,6 +42,7 @@ test-extended: build
 	tests/extended/run_regex_corpus.sh $(BUILD) $(SHARED_DATA)
 	$(BUILD)/tests/test_token_index --tokenizer $(SHARED_DATA)/tokenizers/llama3/tokenizer.json --states 3
 	$(BUILD)/tests/test_matcher --tokenizer $(SHARED_DATA)/tokenizers/llama3/tokenizer.json
+	$(BUILD)/tests/test_structural_tag --tokenizer $(SHARED_DATA)/tokenizers/llama3/tokenizer.json
 	.venv/bin/python tests/extended/maskbench_subset.py --sieve $(BUILD)/sieve --data $(SHARED_DATA)
 	scripts/fetch-model.sh >/dev/null
 	TOK_CLI_BIN=$(abspath $(BUILD))/tests/tok_cli SIEVE_SHARED_DATA=$(abspath $(SHARED_DATA)) \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuzz-smoke.sh — build the libFuzzer targets and fuzz each of them for a
 # while: fuzz_regex (the regex compiler), fuzz_tokenizer (encode/decode round
-# trips), fuzz_schema (the JSON Schema compiler), fuzz_grammar (GBNF grammars), fuzz_gguf (the GGUF
+# trips), fuzz_schema (the JSON Schema compiler), fuzz_grammar (GBNF grammars), fuzz_structural_tag
+# (structural tags), fuzz_gguf (the GGUF
 # reader and GGUF vocabularies), fuzz_api (OpenAI request bodies), fuzz_safetensors (the safetensors
 # reader), fuzz_batch (batch input files) and fuzz_model (the model loader
 # on GGUF files, and a forward pass), one after the other. Exits non-zero if the
@@ -13,7 +14,7 @@
 # SECONDS is per target and defaults to 60 (CI runs `scripts/fuzz-smoke.sh 60`:
 # five minutes of fuzzing plus the build). Needs clang with libFuzzer.
 # Everything it writes stays under build-fuzz/, for each NAME in regex, schema, grammar,
-# tokenizer, gguf, safetensors, api, batch, model:
+# structural_tag, tokenizer, gguf, safetensors, api, batch, model:
 #   build-fuzz/                    the instrumented build (CC=clang, ASan+UBSan)
 #   build-fuzz/corpus-NAME/        working corpus: a copy of fuzz/corpus/NAME,
 #                                  grown by the run (the committed seeds are
@@ -39,7 +40,7 @@ esac
 
 CC="$cc" cmake -B "$build" -S "$root" -DSV_CUDA=OFF -DSV_FUZZ=ON \
   -DSV_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target fuzz_regex fuzz_schema fuzz_grammar fuzz_tokenizer fuzz_gguf fuzz_safetensors fuzz_api fuzz_batch fuzz_model -j "$(nproc 2>/dev/null || echo 2)"
+cmake --build "$build" --target fuzz_regex fuzz_schema fuzz_grammar fuzz_structural_tag fuzz_tokenizer fuzz_gguf fuzz_safetensors fuzz_api fuzz_batch fuzz_model -j "$(nproc 2>/dev/null || echo 2)"
 
 # Leak checks on: the library must free everything on every error path.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}"
@@ -81,6 +82,8 @@ fuzz regex 256 "$@" || failed=1
 fuzz schema 4096 "$@" || failed=1
 # Grammars, GBNF and Lark (fsm/grammar.h).
 fuzz grammar 2048 "$@" || failed=1
+# Structural tags (fsm/structural_tag.h): the seeds are under 1 KB.
+fuzz structural_tag 2048 "$@" || failed=1
 # The tokenizer: encode/decode round trips.
 fuzz tokenizer 1024 "$@" || failed=1
 # GGUF files: the seeds (tests/tokenizer/gguf_seeds.py) are up to 2 KB.

@@ -86,6 +86,7 @@ char *sv_api_choice_regex(const char *const *choices, size_t n) {
 void sv_api_constraint_error(const sv_api_constraint_t *c, const sv_error_t *err, sv_api_error_t *e) {
     const char *what = c->kind == SV_CONSTRAINT_SCHEMA    ? "the schema"
                        : c->kind == SV_CONSTRAINT_GRAMMAR ? "the grammar"
+                       : c->kind == SV_CONSTRAINT_STRUCTURAL_TAG ? "the structural tag"
                                                           : "the regex";
     int status = sv_api_http_status(err->code);
     if (status == 429) {
@@ -193,14 +194,15 @@ static json_t *field(json_t *o, const char *k) {
     return v && !json_is_null(v) ? v : NULL;
 }
 
-/* r's constraint: schema (a JSON value) for a schema, source (a regex or a
- * grammar's text) for the others. */
+/* r's constraint: schema (a JSON value) for a schema or a structural tag
+ * (the response_format object), source (a regex or a grammar's text) for
+ * the others. */
 static int set_constraint(sv_api_request_t *r, sv_constraint_kind kind, json_t *schema, const char *source,
                           const char *param, const sv_api_limits_t *lim, sv_api_error_t *e) {
     if (r->c.on)
         return sv_api_fail(e, 400, param, "%s: a request takes one constraint, and %s already gives one", param, r->c.param);
     char *text;
-    if (kind == SV_CONSTRAINT_SCHEMA) {
+    if (kind == SV_CONSTRAINT_SCHEMA || kind == SV_CONSTRAINT_STRUCTURAL_TAG) {
         text = json_dumps(schema, JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_ENCODE_ANY);
     } else {
         text = strdup(source);
@@ -322,7 +324,11 @@ static int parse_response_format(sv_api_request_t *r, json_t *rf, const sv_api_l
             return sv_api_fail(e, 400, P, "response_format.json_schema.schema: must be an object");
         return set_constraint(r, SV_CONSTRAINT_SCHEMA, schema, NULL, P, lim, e);
     }
-    return sv_api_fail(e, 400, P, "response_format.type: must be text, json_object or json_schema, got '%s'", type);
+    /* XGrammar's structural tag, as vLLM and SGLang take it: the object is
+     * the constraint (fsm/structural_tag.h checks its fields, with pointers) */
+    if (!strcmp(type, "structural_tag")) return set_constraint(r, SV_CONSTRAINT_STRUCTURAL_TAG, rf, NULL, P, lim, e);
+    return sv_api_fail(e, 400, P,
+                       "response_format.type: must be text, json_object, json_schema or structural_tag, got '%s'", type);
 }
 
 /* Whether every "$ref" in v points into #/$defs/ or #/definitions/ (or
@@ -586,6 +592,32 @@ void sv_api_request_free(sv_api_request_t *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* max_reasoning_tokens and chat_template_kwargs.enable_thinking
+ * (src/api/reasoning.h): a budget is refused where nothing would apply it
+ * (no reasoning parser, or a completion), rather than ignored. */
+static int parse_reasoning(sv_api_kind kind, json_t *root, const sv_api_limits_t *lim, sv_api_request_t *r,
+                           sv_api_error_t *e) {
+    long long ll;
+    json_t *v;
+    r->enable_thinking = true;
+    if ((v = field(root, "max_reasoning_tokens"))) {
+        if (kind != SV_API_CHAT)
+            return sv_api_fail(e, 400, "max_reasoning_tokens", "max_reasoning_tokens: only chat completions reason");
+        if (!lim->reasoning)
+            return sv_api_fail(e, 400, "max_reasoning_tokens", "max_reasoning_tokens: this server has no reasoning "
+                               "parser (start it with --reasoning-parser qwen3|deepseek_r1)");
+        if (want_int(v, "max_reasoning_tokens", 0, lim->max_ctx, &ll, e)) return -1;
+        r->max_reasoning_tokens = (uint32_t)ll;
+        r->max_reasoning_given = true;
+    }
+    json_t *kw = field(root, "chat_template_kwargs");
+    if (kw && !json_is_object(kw))
+        return sv_api_fail(e, 400, "chat_template_kwargs", "chat_template_kwargs: must be an object");
+    if (kw && (v = field(kw, "enable_thinking")) && want_bool(v, "chat_template_kwargs", &r->enable_thinking, e))
+        return -1;
+    return 0;
+}
+
 static int parse_fields(sv_api_kind kind, json_t *root, const sv_api_limits_t *lim, sv_api_request_t *r,
                         sv_api_error_t *e) {
     json_t *v;
@@ -679,6 +711,7 @@ static int parse_fields(sv_api_kind kind, json_t *root, const sv_api_limits_t *l
     }
     r->sp.n_logprobs = r->top_logprobs;
     if ((v = field(root, "logit_bias")) && parse_logit_bias(r, v, lim, e)) return -1;
+    if (parse_reasoning(kind, root, lim, r, e)) return -1;
 
     /* Tools first: a tool constraint takes precedence, and response_format
      * then only shapes a text answer (which sieve cannot combine with a

@@ -85,6 +85,7 @@ typedef struct sv_api_limits {
     uint32_t max_n;             /* choices (<= SV_ENGINE_MAX_N) */
     size_t max_constraint_bytes;/* canonical constraint text */
     sv_ws_mode ws;              /* whitespace of schemas (default canonical) */
+    bool reasoning;             /* the server has a reasoning parser (src/api/reasoning.h) */
 } sv_api_limits_t;
 
 typedef struct sv_api_constraint {
@@ -124,6 +125,12 @@ typedef struct sv_api_request {
     bool logprobs;              /* chat: logprobs true; completion: logprobs given */
     int32_t top_logprobs;       /* 0..20 */
     bool echo;                  /* completion echo (refused when true: see api.c) */
+    /* Reasoning (src/api/reasoning.h; chat, with a reasoning parser only):
+     * max_reasoning_tokens (0..max_ctx) when given, and
+     * chat_template_kwargs.enable_thinking (default true). */
+    bool max_reasoning_given;
+    uint32_t max_reasoning_tokens;
+    bool enable_thinking;
 
     sv_api_constraint_t c;
 } sv_api_request_t;

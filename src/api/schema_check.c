@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fsm/grammar.h"
+#include "fsm/structural_tag.h"
 
 #define MAX_DEPTH 256
 #define MAX_PATTERNS 64
@@ -460,6 +461,18 @@ sv_check_outcome sv_grammar_check(const char *grammar, size_t glen, const char *
     sv_dfa_t *d = NULL;
     sv_error_t err;
     if (sv_grammar_compile(grammar, glen, NULL, &d, &err)) return SV_CHECK_UNCHECKED;
+    bool ok = sv_dfa_matches(d, (const uint8_t *)text, len);
+    sv_dfa_destroy(d);
+    return ok ? SV_CHECK_VALID : SV_CHECK_INVALID;
+}
+
+sv_check_outcome sv_structural_tag_check(const char *stag, size_t slen, int ws, const char *text, size_t len) {
+    sv_dfa_t *d = NULL;
+    sv_error_t err;
+    sv_schema_opts_t o;
+    sv_schema_opts_default(&o);
+    o.ws = (sv_ws_mode)ws;
+    if (sv_structural_tag_compile(stag, slen, &o, &d, &err)) return SV_CHECK_UNCHECKED;
     bool ok = sv_dfa_matches(d, (const uint8_t *)text, len);
     sv_dfa_destroy(d);
     return ok ? SV_CHECK_VALID : SV_CHECK_INVALID;

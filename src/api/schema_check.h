@@ -47,5 +47,9 @@ sv_check_outcome sv_regex_check(const char *pattern, size_t plen, const char *te
  * compiler (no independent GBNF engine is a dependency): SV_CHECK_UNCHECKED
  * when the grammar does not compile. */
 sv_check_outcome sv_grammar_check(const char *grammar, size_t glen, const char *text, size_t len);
+/* Whether text is in the structural tag's language (fsm/structural_tag.h),
+ * its JSON Schema contents in whitespace mode ws (an sv_ws_mode), by sieve's
+ * own compiler: SV_CHECK_UNCHECKED when the structural tag does not compile. */
+sv_check_outcome sv_structural_tag_check(const char *stag, size_t slen, int ws, const char *text, size_t len);
 
 #endif

@@ -39,9 +39,10 @@ static bool write_all(int fd, const char *p, size_t n) {
 
 /* One choice's output against the request's constraint c: the text (content,
  * or a completion's text), or the tool calls rebuilt as the call array the
- * constraint describes ([{"name", "arguments"}]). */
+ * constraint describes ([{"name", "arguments"}]). ws: the whitespace mode
+ * of the schemas inside a structural tag. */
 static sv_check_outcome check_choice(const sv_api_constraint_t *c, const json_t *schema, json_t *choice,
-                                     sv_check_result_t *res) {
+                                     sv_ws_mode ws, sv_check_result_t *res) {
     json_t *msg = json_object_get(choice, "message");
     json_t *calls = json_object_get(msg, "tool_calls");
     json_t *text = msg ? json_object_get(msg, "content") : json_object_get(choice, "text");
@@ -53,6 +54,12 @@ static sv_check_outcome check_choice(const sv_api_constraint_t *c, const json_t 
     if (c->kind == SV_CONSTRAINT_GRAMMAR) {
         if (!json_is_string(text)) return SV_CHECK_INVALID;
         return sv_grammar_check(c->text, c->len, json_string_value(text), json_string_length(text));
+    }
+    if (c->kind == SV_CONSTRAINT_STRUCTURAL_TAG) {
+        /* No independent engine: the text (tags included, as the response
+         * carries it) against sieve's own DFA of the structural tag. */
+        if (!json_is_string(text)) return SV_CHECK_INVALID;
+        return sv_structural_tag_check(c->text, c->len, (int)ws, json_string_value(text), json_string_length(text));
     }
     json_t *inst = NULL;
     if (json_array_size(calls) && (c->tool_calls || c->calls_or_answer)) {
@@ -97,7 +104,7 @@ static bool check_answer(sv_batch_output_t *o, const sv_batch_line_t *line, json
                 break;
             }
             sv_check_result_t res;
-            sv_check_outcome out = check_choice(&r.c, schema, ch, &res);
+            sv_check_outcome out = check_choice(&r.c, schema, ch, o->lim->ws, &res);
             if (out == SV_CHECK_UNCHECKED) unchecked = true;
             if (out == SV_CHECK_INVALID && ok) {
                 ok = false;

@@ -14,6 +14,7 @@
 #include "fsm/grammar.h"
 #include "fsm/regex.h"
 #include "fsm/schema.h"
+#include "fsm/structural_tag.h"
 #include "src/api/tools.h"
 #include "util/clock.h"
 #include "cli.h"
@@ -24,6 +25,7 @@ typedef struct {
     size_t regex_len;
     bool is_schema;          /* regex holds a JSON Schema's text */
     bool is_grammar;         /* regex holds a GBNF grammar (fsm/grammar.h) */
+    bool is_stag;            /* regex holds a structural tag (fsm/structural_tag.h) */
     char *owned;
     sv_schema_opts_t sopts;  /* sopts.lim holds the budgets for both kinds */
     sv_schema_info_t info;
@@ -40,7 +42,7 @@ typedef struct {
 enum {
     OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN,
     OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_DISCRIMINATOR,
-    OPT_TOOLS, OPT_TOOL_CHOICE, OPT_PARALLEL, OPT_TOOL_FORMAT, OPT_EXPLAIN, OPT_PRINT_SCHEMA, OPT_GRAMMAR,
+    OPT_TOOLS, OPT_TOOL_CHOICE, OPT_PARALLEL, OPT_TOOL_FORMAT, OPT_EXPLAIN, OPT_PRINT_SCHEMA, OPT_GRAMMAR, OPT_STAG,
 };
 
 static const char constraint_help[] =
@@ -53,6 +55,11 @@ static const char constraint_help[] =
     "  --grammar FILE         a grammar (- for stdin): GBNF, llama.cpp's format, whose\n"
     "                         rule `root` it is, or Lark-style EBNF (no `::=`),\n"
     "                         whose rule `start` it is (docs/grammar.md)\n"
+    "  --structural-tag FILE  a structural tag, the response_format object\n"
+    "                         {\"type\": \"structural_tag\", \"format\": ...} or the\n"
+    "                         legacy {\"structures\", \"triggers\"} (- for stdin;\n"
+    "                         docs/grammar.md, \"Structural tags\"); its JSON Schemas\n"
+    "                         take the schema options below\n"
     "  --tools FILE           OpenAI tools (- for stdin), a JSON list of\n"
     "                         {\"type\": \"function\", \"function\": {\"name\",\n"
     "                         \"description\", \"parameters\"}}, checked as the server\n"
@@ -105,7 +112,7 @@ static const char constraint_help[] =
 
 static void help(const char *verb) {
     if (strcmp(verb, "compile") == 0)
-        printf("Usage: sieve compile --regex PATTERN | --schema FILE | --grammar FILE | --tools FILE [options]\n\n"
+        printf("Usage: sieve compile --regex PATTERN | --schema FILE | --grammar FILE | --structural-tag FILE | --tools FILE [options]\n\n"
                "Compiles the constraint to a minimized byte-level DFA and prints one JSON\n"
                "object: states, byte_classes, forced_states, min_len, compile_us (for\n"
                "a schema also ignored_keywords, recursion_truncated, parts: the compiled\n"
@@ -118,7 +125,7 @@ static void help(const char *verb) {
                "JSON, what the server compiles for those tools) and compiles nothing.\n\n%s",
                constraint_help);
     else if (strcmp(verb, "match") == 0)
-        printf("Usage: sieve match --regex PATTERN | --schema FILE | --grammar FILE | --tools FILE [options] < candidates\n\n"
+        printf("Usage: sieve match --regex PATTERN | --schema FILE | --grammar FILE | --structural-tag FILE | --tools FILE [options] < candidates\n\n"
                "Reads standard input, one JSON string literal per line (its decoded value is\n"
                "the candidate), and prints 1 or 0 per line: whether the whole candidate\n"
                "matches. A line that is not a JSON string literal is a usage error (exit 64).\n\n"
@@ -128,7 +135,7 @@ static void help(const char *verb) {
                "                         length when it stops only for being incomplete)\n\n%s",
                constraint_help);
     else
-        printf("Usage: sieve sample --regex PATTERN | --schema FILE | --grammar FILE | --tools FILE [-n N] [--seed S]\n"
+        printf("Usage: sieve sample --regex PATTERN | --schema FILE | --grammar FILE | --structural-tag FILE | --tools FILE [-n N] [--seed S]\n"
                "                    [--max-len L] [options]\n\n"
                "Prints N (default 10) random strings the constraint accepts, each as a JSON\n"
                "string literal on its own line. Choices are uniform over the live byte classes\n"
@@ -223,6 +230,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         {"explain", no_argument, 0, OPT_EXPLAIN},
         {"print-schema", no_argument, 0, OPT_PRINT_SCHEMA},
         {"grammar", required_argument, 0, OPT_GRAMMAR},
+        {"structural-tag", required_argument, 0, OPT_STAG},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -250,10 +258,12 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         case OPT_REGEX_FILE:
         case OPT_SCHEMA:
         case OPT_GRAMMAR:
+        case OPT_STAG:
             if (o->regex || file || o->tools_file) return sv_cli_usage_error(verb, "give exactly one constraint");
             file = arg;
             o->is_schema = c == OPT_SCHEMA;
             o->is_grammar = c == OPT_GRAMMAR;
+            o->is_stag = c == OPT_STAG;
             break;
         case OPT_TOOLS:
             if (o->regex || file || o->tools_file) return sv_cli_usage_error(verb, "give exactly one constraint");
@@ -379,7 +389,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         }
         o->regex = o->owned;
     }
-    if (!o->regex) return sv_cli_usage_error(verb, "a constraint is required (--regex PATTERN, --schema FILE, --grammar FILE or --tools FILE)");
+    if (!o->regex) return sv_cli_usage_error(verb, "a constraint is required (--regex PATTERN, --schema FILE, --grammar FILE, --structural-tag FILE or --tools FILE)");
     return -1;
 }
 
@@ -389,11 +399,12 @@ static int build(opts_t *o, sv_dfa_t **dfa, uint64_t *us) {
     sv_error_clear(&err);
     /* the shared automata first, untimed, as the server builds them at
      * startup; a failure here shows again in the compile itself */
-    if (o->is_schema) (void)sv_schema_prelude_warm(&o->sopts, &err);
+    if (o->is_schema || o->is_stag) (void)sv_schema_prelude_warm(&o->sopts, &err);
     sv_error_clear(&err);
     uint64_t t0 = sv_now_ns();
     sv_status st = o->is_schema    ? sv_schema_compile(o->regex, o->regex_len, &o->sopts, dfa, &o->info, &err)
                    : o->is_grammar ? sv_grammar_compile(o->regex, o->regex_len, &o->sopts.lim, dfa, &err)
+                   : o->is_stag    ? sv_structural_tag_compile(o->regex, o->regex_len, &o->sopts, dfa, &err)
                                    : sv_regex_compile(o->regex, o->regex_len, &o->sopts.lim, dfa, &err);
     *us = (sv_now_ns() - t0) / 1000;
     if (st) return sv_cli_constraint_error(&err);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "src/backend/cpu.h"
+#include "src/api/reasoning.h"
 #include "src/chat/chat.h"
 #include "src/engine/engine.h"
 #include "src/engine/engine_loop.h"
@@ -28,7 +29,7 @@ enum {
     OPT_TIMEOUT, OPT_DRAIN, OPT_NO_PREFIX, OPT_NO_JUMP, OPT_CCACHE_MB, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32, OPT_HOST_SAMPLING, OPT_DEEP_LEVELS, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_DISCRIMINATOR, OPT_METRICS_COMPAT,
     OPT_COMPILE_QUEUE, OPT_COMPILE_MEMORY, OPT_COMPILE_MEMORY_EACH, OPT_COMPILE_TIMEOUT, OPT_COMPILE_STATES, OPT_DFA_MEMO_MB,
     OPT_ERRORS, OPT_INPUT_ERRORS, OPT_RESUME, OPT_CONCURRENCY, OPT_QUIET, OPT_BATCH_STEP, OPT_DATA_DIR,
-    OPT_MAX_FILE,
+    OPT_MAX_FILE, OPT_REASONING_PARSER, OPT_MAX_REASONING,
 };
 
 static const char *const batch_usage_text =
@@ -70,6 +71,10 @@ static const char *const usage_text =
     "  --api-key KEY             require Authorization: Bearer KEY on /v1/\n"
     "  --served-model-name NAME  the model's name in the API (default: the file's name)\n"
     "  --chat-template NAME      chatml, llama3, mistral or gemma instead of the model's\n"
+    "  --reasoning-parser NAME   qwen3 or deepseek_r1: chat answers may think in <think>...</think>\n"
+    "                            before the constraint applies (reasoning_content)\n"
+    "  --max-reasoning-tokens N  reasoning tokens before </think> is forced, for requests\n"
+    "                            without max_reasoning_tokens (default: no limit)\n"
     "  --max-num-seqs N          requests decoded at once (default 16)\n"
     "  --max-num-batched-tokens N  rows per forward step (default 256)\n"
     "  --batch-step-tokens N     rows of batch-priority requests (X-Sieve-Priority: batch) per\n"
@@ -166,6 +171,8 @@ static int serve_main(int argc, char **argv, bool batch) {
         {"metrics-compat", required_argument, 0, OPT_METRICS_COMPAT},
         {"max-body-bytes", required_argument, 0, OPT_MAX_BODY},
         {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
+        {"reasoning-parser", required_argument, 0, OPT_REASONING_PARSER},
+        {"max-reasoning-tokens", required_argument, 0, OPT_MAX_REASONING},
         {"compile-threads", required_argument, 0, OPT_COMPILE_THREADS},
         {"compile-queue", required_argument, 0, OPT_COMPILE_QUEUE},
         {"compile-memory-mb", required_argument, 0, OPT_COMPILE_MEMORY},
@@ -358,6 +365,20 @@ static int serve_main(int argc, char **argv, bool batch) {
             sc.max_body_bytes = (size_t)v;
             break;
         case OPT_CHAT_TEMPLATE: tmpl_name = optarg; break;
+        case OPT_REASONING_PARSER: {
+            sv_reasoning_parser rp;
+            sv_error_t rerr;
+            if (sv_reasoning_parser_named(optarg, &rp, &rerr)) return sv_cli_usage_error(verb, "%s", rerr.message);
+            sc.reasoning_parser = (int)rp;
+            break;
+        }
+        case OPT_MAX_REASONING: {
+            unsigned long long mr;
+            if (sv_cli_parse_u64(optarg, UINT32_MAX - 1, &mr))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --max-reasoning-tokens", optarg);
+            sc.max_reasoning_tokens = (uint32_t)mr;
+            break;
+        }
         case OPT_TIMEOUT:
             if (parse_seconds(optarg, &sc.request_timeout_s)) return sv_cli_usage_error(verb, "invalid value '%s' for --request-timeout", optarg);
             break;

@@ -13,6 +13,7 @@
 
 #include "fsm/grammar.h"
 #include "fsm/regex.h"
+#include "fsm/structural_tag.h"
 #include "util/clock.h"
 #include "util/hash.h"
 
@@ -225,6 +226,7 @@ static sv_status get(sv_constraint_cache_t *c, const sv_constraint_spec_t *spec,
     sv_dfa_t *dfa = NULL;
     sv_status st = kind == SV_CONSTRAINT_SCHEMA    ? sv_schema_compile(text, len, opts, &dfa, NULL, err)
                    : kind == SV_CONSTRAINT_GRAMMAR ? sv_grammar_compile(text, len, &opts->lim, &dfa, err)
+                   : kind == SV_CONSTRAINT_STRUCTURAL_TAG ? sv_structural_tag_compile(text, len, opts, &dfa, err)
                                                    : sv_regex_compile(text, len, &opts->lim, &dfa, err);
     sv_token_index_t *ix = NULL;
     uint64_t t1 = sv_now_ns();

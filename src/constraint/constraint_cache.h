@@ -29,9 +29,15 @@
 #include "fsm/schema.h"
 #include "fsm/token_index.h"
 
-/* A regex (fsm/regex.h), a JSON Schema (fsm/schema.h) or a GBNF grammar
- * (fsm/grammar.h). */
-typedef enum { SV_CONSTRAINT_REGEX, SV_CONSTRAINT_SCHEMA, SV_CONSTRAINT_GRAMMAR } sv_constraint_kind;
+/* A regex (fsm/regex.h), a JSON Schema (fsm/schema.h), a GBNF grammar
+ * (fsm/grammar.h) or a structural tag (fsm/structural_tag.h: the
+ * response_format object's JSON; opts apply to its JSON Schema contents). */
+typedef enum {
+    SV_CONSTRAINT_REGEX,
+    SV_CONSTRAINT_SCHEMA,
+    SV_CONSTRAINT_GRAMMAR,
+    SV_CONSTRAINT_STRUCTURAL_TAG,
+} sv_constraint_kind;
 
 typedef struct sv_constraint_cache sv_constraint_cache_t;
 typedef struct sv_constraint sv_constraint_t;

@@ -62,6 +62,9 @@
 #include "util/utf8.h"
 
 #define FORCED_CAP 64 /* jump-forward tokens per matcher call */
+/* Bytes beyond a reasoning's end tag that forcing its end may take: the
+ * rest of a UTF-8 character the reasoning stopped inside (think_force). */
+#define THINK_SLACK 3
 
 typedef struct group group_t;
 
@@ -85,7 +88,21 @@ typedef struct req {
     int32_t end_stop_id;
     sv_kv_seq_t *seq;      /* NULL unless running */
     sv_sampler_t *sampler;
-    sv_matcher_t *matcher; /* NULL when unconstrained */
+    sv_matcher_t *matcher; /* NULL when unconstrained (and, with a reasoning, until it ends) */
+    /* A reasoning (engine.h, sv_engine_reasoning_t): its matcher, kept
+     * after it ends so that scoring can replay its tokens; whether the
+     * next token is still the reasoning's; its output tokens once it has
+     * ended (end tag included); the output tokens after which the end tag
+     * is forced (UINT32_MAX: never). */
+    sv_matcher_t *think;   /* NULL without a reasoning */
+    bool thinking;
+    uint32_t n_think;
+    uint32_t think_lim;
+    /* Its text: txt[0 .. txt_think) is reasoning once think_text_done
+     * (before that, all of txt is); open_checked: the opening tag at its
+     * start is decided (stripped or absent). */
+    size_t txt_think;
+    bool think_text_done, open_checked;
     sv_logprobs_t *lp;     /* (lp_cap) per output token, when the group asks */
     uint32_t lp_cap, n_scored;
     sv_detok_t *detok;     /* NULL without a vocab */
@@ -103,6 +120,10 @@ struct group {
     bool batch;            /* batch priority: after online requests, preempted first */
     bool logprobs;
     sv_token_index_t *ix;
+    sv_token_index_t *think_ix; /* the reasoning's constraint (engine.h), or NULL: no reasoning */
+    int32_t think_end[SV_ENGINE_MAX_END];
+    uint32_t n_think_end;
+    char open_tag[SV_ENGINE_MAX_TAG + 1], end_tag[SV_ENGINE_MAX_TAG + 1];
     int32_t *stop_ids;
     uint32_t n_stop_ids;
     char **stop;
@@ -154,6 +175,7 @@ struct sv_engine {
     sv_backend_t *be;              /* the model's (borrowed): downloads the other rows */
     uint64_t dev_masks;            /* names of budget-cut masks (key_hi 0) handed out */
     float *row, *raw;  /* (n_vocab): a choice's copy of a row; the row a rolled-back token came from */
+    int32_t byte_tok[256]; /* the normal token of each single byte, or -1 */
     uint32_t *match_blocks; /* (max_ctx / 16 + 1) */
 
     sv_engine_stats_t st;
@@ -178,6 +200,7 @@ static void req_free(req_t *r) {
     sv_kv_seq_destroy(r->seq);
     sv_sampler_destroy(r->sampler);
     sv_matcher_destroy(r->matcher);
+    sv_matcher_destroy(r->think);
     sv_detok_destroy(r->detok);
     free(r->toks);
     free(r->lp);
@@ -271,6 +294,15 @@ sv_status sv_engine_create(sv_llama_t *m, const sv_engine_vocab_t *vocab, const 
     if (!e) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     e->model = m;
     if (vocab) e->vocab = *vocab;
+    /* single-byte tokens, for the rest of a character (think_force) */
+    for (int b = 0; b < 256; b++) e->byte_tok[b] = -1;
+    if (e->vocab.set)
+        for (uint32_t id = sv_token_set_size(e->vocab.set); id-- > 0;) {
+            uint32_t len;
+            const uint8_t *p = sv_token_set_bytes(e->vocab.set, (int32_t)id, &len);
+            if (p && len == 1 && sv_token_set_kind(e->vocab.set, (int32_t)id) == SV_TOKKIND_NORMAL)
+                e->byte_tok[p[0]] = (int32_t)id;
+        }
     e->cfg = c;
     e->n_vocab = mc->vocab_size;
     e->next_id = 1;
@@ -435,6 +467,47 @@ static sv_status txt_append(req_t *r, const char *s, size_t n, sv_error_t *err) 
     return SV_OK;
 }
 
+/* ---- reasoning text (engine.h, sv_engine_reasoning_t) ---------------------------- */
+
+/* Strips the opening tag from the start of the reasoning text once the
+ * text is long enough to tell; until then nothing of it is ready (and so
+ * nothing was handed out: txt still starts at the reasoning's start). */
+static void think_open_check(req_t *r) {
+    if (r->open_checked) return;
+    size_t ol = strlen(r->g->open_tag);
+    if (r->txt_len < ol && (r->txt_len == 0 || !memcmp(r->txt, r->g->open_tag, r->txt_len))) return;
+    if (ol && !memcmp(r->txt, r->g->open_tag, ol)) {
+        memmove(r->txt, r->txt + ol, r->txt_len - ol);
+        r->txt_len -= ol;
+    }
+    r->open_checked = true;
+}
+
+/* How much of the reasoning text is ready: all but an undecided opening
+ * tag and the longest end of it that may still become the end tag. */
+static size_t think_ready(req_t *r) {
+    think_open_check(r);
+    if (!r->open_checked) return 0;
+    const char *tag = r->g->end_tag;
+    size_t el = strlen(tag), keep = 0;
+    for (size_t k = el - 1; k > 0 && !keep; k--)
+        if (k <= r->txt_len && !memcmp(r->txt + r->txt_len - k, tag, k)) keep = k;
+    size_t ready = r->txt_len - keep;
+    return ready > r->txt_ready ? ready : r->txt_ready;
+}
+
+/* The reasoning's last token has been detokenized: its text ends with the
+ * end tag (think_ready held it back), which goes; the answer's text starts
+ * here. */
+static void think_text_end(req_t *r) {
+    think_open_check(r);
+    r->open_checked = true;
+    size_t el = strlen(r->g->end_tag);
+    if (r->txt_len >= el + r->txt_ready && !memcmp(r->txt + r->txt_len - el, r->g->end_tag, el)) r->txt_len -= el;
+    r->think_text_done = true;
+    r->txt_think = r->txt_ready = r->txt_len;
+}
+
 /* Runs the output tokens that may be handed out through the detokenizer
  * and moves txt_ready past the text no stop string can claim; final: the
  * choice ends (flush, and only complete occurrences count). *hit: a stop
@@ -450,11 +523,23 @@ static sv_status text_feed(req_t *r, bool final, bool *hit, sv_error_t *err) {
     for (; r->n_texted < upto; r->n_texted++) {
         if ((st = sv_detok_push(r->detok, r->toks[r->n_prompt + r->n_texted], &t, &tn, err))) return st;
         if ((st = txt_append(r, t, tn, err))) return st;
+        if (g->think_ix && !r->think_text_done && !r->thinking && r->n_texted + 1 == r->n_think) think_text_end(r);
     }
     if (final) {
         sv_detok_flush(r->detok, &t, &tn);
         if ((st = txt_append(r, t, tn, err))) return st;
         r->text_done = true;
+        if (g->think_ix && !r->think_text_done) {
+            /* ended inside the reasoning: all of its text is reasoning */
+            think_open_check(r);
+            r->think_text_done = true;
+            r->txt_think = r->txt_ready = r->txt_len;
+            return SV_OK;
+        }
+    }
+    if (g->think_ix && !r->think_text_done) {
+        r->txt_ready = think_ready(r);
+        return SV_OK;
     }
     if (r->matcher || g->n_stop == 0) {
         r->txt_ready = r->txt_len;
@@ -551,6 +636,7 @@ static void retire(sv_engine_t *e) {
         memmove(r->txt, r->txt + r->txt_popped, r->txt_len - r->txt_popped);
         r->txt_len -= r->txt_popped;
         r->txt_ready -= r->txt_popped;
+        r->txt_think = r->txt_think > r->txt_popped ? r->txt_think - r->txt_popped : 0;
         r->txt_popped = 0;
     }
     e->popped = NULL;
@@ -565,22 +651,95 @@ static bool is_eog(const sv_engine_t *e, int32_t id) {
     return s && (uint32_t)id < sv_token_set_size(s) && sv_token_set_kind(s, id) == SV_TOKKIND_EOG;
 }
 
-/* The matcher's mask, counting the first visits the engine thread pays
- * for (the index walked its trie during the call). */
-static sv_status get_mask(sv_engine_t *e, req_t *r, const uint32_t **mask, sv_error_t *err) {
+/* The matcher r's next token goes through (the reasoning's while it
+ * lasts), or NULL: unconstrained; and its index. */
+static sv_matcher_t *cur(const req_t *r) { return r->thinking ? r->think : r->matcher; }
+static sv_token_index_t *cur_ix(const req_t *r) { return r->thinking ? r->g->think_ix : r->g->ix; }
+
+/* Matcher m's mask (over ix), counting the first visits the engine thread
+ * pays for (the index walked its trie during the call). */
+static sv_status mask_of(sv_engine_t *e, sv_token_index_t *ix, sv_matcher_t *m, const uint32_t **mask,
+                         sv_error_t *err) {
     uint64_t t0 = sv_now_ns();
-    if (!sv_token_index_mask_known(r->g->ix, sv_matcher_state(r->matcher), sv_matcher_ws_run(r->matcher)))
-        e->st.mask_waits++;
-    sv_status st = sv_matcher_mask(r->matcher, mask, err);
+    if (!sv_token_index_mask_known(ix, sv_matcher_state(m), sv_matcher_ws_run(m))) e->st.mask_waits++;
+    sv_status st = sv_matcher_mask(m, mask, err);
     e->st.mask_ns += sv_now_ns() - t0;
     return st;
+}
+
+/* The mask of r's current matcher (cur). */
+static sv_status get_mask(sv_engine_t *e, req_t *r, const uint32_t **mask, sv_error_t *err) {
+    return mask_of(e, cur_ix(r), cur(r), mask, err);
 }
 
 /* Asks the prefetch workers for the masks r may need next: its state's and
  * its successors' (prefetch.h). */
 static void prefetch(sv_engine_t *e, const req_t *r) {
-    if (e->pf && r->matcher && r->finish == SV_FINISH_NONE)
-        sv_prefetch_post(e->pf, r->g->ix, sv_matcher_state(r->matcher), sv_matcher_ws_run(r->matcher));
+    const sv_matcher_t *m = cur(r);
+    if (e->pf && m && r->finish == SV_FINISH_NONE)
+        sv_prefetch_post(e->pf, cur_ix(r), sv_matcher_state(m), sv_matcher_ws_run(m));
+}
+
+/* The reasoning's end tag was accepted: the answer's matcher starts, with
+ * the budget that is left (submit kept room for its shortest output). */
+static sv_status think_done(sv_engine_t *e, req_t *r, sv_error_t *err) {
+    uint32_t n_out = r->n_toks - r->n_prompt;
+    r->thinking = false;
+    r->n_think = n_out;
+    if (!r->g->ix) return SV_OK;
+    uint32_t left = r->budget > n_out ? r->budget - n_out : 0;
+    sv_error_t why;
+    sv_error_clear(&why);
+    /* left 0 (no budget for the matcher): the budget check in advance ends
+     * the choice at once, STOP when the answer may be empty */
+    if (sv_matcher_create(r->g->ix, e->vocab.tok, left, &r->matcher, &why))
+        return sv_error_set(err, SV_ERR_INTERNAL, -1, "engine: internal: no room for the answer after the reasoning "
+                            "(%u of %u tokens used): %s", n_out, r->budget, why.message);
+    return SV_OK;
+}
+
+/* The reasoning ran out of tokens: the shortest way to its end is forced.
+ * From a clean state that is the end tag (whose tokens the server checked);
+ * inside a started tag it is the tag's rest (encoded); inside a character
+ * (the reasoning's constraint takes valid UTF-8 only) the character's rest
+ * comes first, as single-byte tokens. That is at most THINK_SLACK more
+ * tokens than the tag (think_limit keeps the room). *done false: nothing
+ * was forced, because the vocabulary has no single-byte token for a byte of
+ * the character's rest; the model then writes on under the mask until the
+ * character is whole. */
+static sv_status think_force(sv_engine_t *e, req_t *r, bool *done, sv_error_t *err) {
+    const group_t *g = r->g;
+    uint8_t buf[SV_ENGINE_MAX_TAG + THINK_SLACK];
+    int32_t ids[SV_ENGINE_MAX_TAG + THINK_SLACK];
+    const int32_t *force = g->think_end;
+    int n = (int)g->n_think_end;
+    *done = false;
+    uint32_t len = sv_token_index_completion(g->think_ix, sv_matcher_state(r->think), buf, sizeof buf);
+    size_t el = strlen(g->end_tag);
+    SV_INVARIANT(len != UINT32_MAX && len > 0, err, "engine: internal: the reasoning has no short way to its end");
+    if (len != el || memcmp(buf, g->end_tag, el)) {
+        uint32_t k = 0;
+        for (; k < len && (buf[k] & 0xC0) == 0x80; k++) {
+            if (e->byte_tok[buf[k]] < 0) return SV_OK;
+            ids[k] = e->byte_tok[buf[k]];
+        }
+        int m = e->vocab.tok->encode(e->vocab.tok->ctx, buf + k, len - k, ids + k, (int)(sizeof ids / sizeof *ids - k));
+        SV_INVARIANT(m > 0, err, "engine: internal: the reasoning's end does not encode");
+        n = (int)k + m;
+        force = ids;
+    }
+    *done = true;
+    sv_status st;
+    SV_INVARIANT(r->n_toks + (uint32_t)n <= r->cap, err, "engine: internal: the end tag past the request's buffer");
+    for (int i = 0; i < n; i++) {
+        SV_INVARIANT(sv_matcher_accept(r->think, force[i]), err,
+                     "engine: internal: the reasoning's end was refused (token %d)", force[i]);
+        if ((st = sv_sampler_accept(r->sampler, force[i], err))) return st;
+        r->toks[r->n_toks++] = force[i];
+    }
+    SV_INVARIANT(sv_matcher_is_finished(r->think), err, "engine: internal: the end tag did not end the reasoning");
+    e->st.forced += (uint64_t)n;
+    return SV_OK;
 }
 
 /* After the prompt or an accepted token: ends r on its budget or a finished
@@ -593,9 +752,19 @@ static sv_status advance(sv_engine_t *e, req_t *r, int64_t raw_at, sv_error_t *e
     sv_status st;
     for (;;) {
         uint32_t n_out = r->n_toks - r->n_prompt;
+        if (r->thinking && sv_matcher_is_finished(r->think)) {
+            if ((st = think_done(e, r, err))) return st;
+            continue;
+        }
         if (n_out >= r->budget) {
-            bool acc = r->matcher && sv_matcher_is_accepting(r->matcher);
+            bool acc = cur(r) && sv_matcher_is_accepting(cur(r));
             return finish(e, r, acc ? SV_FINISH_STOP : SV_FINISH_LENGTH, -1, err);
+        }
+        if (r->thinking) {
+            bool forced_end = false;
+            if (n_out >= r->think_lim && (st = think_force(e, r, &forced_end, err))) return st;
+            if (!forced_end) break;
+            continue;
         }
         if (!r->matcher) break;
         if (sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, -1, err);
@@ -639,19 +808,20 @@ static sv_status advance(sv_engine_t *e, req_t *r, int64_t raw_at, sv_error_t *e
 static sv_status took(sv_engine_t *e, req_t *r, int32_t id, bool lp, bool keep_raw, sv_error_t *err) {
     sv_status st;
     uint32_t n_out = r->n_toks - r->n_prompt;
+    sv_matcher_t *m = cur(r);
     e->st.sampled++;
     if (is_eog(e, id)) {
-        if (r->matcher) sv_matcher_accept(r->matcher, id);
+        if (m) sv_matcher_accept(m, id);
         return finish(e, r, SV_FINISH_STOP, id, err);
     }
-    if (!r->matcher)
+    if (!m)
         for (uint32_t i = 0; i < r->g->n_stop_ids; i++)
             if (r->g->stop_ids[i] == id) return finish(e, r, SV_FINISH_STOP, id, err);
-    SV_INVARIANT(!r->matcher || sv_matcher_accept(r->matcher, id), err, "engine: internal: sampled token %d is outside the mask", id);
+    SV_INVARIANT(!m || sv_matcher_accept(m, id), err, "engine: internal: sampled token %d is outside the mask", id);
     if ((st = sv_sampler_accept(r->sampler, id, err))) return st;
     r->toks[r->n_toks++] = id;
     if (lp) r->n_scored++;
-    if (r->matcher && sv_matcher_is_finished(r->matcher)) return finish(e, r, SV_FINISH_STOP, -1, err);
+    if (!r->thinking && m && sv_matcher_is_finished(m)) return finish(e, r, SV_FINISH_STOP, -1, err);
     return advance(e, r, keep_raw ? (int64_t)n_out : -1, err);
 }
 
@@ -698,11 +868,11 @@ static sv_status dev_logits_run(sv_engine_t *e, int32_t first, int32_t k, const 
             req_t *r = e->places[e->lr_place[li]].r;
             (void)sv_sampler_plain(r->sampler, &p->temperature, &p->top_k, &p->top_p, &p->min_p);
             p->draw = sv_sampler_peek_draw(r->sampler);
-            if (r->matcher) {
+            if (cur(r)) {
                 const uint32_t *mask;
                 uint64_t key[2];
                 if ((st = get_mask(e, r, &mask, err))) return st;
-                if (!sv_matcher_mask_key(r->matcher, mask, key)) key[0] = 0, key[1] = ++e->dev_masks;
+                if (!sv_matcher_mask_key(cur(r), mask, key)) key[0] = 0, key[1] = ++e->dev_masks;
                 if ((st = ds->mask_slot(ds->ud, key[0], key[1], mask, &p->mask, err))) return st;
             }
         }
@@ -738,14 +908,14 @@ static sv_status sample(sv_engine_t *e, req_t *r, float *logits, sv_error_t *err
     const uint32_t *mask = NULL;
     sv_status st;
     uint32_t n_out = r->n_toks - r->n_prompt;
-    if (r->matcher && (st = get_mask(e, r, &mask, err))) return st;
+    if (cur(r) && (st = get_mask(e, r, &mask, err))) return st;
     sv_logprobs_t *lp = NULL;
     bool keep_raw = false;
     if (r->g->logprobs) {
         SV_INVARIANT(r->n_scored == n_out, err, "engine: internal: sampling past unscored tokens");
         if ((st = lp_reserve(r, n_out + 1, err))) return st;
         lp = &r->lp[n_out];
-        keep_raw = r->matcher && e->vocab.tok && e->cfg.jump_forward;
+        keep_raw = cur(r) && e->vocab.tok && e->cfg.jump_forward;
         if (keep_raw) memcpy(e->raw, logits, (size_t)e->n_vocab * sizeof *e->raw);
     }
     int32_t id;
@@ -765,19 +935,25 @@ static sv_status score_forced(sv_engine_t *e, req_t *r, const float *rows, uint3
     SV_INVARIANT(k0 + n <= n_out, err, "engine: internal: scoring past the output");
     sv_status st;
     if ((st = lp_reserve(r, k0 + n, err))) return st;
-    if (r->matcher && (st = sv_matcher_rollback(r->matcher, n_out - k0, err))) return st;
+    /* With a reasoning, output tokens before t are the reasoning's
+     * matcher's, the others the answer's. */
+    uint32_t t = !r->think ? 0 : r->thinking ? n_out : r->n_think;
+    uint32_t from = k0 > t ? k0 : t;
+    if (r->matcher && n_out > from && (st = sv_matcher_rollback(r->matcher, n_out - from, err))) return st;
+    if (r->think && k0 < t && (st = sv_matcher_rollback(r->think, t - k0, err))) return st;
     for (uint32_t i = n_out; i-- > k0;)
         if ((st = sv_sampler_unaccept(r->sampler, r->toks[r->n_prompt + i], err))) return st;
     const size_t V = (size_t)e->n_vocab;
     for (uint32_t i = k0; i < n_out; i++) {
         int32_t id = r->toks[r->n_prompt + i];
+        sv_matcher_t *m = i < t ? r->think : r->matcher;
         if (i < k0 + n) {
             const uint32_t *mask = NULL;
-            if (r->matcher && (st = get_mask(e, r, &mask, err))) return st;
+            if (m && (st = mask_of(e, i < t ? r->g->think_ix : r->g->ix, m, &mask, err))) return st;
             memcpy(e->row, rows + (i - k0) * V, V * sizeof *e->row);
             if ((st = sv_sampler_logprobs(r->sampler, e->row, mask, id, &r->lp[i], err))) return st;
         }
-        SV_INVARIANT(!r->matcher || sv_matcher_accept(r->matcher, id), err, "engine: internal: a forced token was refused on replay");
+        SV_INVARIANT(!m || sv_matcher_accept(m, id), err, "engine: internal: a forced token was refused on replay");
         if ((st = sv_sampler_accept(r->sampler, id, err))) return st;
     }
     r->n_scored = k0 + n;
@@ -793,6 +969,63 @@ static sv_status score_forced(sv_engine_t *e, req_t *r, const float *rows, uint3
 static uint64_t choice_seed(uint64_t seed, uint32_t i) {
     if (i == 0) return seed;
     return sv_hash_splitmix(seed + (uint64_t)i * 0xd1b54a32d192ed03ull);
+}
+
+static sv_status check_reasoning(const sv_engine_t *e, const sv_engine_reasoning_t *rs, sv_error_t *err) {
+    if (!rs) return SV_OK;
+    if (!e->vocab.tok) return sv_error_set(err, SV_ERR_ARG, -1, "engine: a reasoning needs the tokenizer's encoder");
+    if (!rs->think || !rs->end || rs->n_end == 0 || rs->n_end > SV_ENGINE_MAX_END)
+        return sv_error_set(err, SV_ERR_ARG, -1, "engine: a reasoning needs its constraint and 1..%d end tokens",
+                            SV_ENGINE_MAX_END);
+    if (sv_token_set_mask_bits(sv_token_index_tokens(rs->think)) < (uint32_t)e->n_vocab)
+        return sv_error_set(err, SV_ERR_ARG, -1, "engine: the reasoning's masks are shorter than the vocabulary (%d)",
+                            e->n_vocab);
+    for (uint32_t i = 0; i < rs->n_end; i++)
+        if (rs->end[i] < 0 || rs->end[i] >= e->n_vocab)
+            return sv_error_set(err, SV_ERR_ARG, -1, "engine: end tag id %d is outside the vocabulary (%d)", rs->end[i],
+                                e->n_vocab);
+    size_t el = rs->end_tag ? strlen(rs->end_tag) : 0, ol = rs->open_tag ? strlen(rs->open_tag) : 0;
+    if (el == 0 || el > SV_ENGINE_MAX_TAG || ol > SV_ENGINE_MAX_TAG)
+        return sv_error_set(err, SV_ERR_ARG, -1, "engine: reasoning tags must have 1..%d bytes (the opening tag may be "
+                            "empty)", SV_ENGINE_MAX_TAG);
+    return SV_OK;
+}
+
+/* The output tokens after which a reasoning's end tag is forced: its own
+ * limit, and for a constrained request what leaves room for the tag and the
+ * answer's shortest output within budget. SV_ERR_BUDGET (keyword
+ * max_tokens) when there is no such room. */
+static sv_status think_limit(const sv_engine_t *e, const sv_engine_request_t *q, uint32_t budget, uint32_t *lim,
+                             sv_error_t *err) {
+    const sv_engine_reasoning_t *rs = q->reasoning;
+    uint32_t need = 0;
+    if (q->constraint) {
+        sv_matcher_t *m;
+        sv_status st = sv_matcher_create(q->constraint, e->vocab.tok, 0, &m, err);
+        if (st) return st;
+        need = sv_matcher_min_tokens(m);
+        sv_matcher_destroy(m);
+    }
+    /* forcing the end takes at most the tag's tokens, or one a byte of
+     * it and of a character's rest (think_force) */
+    uint32_t el = (uint32_t)strlen(rs->end_tag);
+    uint32_t end = (rs->n_end > el ? rs->n_end : el) + THINK_SLACK;
+    if (!q->constraint) {
+        /* only the reasoning's own limit, kept within max_tokens; without
+         * room for the end it thinks until max_tokens */
+        *lim = budget < end ? UINT32_MAX : rs->max_tokens < budget - end ? rs->max_tokens : budget - end;
+        if (rs->max_tokens == UINT32_MAX) *lim = UINT32_MAX;
+        return SV_OK;
+    }
+    if ((uint64_t)end + need > budget) {
+        sv_error_set(err, SV_ERR_BUDGET, -1, "engine: max_tokens (%u) leaves no room for the reasoning's end (up to %u "
+                     "tokens) and the answer (at least %u tokens)", budget, end, need);
+        if (err) snprintf(err->keyword, sizeof err->keyword, "max_tokens");
+        return SV_ERR_BUDGET;
+    }
+    *lim = budget - end - need;
+    if (rs->max_tokens < *lim) *lim = rs->max_tokens;
+    return SV_OK;
 }
 
 static sv_status check_request(const sv_engine_t *e, const sv_engine_request_t *q, sv_error_t *err) {
@@ -833,11 +1066,11 @@ static sv_status check_request(const sv_engine_t *e, const sv_engine_request_t *
         sv_token_set_mask_bits(sv_token_index_tokens(q->constraint)) < (uint32_t)e->n_vocab)
         return sv_error_set(err, SV_ERR_ARG, -1, "engine: the constraint's masks are shorter than the vocabulary (%d)",
                             e->n_vocab);
-    return SV_OK;
+    return check_reasoning(e, q->reasoning, err);
 }
 
 static sv_status choice_create(sv_engine_t *e, const sv_engine_request_t *q, group_t *g, uint32_t i,
-                               uint32_t budget, req_t **out, sv_error_t *err) {
+                               uint32_t budget, uint32_t think_lim, req_t **out, sv_error_t *err) {
     req_t *r = calloc(1, sizeof *r);
     if (!r) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     *out = r;
@@ -856,7 +1089,14 @@ static sv_status choice_create(sv_engine_t *e, const sv_engine_request_t *q, gro
     sv_status st;
     if ((st = sv_sampler_create((uint32_t)e->n_vocab, &sp, &r->sampler, err))) return st;
     if ((st = sv_sampler_add_context(r->sampler, q->prompt, q->n_prompt, err))) return st;
-    if (q->constraint && (st = sv_matcher_create(q->constraint, e->vocab.tok, budget, &r->matcher, err))) return st;
+    if (g->think_ix) {
+        /* the answer's matcher starts when the reasoning ends (think_done) */
+        if ((st = sv_matcher_create(g->think_ix, e->vocab.tok, 0, &r->think, err))) return st;
+        r->thinking = true;
+        r->think_lim = think_lim;
+    } else if (q->constraint && (st = sv_matcher_create(q->constraint, e->vocab.tok, budget, &r->matcher, err))) {
+        return st;
+    }
     if (e->vocab.vocab && (st = sv_detok_create(e->vocab.vocab, SV_DETOK_SKIP_SPECIAL, &r->detok, err))) return st;
     return SV_OK;
 }
@@ -877,8 +1117,19 @@ sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *q, uint64_
         return SV_ERR_BUDGET;
     }
 
+    uint32_t think_lim = UINT32_MAX;
+    if (q->reasoning && (st = think_limit(e, q, budget, &think_lim, err))) return st;
+
     group_t *g = calloc(1, sizeof *g);
     if (!g) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    if (q->reasoning) {
+        const sv_engine_reasoning_t *rs = q->reasoning;
+        g->think_ix = rs->think;
+        memcpy(g->think_end, rs->end, rs->n_end * sizeof *g->think_end);
+        g->n_think_end = rs->n_end;
+        snprintf(g->open_tag, sizeof g->open_tag, "%s", rs->open_tag ? rs->open_tag : "");
+        snprintf(g->end_tag, sizeof g->end_tag, "%s", rs->end_tag);
+    }
     g->n = q->n ? q->n : 1;
     g->n_prompt = q->n_prompt;
     g->logprobs = q->logprobs;
@@ -902,7 +1153,7 @@ sv_status sv_engine_submit(sv_engine_t *e, const sv_engine_request_t *q, uint64_
         }
     }
     for (uint32_t i = 0; i < g->n; i++)
-        if ((st = choice_create(e, q, g, i, budget, &g->ch[i], err))) goto fail;
+        if ((st = choice_create(e, q, g, i, budget, think_lim, &g->ch[i], err))) goto fail;
     g->n_open = g->n;
     g->id = e->next_id++;
     if ((st = waiting_insert(e, waiting_pos(e, g->batch, false), g->ch[0], err))) goto fail;
@@ -987,11 +1238,17 @@ bool sv_engine_next_output(sv_engine_t *e, sv_engine_output_t *out) {
     static const sv_logprobs_t no_logprobs;
     if (g->logprobs) out->logprobs = r->lp ? r->lp + r->n_reported : &no_logprobs;
     if (r->detok) {
-        out->text = r->txt ? r->txt : "";
-        out->n_text = r->txt_ready;
+        /* the reasoning's text first: all of it while it lasts */
+        size_t split = !g->think_ix ? 0 : r->think_text_done ? r->txt_think : r->txt_ready;
+        if (split > r->txt_ready) split = r->txt_ready;
+        out->reasoning = r->txt ? r->txt : "";
+        out->n_reasoning = split;
+        out->text = r->txt ? r->txt + split : "";
+        out->n_text = r->txt_ready - split;
         r->txt_popped = r->txt_ready;
         e->popped = r;
     }
+    if (g->think_ix) out->n_reasoning_tokens = r->thinking || r->n_think > n_av ? n_av : r->n_think;
     out->finish = r->finish;
     out->budget_stop = r->budget_stop;
     out->stop_index = r->finish == SV_FINISH_STOP ? r->stop_index : -1;

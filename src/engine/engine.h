@@ -194,6 +194,35 @@ typedef struct sv_engine_vocab {
 #define SV_ENGINE_MAX_STOP 8         /* stop strings per request (OpenAI allows 4) */
 #define SV_ENGINE_MAX_STOP_BYTES 256 /* bytes per stop string */
 
+/* A reasoning section before the answer (docs/api.md, "Reasoning"): the
+ * choice first writes free text under `think`, a constraint of "any text
+ * without the end tag, then the end tag" (so a token can never run past the
+ * tag, and EOG waits for it), and the request's own constraint (or none)
+ * starts fresh on the token after the tag. When the reasoning has taken
+ * max_tokens tokens, or when only the room the answer needs is left of the
+ * request's budget (constrained requests: the answer's shortest encoding,
+ * sv_matcher_min_tokens), the end tokens are appended as forced tokens. The
+ * text of the reasoning goes to the outputs' reasoning field, without an
+ * opening tag at its very start and without the end tag; stop strings apply
+ * to the answer's text only. */
+typedef struct sv_engine_reasoning {
+    sv_token_index_t *think; /* borrowed (must outlive the request): the reasoning's constraint, accepting
+                                exactly once, at its end tag, with no way on */
+    const int32_t *end;      /* (n_end) the end tag's tokens, copied; the think constraint accepts them
+                                from any of its states */
+    uint32_t n_end;          /* 1..SV_ENGINE_MAX_END */
+    const char *open_tag;    /* stripped from the start of the reasoning text when it begins with it
+                                (NULL: nothing); copied */
+    const char *end_tag;     /* the end tag's text, held back and stripped from the reasoning text;
+                                copied */
+    uint32_t max_tokens;     /* reasoning tokens (the end tag's excluded) before the end is forced (0: at
+                                once); UINT32_MAX: no limit of its own (constrained requests still keep
+                                the answer's room) */
+} sv_engine_reasoning_t;
+
+#define SV_ENGINE_MAX_END 16     /* tokens of a reasoning end tag */
+#define SV_ENGINE_MAX_TAG 32     /* bytes of a reasoning tag */
+
 typedef struct sv_engine_request {
     const int32_t *prompt;        /* (n_prompt >= 1) ids, copied */
     uint32_t n_prompt;
@@ -217,6 +246,7 @@ typedef struct sv_engine_request {
                                      after every waiting online request, preempted before any online
                                      one, and paused while an online request waits or computes its
                                      prompt (the header essay, "Priorities") */
+    const sv_engine_reasoning_t *reasoning; /* NULL: none; else copied (its think index borrowed) */
 } sv_engine_request_t;
 
 enum { SV_PRIORITY_ONLINE = 0, SV_PRIORITY_BATCH = 1 };
@@ -240,6 +270,10 @@ typedef struct sv_engine_output {
                               skipped, held back while it may be the start of a stop string; NULL
                               without a vocab; borrowed likewise */
     size_t n_text;
+    const char *reasoning; /* (n_reasoning) the reasoning's text delta (sv_engine_reasoning_t), which
+                              comes before any of text; borrowed likewise; NULL without a vocab */
+    size_t n_reasoning;
+    uint32_t n_reasoning_tokens; /* output tokens of the reasoning so far, its end tag included */
     sv_finish_reason finish; /* NONE until the last output of the choice */
     bool budget_stop;        /* a constrained STOP with max_tokens used: the budget rule may
                                 have closed the output (the server's "stop_reason": "max_tokens") */

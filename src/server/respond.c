@@ -170,6 +170,36 @@ void sv_server_stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t
     c->sent = to;
 }
 
+void sv_server_stream_reasoning(req_t *r, uint32_t i) {
+    choice_t *c = &r->ch[i];
+    sv_render_head_t hd;
+    head_of(r, &hd);
+    json_t *chunk = sv_render_head(&hd, true);
+    json_t *delta = json_object();
+    if (!c->role_sent) {
+        json_object_set_new(delta, "role", json_string("assistant"));
+        c->role_sent = true;
+    }
+    json_object_set_new(delta, "reasoning_content", text_slice(&c->reasoning, c->r_sent, c->reasoning.n));
+    json_t *ch = json_pack("{s:i, s:o, s:n, s:n}", "index", (int)i, "delta", delta, "logprobs", "finish_reason");
+    json_array_append_new(json_object_get(chunk, "choices"), ch);
+    write_chunk(r, chunk);
+    json_decref(chunk);
+    c->r_sent = c->reasoning.n;
+}
+
+/* usage, with completion_tokens_details.reasoning_tokens when the request
+ * reasons. */
+static json_t *usage_of(req_t *r, uint32_t completion) {
+    json_t *u = sv_render_usage(r->n_prompt, completion, r->n_cached);
+    if (u && r->reasons) {
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < r->n_choices; i++) n += r->ch[i].n_reasoning_tokens;
+        json_object_set_new(u, "completion_tokens_details", json_pack("{s:i}", "reasoning_tokens", (int)n));
+    }
+    return u;
+}
+
 /* Tool calls of a finished choice (NULL: none), and where its content ends. */
 static json_t *choice_calls(req_t *r, choice_t *c, size_t *content_len) {
     *content_len = c->text.n;
@@ -309,6 +339,7 @@ void sv_server_stream_calls(req_t *r, uint32_t i) {
 static void stream_finish_choice(req_t *r, uint32_t i) {
     choice_t *c = &r->ch[i];
     size_t content_len;
+    if (c->reasoning.n > c->r_sent) sv_server_stream_reasoning(r, i);
     if (c->n_calls || c->calls_failed) {
         /* The calls went out as they were generated: the rest of their
          * arguments, then the finish reason (tool_calls when they parse;
@@ -360,7 +391,7 @@ void sv_server_finish_response(req_t *r) {
             sv_render_head_t hd;
             head_of(r, &hd);
             json_t *chunk = sv_render_head(&hd, true);
-            json_object_set_new(chunk, "usage", sv_render_usage(r->n_prompt, completion, r->n_cached));
+            json_object_set_new(chunk, "usage", usage_of(r, completion));
             write_chunk(r, chunk);
             json_decref(chunk);
         }
@@ -391,6 +422,7 @@ void sv_server_finish_response(req_t *r) {
                                                               : text_slice(&c->text, 0, content_len),
                                     "refusal");
             if (calls) json_object_set_new(msg, "tool_calls", calls);
+            if (r->reasons) json_object_set_new(msg, "reasoning_content", text_slice(&c->reasoning, 0, c->reasoning.n));
             ch = json_pack("{s:i, s:o, s:o, s:s}", "index", (int)i, "message", msg, "logprobs",
                            r->api.logprobs ? json_pack("{s:O}", "content", c->lp) : json_null(), "finish_reason", fin);
             budget_mark(ch, c, fin);
@@ -403,7 +435,7 @@ void sv_server_finish_response(req_t *r) {
         }
         json_array_append_new(choices, ch);
     }
-    json_object_set_new(resp, "usage", sv_render_usage(r->n_prompt, completion, r->n_cached));
+    json_object_set_new(resp, "usage", usage_of(r, completion));
     sv_server_send_json(r->http, 200, resp, 0);
     json_decref(resp);
     r->http = NULL;

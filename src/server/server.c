@@ -53,6 +53,7 @@ void sv_server_config_default(sv_server_config_t *c) {
     c->drain_timeout_s = 30;
     c->data_dir = "./sieve-data";
     c->max_file_bytes = (size_t)100 << 20;
+    c->max_reasoning_tokens = UINT32_MAX;
     sv_schema_opts_t so;
     sv_schema_opts_default(&so);
     c->any_deep_levels = so.any_deep_levels;
@@ -137,6 +138,7 @@ static void req_free(req_t *r) {
     }
     for (uint32_t i = 0; i < SV_ENGINE_MAX_N; i++) {
         sv_bytes_free(&r->ch[i].text);
+        sv_bytes_free(&r->ch[i].reasoning);
         json_decref(r->ch[i].lp);
         free(r->ch[i].calls);
         free(r->ch[i].scan);
@@ -184,7 +186,7 @@ static void engine_cb(void *ud, const sv_engine_output_t *out, const sv_error_t 
     req_t *r = ud;
     size_t nt = out->n_tokens;
     size_t sz = sizeof(out_ev_t) + nt * sizeof(int32_t) + (out->logprobs ? nt * sizeof(sv_logprobs_t) : 0) +
-                out->n_text + 1 + 16;
+                out->n_text + out->n_reasoning + 2 + 16;
     out_ev_t *e = calloc(1, sz);
     pthread_mutex_lock(&r->mu);
     if (!e) {
@@ -211,7 +213,12 @@ static void engine_cb(void *ud, const sv_engine_output_t *out, const sv_error_t 
         e->text = p;
         if (out->n_text) memcpy(e->text, out->text, out->n_text);
         e->n_text = out->n_text;
+        p += out->n_text + 1;
+        e->reasoning = p;
+        if (out->n_reasoning) memcpy(e->reasoning, out->reasoning, out->n_reasoning);
+        e->n_reasoning = out->n_reasoning;
     }
+    e->n_reasoning_tokens = out->n_reasoning_tokens;
     e->index = out->index;
     e->n_tokens = (uint32_t)nt;
     e->finish = out->finish;
@@ -281,7 +288,7 @@ int sv_server_check_constraint(const sv_server_config_t *cfg, sv_constraint_cach
 void sv_server_api_limits(const sv_server_config_t *cfg, uint32_t vocab_rows, sv_api_limits_t *lim) {
     *lim = (sv_api_limits_t){.vocab_size = vocab_rows, .max_ctx = cfg->max_ctx,
                              .max_n = cfg->max_n ? cfg->max_n : 1, .max_constraint_bytes = cfg->max_constraint_bytes,
-                             .ws = cfg->ws};
+                             .ws = cfg->ws, .reasoning = cfg->reasoning_parser != SV_REASONING_NONE};
     if (lim->max_n > SV_ENGINE_MAX_N) lim->max_n = SV_ENGINE_MAX_N;
 }
 
@@ -346,6 +353,14 @@ static void submit(req_t *r) {
         .logprobs = r->api.logprobs,
         .priority = r->batch ? SV_PRIORITY_BATCH : SV_PRIORITY_ONLINE,
     };
+    /* A reasoning section before the answer; not in the second phase of
+     * "auto" tools, which continues after the reasoning (start_phase2). */
+    sv_engine_reasoning_t ers;
+    if (r->reasons && !r->phase2) {
+        sv_reasoning_engine(&s->rs, r->api.max_reasoning_given ? r->api.max_reasoning_tokens
+                                                                 : s->cfg.max_reasoning_tokens, &ers);
+        rq.reasoning = &ers;
+    }
     sv_error_t err;
     sv_error_clear(&err);
     if (sv_engine_loop_submit(s->deps.loop, &rq, engine_cb, r, &r->eid, &err)) {
@@ -428,13 +443,26 @@ static bool start_phase2(req_t *r, uint32_t generated) {
     sv_ids_t ids = {0};
     sv_error_t err;
     sv_error_clear(&err);
-    if (sv_bytes_append(&c->text, opening, strlen(opening)) ||
-        sv_tokens_encode(s->deps.tok, (const char *)c->text.p, c->text.n, &ids, &err) ||
+    /* With a reasoning, the first phase wrote it (tags included) before the
+     * text: the second phase's prompt has it back. */
+    sv_bytes_t ctx = {0};
+    bool ok = true;
+    if (r->reasons) {
+        const char *open = s->rs.parser == SV_REASONING_QWEN3 ? "<think>" : "";
+        ok = !sv_bytes_append(&ctx, open, strlen(open)) &&
+             !sv_bytes_append(&ctx, (const char *)c->reasoning.p, c->reasoning.n) &&
+             !sv_bytes_append(&ctx, "</think>", 8);
+    }
+    if (!ok || sv_bytes_append(&c->text, opening, strlen(opening)) ||
+        sv_bytes_append(&ctx, (const char *)c->text.p, c->text.n) ||
+        sv_tokens_encode(s->deps.tok, (const char *)ctx.p, ctx.n, &ids, &err) ||
         r->prompt.n + ids.n + (budget - generated) > s->cfg.max_ctx) {
         c->text.n = p1_len;
         sv_ids_free(&ids);
+        sv_bytes_free(&ctx);
         return false;
     }
+    sv_bytes_free(&ctx);
     for (size_t i = 0; i < ids.n; i++) sv_ids_push(&r->prompt, ids.v[i]);
     sv_ids_free(&ids);
     free(r->api.c.text);
@@ -494,6 +522,8 @@ static void handle_output(req_t *r, out_ev_t *e) {
     }
     if (e->index < r->n_choices) {
         choice_t *c = &r->ch[e->index];
+        if (e->n_reasoning) sv_bytes_append(&c->reasoning, e->reasoning, e->n_reasoning);
+        if (!r->phase2) c->n_reasoning_tokens = e->n_reasoning_tokens;
         if (e->n_text) sv_bytes_append(&c->text, e->text, e->n_text);
         if (e->lps && c->lp)
             sv_render_logprobs(r->api.kind, sv_tokens_vocab(s->deps.tok), e->tokens, e->lps, e->n_tokens,
@@ -517,6 +547,7 @@ static void handle_output(req_t *r, out_ev_t *e) {
         }
         if (r->api.stream && r->http && !r->gone) {
             sv_server_start_stream(r);
+            if (c->reasoning.n > c->r_sent) sv_server_stream_reasoning(r, e->index);
             if (!c->role_sent && sv_server_is_chat(r)) sv_server_stream_delta(r, e->index, c->sent, c->sent, NULL, NULL);
             if (!c->done && c->text.n > c->sent && !sv_server_holding(r, c))
                 sv_server_stream_delta(r, e->index, c->sent, c->text.n, NULL, NULL);
@@ -702,6 +733,13 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
         sv_bytes_t text = {0};
         if (sv_prompt_render_chat(s->deps.tmpl, &r->api, &text, &e)) {
             sv_bytes_free(&text);
+            fail_req(r, &e);
+            return;
+        }
+        const char *suffix = sv_reasoning_prompt_suffix(s->rs.parser, r->api.enable_thinking, &r->reasons);
+        if (sv_bytes_append(&text, suffix, strlen(suffix))) {
+            sv_bytes_free(&text);
+            sv_api_fail(&e, 500, NULL, "out of memory");
             fail_req(r, &e);
             return;
         }
@@ -1007,6 +1045,8 @@ sv_status sv_server_run_hooked(const sv_server_config_t *cfg, const sv_server_de
                             .queue = cfg->compile_queue ? cfg->compile_queue : 64,
                             .memory = cfg->compile_memory};
     if ((st = sv_cpool_create(&pc, s->ccache, &s->cpool, err))) goto done;
+    if ((st = sv_reasoning_init((sv_reasoning_parser)cfg->reasoning_parser, s->ccache, deps->tok, &s->rs, err)))
+        goto done;
     s->base = event_base_new();
     s->http = s->base ? evhttp_new(s->base) : NULL;
     if (!s->http) {
@@ -1087,6 +1127,7 @@ done:
     if (s->drain_timer) event_free(s->drain_timer);
     if (s->http) evhttp_free(s->http);
     if (s->base) event_base_free(s->base);
+    if (s->ccache) sv_reasoning_release(&s->rs, s->ccache);
     if (s->own_ccache) sv_ccache_destroy(s->ccache);
     sv_store_close(s->store);
     pthread_mutex_destroy(&s->bw_mu);

@@ -81,6 +81,9 @@ typedef struct sv_server_config {
     const char *data_dir;      /* uploaded files (src/batch/store.h; default "./sieve-data",
                                   made on the first Files API request) */
     size_t max_file_bytes;     /* one upload (default 100 MiB) */
+    int reasoning_parser;      /* sv_reasoning_parser (src/api/reasoning.h); 0: none (default) */
+    uint32_t max_reasoning_tokens; /* a chat request's reasoning budget when it names none
+                                  (UINT32_MAX, the default: only what max_tokens leaves) */
 } sv_server_config_t;
 
 void sv_server_config_default(sv_server_config_t *c);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "src/api/api.h"
+#include "src/api/reasoning.h"
 #include "src/server/compile_pool.h"
 #include "src/api/metrics.h"
 #include "src/server/server.h"
@@ -33,6 +34,9 @@ typedef struct out_ev {
     sv_logprobs_t *lps;  /* (n_tokens) or NULL */
     char *text;          /* (n_text) */
     size_t n_text;
+    char *reasoning;     /* (n_reasoning) the reasoning's text delta, before text */
+    size_t n_reasoning;
+    uint32_t n_reasoning_tokens;
     sv_finish_reason finish;
     bool budget_stop;    /* STOP because the constraint's budget closed it at max_tokens */
     int32_t stop_index;
@@ -49,8 +53,11 @@ typedef struct streamed_call {
 } streamed_call_t;
 
 typedef struct choice {
-    sv_bytes_t text;    /* every byte of text so far */
+    sv_bytes_t text;    /* every byte of text so far (the answer's, with a reasoning) */
     size_t sent;        /* bytes of text streamed as content */
+    sv_bytes_t reasoning; /* the reasoning's text (req.reasons) */
+    size_t r_sent;      /* bytes of it streamed as reasoning_content */
+    uint32_t n_reasoning_tokens;
     json_t *lp;         /* logprobs: all (non-streaming) or not yet sent (streaming) */
     size_t text_offset;
     uint32_t n_generated;
@@ -115,6 +122,8 @@ struct req {
     bool calls_compiling;     /* the compile in flight is the call constraint's */
     bool calls_failed;        /* it did not compile: the reply is the error; outputs are dropped */
 
+    bool reasons;                /* a chat request with a reasoning section (src/api/reasoning.h) */
+
     bool headers_sent;
     uint32_t n_choices, n_done;
     choice_t ch[SV_ENGINE_MAX_N];
@@ -151,6 +160,7 @@ struct srv {
     uint64_t idle_since_ns; /* draining: when the last request went (0: some are left) */
     struct event *sig_term, *sig_int, *probe, *drain_timer;
     struct event *shutdown; /* sv_server_shutdown */
+    sv_reasoning_t rs;      /* cfg.reasoning_parser's constraint and end tag (held until the end) */
     const char *log_name;
     uint64_t rng;
     int64_t started;
@@ -191,6 +201,9 @@ bool sv_server_holding(const req_t *r, const choice_t *c);
  * first chunk), tool_calls (borrowed, may be NULL), the logprobs not yet
  * sent, and finish (NULL: none). */
 void sv_server_stream_delta(req_t *r, uint32_t i, size_t from, size_t to, json_t *tool_calls, const char *finish);
+/* One chunk for choice i with the reasoning not yet sent (the role with the
+ * first chunk). */
+void sv_server_stream_reasoning(req_t *r, uint32_t i);
 /* Streams what is new in a choice's constrained tool calls. */
 void sv_server_stream_calls(req_t *r, uint32_t i);
 /* Every choice has finished: the response (or the stream's end), usage,
