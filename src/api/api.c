@@ -116,6 +116,19 @@ void sv_api_constraint_error(const sv_api_constraint_t *c, const sv_error_t *err
             param = "tools";
         }
     }
+    char mapped[320];
+    if (c->tagged_calls) {
+        /* The structural tag's /format/tags/K/content/json_schema is tools[K]'s parameters. */
+        what = "a tool's parameters schema";
+        unsigned k;
+        int n = 0;
+        static const char tail[] = "/content/json_schema";
+        if (sscanf(pointer, "/format/tags/%u%n", &k, &n) == 1 && n > 0 &&
+            !strncmp(pointer + n, tail, sizeof tail - 1)) {
+            snprintf(mapped, sizeof mapped, "/%u/function/parameters%s", k, pointer + n + sizeof tail - 1);
+            pointer = mapped;
+        }
+    }
     char where[400] = "";
     if (pointer[0] || err->keyword[0])
         snprintf(where, sizeof where, " (at %s%s%s)", pointer[0] ? pointer : "#", err->keyword[0] ? ", keyword " : "",
@@ -416,6 +429,35 @@ static int union_with_calls(sv_api_request_t *r, const sv_api_limits_t *lim, sv_
     return rc;
 }
 
+/* vLLM's structured_outputs.structural_tag: the JSON text (or the object)
+ * of a structural tag, {"type": "structural_tag", "format": ...} or the
+ * legacy {"structures", "triggers"} with or without its "type". */
+static int structural_tag_constraint(sv_api_request_t *r, json_t *v, const sv_api_limits_t *lim, sv_api_error_t *e) {
+    const char *P = "structured_outputs";
+    json_t *o = NULL;
+    if (json_is_string(v)) {
+        json_error_t je;
+        o = json_loadb(json_string_value(v), json_string_length(v), 0, &je);
+        if (!o)
+            return sv_api_fail(e, 400, P, "structured_outputs.structural_tag: not JSON: %s (line %d, column %d)",
+                               je.text, je.line, je.column);
+    } else if (json_is_object(v)) {
+        o = json_deep_copy(v);
+        if (!o) return sv_api_fail(e, 500, NULL, "out of memory");
+    }
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return sv_api_fail(e, 400, P, "structured_outputs.structural_tag: must be an object or its JSON text");
+    }
+    if (!json_object_get(o, "type") && json_object_set_new(o, "type", json_string("structural_tag"))) {
+        json_decref(o);
+        return sv_api_fail(e, 500, NULL, "out of memory");
+    }
+    int rc = set_constraint(r, SV_CONSTRAINT_STRUCTURAL_TAG, o, NULL, P, lim, e);
+    json_decref(o);
+    return rc;
+}
+
 static int parse_structured_outputs(sv_api_request_t *r, json_t *so, const sv_api_limits_t *lim, sv_api_error_t *e) {
     const char *P = "structured_outputs";
     if (!json_is_object(so)) return sv_api_fail(e, 400, P, "structured_outputs: must be an object");
@@ -431,8 +473,7 @@ static int parse_structured_outputs(sv_api_request_t *r, json_t *so, const sv_ap
         return rc;
     }
     if ((v = field(so, "grammar"))) return grammar_constraint(r, v, P, lim, e);
-    if (field(so, "structural_tag"))
-        return sv_api_fail(e, 400, P, "structured_outputs: structural_tag is not supported (json, regex, choice, grammar, json_object are)");
+    if ((v = field(so, "structural_tag"))) return structural_tag_constraint(r, v, lim, e);
     return 0;
 }
 

@@ -97,6 +97,8 @@ typedef struct sv_api_constraint {
     bool tool_calls;            /* the output is the tool-call array (tools.h) */
     bool calls_or_answer;       /* tools "auto" with response_format: the output is the call array
                                    ({"anyOf": [calls, answer]}, answer at /anyOf/1) or the answer */
+    bool tagged_calls;          /* tools "auto", ChatML: free text with <tool_call> blocks (a structural
+                                   tag, tools.h; tag k is tools[k]) */
 } sv_api_constraint_t;
 
 typedef struct sv_api_request {

@@ -154,6 +154,43 @@ static json_t *call_schema(json_t *t, json_t *defs) {
                      "additionalProperties", 0);
 }
 
+int sv_tools_tagged_calls(const sv_api_request_t *r, char **out, sv_api_error_t *e) {
+    json_t *tags = json_array();
+    size_t i;
+    json_t *t;
+    bool ok = tags != NULL;
+    json_array_foreach(r->tools, i, t) {
+        if (!ok) break;
+        json_t *f = json_object_get(t, "function");
+        json_t *p = json_object_get(f, "parameters");
+        json_t *params = p && json_is_object(p) ? json_incref(p)
+                                                 : json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
+                                                             "additionalProperties", 0);
+        /* The name as JSON writes it (names are [A-Za-z0-9_.-]: as is). */
+        char *name = json_dumps(json_object_get(f, "name"), JSON_ENCODE_ANY);
+        size_t n = name ? strlen(name) + 64 : 0;
+        char *begin = name ? malloc(n) : NULL;
+        if (begin) snprintf(begin, n, "<tool_call>\n{\"name\": %s, \"arguments\": ", name);
+        json_t *tag = params && begin ? json_pack("{s:s, s:s, s:{s:s, s:O}, s:s}", "type", "tag", "begin", begin,
+                                                  "content", "type", "json_schema", "json_schema", params, "end",
+                                                  "}\n</tool_call>")
+                                      : NULL;
+        ok = tag && !json_array_append_new(tags, tag);
+        json_decref(params);
+        free(name);
+        free(begin);
+    }
+    json_t *st = ok ? json_pack("{s:s, s:{s:s, s:[s], s:o, s:b, s:b}}", "type", "structural_tag", "format", "type",
+                                "triggered_tags", "triggers", "<tool_call>", "tags", tags, "at_least_one", 0,
+                                "stop_after_first", !r->parallel_tool_calls)
+                    : NULL;
+    if (!st) json_decref(tags);
+    *out = st ? json_dumps(st, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+    json_decref(st);
+    if (!*out) return sv_api_fail(e, 500, NULL, "out of memory");
+    return 0;
+}
+
 const char *sv_tools_marker(int chat_kind) {
     return chat_kind == SV_CHAT_CHATML ? "<tool_call>" : "[{\"name\"";
 }
@@ -387,6 +424,25 @@ size_t sv_tools_scan_calls(const char *t, size_t n, bool array, sv_tools_scan_t 
         if (!done) break;
         skip_ws(t, n, &i);
         if (!eat(t, n, &i, "}")) break;
+    }
+    return k;
+}
+
+size_t sv_tools_scan_tagged(const char *t, size_t n, sv_tools_scan_t *out, size_t max) {
+    static const char open[] = "<tool_call>";
+    size_t k = 0, at = 0;
+    for (;;) {
+        const char *p = find(t + at, n - at, open);
+        if (!p) break;
+        size_t from = (size_t)(p - t) + sizeof open - 1;
+        sv_tools_scan_t one;
+        if (sv_tools_scan_calls(t + from, n - from, false, &one, 1) == 0) break;
+        one.name_off += from;
+        one.args_off += from;
+        if (k < max) out[k] = one;
+        k++;
+        if (!one.args_done) break;
+        at = one.args_off + one.args_len;
     }
     return k;
 }

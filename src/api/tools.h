@@ -20,22 +20,29 @@
  *   before minimizing merges them); its length is bounded by max_tokens,
  *   and the engine's budget rule closes the list in time. The `sieve compile|match|sample --tools` verbs build
  *   their constraint with this same function (src/cli/cmd_fsm.c).
- * - "auto": the model writes text, or starts a call in its family's syntax
- *   (<tool_call>{"name": ..., "arguments": ...}</tool_call> for ChatML, a
- *   JSON list of calls for the others). The server runs the request with
- *   the call's opening (sv_tools_marker) as an extra stop string; when the
- *   model writes it, the server continues the same answer as a second
- *   engine request, prompt + the text so far + the opening, constrained to
- *   a call (one object for ChatML, the call array for the others), so that
- *   a call the model starts always parses and names a tool. That call
- *   constraint compiles while the first phase runs, whose outputs wait for
- *   it (server.c, req_t.calls): a tool whose parameters do not compile is
- *   a 400 before anything is sent, and the second phase never waits on a
- *   compile. Where a second phase is not
- *   possible (n > 1, or eight stop strings already) the request is refused
- *   (400) rather than read from free text. sv_tools_calls_from_text reads
- *   the calls of a first phase that wrote one without the marker; a call
- *   that does not parse, or names no tool, stays text.
+ * - "auto", ChatML family (Qwen, SmolLM2): one constraint, a structural
+ *   tag (sv_tools_tagged_calls): the model writes free text, and from the
+ *   moment it writes "<tool_call>" the call is enforced, one of the tools
+ *   with valid arguments; any number of calls (one with
+ *   parallel_tool_calls false), text between them allowed. The server
+ *   streams the text before the first "<tool_call>" as content and reads
+ *   the calls from the text at the end (sv_tools_calls_from_text).
+ * - "auto", the other families: the model writes text, or starts a call
+ *   as a JSON list of calls. The server runs the request with the list's
+ *   opening (sv_tools_marker) as an extra stop string; when the model
+ *   writes it, the server continues the same answer as a second engine
+ *   request, prompt + the text so far + the opening, constrained to the
+ *   call array, so that a call the model starts always parses and names a
+ *   tool. That call constraint compiles while the first phase runs, whose
+ *   outputs wait for it (server.c, req_t.calls): a tool whose parameters do
+ *   not compile is a 400 before anything is sent, and the second phase
+ *   never waits on a compile. Where a second phase is not possible (n > 1,
+ *   or eight stop strings already) the request is refused (400) rather than
+ *   read from free text. sv_tools_calls_from_text reads the calls of a
+ *   first phase that wrote one without the marker; a call that does not
+ *   parse, or names no tool, stays text. (A JSON list cannot be told from
+ *   the text around it by a trigger the way a <tool_call> tag can: the
+ *   prompt asks these families for the list and nothing else.)
  * - "auto" with a JSON response_format: one constraint, {"anyOf": [the
  *   call array, the answer schema]} (api.h): a call list or the answer.
  * - "none" or no tools: text.
@@ -66,6 +73,15 @@ int sv_tools_parse(sv_api_request_t *r, json_t *tools, json_t *tool_choice, sv_a
  * sv_tools_parse fills (a validated tools list, tool_choice other than
  * none, tool_name) and parallel_tool_calls. *out: caller frees. */
 int sv_tools_call_schema(const sv_api_request_t *r, bool array, char **out, sv_api_error_t *e);
+
+/* "auto" for the ChatML family: the structural tag (fsm/structural_tag.h,
+ * compact JSON text into *out, caller frees) of free text in which each
+ * <tool_call> block is a call of one of the tools,
+ *     <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>
+ * ARGS valid under that tool's parameters; any number of calls with
+ * parallel_tool_calls, else at most one and nothing after it. Tag k is
+ * tools[k] (error pointers map back through that). */
+int sv_tools_tagged_calls(const sv_api_request_t *r, char **out, sv_api_error_t *e);
 
 /* "auto": the text that starts a call in the family's format, used as a
  * stop string (chat.h's formats): "<tool_call>" for ChatML, "[{\"name\""
@@ -101,6 +117,9 @@ typedef struct sv_tools_scan {
     bool args_done;
 } sv_tools_scan_t;
 size_t sv_tools_scan_calls(const char *text, size_t len, bool array, sv_tools_scan_t *out, size_t max);
+/* The same for the <tool_call> blocks of free text (sv_tools_tagged_calls):
+ * one call object after each "<tool_call>", offsets into text. */
+size_t sv_tools_scan_tagged(const char *text, size_t len, sv_tools_scan_t *out, size_t max);
 
 /* True when text[0..len), leading whitespace skipped, may still become a
  * call (is a prefix of, or starts with, "<tool_call>" or "{"): a streaming

@@ -114,6 +114,32 @@ void sv_server_start_stream(req_t *r) {
     r->headers_sent = true;
 }
 
+/* Where the text before a <tool_call> ends: the first "<tool_call>", or a
+ * start of one at the very end, with the whitespace before it (which the
+ * content leaves out, sv_tools_calls_from_text). */
+static size_t before_tag(const char *t, size_t n) {
+    static const char tag[] = "<tool_call>";
+    const size_t k = sizeof tag - 1;
+    size_t end = n;
+    for (size_t i = 0; i < n; i++) {
+        size_t m = n - i < k ? n - i : k;
+        if (t[i] == '<' && !memcmp(t + i, tag, m)) {
+            end = i;
+            break;
+        }
+    }
+    while (end && (t[end - 1] == ' ' || t[end - 1] == '\n' || t[end - 1] == '\t' || t[end - 1] == '\r')) end--;
+    return end;
+}
+
+size_t sv_server_stream_to(const req_t *r, const choice_t *c) {
+    if (r->api.c.tagged_calls) {
+        size_t end = before_tag((const char *)c->text.p, c->text.n);
+        return end > c->sent ? end : c->sent;
+    }
+    return sv_server_holding(r, c) ? c->sent : c->text.n;
+}
+
 /* Whether choice c's text is held back (tools: it may become a call). */
 bool sv_server_holding(const req_t *r, const choice_t *c) {
     if (r->api.c.tool_calls || r->phase2) return true;
@@ -261,7 +287,15 @@ static void count_finish(req_t *r, const char *name) {
  * the call array (tool_choice required or named, or the second phase of
  * another family), or one call object (ChatML's second phase). False when
  * the choice's text is no constrained call. */
-static bool call_region(const req_t *r, const choice_t *c, size_t *from, bool *array) {
+static bool call_region(const req_t *r, const choice_t *c, size_t *from, bool *array, bool *tagged) {
+    *tagged = false;
+    if (r->api.c.tagged_calls) {
+        /* The <tool_call> blocks of the free text, wherever they are. */
+        *from = 0;
+        *array = false;
+        *tagged = true;
+        return true;
+    }
     if (r->api.c.tool_calls || (r->api.c.calls_or_answer && starts_array(&c->text))) {
         *from = 0;
         *array = true;
@@ -292,14 +326,19 @@ static bool reserve_calls(choice_t *c, size_t n) {
     return true;
 }
 
+static size_t scan_calls(const char *t, size_t len, bool array, bool tagged, choice_t *c) {
+    return tagged ? sv_tools_scan_tagged(t, len, c->scan, c->cap_calls)
+                  : sv_tools_scan_calls(t, len, array, c->scan, c->cap_calls);
+}
+
 void sv_server_stream_calls(req_t *r, uint32_t i) {
     choice_t *c = &r->ch[i];
     size_t from;
-    bool array;
-    if (c->calls_failed || !call_region(r, c, &from, &array) || c->text.n == from) return;
+    bool array, tagged;
+    if (c->calls_failed || !call_region(r, c, &from, &array, &tagged) || c->text.n == from) return;
     const char *t = (const char *)c->text.p + from;
     size_t len = c->text.n - from;
-    size_t n = sv_tools_scan_calls(t, len, array, c->scan, c->cap_calls);
+    size_t n = scan_calls(t, len, array, tagged, c);
     if (n > c->cap_calls) {
         if (!reserve_calls(c, n)) {
             /* The calls cannot all be sent: stop the request rather than
@@ -309,7 +348,7 @@ void sv_server_stream_calls(req_t *r, uint32_t i) {
             sv_server_cancel(r);
             return;
         }
-        n = sv_tools_scan_calls(t, len, array, c->scan, c->cap_calls);
+        n = scan_calls(t, len, array, tagged, c);
     }
     const sv_tools_scan_t *sc = c->scan;
     json_t *deltas = json_array();

@@ -549,8 +549,9 @@ static void handle_output(req_t *r, out_ev_t *e) {
             sv_server_start_stream(r);
             if (c->reasoning.n > c->r_sent) sv_server_stream_reasoning(r, e->index);
             if (!c->role_sent && sv_server_is_chat(r)) sv_server_stream_delta(r, e->index, c->sent, c->sent, NULL, NULL);
-            if (!c->done && c->text.n > c->sent && !sv_server_holding(r, c))
-                sv_server_stream_delta(r, e->index, c->sent, c->text.n, NULL, NULL);
+            size_t to = c->done ? c->sent : sv_server_stream_to(r, c);
+            if (to > c->sent)
+                sv_server_stream_delta(r, e->index, c->sent, to, NULL, NULL);
             else if (!c->done && sv_server_is_chat(r)) sv_server_stream_calls(r, e->index);
         }
     }
@@ -792,9 +793,23 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
     }
 
     r->marker_stop = -1;
-    /* tool_choice "auto" constrains a call once the model starts one, by a
-     * second phase that only one choice with room for one more stop string
-     * can take: refused otherwise rather than read from free text. */
+    /* tool_choice "auto", ChatML: one constraint, free text whose
+     * <tool_call> blocks are calls (tools.h). */
+    if (kind == SV_API_CHAT && r->api.tool_choice == SV_TOOLS_AUTO && !r->api.c.on &&
+        s->deps.tmpl->kind == SV_CHAT_CHATML) {
+        char *tag;
+        if (sv_tools_tagged_calls(&r->api, &tag, &e)) {
+            fail_req(r, &e);
+            return;
+        }
+        r->api.c = (sv_api_constraint_t){.on = true, .kind = SV_CONSTRAINT_STRUCTURAL_TAG, .text = tag,
+                                         .len = strlen(tag), .tagged_calls = true};
+        snprintf(r->api.c.param, sizeof r->api.c.param, "tools");
+    }
+    /* tool_choice "auto" of the other families constrains a call once the
+     * model starts one, by a second phase that only one choice with room
+     * for one more stop string can take: refused otherwise rather than read
+     * from free text. */
     if (kind == SV_API_CHAT && r->api.tool_choice == SV_TOOLS_AUTO && !r->api.c.on &&
         (r->api.n > 1 || r->api.n_stop >= SV_ENGINE_MAX_STOP)) {
         if (r->api.n > 1)

@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
          * and indexed (sharing no rule with a measured one), so the timing
          * below is of this constraint and not of the allocator's and the
          * tokenizer's first touches. */
-        static const char warm[] = "root ::= \"<\" (root | [a-c] | \"x\"{2,5})* \">\"";
+        static const char warm[] = "root ::= \"<\" (root | [a-c\\u0100-\\uffff]{1,40} | \"x\"{2,5})* \">\"";
         sv_dfa_t *w;
         sv_token_index_t *wi;
         if (sv_grammar_compile(warm, sizeof warm - 1, NULL, &w, &err) == SV_OK) {

@@ -300,7 +300,8 @@ def test_unreadable_file(sieve, tmp_path):
 def test_help_lists_the_tool_flags(sieve, verb):
     r = sieve(verb, "--help")
     assert r.returncode == 0
-    for flag in ("--tools FILE", "--tool-choice", "--parallel-tool-calls true|false", "--tool-format array|object"):
+    for flag in ("--tools FILE", "--tool-choice", "--parallel-tool-calls true|false",
+                 "--tool-format array|object|tagged"):
         assert flag in r.stdout, (verb, flag)
 
 
@@ -330,3 +331,49 @@ def test_print_schema_is_what_compiles(sieve, tools_file, tmp_path):
     assert r.returncode == 64 and "--print-schema" in r.stderr
     r = sieve("match", "--tools", tools_file, "--print-schema")
     assert r.returncode == 64
+
+
+def tagged(texts, between="\n"):
+    return between.join("<tool_call>\n" + t + "\n</tool_call>" for t in texts)
+
+
+def test_tagged_auto(sieve, tools_file):
+    """tool_choice auto for the ChatML family (src/api/tools.h): free text in
+    which every <tool_call> block is a call of one of the tools, any number
+    of them (one with parallel_tool_calls false), as a structural tag."""
+    texts = twelve_calls(sieve, tools_file)
+    calls = [json.loads(t) for t in texts]
+    closed = next(i for i, c in enumerate(calls) if PARAMS[c["name"]].get("additionalProperties") is False)
+    extra = json.dumps(dict(calls[closed], arguments=dict(calls[closed]["arguments"], zzz_unknown=1)))
+    unknown = json.dumps({"name": "no_such_tool", "arguments": {}})
+    cases = {
+        "Just text, no call.": "1",
+        "": "1",
+        "Let me check. " + tagged(texts[:1]): "1",
+        tagged(texts[:1]) + " Done.": "1",
+        "First: " + tagged(texts[:12], between="\nthen\n"): "1",
+        tagged(texts[:3], between=""): "1",
+        "Text " + tagged([unknown]): "0",
+        tagged(texts[:closed] + [extra]): "0",
+        "Text <tool_call>\nnot a call\n</tool_call>": "0",
+        "Text <tool_call>" + texts[0]: "0",  # the block's newline is part of the format
+        tagged(texts[:1])[:-3]: "0",  # a call cut short
+        "A trigger written as text <tool_call> is a call.": "0",
+    }
+    got = match(sieve, tools_file, list(cases), "--tool-choice", "auto", "--tool-format", "tagged")
+    assert got == list(cases.values()), [t for t, g, w in zip(cases, got, cases.values()) if g != w]
+    one = {"Hi " + tagged(texts[:1]): "1", tagged(texts[:2]): "0", tagged(texts[:1]) + " and more": "0",
+           "No call at all.": "1"}
+    got = match(sieve, tools_file, list(one), "--tool-choice", "auto", "--tool-format", "tagged",
+                "--parallel-tool-calls", "false")
+    assert got == list(one.values()), got
+    # what the server sends: the structural tag, each tag one tool, in order
+    r = sieve("compile", "--tools", tools_file, "--tool-choice", "auto", "--tool-format", "tagged",
+              "--print-schema")
+    doc = json.loads(r.stdout)
+    tags = doc["format"]["tags"]
+    assert doc["format"]["triggers"] == ["<tool_call>"] and len(tags) == N_TOOLS
+    for t, tool in zip(tags, TOOLS):
+        assert json.dumps(tool["function"]["name"]) in t["begin"]
+        assert t["content"]["json_schema"] == tool["function"].get(
+            "parameters", {"type": "object", "properties": {}, "additionalProperties": False})

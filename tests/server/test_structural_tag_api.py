@@ -128,3 +128,21 @@ def test_batch_checks_structural_tags(tmp_path):
     assert m, text
     jsonschema.validate(json.loads(m.group(2)), WEATHER)
     assert "1 valid, 1 failed" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("as_text", [True, False])
+def test_vllm_structured_outputs_structural_tag(client, as_text):
+    """vLLM's structured_outputs.structural_tag: the structural tag's JSON
+    text (or the object), with or without its "type"."""
+    tag = {"format": {"type": "triggered_tags", "triggers": ["<tool_call>"], "at_least_one": True,
+                      "stop_after_first": True, "tags": [call_tag("weather")]}}
+    v = json.dumps(tag) if as_text else tag
+    r = client.chat.completions.create(model=NAME, messages=ask("Weather in Oslo?"), max_tokens=60, temperature=0,
+                                       extra_body={"structured_outputs": {"structural_tag": v}})
+    m = re.fullmatch(CALL_RE, r.choices[0].message.content, re.S)
+    assert m, r.choices[0].message.content
+    jsonschema.validate(json.loads(m.group(2)), WEATHER)
+    with pytest.raises(openai.BadRequestError) as ei:
+        client.chat.completions.create(model=NAME, messages=ask("Hi"), max_tokens=5,
+                                       extra_body={"structured_outputs": {"structural_tag": "{not json"}})
+    assert ei.value.body["param"] == "structured_outputs" and "not JSON" in ei.value.body["message"]

@@ -112,20 +112,23 @@ def test_auto_call_is_constrained(client):
             assert c.finish_reason == "tool_calls", c.message
             (call,) = c.message.tool_calls
             name, args = call.function.name, call.function.arguments
-            assert r.usage.completion_tokens >= len(args) // 8  # both phases are counted
+            assert r.usage.completion_tokens >= len(args) // 8  # the call's tokens are counted
         assert name == "get_weather"
         jsonschema.validate(json.loads(args), code)
-    # auto with n > 1, or with no room for the call marker among the stop
-    # strings, cannot constrain a started call: refused, never read from
-    # free text.
-    with pytest.raises(openai.BadRequestError) as ei:
-        client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=tools,
-                                       max_tokens=60, temperature=0, n=2)
-    assert ei.value.status_code == 400 and ei.value.body["param"] == "n", ei.value.body
-    with pytest.raises(openai.BadRequestError) as ei:
-        client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=tools,
-                                       max_tokens=60, temperature=0, stop=[f"S{i}" for i in range(8)])
-    assert ei.value.body["param"] == "stop", ei.value.body
+    # The default model's family is ChatML: auto is one structural tag
+    # (tools.h), so n > 1 and a full list of stop strings are fine, and every
+    # choice that calls calls validly.
+    r = client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=tools,
+                                       max_tokens=60, temperature=1.0, seed=5, n=3,
+                                       stop=[f"S{i}" for i in range(8)])
+    assert len(r.choices) == 3
+    called = [c for c in r.choices if c.message.tool_calls]
+    assert called, [c.message for c in r.choices]
+    for c in called:
+        assert c.finish_reason == "tool_calls"
+        for call in c.message.tool_calls:
+            assert call.function.name == "get_weather"
+            jsonschema.validate(json.loads(call.function.arguments), code)
     # Named, n = 2 is constrained in every choice.
     r = client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=tools,
                                        tool_choice={"type": "function", "function": {"name": "get_weather"}},
@@ -328,3 +331,43 @@ def test_auto_with_response_format_error_points_into_the_answer(client):
     body = ei.value.body
     assert body["param"] == "response_format" and "/properties/a/pattern" in body["message"]
     assert "anyOf" not in body["message"]
+
+
+def few_shot_said(question, said):
+    """few_shot, where each earlier call comes after a sentence and two calls
+    are made at once: the model then writes text and then its calls."""
+    msgs = []
+    for i, (a, b) in enumerate([("Paris", "Rome"), ("Oslo", "Lima"), ("Kyiv", "Bern")]):
+        msgs.append({"role": "user", "content": f"Weather in {a} and {b}?"})
+        msgs.append({"role": "assistant", "content": said, "tool_calls": [{
+            "id": f"call_{i}{k}", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": city, "unit": "celsius"})}}
+            for k, city in enumerate((a, b))]})
+    msgs.append({"role": "user", "content": question})
+    return msgs
+
+
+def test_auto_text_then_parallel_calls(client):
+    """auto for ChatML is one structural tag (tools.h): the text before the
+    first <tool_call> is the content, streamed as it comes, and every call
+    after it is constrained, any number of them; with parallel_tool_calls
+    false the model is held to one."""
+    said = "Let me look that up."
+    kw = dict(model=NAME, tools=TOOLS, max_tokens=120, temperature=0,
+              messages=few_shot_said("Weather in Cairo and Quito?", said))
+    whole = client.chat.completions.create(**kw).choices[0]
+    assert whole.finish_reason == "tool_calls", whole.message
+    assert whole.message.content == said
+    assert len(whole.message.tool_calls) == 2
+    check_calls(whole.message.tool_calls)
+    chunks = list(client.chat.completions.create(stream=True, **kw))
+    calls, content, finish = reassemble(chunks)
+    assert (content, finish) == (said, "tool_calls")
+    assert [(c["name"], json.loads(c["arguments"])) for c in calls] == \
+        [(c.function.name, json.loads(c.function.arguments)) for c in whole.message.tool_calls]
+    kinds = [k for ch in chunks for c in ch.choices
+             for k in (["content"] if c.delta.content else []) + (["call"] if c.delta.tool_calls else [])]
+    assert kinds.index("call") > max(i for i, k in enumerate(kinds) if k == "content"), kinds
+    one = client.chat.completions.create(parallel_tool_calls=False, **kw).choices[0]
+    assert one.finish_reason == "tool_calls" and len(one.message.tool_calls) == 1
+    check_calls(one.message.tool_calls)

@@ -197,6 +197,9 @@ bool sv_server_is_chat(const req_t *r);
 void sv_server_start_stream(req_t *r);
 /* Whether choice c's new text waits (tools: it may become a call). */
 bool sv_server_holding(const req_t *r, const choice_t *c);
+/* How far choice c's text may be streamed now (c->sent when none of what
+ * is new): all of it, or up to where it may become a call. */
+size_t sv_server_stream_to(const req_t *r, const choice_t *c);
 /* One chunk for choice i: its delta content text[from..to) (the role with the
  * first chunk), tool_calls (borrowed, may be NULL), the logprobs not yet
  * sent, and finish (NULL: none). */
