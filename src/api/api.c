@@ -118,15 +118,20 @@ void sv_api_constraint_error(const sv_api_constraint_t *c, const sv_error_t *err
     }
     char mapped[320];
     if (c->tagged_calls) {
-        /* The structural tag's /format/tags/K/content/json_schema is tools[K]'s parameters. */
+        /* Where tools[K]'s parameters sit in the structural tag (tools.h):
+         * ChatML's tag K, or the call list's K-th first call or K-th later one. */
         what = "a tool's parameters schema";
-        unsigned k;
-        int n = 0;
-        static const char tail[] = "/content/json_schema";
-        if (sscanf(pointer, "/format/tags/%u%n", &k, &n) == 1 && n > 0 &&
-            !strncmp(pointer + n, tail, sizeof tail - 1)) {
-            snprintf(mapped, sizeof mapped, "/%u/function/parameters%s", k, pointer + n + sizeof tail - 1);
-            pointer = mapped;
+        static const char *const at[] = {"/format/tags/%u/content/json_schema%n",
+                                         "/format/tags/0/content/elements/0/elements/%u/elements/1/json_schema%n",
+                                         "/format/tags/0/content/elements/2/tags/%u/content/json_schema%n"};
+        for (int i = 0; i < 3; i++) {
+            unsigned k;
+            int n = -1;
+            if (sscanf(pointer, at[i], &k, &n) == 1 && n > 0 && (pointer[n] == 0 || pointer[n] == '/')) {
+                snprintf(mapped, sizeof mapped, "/%u/function/parameters%s", k, pointer + n);
+                pointer = mapped;
+                break;
+            }
         }
     }
     char where[400] = "";

@@ -154,44 +154,107 @@ static json_t *call_schema(json_t *t, json_t *defs) {
                      "additionalProperties", 0);
 }
 
-int sv_tools_tagged_calls(const sv_api_request_t *r, char **out, sv_api_error_t *e) {
+/* Tool t's parameters schema (a new reference): its own, or the empty
+ * object's when it gives none. */
+static json_t *params_of(json_t *t) {
+    json_t *p = json_object_get(json_object_get(t, "function"), "parameters");
+    return p && json_is_object(p) ? json_incref(p)
+                                  : json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
+                                              "additionalProperties", 0);
+}
+
+/* A tag {"begin": pre "{\"name\": NAME, \"arguments\": ", "content": content, "end": end}
+ * for tool t (content stolen). */
+static json_t *call_tag(json_t *t, const char *pre, json_t *content, const char *end) {
+    char *name = json_dumps(json_object_get(json_object_get(t, "function"), "name"), JSON_ENCODE_ANY);
+    size_t n = name ? strlen(pre) + strlen(name) + 32 : 0;
+    char *begin = name ? malloc(n) : NULL;
+    if (begin) snprintf(begin, n, "%s{\"name\": %s, \"arguments\": ", pre, name);
+    json_t *tag = begin && content ? json_pack("{s:s, s:s, s:O, s:s}", "type", "tag", "begin", begin, "content",
+                                               content, "end", end)
+                                   : NULL;
+    json_decref(content);
+    free(name);
+    free(begin);
+    return tag;
+}
+
+static json_t *schema_content(json_t *t) {
+    json_t *p = params_of(t);
+    json_t *c = p ? json_pack("{s:s, s:o}", "type", "json_schema", "json_schema", p) : NULL;
+    return c;
+}
+
+/* One tag per tool: ChatML's <tool_call> block, or the others' call list
+ * [{"name": ..., "arguments": ...}, ...] opened by tool t's call and
+ * followed (parallel) by ", {call}" of any tools. */
+static json_t *family_tags(const sv_api_request_t *r, int chat_kind) {
     json_t *tags = json_array();
     size_t i;
     json_t *t;
-    bool ok = tags != NULL;
+    if (chat_kind == SV_CHAT_CHATML) {
+        json_array_foreach(r->tools, i, t) {
+            json_t *tag = tags ? call_tag(t, "<tool_call>\n", schema_content(t), "}\n</tool_call>") : NULL;
+            if (!tag || json_array_append_new(tags, tag)) return json_decref(tags), NULL;
+        }
+        return tags;
+    }
+    /* One tag: `[{"name": `, then any tool's name and arguments, `}`, and
+     * (parallel) `, {call}` of any tools, then `]`: each tool twice, not
+     * once per first tool. */
+    json_t *first = json_array(), *inner = r->parallel_tool_calls ? json_array() : NULL;
+    bool ok = tags && first && (inner || !r->parallel_tool_calls);
     json_array_foreach(r->tools, i, t) {
         if (!ok) break;
-        json_t *f = json_object_get(t, "function");
-        json_t *p = json_object_get(f, "parameters");
-        json_t *params = p && json_is_object(p) ? json_incref(p)
-                                                 : json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
-                                                             "additionalProperties", 0);
-        /* The name as JSON writes it (names are [A-Za-z0-9_.-]: as is). */
-        char *name = json_dumps(json_object_get(f, "name"), JSON_ENCODE_ANY);
-        size_t n = name ? strlen(name) + 64 : 0;
-        char *begin = name ? malloc(n) : NULL;
-        if (begin) snprintf(begin, n, "<tool_call>\n{\"name\": %s, \"arguments\": ", name);
-        json_t *tag = params && begin ? json_pack("{s:s, s:s, s:{s:s, s:O}, s:s}", "type", "tag", "begin", begin,
-                                                  "content", "type", "json_schema", "json_schema", params, "end",
-                                                  "}\n</tool_call>")
-                                      : NULL;
-        ok = tag && !json_array_append_new(tags, tag);
-        json_decref(params);
+        char *name = json_dumps(json_object_get(json_object_get(t, "function"), "name"), JSON_ENCODE_ANY);
+        size_t n = name ? strlen(name) + 32 : 0;
+        char *head = name ? malloc(n) : NULL;
+        if (head) snprintf(head, n, "%s, \"arguments\": ", name);
+        json_t *c = schema_content(t);
+        json_t *one = head && c ? json_pack("{s:s, s:[{s:s, s:s}, O]}", "type", "sequence", "elements", "type",
+                                            "const_string", "value", head, c)
+                                : NULL;
+        json_decref(c);
         free(name);
-        free(begin);
+        free(head);
+        ok = one && !json_array_append_new(first, one);
+        if (ok && inner) {
+            json_t *tag = call_tag(t, ", ", schema_content(t), "}");
+            ok = tag && !json_array_append_new(inner, tag);
+        }
     }
-    json_t *st = ok ? json_pack("{s:s, s:{s:s, s:[s], s:o, s:b, s:b}}", "type", "structural_tag", "format", "type",
-                                "triggered_tags", "triggers", "<tool_call>", "tags", tags, "at_least_one", 0,
-                                "stop_after_first", !r->parallel_tool_calls)
-                    : NULL;
-    if (!st) json_decref(tags);
+    json_t *elements = ok ? json_pack("[{s:s, s:o}, {s:s, s:s}]", "type", "or", "elements", json_incref(first),
+                                      "type", "const_string", "value", "}")
+                          : NULL;
+    if (elements && inner &&
+        json_array_append_new(elements, json_pack("{s:s, s:s, s:O}", "type", "tags_with_separator", "separator", "",
+                                                  "tags", inner)))
+        json_decref(elements), elements = NULL;
+    json_t *tag = elements ? json_pack("{s:s, s:s, s:{s:s, s:o}, s:s}", "type", "tag", "begin", "[{\"name\": ",
+                                       "content", "type", "sequence", "elements", elements, "end", "]")
+                           : NULL;
+    json_decref(first);
+    json_decref(inner);
+    if (!tag || json_array_append_new(tags, tag)) return json_decref(tags), NULL;
+    return tags;
+}
+
+/* The others' list is the whole call, and the answer ends with it (their
+ * prompt asks for the list and nothing else); ChatML's blocks may be many. */
+int sv_tools_tagged_calls(const sv_api_request_t *r, int chat_kind, char **out, sv_api_error_t *e) {
+    json_t *tags = family_tags(r, chat_kind);
+    json_t *st = tags ? json_pack("{s:s, s:{s:s, s:[s], s:o, s:b, s:b}}", "type", "structural_tag", "format", "type",
+                                  "triggered_tags", "triggers", sv_tools_trigger(chat_kind), "tags", tags,
+                                  "at_least_one", 0, "stop_after_first",
+                                  chat_kind != SV_CHAT_CHATML || !r->parallel_tool_calls)
+                      : NULL;
     *out = st ? json_dumps(st, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
     json_decref(st);
     if (!*out) return sv_api_fail(e, 500, NULL, "out of memory");
     return 0;
 }
 
-const char *sv_tools_marker(int chat_kind) {
+const char *sv_tools_trigger(int chat_kind) {
     return chat_kind == SV_CHAT_CHATML ? "<tool_call>" : "[{\"name\"";
 }
 
@@ -344,16 +407,6 @@ json_t *sv_tools_calls_from_text(const char *text, size_t len, json_t *tools, si
     return NULL;
 }
 
-bool sv_tools_may_be_call(const char *text, size_t len) {
-    size_t i = 0;
-    while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) i++;
-    if (i == len) return true;
-    if (text[i] == '{' || text[i] == '[') return true;
-    static const char open[] = "<tool_call>";
-    size_t k = len - i < sizeof open - 1 ? len - i : sizeof open - 1;
-    return memcmp(text + i, open, k) == 0;
-}
-
 /* ---- scanning a call list as it is generated ------------------------------ */
 
 static void skip_ws(const char *t, size_t n, size_t *i) {
@@ -428,13 +481,19 @@ size_t sv_tools_scan_calls(const char *t, size_t n, bool array, sv_tools_scan_t 
     return k;
 }
 
-size_t sv_tools_scan_tagged(const char *t, size_t n, sv_tools_scan_t *out, size_t max) {
-    static const char open[] = "<tool_call>";
-    size_t k = 0, at = 0;
-    for (;;) {
-        const char *p = find(t + at, n - at, open);
-        if (!p) break;
-        size_t from = (size_t)(p - t) + sizeof open - 1;
+size_t sv_tools_scan_tagged(const char *t, size_t n, int chat_kind, sv_tools_scan_t *out, size_t max) {
+    const char *trigger = sv_tools_trigger(chat_kind);
+    const char *p = find(t, n, trigger);
+    if (!p) return 0;
+    if (chat_kind != SV_CHAT_CHATML) {
+        size_t from = (size_t)(p - t);
+        size_t k = sv_tools_scan_calls(p, n - from, true, out, max);
+        for (size_t i = 0; i < k && i < max; i++) out[i].name_off += from, out[i].args_off += from;
+        return k;
+    }
+    size_t k = 0;
+    while (p) {
+        size_t from = (size_t)(p - t) + strlen(trigger);
         sv_tools_scan_t one;
         if (sv_tools_scan_calls(t + from, n - from, false, &one, 1) == 0) break;
         one.name_off += from;
@@ -442,7 +501,22 @@ size_t sv_tools_scan_tagged(const char *t, size_t n, sv_tools_scan_t *out, size_
         if (k < max) out[k] = one;
         k++;
         if (!one.args_done) break;
-        at = one.args_off + one.args_len;
+        size_t at = one.args_off + one.args_len;
+        p = find(t + at, n - at, trigger);
     }
     return k;
+}
+
+json_t *sv_tools_calls_tagged(const char *text, size_t len, int chat_kind, json_t *tools, size_t *content_len) {
+    if (chat_kind == SV_CHAT_CHATML) return sv_tools_calls_from_text(text, len, tools, content_len);
+    const char *p = find(text, len, sv_tools_trigger(chat_kind));
+    if (!p) return NULL;
+    /* The list, and no more: the constraint ends the answer with it. */
+    json_t *calls = sv_tools_calls_from_array(p, len - (size_t)(p - text));
+    if (calls) {
+        size_t k = (size_t)(p - text);
+        while (k && (text[k - 1] == ' ' || text[k - 1] == '\n' || text[k - 1] == '\t' || text[k - 1] == '\r')) k--;
+        *content_len = k;
+    }
+    return calls;
 }

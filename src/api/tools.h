@@ -20,29 +20,19 @@
  *   before minimizing merges them); its length is bounded by max_tokens,
  *   and the engine's budget rule closes the list in time. The `sieve compile|match|sample --tools` verbs build
  *   their constraint with this same function (src/cli/cmd_fsm.c).
- * - "auto", ChatML family (Qwen, SmolLM2): one constraint, a structural
- *   tag (sv_tools_tagged_calls): the model writes free text, and from the
- *   moment it writes "<tool_call>" the call is enforced, one of the tools
- *   with valid arguments; any number of calls (one with
- *   parallel_tool_calls false), text between them allowed. The server
- *   streams the text before the first "<tool_call>" as content and reads
- *   the calls from the text at the end (sv_tools_calls_from_text).
- * - "auto", the other families: the model writes text, or starts a call
- *   as a JSON list of calls. The server runs the request with the list's
- *   opening (sv_tools_marker) as an extra stop string; when the model
- *   writes it, the server continues the same answer as a second engine
- *   request, prompt + the text so far + the opening, constrained to the
- *   call array, so that a call the model starts always parses and names a
- *   tool. That call constraint compiles while the first phase runs, whose
- *   outputs wait for it (server.c, req_t.calls): a tool whose parameters do
- *   not compile is a 400 before anything is sent, and the second phase
- *   never waits on a compile. Where a second phase is not possible (n > 1,
- *   or eight stop strings already) the request is refused (400) rather than
- *   read from free text. sv_tools_calls_from_text reads the calls of a
- *   first phase that wrote one without the marker; a call that does not
- *   parse, or names no tool, stays text. (A JSON list cannot be told from
- *   the text around it by a trigger the way a <tool_call> tag can: the
- *   prompt asks these families for the list and nothing else.)
+ * - "auto": one constraint, a structural tag (sv_tools_tagged_calls,
+ *   fsm/structural_tag.h): the model writes free text, and from the moment
+ *   it writes its family's trigger (sv_tools_trigger) the call is enforced,
+ *   one of the tools with valid arguments:
+ *       ChatML (Qwen, SmolLM2)   <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>
+ *                                per call, text allowed between them;
+ *       the others               [{"name": "NAME", "arguments": ARGS}, ...]
+ *                                (the JSON list their prompt asks for).
+ *   Any number of calls (one with parallel_tool_calls false, and nothing
+ *   after it). Since it is one constraint, n > 1 and every stop string work
+ *   as for any other. The server streams the text before the trigger as
+ *   content and the calls as they are generated (sv_tools_scan_tagged),
+ *   and reads them at the end (sv_tools_calls_tagged).
  * - "auto" with a JSON response_format: one constraint, {"anyOf": [the
  *   call array, the answer schema]} (api.h): a call list or the answer.
  * - "none" or no tools: text.
@@ -74,21 +64,26 @@ int sv_tools_parse(sv_api_request_t *r, json_t *tools, json_t *tool_choice, sv_a
  * none, tool_name) and parallel_tool_calls. *out: caller frees. */
 int sv_tools_call_schema(const sv_api_request_t *r, bool array, char **out, sv_api_error_t *e);
 
-/* "auto" for the ChatML family: the structural tag (fsm/structural_tag.h,
- * compact JSON text into *out, caller frees) of free text in which each
- * <tool_call> block is a call of one of the tools,
- *     <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>
- * ARGS valid under that tool's parameters; any number of calls with
- * parallel_tool_calls, else at most one and nothing after it. Tag k is
- * tools[k] (error pointers map back through that). */
-int sv_tools_tagged_calls(const sv_api_request_t *r, char **out, sv_api_error_t *e);
+/* "auto": the structural tag (compact JSON text into *out, caller frees)
+ * of free text with calls in chat_kind's format (above). ChatML: one tag
+ * per tool, tools[k]'s parameters at /format/tags/k/content/json_schema.
+ * The others: one tag, the list, whose content is any tool's first call
+ * (tools[k]'s at /format/tags/0/content/elements/0/elements/k/elements/1/
+ * json_schema) and then, with parallel_tool_calls, more calls (at
+ * /format/tags/0/content/elements/2/tags/k/content/json_schema): each tool
+ * twice, so the size grows with the tools, not their square. Error
+ * pointers map back to the tool through these (src/api/api.c). */
+int sv_tools_tagged_calls(const sv_api_request_t *r, int chat_kind, char **out, sv_api_error_t *e);
 
-/* "auto": the text that starts a call in the family's format, used as a
- * stop string (chat.h's formats): "<tool_call>" for ChatML, "[{\"name\""
- * for the others. After it the server continues with the call constrained:
- * for ChatML one call object after "<tool_call>\n"; for the others the call
- * array from its "[". */
-const char *sv_tools_marker(int chat_kind);
+/* The text that starts a call in chat_kind's format: "<tool_call>" for
+ * ChatML, "[{\"name\"" for the others. */
+const char *sv_tools_trigger(int chat_kind);
+
+/* The calls of an "auto" answer (sv_tools_tagged_calls) as OpenAI
+ * tool_calls, and in *content_len the length of the text before the first
+ * (without the whitespace before it). NULL when there is none. Caller
+ * decrefs. */
+json_t *sv_tools_calls_tagged(const char *text, size_t len, int chat_kind, json_t *tools, size_t *content_len);
 
 /* The constrained output (the call array) as OpenAI tool_calls:
  * [{"id", "type": "function", "function": {"name", "arguments": "<JSON>"}}].
@@ -117,13 +112,8 @@ typedef struct sv_tools_scan {
     bool args_done;
 } sv_tools_scan_t;
 size_t sv_tools_scan_calls(const char *text, size_t len, bool array, sv_tools_scan_t *out, size_t max);
-/* The same for the <tool_call> blocks of free text (sv_tools_tagged_calls):
- * one call object after each "<tool_call>", offsets into text. */
-size_t sv_tools_scan_tagged(const char *text, size_t len, sv_tools_scan_t *out, size_t max);
-
-/* True when text[0..len), leading whitespace skipped, may still become a
- * call (is a prefix of, or starts with, "<tool_call>" or "{"): a streaming
- * "auto" response holds such text back until the end. */
-bool sv_tools_may_be_call(const char *text, size_t len);
+/* The same for an "auto" answer (sv_tools_tagged_calls) in chat_kind's
+ * format: the calls after its trigger, offsets into text. */
+size_t sv_tools_scan_tagged(const char *text, size_t len, int chat_kind, sv_tools_scan_t *out, size_t max);
 
 #endif

@@ -16,6 +16,7 @@
 #include "fsm/schema.h"
 #include "fsm/structural_tag.h"
 #include "src/api/tools.h"
+#include "src/chat/chat.h"
 #include "util/clock.h"
 #include "cli.h"
 #include "verbs.h"
@@ -34,7 +35,7 @@ typedef struct {
     const char *tools_file;
     const char *tool_choice;  /* "required", "auto" or a tool's name; NULL: not given */
     int parallel;             /* --parallel-tool-calls: -1 not given, else 0 or 1 */
-    int tool_object;          /* --tool-format: -1 not given, 1 object, 0 array, 2 tagged */
+    int tool_object;          /* --tool-format: -1 not given, 1 object, 0 array, 2 tagged, 3 tagged-list */
     bool explain;             /* match --explain: where each candidate stops */
     bool print_schema;        /* compile --print-schema: the call schema, not compiled */
 } opts_t;
@@ -72,12 +73,13 @@ static const char constraint_help[] =
     "  --parallel-tool-calls true|false\n"
     "                         true (default): one or more calls, any number; false,\n"
     "                         or a named tool: exactly one\n"
-    "  --tool-format array|object|tagged\n"
+    "  --tool-format array|object|tagged|tagged-list\n"
     "                         array (default): the call list [{\"name\": ...,\n"
     "                         \"arguments\": {...}}, ...]; object: one call object;\n"
-    "                         tagged: what auto is for ChatML, free text whose\n"
-    "                         <tool_call> blocks are calls (a structural tag,\n"
-    "                         which --print-schema prints)\n"
+    "                         what auto is (a structural tag, which --print-schema\n"
+    "                         prints): tagged for ChatML, free text whose\n"
+    "                         <tool_call> blocks are calls; tagged-list for the\n"
+    "                         other families, free text then the call list\n"
     "Schema options (also for --tools):\n"
     "  --ws MODE              canonical (default: json.dumps spacing), compact, flexible\n"
     "  --strict-properties    absent additionalProperties means false\n"
@@ -187,7 +189,8 @@ static int tools_schema(opts_t *o, const char *verb, const char *text, size_t le
             sv_error_set(&err, e.status >= 500 ? SV_ERR_NOMEM : SV_ERR_ARG, -1, "--tools: %s", e.message);
             rc = sv_cli_constraint_error(&err);
         }
-    } else if (o->tool_object == 2 ? sv_tools_tagged_calls(&r, &schema, &e)
+    } else if (o->tool_object >= 2 ? sv_tools_tagged_calls(&r, o->tool_object == 2 ? SV_CHAT_CHATML : SV_CHAT_LLAMA3,
+                                                           &schema, &e)
                                    : sv_tools_call_schema(&r, o->tool_object != 1, &schema, &e)) {
         sv_error_set(&err, SV_ERR_NOMEM, -1, "%s", e.message); /* their only failure */
         rc = sv_cli_constraint_error(&err);
@@ -195,8 +198,8 @@ static int tools_schema(opts_t *o, const char *verb, const char *text, size_t le
         o->owned = schema;
         o->regex = schema;
         o->regex_len = strlen(schema);
-        o->is_schema = o->tool_object != 2;
-        o->is_stag = o->tool_object == 2;
+        o->is_schema = o->tool_object < 2;
+        o->is_stag = o->tool_object >= 2;
     }
     json_decref(tc); /* after the schema: r.tool_name points into it */
     json_decref(tools);
@@ -287,7 +290,9 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
             if (strcmp(arg, "array") == 0) o->tool_object = 0;
             else if (strcmp(arg, "object") == 0) o->tool_object = 1;
             else if (strcmp(arg, "tagged") == 0) o->tool_object = 2;
-            else return sv_cli_usage_error(verb, "invalid value '%s' for --tool-format (array, object, tagged)", arg);
+            else if (strcmp(arg, "tagged-list") == 0) o->tool_object = 3;
+            else return sv_cli_usage_error(verb, "invalid value '%s' for --tool-format (array, object, tagged, tagged-list)",
+                                           arg);
             break;
         case OPT_EXPLAIN:
             if (strcmp(verb, "match")) return sv_cli_usage_error(verb, "unknown option '--explain'");

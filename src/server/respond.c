@@ -114,16 +114,15 @@ void sv_server_start_stream(req_t *r) {
     r->headers_sent = true;
 }
 
-/* Where the text before a <tool_call> ends: the first "<tool_call>", or a
- * start of one at the very end, with the whitespace before it (which the
- * content leaves out, sv_tools_calls_from_text). */
-static size_t before_tag(const char *t, size_t n) {
-    static const char tag[] = "<tool_call>";
-    const size_t k = sizeof tag - 1;
+/* Where the text before a call ends: the first trigger (tools.h,
+ * sv_tools_trigger), or a start of one at the very end, with the whitespace
+ * before it (which the content leaves out, sv_tools_calls_tagged). */
+static size_t before_trigger(const char *t, size_t n, const char *trigger) {
+    const size_t k = strlen(trigger);
     size_t end = n;
     for (size_t i = 0; i < n; i++) {
         size_t m = n - i < k ? n - i : k;
-        if (t[i] == '<' && !memcmp(t + i, tag, m)) {
+        if (t[i] == trigger[0] && !memcmp(t + i, trigger, m)) {
             end = i;
             break;
         }
@@ -132,23 +131,20 @@ static size_t before_tag(const char *t, size_t n) {
     return end;
 }
 
-size_t sv_server_stream_to(const req_t *r, const choice_t *c) {
-    if (r->api.c.tagged_calls) {
-        size_t end = before_tag((const char *)c->text.p, c->text.n);
-        return end > c->sent ? end : c->sent;
-    }
-    return sv_server_holding(r, c) ? c->sent : c->text.n;
-}
-
-/* Whether choice c's text is held back (tools: it may become a call). */
-bool sv_server_holding(const req_t *r, const choice_t *c) {
-    if (r->api.c.tool_calls || r->phase2) return true;
+/* Whether choice c's text is held back whole (a call list, or what may be one). */
+static bool holding(const req_t *r, const choice_t *c) {
+    if (r->api.c.tool_calls) return true;
     /* A call list starts with '['; the answer usually with '{' and streams. */
     if (r->api.c.calls_or_answer) return c->text.n == 0 || starts_array(&c->text);
-    /* With the marker as a stop string the first phase is plain text. */
-    if (r->api.tool_choice == SV_TOOLS_AUTO && r->marker_stop < 0)
-        return sv_tools_may_be_call((const char *)c->text.p, c->text.n);
     return false;
+}
+
+size_t sv_server_stream_to(const req_t *r, const choice_t *c) {
+    if (r->api.c.tagged_calls) {
+        size_t end = before_trigger((const char *)c->text.p, c->text.n, sv_tools_trigger(r->s->deps.tmpl->kind));
+        return end > c->sent ? end : c->sent;
+    }
+    return holding(r, c) ? c->sent : c->text.n;
 }
 
 /* A constrained choice that the budget rule closed at max_tokens ends with
@@ -236,37 +232,14 @@ static json_t *choice_calls(req_t *r, choice_t *c, size_t *content_len) {
         if (calls) *content_len = 0;
         return calls;
     }
-    if (r->phase2) {
-        /* The second phase wrote one call object (ChatML) or the call array. */
-        const char *t = (const char *)c->text.p + r->p2_from;
-        size_t n = c->text.n - r->p2_from;
-        json_t *calls;
-        if (r->s->deps.tmpl->kind == SV_CHAT_CHATML) {
-            char *w = malloc(n + 2);
-            if (!w) return NULL;
-            w[0] = '[';
-            memcpy(w + 1, t, n);
-            w[n + 1] = ']';
-            calls = sv_tools_calls_from_array(w, n + 2);
-            free(w);
-        } else {
-            calls = sv_tools_calls_from_array(t, n);
-        }
-        if (calls) {
-            size_t k = r->p1_len;
-            const char *p = (const char *)c->text.p;
-            while (k && (p[k - 1] == ' ' || p[k - 1] == '\n' || p[k - 1] == '\t' || p[k - 1] == '\r')) k--;
-            *content_len = k;
-        }
-        return calls;
-    }
     if (r->api.c.tool_calls) {
         json_t *calls = sv_tools_calls_from_array((const char *)c->text.p, c->text.n);
         if (calls) *content_len = 0;
         return calls;
     }
-    if (r->api.tool_choice == SV_TOOLS_AUTO)
-        return sv_tools_calls_from_text((const char *)c->text.p, c->text.n, r->api.tools, content_len);
+    if (r->api.c.tagged_calls)
+        return sv_tools_calls_tagged((const char *)c->text.p, c->text.n, r->s->deps.tmpl->kind, r->api.tools,
+                                     content_len);
     return NULL;
 }
 
@@ -284,9 +257,9 @@ static void count_finish(req_t *r, const char *name) {
 }
 
 /* Where a choice's constrained calls start in its text, and their form:
- * the call array (tool_choice required or named, or the second phase of
- * another family), or one call object (ChatML's second phase). False when
- * the choice's text is no constrained call. */
+ * the call array (tool_choice required or named), or the calls of an
+ * "auto" answer after its trigger (tagged). False when the choice's text
+ * is no constrained call. */
 static bool call_region(const req_t *r, const choice_t *c, size_t *from, bool *array, bool *tagged) {
     *tagged = false;
     if (r->api.c.tagged_calls) {
@@ -300,11 +273,6 @@ static bool call_region(const req_t *r, const choice_t *c, size_t *from, bool *a
         *from = 0;
         *array = true;
         return true;
-    }
-    if (r->phase2) {
-        *from = r->p2_from;
-        *array = r->s->deps.tmpl->kind != SV_CHAT_CHATML;
-        return c->text.n >= r->p2_from;
     }
     return false;
 }
@@ -326,8 +294,8 @@ static bool reserve_calls(choice_t *c, size_t n) {
     return true;
 }
 
-static size_t scan_calls(const char *t, size_t len, bool array, bool tagged, choice_t *c) {
-    return tagged ? sv_tools_scan_tagged(t, len, c->scan, c->cap_calls)
+static size_t scan_calls(const req_t *r, const char *t, size_t len, bool array, bool tagged, choice_t *c) {
+    return tagged ? sv_tools_scan_tagged(t, len, r->s->deps.tmpl->kind, c->scan, c->cap_calls)
                   : sv_tools_scan_calls(t, len, array, c->scan, c->cap_calls);
 }
 
@@ -338,7 +306,7 @@ void sv_server_stream_calls(req_t *r, uint32_t i) {
     if (c->calls_failed || !call_region(r, c, &from, &array, &tagged) || c->text.n == from) return;
     const char *t = (const char *)c->text.p + from;
     size_t len = c->text.n - from;
-    size_t n = scan_calls(t, len, array, tagged, c);
+    size_t n = scan_calls(r, t, len, array, tagged, c);
     if (n > c->cap_calls) {
         if (!reserve_calls(c, n)) {
             /* The calls cannot all be sent: stop the request rather than
@@ -348,7 +316,7 @@ void sv_server_stream_calls(req_t *r, uint32_t i) {
             sv_server_cancel(r);
             return;
         }
-        n = scan_calls(t, len, array, tagged, c);
+        n = scan_calls(r, t, len, array, tagged, c);
     }
     const sv_tools_scan_t *sc = c->scan;
     json_t *deltas = json_array();

@@ -130,8 +130,6 @@ static void req_free(req_t *r) {
     s->n_live--;
     sv_server_detach_conn(r);
     if (r->constraint) sv_constraint_release(s->ccache, r->constraint);
-    if (r->calls) sv_constraint_release(s->ccache, r->calls);
-    free(r->calls_text);
     for (out_ev_t *e = r->qh, *n; e; e = n) {
         n = e->next;
         free(e);
@@ -305,16 +303,9 @@ static bool start_compile_of(req_t *r, sv_constraint_kind kind, const char *text
 
 static bool start_compile(req_t *r) { return start_compile_of(r, r->api.c.kind, r->api.c.text, r->api.c.len); }
 
-static void end_phase2_as_text(req_t *r);
-
 static void submit(req_t *r) {
     srv_t *s = r->s;
     sv_api_error_t e;
-    if (r->phase2 && r->deadline_hit) {
-        end_phase2_as_text(r);
-        maybe_free(r);
-        return;
-    }
     if (r->gone) {
         /* Nobody reads this; the reply only lets libevent free its request. */
         sv_api_fail(&e, 400, NULL, "the client closed the connection");
@@ -353,10 +344,9 @@ static void submit(req_t *r) {
         .logprobs = r->api.logprobs,
         .priority = r->batch ? SV_PRIORITY_BATCH : SV_PRIORITY_ONLINE,
     };
-    /* A reasoning section before the answer; not in the second phase of
-     * "auto" tools, which continues after the reasoning (start_phase2). */
+    /* A reasoning section before the answer. */
     sv_engine_reasoning_t ers;
-    if (r->reasons && !r->phase2) {
+    if (r->reasons) {
         sv_reasoning_engine(&s->rs, r->api.max_reasoning_given ? r->api.max_reasoning_tokens
                                                                  : s->cfg.max_reasoning_tokens, &ers);
         rq.reasoning = &ers;
@@ -388,28 +378,12 @@ static void submit(req_t *r) {
 
 static void on_deadline(evutil_socket_t fd, short what, void *arg) {
     req_t *r = arg;
-    r->deadline_hit = true; /* a second phase not yet submitted will not start (submit) */
+    r->deadline_hit = true;
     sv_server_cancel(r);
-}
-
-/* The second phase cannot run (its schema does not compile, or the engine
- * refuses it): the answer ends as the text before the call. */
-static void end_phase2_as_text(req_t *r) {
-    r->phase2 = false;
-    r->ch[0].text.n = r->p1_len;
-    r->ch[0].done = true;
-    r->ch[0].finish = r->deadline_hit ? SV_FINISH_LENGTH : SV_FINISH_STOP;
-    r->n_done = r->n_choices;
-    r->engine_done = true;
-    sv_server_finish_response(r);
 }
 
 static void refused(req_t *r, const sv_error_t *err) {
     sv_api_error_t e;
-    if (r->phase2) {
-        end_phase2_as_text(r);
-        return;
-    }
     if (r->s->draining || !sv_engine_loop_alive(r->s->deps.loop)) {
         sv_api_fail(&e, 503, NULL, "the server cannot take the request: %s", err->message);
         e.retry_after = 1;
@@ -428,79 +402,8 @@ static void refused(req_t *r, const sv_error_t *err) {
     reply_error(r, &e); /* on_wake frees r after this last output */
 }
 
-/* The model wrote the marker of a call ("auto" tools): the answer goes on
- * as a second engine request, its prompt the first's plus the text so far
- * and the call's opening, constrained to a call (tools.h). False when that
- * cannot be done: the first phase then ends as text. */
-static bool start_phase2(req_t *r, uint32_t generated) {
-    srv_t *s = r->s;
-    choice_t *c = &r->ch[0];
-    uint32_t budget = r->api.max_tokens ? r->api.max_tokens : s->cfg.max_ctx - (uint32_t)r->prompt.n;
-    if (r->gone || s->draining || generated >= budget || !r->calls) return false;
-    bool chatml = s->deps.tmpl->kind == SV_CHAT_CHATML;
-    const char *opening = chatml ? "<tool_call>\n" : "";
-    size_t p1_len = c->text.n;
-    sv_ids_t ids = {0};
-    sv_error_t err;
-    sv_error_clear(&err);
-    /* With a reasoning, the first phase wrote it (tags included) before the
-     * text: the second phase's prompt has it back. */
-    sv_bytes_t ctx = {0};
-    bool ok = true;
-    if (r->reasons) {
-        const char *open = s->rs.parser == SV_REASONING_QWEN3 ? "<think>" : "";
-        ok = !sv_bytes_append(&ctx, open, strlen(open)) &&
-             !sv_bytes_append(&ctx, (const char *)c->reasoning.p, c->reasoning.n) &&
-             !sv_bytes_append(&ctx, "</think>", 8);
-    }
-    if (!ok || sv_bytes_append(&c->text, opening, strlen(opening)) ||
-        sv_bytes_append(&ctx, (const char *)c->text.p, c->text.n) ||
-        sv_tokens_encode(s->deps.tok, (const char *)ctx.p, ctx.n, &ids, &err) ||
-        r->prompt.n + ids.n + (budget - generated) > s->cfg.max_ctx) {
-        c->text.n = p1_len;
-        sv_ids_free(&ids);
-        sv_bytes_free(&ctx);
-        return false;
-    }
-    sv_bytes_free(&ctx);
-    for (size_t i = 0; i < ids.n; i++) sv_ids_push(&r->prompt, ids.v[i]);
-    sv_ids_free(&ids);
-    free(r->api.c.text);
-    r->api.c = (sv_api_constraint_t){.on = true, .kind = SV_CONSTRAINT_SCHEMA, .text = r->calls_text,
-                                     .len = strlen(r->calls_text)};
-    r->calls_text = NULL;
-    snprintf(r->api.c.param, sizeof r->api.c.param, "tools");
-    r->api.n_stop = 0;
-    r->api.max_tokens = budget - generated;
-    r->p1_len = p1_len;
-    r->p2_from = c->text.n;
-    r->p1_generated = generated;
-    r->phase2 = true;
-    r->submitted = false;
-    r->engine_done = false;
-    r->cancelled = false;
-    /* The constraint compiled before the first phase, handed over as a
-     * compile that just ended: on_wake then submits the second phase as
-     * after any compile (never from inside this output's handling). */
-    r->compiling = true;
-    r->cjob = 0;
-    pthread_mutex_lock(&r->mu);
-    r->c_ready = true;
-    r->c_result = r->calls;
-    r->c_hit = true; /* observed in the compile histogram when it compiled */
-    r->c_us = 0;
-    event_active(r->wake, 0, 0);
-    pthread_mutex_unlock(&r->mu);
-    r->calls = NULL;
-    return true;
-}
-
 static void handle_output(req_t *r, out_ev_t *e) {
     srv_t *s = r->s;
-    if (r->calls_failed) { /* answered with the compile's error */
-        if (e->request_done) r->engine_done = true;
-        return;
-    }
     if (e->refused) {
         refused(r, &e->refusal);
         return;
@@ -516,29 +419,17 @@ static void handle_output(req_t *r, out_ev_t *e) {
         }
         r->t_last = now;
     }
-    if (!r->phase2) {
-        r->n_prompt = e->n_prompt;
-        if (e->n_cached > r->n_cached) r->n_cached = e->n_cached;
-    }
+    r->n_prompt = e->n_prompt;
+    if (e->n_cached > r->n_cached) r->n_cached = e->n_cached;
     if (e->index < r->n_choices) {
         choice_t *c = &r->ch[e->index];
         if (e->n_reasoning) sv_bytes_append(&c->reasoning, e->reasoning, e->n_reasoning);
-        if (!r->phase2) c->n_reasoning_tokens = e->n_reasoning_tokens;
+        c->n_reasoning_tokens = e->n_reasoning_tokens;
         if (e->n_text) sv_bytes_append(&c->text, e->text, e->n_text);
         if (e->lps && c->lp)
             sv_render_logprobs(r->api.kind, sv_tokens_vocab(s->deps.tok), e->tokens, e->lps, e->n_tokens,
                                r->api.top_logprobs > 0, c->lp, &c->text_offset);
-        c->n_generated = (r->phase2 ? r->p1_generated : 0) + e->n_generated;
-        if (!r->phase2 && r->marker_stop >= 0 && e->finish == SV_FINISH_STOP && e->stop_index == r->marker_stop &&
-            e->request_done) {
-            /* Stream what came before the call, then continue as a call. */
-            if (r->api.stream && r->http && !r->gone) {
-                sv_server_start_stream(r);
-                if (!c->role_sent) sv_server_stream_delta(r, e->index, c->sent, c->sent, NULL, NULL);
-                if (c->text.n > c->sent) sv_server_stream_delta(r, e->index, c->sent, c->text.n, NULL, NULL);
-            }
-            if (start_phase2(r, e->n_generated)) return;
-        }
+        c->n_generated = e->n_generated;
         if (e->finish != SV_FINISH_NONE && !c->done) {
             c->done = true;
             c->finish = e->finish;
@@ -593,33 +484,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
         r->compiling = false;
         r->cjob = 0;
         if (!r->c_hit && r->c_result) sv_histogram_observe(&r->s->m.compile, (double)r->c_us / 1e6);
-        if (r->calls_compiling) {
-            /* "auto": the call constraint is ready, and the first phase's
-             * held outputs go on below; or it failed, and the first phase
-             * stops unseen: the reply is the error. */
-            r->calls_compiling = false;
-            if (r->c_result) {
-                r->calls = r->c_result;
-            } else if (r->c_err.code == SV_ERR_CANCELLED && r->deadline_hit && !r->gone) {
-                /* the request's deadline stopped both: the first phase
-                 * ends as it does at a deadline, its text and "length" */
-            } else {
-                sv_api_error_t e;
-                sv_api_constraint_t cc = {.on = true, .kind = SV_CONSTRAINT_SCHEMA, .tool_calls = true};
-                snprintf(cc.param, sizeof cc.param, "tools");
-                compile_failure(r, &cc, &e);
-                r->calls_failed = true;
-                sv_server_cancel(r);
-                if (r->http && !r->headers_sent) reply_error(r, &e);
-            }
-            if (!q) { /* nothing held: r may be done (a first phase refused at once) */
-                maybe_free(r);
-                return;
-            }
-        } else if (!r->c_result && r->phase2) {
-            end_phase2_as_text(r);
-            maybe_free(r);
-        } else if (!r->c_result) {
+        if (!r->c_result) {
             sv_api_error_t e;
             compile_failure(r, &r->api.c, &e);
             fail_req(r, &e);
@@ -628,18 +493,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
             submit(r);
         }
     }
-    /* Outputs: after the last one (request_done) r may be freed. While the
-     * call constraint compiles, they wait (back at the queue's head). */
-    if (q && r->calls_compiling) { /* (r may be gone when q is empty) */
-        out_ev_t *t = q;
-        while (t->next) t = t->next;
-        pthread_mutex_lock(&r->mu);
-        t->next = r->qh;
-        if (!r->qh) r->qt = t;
-        r->qh = q;
-        pthread_mutex_unlock(&r->mu);
-        return;
-    }
+    /* Outputs: after the last one (request_done) r may be freed. */
     while (q) {
         out_ev_t *n = q->next;
         bool last = q->request_done;
@@ -792,52 +646,17 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
         return;
     }
 
-    r->marker_stop = -1;
-    /* tool_choice "auto", ChatML: one constraint, free text whose
-     * <tool_call> blocks are calls (tools.h). */
-    if (kind == SV_API_CHAT && r->api.tool_choice == SV_TOOLS_AUTO && !r->api.c.on &&
-        s->deps.tmpl->kind == SV_CHAT_CHATML) {
+    /* tool_choice "auto": one constraint, free text whose calls in the
+     * family's format are enforced from their trigger on (tools.h). */
+    if (kind == SV_API_CHAT && r->api.tool_choice == SV_TOOLS_AUTO && !r->api.c.on) {
         char *tag;
-        if (sv_tools_tagged_calls(&r->api, &tag, &e)) {
+        if (sv_tools_tagged_calls(&r->api, s->deps.tmpl->kind, &tag, &e)) {
             fail_req(r, &e);
             return;
         }
         r->api.c = (sv_api_constraint_t){.on = true, .kind = SV_CONSTRAINT_STRUCTURAL_TAG, .text = tag,
                                          .len = strlen(tag), .tagged_calls = true};
         snprintf(r->api.c.param, sizeof r->api.c.param, "tools");
-    }
-    /* tool_choice "auto" of the other families constrains a call once the
-     * model starts one, by a second phase that only one choice with room
-     * for one more stop string can take: refused otherwise rather than read
-     * from free text. */
-    if (kind == SV_API_CHAT && r->api.tool_choice == SV_TOOLS_AUTO && !r->api.c.on &&
-        (r->api.n > 1 || r->api.n_stop >= SV_ENGINE_MAX_STOP)) {
-        if (r->api.n > 1)
-            sv_api_fail(&e, 400, "n", "n: tool_choice \"auto\" takes n = 1 (a started call is constrained to the "
-                                      "tools, one choice at a time); use tool_choice \"required\" or a named function "
-                                      "for n > 1");
-        else
-            sv_api_fail(&e, 400, "stop", "stop: with tool_choice \"auto\", at most %d stop strings",
-                        SV_ENGINE_MAX_STOP - 1);
-        fail_req(r, &e);
-        return;
-    }
-    if (kind == SV_API_CHAT && r->api.tool_choice == SV_TOOLS_AUTO && !r->api.c.on) {
-        r->marker_stop = (int32_t)r->api.n_stop;
-        r->api.stop[r->api.n_stop++] = sv_tools_marker(s->deps.tmpl->kind);
-        /* The call constraint first (server_internal.h, calls). */
-        if (sv_tools_call_schema(&r->api, s->deps.tmpl->kind != SV_CHAT_CHATML, &r->calls_text, &e)) {
-            fail_req(r, &e);
-            return;
-        }
-        r->calls_compiling = true;
-        if (!start_compile_of(r, SV_CONSTRAINT_SCHEMA, r->calls_text, strlen(r->calls_text))) {
-            r->calls_compiling = false;
-            sv_api_fail(&e, 429, NULL, "the server is busy compiling constraints; retry later");
-            e.retry_after = 1;
-            fail_req(r, &e);
-            return;
-        }
     }
 
     /* The constraint, on the compile pool; or straight to the engine. */

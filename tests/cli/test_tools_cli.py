@@ -377,3 +377,25 @@ def test_tagged_auto(sieve, tools_file):
         assert json.dumps(tool["function"]["name"]) in t["begin"]
         assert t["content"]["json_schema"] == tool["function"].get(
             "parameters", {"type": "object", "properties": {}, "additionalProperties": False})
+
+
+def test_tagged_list_auto(sieve, tools_file):
+    """tool_choice auto for the other families: free text, then (from its
+    `[{"name"` on) the call list, which ends the answer."""
+    texts = twelve_calls(sieve, tools_file)
+    unknown = json.dumps({"name": "no_such_tool", "arguments": {}})
+    cases = {
+        "Just text.": "1",
+        listed(texts[:1]): "1",
+        listed(texts): "1",
+        "Sure. " + listed(texts[:3]): "1",
+        listed(texts[:2]) + " and text after": "0",
+        listed(texts[:1] + [unknown]): "0",
+        '[{"name": "no_such_tool"': "0",
+        "[1, 2] is a list, not a call": "1",
+    }
+    args = ("--tool-choice", "auto", "--tool-format", "tagged-list")
+    got = match(sieve, tools_file, list(cases), *args)
+    assert got == list(cases.values()), [t for t, g, w in zip(cases, got, cases.values()) if g != w]
+    got = match(sieve, tools_file, [listed(texts[:1]), listed(texts[:2])], *args, "--parallel-tool-calls", "false")
+    assert got == ["1", "0"]

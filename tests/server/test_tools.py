@@ -164,7 +164,8 @@ def test_auto_refuses_tools_it_cannot_constrain(client, server):
                     list(r)
             body = ei.value.body
             assert ei.value.status_code == 400 and body["param"] == "tools", body
-            assert "uniqueItems" in body["message"] and "/properties/tags/uniqueItems" in body["message"], body
+            assert "uniqueItems" in body["message"] and \
+                "/2/function/parameters/properties/tags/uniqueItems" in body["message"], body
     # The first phase runs while the calls compile, its output held: a
     # compile that fails late (a budget, a few hundred ms) after a first
     # phase of one token is still the reply, and the server serves on.
@@ -371,3 +372,43 @@ def test_auto_text_then_parallel_calls(client):
     one = client.chat.completions.create(parallel_tool_calls=False, **kw).choices[0]
     assert one.finish_reason == "tool_calls" and len(one.message.tool_calls) == 1
     check_calls(one.message.tool_calls)
+
+
+@pytest.mark.parametrize("family", ["llama3", "gemma"])
+def test_auto_list_families(family):
+    """auto for the families whose prompt asks for a JSON list of calls (the
+    same model under --chat-template): one structural tag, text or the list
+    from its [{"name" on; the calls stream and reassemble, n > 1 works, and
+    a call list the model starts is held to the tools. (Mistral's family
+    takes the same path; the 135M model does not call under its template.)"""
+    from live import Server
+    g = Server("--chat-template", family)
+    try:
+        c = g.client()
+        kw = dict(model=NAME, tools=TOOLS, max_tokens=120, temperature=0,
+                  messages=few_shot_said("Weather in Cairo and Quito?", None))
+        whole = c.chat.completions.create(**kw).choices[0]
+        assert whole.finish_reason == "tool_calls", whole.message
+        check_calls(whole.message.tool_calls)
+        calls, content, finish = reassemble(list(c.chat.completions.create(stream=True, **kw)))
+        assert finish == "tool_calls"
+        assert [(x["name"], json.loads(x["arguments"])) for x in calls] == \
+            [(x.function.name, json.loads(x.function.arguments)) for x in whole.message.tool_calls]
+        r = c.chat.completions.create(n=2, **dict(kw, temperature=1.0, seed=4))
+        assert len(r.choices) == 2
+        for ch in r.choices:
+            if ch.message.tool_calls:
+                check_calls(ch.message.tool_calls)
+            else:
+                assert ch.message.content is not None
+        one = c.chat.completions.create(parallel_tool_calls=False, **kw).choices[0]
+        assert one.finish_reason == "tool_calls" and len(one.message.tool_calls) == 1
+        check_calls(one.message.tool_calls)
+        bad = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}
+        with pytest.raises(openai.BadRequestError) as ei:
+            c.chat.completions.create(**dict(kw, tools=TOOLS + [{"type": "function", "function": {
+                "name": "tag", "parameters": bad}}]))
+        assert ei.value.body["param"] == "tools"
+        assert "/2/function/parameters/properties/tags/uniqueItems" in ei.value.body["message"], ei.value.body
+    finally:
+        g.stop()

@@ -105,23 +105,6 @@ struct req {
     sv_error_t c_err;
     struct event *wake, *deadline;
 
-    /* "auto" tool calls (tools.h): the marker's stop string, and the
-     * constrained second phase that continues the answer as a call. */
-    int32_t marker_stop;      /* index in api.stop, or -1 */
-    bool phase2;
-    size_t p1_len;            /* text bytes of the first phase: the content */
-    size_t p2_from;           /* where the second phase's text starts (after the opening) */
-    uint32_t p1_generated;    /* tokens of the first phase */
-    /* The call constraint, compiled while the first phase runs, whose
-     * outputs are held until it is ready: a tool whose parameters do not
-     * compile is then a 400 before any token (not an answer cut where the
-     * call began), the compile hides behind the prompt's prefill, and the
-     * second phase starts without a compile in the middle of the answer. */
-    char *calls_text;         /* the call schema, owned until the second phase takes it */
-    sv_constraint_t *calls;   /* held until the second phase takes it */
-    bool calls_compiling;     /* the compile in flight is the call constraint's */
-    bool calls_failed;        /* it did not compile: the reply is the error; outputs are dropped */
-
     bool reasons;                /* a chat request with a reasoning section (src/api/reasoning.h) */
 
     bool headers_sent;
@@ -195,8 +178,6 @@ void sv_server_send_error(srv_t *s, struct evhttp_request *http, const sv_api_er
 bool sv_server_is_chat(const req_t *r);
 /* Sends the 200 headers of an SSE stream (once). */
 void sv_server_start_stream(req_t *r);
-/* Whether choice c's new text waits (tools: it may become a call). */
-bool sv_server_holding(const req_t *r, const choice_t *c);
 /* How far choice c's text may be streamed now (c->sent when none of what
  * is new): all of it, or up to where it may become a call. */
 size_t sv_server_stream_to(const req_t *r, const choice_t *c);
