@@ -431,11 +431,11 @@ static sv_ast_t *lower(gp_t *p, const gnode_t *g) {
 /* The linker's resolver: part id's DFA, compiled the first time. */
 static const sv_dfa_t *resolve(void *ctx, uint32_t id, sv_error_t *err) {
     gp_t *p = ctx;
-    if (id == 0 || id > p->nparts) {
+    if (id <= p->id_base || id > p->id_base + p->nparts) {
         sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: call marker %u names no rule", id);
         return NULL;
     }
-    rule_t *x = &p->rules[p->part_rule[id]];
+    rule_t *x = &p->rules[p->part_rule[id - p->id_base]];
     if (x->dfa) return x->dfa;
     if (!x->ast) {
         sv_ast_t *body = lower(p, x->body);
@@ -455,7 +455,9 @@ static const sv_dfa_t *resolve(void *ctx, uint32_t id, sv_error_t *err) {
     return x->dfa;
 }
 
-static sv_status compile(gp_t *p, sv_dfa_t **out) {
+/* Parses, analyses and lowers the start rule into *top: an AST whose calls
+ * name parts p->id_base + 1 .. p->id_base + p->nparts (resolve). */
+static sv_status lower_start(gp_t *p, sv_ast_t **top) {
     uint32_t root;
     sv_status st = p->lark ? sv_lark_parse(p, &root) : sv_gbnf_parse(p, &root);
     if (st) return st;
@@ -463,18 +465,25 @@ static sv_status compile(gp_t *p, sv_dfa_t **out) {
     if (st) return st;
     for (uint32_t r = 0; r < p->nrules; r++)
         if (p->rules[r].recursive) p->nparts++;
-    if (p->nparts > SV_CALL_MAX_ID)
-        return sv_error_set(p->err, SV_ERR_BUDGET, -1, "the grammar has more than %u recursive rules", SV_CALL_MAX_ID);
+    if (p->nparts > SV_CALL_MAX_ID - p->id_base)
+        return sv_error_set(p->err, SV_ERR_BUDGET, -1, "the grammar has more than %u recursive rules",
+                            SV_CALL_MAX_ID - p->id_base);
     p->part_rule = calloc(p->nparts + 1, sizeof *p->part_rule);
     if (!p->part_rule) return gp_nomem(p);
     uint32_t id = 0;
     for (uint32_t r = 0; r < p->nrules; r++)
         if (p->rules[r].recursive) {
-            p->rules[r].part = ++id;
+            p->rules[r].part = p->id_base + ++id;
             p->part_rule[id] = r;
         }
-    sv_ast_t *top = use_rule(p, root);
-    if (!top) return gp_nomem(p);
+    *top = use_rule(p, root);
+    return *top ? SV_OK : gp_nomem(p);
+}
+
+static sv_status compile(gp_t *p, sv_dfa_t **out) {
+    sv_ast_t *top;
+    sv_status st = lower_start(p, &top);
+    if (st) return st;
     sv_error_t e;
     sv_error_clear(&e);
     sv_dfa_t *raw = NULL;
@@ -539,4 +548,52 @@ sv_status sv_grammar_compile_as(sv_grammar_format format, const char *text, size
     }
     if (st) *out = NULL;
     return st;
+}
+
+/* ---- a grammar lowered for another compiler ------------------------------------ */
+
+struct sv_grammar_lowered {
+    gp_t p;
+    sv_fsm_limits_t lim;
+    sv_ast_t *top;
+};
+
+sv_status sv_grammar_lower(sv_grammar_format format, const char *text, size_t len, const sv_fsm_limits_t *lim,
+                           uint32_t id_base, sv_grammar_lowered_t **out, sv_error_t *err) {
+    sv_error_clear(err);
+    *out = NULL;
+    sv_grammar_lowered_t *g = calloc(1, sizeof *g);
+    if (!g) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    if (lim) g->lim = *lim;
+    else sv_fsm_limits_default(&g->lim);
+    if (format == SV_GRAMMAR_AUTO) format = sv_grammar_detect(text, len);
+    g->p = (gp_t){.s = text, .n = len, .err = err, .lim = &g->lim, .lark = format == SV_GRAMMAR_LARK,
+                  .id_base = id_base};
+    g->p.a = sv_arena_create(0);
+    sv_status st = g->p.a ? lower_start(&g->p, &g->top) : sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    if (st) {
+        sv_grammar_lowered_free(g);
+        return st;
+    }
+    g->p.err = NULL; /* the resolver reports through its own err */
+    *out = g;
+    return SV_OK;
+}
+
+sv_ast_t *sv_grammar_lowered_ast(const sv_grammar_lowered_t *g) { return g->top; }
+
+uint32_t sv_grammar_lowered_parts(const sv_grammar_lowered_t *g) { return g->p.nparts; }
+
+const sv_dfa_t *sv_grammar_lowered_part(sv_grammar_lowered_t *g, uint32_t id, sv_error_t *err) {
+    return resolve(&g->p, id, err);
+}
+
+void sv_grammar_lowered_free(sv_grammar_lowered_t *g) {
+    if (!g) return;
+    for (uint32_t r = 0; r < g->p.nrules; r++) sv_dfa_destroy(g->p.rules[r].dfa);
+    free(g->p.rules);
+    free(g->p.ht);
+    free(g->p.part_rule);
+    sv_arena_destroy(g->p.a);
+    free(g);
 }

@@ -2659,6 +2659,8 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
     if (!st) st = finish_deferred(&c);
     if (!st) st = sv_sc_type_filter_finish(&c);
     if (!st && o->ws == SV_WS_FLEXIBLE) top = sv_sc_cat3(&c, sv_sc_ws(&c), top, sv_sc_ws(&c));
+    sv_dfa_t *framing[2] = {NULL, NULL};
+    if (!st && o->frame) st = sv_sc_frame(&c, o->frame, &top, framing);
     if (!st) {
         sv_error_t e;
         sv_error_clear(&e);
@@ -2681,6 +2683,8 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
         err->message[sizeof err->message - 1] = '\0';
         memcpy(err->message, prefix, sizeof prefix - 1);
     }
+    sv_dfa_destroy(framing[0]);
+    sv_dfa_destroy(framing[1]);
     *more_orders = c.more_orders;
     *product_keysets = c.product_keysets;
     *deep = c.deep_any;

@@ -52,6 +52,22 @@ typedef enum {
 #define SV_SCHEMA_NARROWED_KEY_SETS 8u /* --key-order any's key sets (the schema's orders instead) */
 #define SV_SCHEMA_NARROWED_PRODUCT_KEY_SETS 16u /* key sets in intersections (kept outside them) */
 
+/* A frame of free text around the JSON text (opts.frame; tool calls that a
+ * model writes inside its own text: src/api/tools.h). The free text stops
+ * at the first occurrence of trigger (fsm/internal/free_text.h):
+ *   blocks, repeat   (text · trigger · open · VALUE · close)* · text
+ *   blocks, once     text  |  text · trigger · open · VALUE · close
+ *   not blocks       text  |  text · VALUE   (VALUE starts with the trigger,
+ *                                            and nothing follows it)
+ * where text never holds the trigger. The value keeps everything a schema
+ * compiles to, its calls (parts) included: the frame's free text is dead by
+ * the time the value makes a call (the trigger has been read). */
+typedef struct sv_schema_frame {
+    const char *trigger;   /* non-empty */
+    const char *open, *close;
+    bool blocks, repeat;
+} sv_schema_frame_t;
+
 typedef struct sv_schema_opts {
     sv_ws_mode ws;
     bool strict_properties;    /* absent additionalProperties means false (vLLM's
@@ -87,6 +103,7 @@ typedef struct sv_schema_opts {
                                   whose tag has a default a union instead of a difference;
                                   true: discriminator is an annotation, as in JSON Schema */
     sv_fsm_limits_t lim;
+    const sv_schema_frame_t *frame; /* NULL (default): the JSON text alone; else borrowed */
 } sv_schema_opts_t;
 
 void sv_schema_opts_default(sv_schema_opts_t *o);

@@ -4,7 +4,10 @@
  * and the whole tree one DFA through sv_dfa_from_ast. The leaves are
  * compiled on their own and embedded as DFAs: a const_string is its bytes,
  * a regex and a grammar their own compilers' DFAs (a regex's ^ and $ keep
- * their whole-string meaning that way), a JSON Schema its flat DFA.
+ * their whole-string meaning that way), a JSON Schema its flat DFA. A
+ * grammar with recursive rules is embedded as its start rule's AST, whose
+ * calls name its parts (sv_grammar_lower), and the whole is linked at the
+ * end with every such grammar's parts (sv_program_link).
  *
  * Free text is where a DFA needs care. XGrammar's triggered tags read text
  * until the first trigger, then the tag that trigger starts; inside a tag,
@@ -43,6 +46,8 @@
 #include "fsm/grammar.h"
 #include "fsm/regex.h"
 #include "fsm/internal/dfa_internal.h"
+#include "fsm/internal/free_text.h"
+#include "fsm/internal/grammar_internal.h"
 
 typedef struct {
     const char *s;
@@ -69,6 +74,9 @@ typedef struct {
     sv_arena_t *a;
     sv_dfa_t **dfas; /* every DFA the ASTs embed: freed at the end */
     uint32_t ndfas, capdfas;
+    sv_grammar_lowered_t **grammars; /* recursive grammars, their calls linked at the end */
+    uint32_t ngrammars, capgrammars;
+    uint32_t next_id;                /* the call ids the grammars have taken */
     uint32_t nformats;
     sv_error_t *err;
     char ptr[256]; /* the JSON pointer of the part being compiled */
@@ -191,19 +199,6 @@ static sv_status alt(cx_t *c, sv_ast_t **k, uint32_t n, sv_ast_t **out) {
     return *out ? SV_OK : nomem(c);
 }
 
-/* Σ*: any text (any code point, as UTF-8). */
-static sv_status any_text(cx_t *c, sv_ast_t **out) {
-    sv_cpset_t set;
-    sv_cpset_init(&set);
-    sv_status st = sv_cpset_add(&set, 0, 0xD7FF);
-    if (!st) st = sv_cpset_add(&set, 0xE000, 0x10FFFF);
-    if (!st) st = sv_cpset_normalize(&set);
-    sv_ast_t *one = st ? NULL : sv_ast_class(c->a, &set);
-    sv_cpset_free(&set);
-    *out = one ? sv_ast_repeat(c->a, one, 0, SV_AST_INF) : NULL;
-    return *out ? SV_OK : nomem(c);
-}
-
 static sv_status alt_lits(cx_t *c, const str_t *s, uint32_t n, sv_ast_t **out) {
     sv_ast_t **k = sv_arena_alloc(c->a, (n ? n : 1) * sizeof *k);
     if (!k) return nomem(c);
@@ -214,78 +209,40 @@ static sv_status alt_lits(cx_t *c, const str_t *s, uint32_t n, sv_ast_t **out) {
     return alt(c, k, n, out);
 }
 
-/* The DFA of ast, kept until the end of the compile. */
-static sv_status build(cx_t *c, const sv_ast_t *ast, sv_dfa_t **out) {
-    sv_fsm_limits_t l;
-    sv_status st = left(c, &l);
-    if (st) return st;
-    sv_error_t e;
-    sv_error_clear(&e);
-    st = sv_dfa_from_ast(ast, &l, out, &e);
-    if (st) return sub_fail(c, st, &e);
-    return keep_dfa(c, *out);
-}
-
-static sv_status product(cx_t *c, const sv_dfa_t *x, const sv_dfa_t *y, sv_dfa_op op, sv_dfa_t **out) {
-    sv_fsm_limits_t l;
-    sv_status st = left(c, &l);
-    if (st) return st;
-    sv_error_t e;
-    sv_error_clear(&e);
-    st = sv_dfa_product(x, y, op, &l, out, &e);
-    if (st) return sub_fail(c, st, &e);
-    return keep_dfa(c, *out);
-}
-
 static sv_status embed(cx_t *c, const sv_dfa_t *d, sv_ast_t **out) {
     *out = sv_ast_dfa(c->a, d, false);
     return *out ? SV_OK : nomem(c);
 }
 
-/* P(s): the text that contains none of s[0..n). */
+/* P(s): the text that contains none of s[0..n) (fsm/internal/free_text.h). */
 static sv_status avoid(cx_t *c, const str_t *s, uint32_t n, const sv_dfa_t **out) {
-    sv_ast_t *any, *x;
-    sv_status st = any_text(c, &any);
-    sv_dfa_t *all, *bad, *good;
-    if (!st) st = build(c, any, &all);
-    if (st || n == 0) {
-        *out = st ? NULL : all;
-        return st;
-    }
-    if (!st) st = alt_lits(c, s, n, &x);
-    if (!st) {
-        sv_ast_t *k[3] = {any, x, any};
-        st = cat(c, k, 3, &x);
-    }
-    if (!st) st = build(c, x, &bad);
-    if (!st) st = product(c, all, bad, SV_DFA_DIFF, &good);
-    *out = st ? NULL : good;
-    return st;
+    const char **p = sv_arena_alloc(c->a, (n ? n : 1) * sizeof *p);
+    size_t *len = sv_arena_alloc(c->a, (n ? n : 1) * sizeof *len);
+    if (!p || !len) return nomem(c);
+    for (uint32_t i = 0; i < n; i++) p[i] = s[i].s, len[i] = s[i].n;
+    sv_fsm_limits_t l;
+    sv_status st = left(c, &l);
+    if (st) return st;
+    sv_error_t e;
+    sv_error_clear(&e);
+    sv_dfa_t *d;
+    if ((st = sv_text_avoiding(p, len, n, &l, &d, &e))) return sub_fail(c, st, &e);
+    if ((st = keep_dfa(c, d))) return st;
+    *out = d;
+    return SV_OK;
 }
 
 /* First(k): text of P up to and including the first occurrence of k. */
 static sv_status first(cx_t *c, const sv_dfa_t *p, str_t k, sv_ast_t **out) {
-    size_t last = k.n - 1; /* k's last code point starts at last */
-    while (last > 0 && ((uint8_t)k.s[last] & 0xC0) == 0x80) last--;
-    sv_ast_t *pa, *cp, *any, *kk;
-    sv_status st = embed(c, p, &pa);
-    if (!st) st = lit(c, k.s + last, k.n - last, &cp);
-    sv_dfa_t *x, *y, *z;
-    if (!st) {
-        sv_ast_t *a2[2] = {pa, cp};
-        st = cat(c, a2, 2, &pa);
-    }
-    if (!st) st = build(c, pa, &x);
-    if (!st) st = any_text(c, &any);
-    if (!st) st = lit(c, k.s, k.n, &kk);
-    if (!st) {
-        sv_ast_t *a2[2] = {any, kk};
-        st = cat(c, a2, 2, &kk);
-    }
-    if (!st) st = build(c, kk, &y);
-    if (!st) st = product(c, x, y, SV_DFA_AND, &z);
-    if (!st) st = embed(c, z, out);
-    return st;
+    sv_fsm_limits_t l;
+    sv_status st = left(c, &l);
+    if (st) return st;
+    sv_error_t e;
+    sv_error_clear(&e);
+    sv_dfa_t *d;
+    if ((st = sv_text_until(p, k.s, k.n, &l, &d, &e))) return sub_fail(c, st, &e);
+    if ((st = keep_dfa(c, d))) return st;
+    return embed(c, d, out);
 }
 
 /* No string of s[0..n) may be part of another (nor equal to one). */
@@ -652,6 +609,41 @@ static sv_status schema_leaf(cx_t *c, json_t *s, sv_ast_t **out) {
     return embed(c, d, out);
 }
 
+/* A grammar with recursive rules (its compile made a program): its start
+ * rule as an AST whose calls name parts c->next_id + 1 .., kept for the
+ * link at the end. */
+static sv_status lowered_grammar(cx_t *c, str_t s, const sv_fsm_limits_t *l, sv_ast_t **out) {
+    if (c->ngrammars == c->capgrammars) {
+        uint32_t cap = c->capgrammars ? 2 * c->capgrammars : 4;
+        sv_grammar_lowered_t **g = realloc(c->grammars, cap * sizeof *g);
+        if (!g) return nomem(c);
+        c->grammars = g;
+        c->capgrammars = cap;
+    }
+    sv_error_t e;
+    sv_error_clear(&e);
+    sv_grammar_lowered_t *g;
+    sv_status st = sv_grammar_lower(SV_GRAMMAR_AUTO, s.s, s.n, l, c->next_id, &g, &e);
+    if (st) return sub_fail(c, st, &e);
+    c->grammars[c->ngrammars++] = g;
+    c->next_id += sv_grammar_lowered_parts(g);
+    *out = sv_grammar_lowered_ast(g);
+    return SV_OK;
+}
+
+/* The link's resolver: call id's part, from the grammar that owns it. */
+static const sv_dfa_t *grammar_part(void *ctx, uint32_t id, sv_error_t *err) {
+    cx_t *c = ctx;
+    uint32_t base = 0;
+    for (uint32_t i = 0; i < c->ngrammars; i++) {
+        uint32_t n = sv_grammar_lowered_parts(c->grammars[i]);
+        if (id > base && id <= base + n) return sv_grammar_lowered_part(c->grammars[i], id, err);
+        base += n;
+    }
+    sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: call %u names no grammar's rule", id);
+    return NULL;
+}
+
 static sv_status visit_leaf(cx_t *c, json_t *f, const char *t, sv_ast_t **out) {
     sv_fsm_limits_t l;
     sv_error_t e;
@@ -680,9 +672,12 @@ static sv_status visit_leaf(cx_t *c, json_t *f, const char *t, sv_ast_t **out) {
         st = sv_grammar_compile(s.s, s.n, &l, &d, &e);
         if (st) st = sub_fail(c, st, &e);
         if (!st && sv_dfa_num_parts(d) > 1) {
-            st = fail(c, SV_ERR_UNSUPPORTED, "the grammar has recursive rules: a structural tag embeds grammars "
-                      "without recursion; write the recursion as a repetition, or nest it to a fixed depth");
+            /* Recursive rules: the grammar's calls go into the whole, which
+             * links them at the end (compile). */
             sv_dfa_destroy(d);
+            st = lowered_grammar(c, s, &l, out);
+            pop(c, m);
+            return st;
         }
         pop(c, m);
     } else { /* json_schema */
@@ -896,10 +891,25 @@ static sv_status compile(cx_t *c, const char *json, size_t len, sv_dfa_t **out) 
         sv_error_clear(&e);
         pop(c, 0);
         if (!st) st = sv_dfa_from_ast(top, &l, out, &e);
-        if (st == SV_ERR_EMPTY) st = fail(c, st, "the structural tag matches no string");
-        else if (st && st != SV_ERR_TIMEOUT) sub_fail(c, st, &e);
-        else if (st) fail(c, st, "compiling the structural tag exceeds the time budget of %llu ms",
-                          (unsigned long long)((c->lim.time_budget_us ? c->lim.time_budget_us : c->lim.max_time_us) / 1000));
+        bool linking = !st && sv_dfa_has_markers(*out);
+        if (linking) {
+            /* Recursive grammars inside: link their calls (fsm/program.c). */
+            sv_dfa_t *raw = *out;
+            *out = NULL;
+            if (!(st = left(c, &l))) st = sv_program_link(raw, grammar_part, c, &l, out, &e);
+            sv_dfa_destroy(raw);
+        }
+        if (st == SV_ERR_EMPTY)
+            st = fail(c, st, "the structural tag matches no string");
+        else if (st == SV_ERR_UNSUPPORTED && linking)
+            st = fail(c, st, "a grammar's recursive rules cannot be told apart by the next character where the "
+                             "structural tag uses it (%s); what follows the grammar must not start with a "
+                             "character the grammar could go on with", e.message);
+        else if (st && st != SV_ERR_TIMEOUT)
+            sub_fail(c, st, &e);
+        else if (st)
+            fail(c, st, "compiling the structural tag exceeds the time budget of %llu ms",
+                 (unsigned long long)((c->lim.time_budget_us ? c->lim.time_budget_us : c->lim.max_time_us) / 1000));
     }
     json_decref(root);
     return st;
@@ -920,6 +930,8 @@ sv_status sv_structural_tag_compile(const char *json, size_t len, const sv_schem
     sv_status st = c.a ? compile(&c, json, len, out) : sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     for (uint32_t i = 0; i < c.ndfas; i++) sv_dfa_destroy(c.dfas[i]);
     free(c.dfas);
+    for (uint32_t i = 0; i < c.ngrammars; i++) sv_grammar_lowered_free(c.grammars[i]);
+    free(c.grammars);
     sv_arena_destroy(c.a);
     if (st == SV_ERR_NOMEM && own && acct.refused)
         st = sv_error_set(err, SV_ERR_BUDGET, -1, "compiling the structural tag exceeds the memory budget of %zu bytes",

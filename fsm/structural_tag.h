@@ -20,9 +20,12 @@
  * token that would complete a trigger and go on with bytes no tag allows is
  * masked, and so is one that would hide a trigger inside free text.
  *
+ * A grammar with recursive rules keeps them as calls: its parts are linked
+ * into the whole (fsm/program.c), the result a program.
+ *
  * What is refused (SV_ERR_UNSUPPORTED, err->pointer names the part): a
- * grammar with recursive rules (a structural tag embeds flat automata), a
- * trigger, end string or excluded string that is part of another (which of
+ * grammar whose calls the next byte cannot decide where the tag uses it
+ * (no pointer: the link sees the whole), a trigger, end string or excluded string that is part of another (which of
  * them fires would be ambiguous), a tag that no trigger starts, an unlimited
  * format (any_text, triggered_tags, tags_with_separator) before the end of a
  * sequence, an `or` mixing unlimited and limited formats, unknown fields.

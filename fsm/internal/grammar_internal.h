@@ -58,6 +58,7 @@ typedef struct {
     uint32_t *part_rule;   /* (nparts + 1) the rule of each part id */
     uint32_t nparts;
     bool lark;             /* the text is Lark-style EBNF, not GBNF */
+    uint32_t id_base;      /* the parts' call ids are id_base + 1 .. id_base + nparts */
 } gp_t;
 
 sv_status gp_fail(gp_t *p, sv_status code, size_t off, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -73,5 +74,19 @@ gnode_t *gp_list(gp_t *p, gkind kind, gnode_t **kids, uint32_t n, size_t off);
 /* The front ends: parse p->s[0..p->n) into p's rules and set *root. */
 sv_status sv_gbnf_parse(gp_t *p, uint32_t *root);
 sv_status sv_lark_parse(gp_t *p, uint32_t *root);
+
+/* A grammar lowered for a compiler that embeds it (fsm/structural_tag.c):
+ * the start rule's AST, whose calls name parts id_base + 1 .. id_base +
+ * parts, and the parts' DFAs on demand, for that compiler's own
+ * sv_program_link. The text must outlive it. The AST and the parts are
+ * freed with it. */
+typedef struct sv_grammar_lowered sv_grammar_lowered_t;
+sv_status sv_grammar_lower(sv_grammar_format format, const char *text, size_t len, const sv_fsm_limits_t *lim,
+                           uint32_t id_base, sv_grammar_lowered_t **out, sv_error_t *err);
+sv_ast_t *sv_grammar_lowered_ast(const sv_grammar_lowered_t *g);
+uint32_t sv_grammar_lowered_parts(const sv_grammar_lowered_t *g);
+/* Part id's DFA (compiled the first time), or NULL with err set. */
+const sv_dfa_t *sv_grammar_lowered_part(sv_grammar_lowered_t *g, uint32_t id, sv_error_t *err);
+void sv_grammar_lowered_free(sv_grammar_lowered_t *g);
 
 #endif

@@ -158,6 +158,10 @@ sv_status sv_sc_nomem(sctx_t *c);
 /* The budgets for the next DFA construction: o->lim with max_time_us cut to
  * what is left of the whole compilation's time budget. */
 const sv_fsm_limits_t *sv_sc_lim(sctx_t *c);
+/* top inside the frame f (fsm/schema.h, schema_frame.c); the frame's free
+ * text DFAs go to kept[0..1] (NULL where unused), which the caller frees
+ * once the whole is compiled. */
+sv_status sv_sc_frame(sctx_t *c, const sv_schema_frame_t *f, sv_ast_t **top, sv_dfa_t *kept[2]);
 
 /* ---- languages (schema.c) ---- */
 /* The nesting allowed to a free-form value at instance level `level`. */

@@ -87,6 +87,7 @@ void sv_api_constraint_error(const sv_api_constraint_t *c, const sv_error_t *err
     const char *what = c->kind == SV_CONSTRAINT_SCHEMA    ? "the schema"
                        : c->kind == SV_CONSTRAINT_GRAMMAR ? "the grammar"
                        : c->kind == SV_CONSTRAINT_STRUCTURAL_TAG ? "the structural tag"
+                       : c->kind == SV_CONSTRAINT_FRAMED_SCHEMA  ? "the tools' calls"
                                                           : "the regex";
     int status = sv_api_http_status(err->code);
     if (status == 429) {
@@ -118,20 +119,40 @@ void sv_api_constraint_error(const sv_api_constraint_t *c, const sv_error_t *err
     }
     char mapped[320];
     if (c->tagged_calls) {
-        /* Where tools[K]'s parameters sit in the structural tag (tools.h):
-         * ChatML's tag K, or the call list's K-th first call or K-th later one. */
+        /* The call schema (tools.c) reaches tools[K]'s parameters through
+         * [/items]/anyOf/K/properties/arguments/$ref (or without anyOf for
+         * one tool) and keeps them at /$defs/sv_args_NAME: back to
+         * /K/function/parameters. */
         what = "a tool's parameters schema";
-        static const char *const at[] = {"/format/tags/%u/content/json_schema%n",
-                                         "/format/tags/0/content/elements/0/elements/%u/elements/1/json_schema%n",
-                                         "/format/tags/0/content/elements/2/tags/%u/content/json_schema%n"};
-        for (int i = 0; i < 3; i++) {
-            unsigned k;
+        static const char *const via[] = {"/items/anyOf/%u/properties/arguments/$ref%n",
+                                          "/anyOf/%u/properties/arguments/$ref%n"};
+        static const char *const one[] = {"/items/properties/arguments/$ref", "/properties/arguments/$ref"};
+        static const char defs[] = "/$defs/sv_args_";
+        const char *rest = NULL;
+        size_t k = 0;
+        for (int i = 0; i < 2 && !rest; i++) {
+            unsigned u;
             int n = -1;
-            if (sscanf(pointer, at[i], &k, &n) == 1 && n > 0 && (pointer[n] == 0 || pointer[n] == '/')) {
-                snprintf(mapped, sizeof mapped, "/%u/function/parameters%s", k, pointer + n);
-                pointer = mapped;
-                break;
+            size_t ol = strlen(one[i]);
+            if (sscanf(pointer, via[i], &u, &n) == 1 && n > 0) k = u, rest = pointer + n;
+            else if (!strncmp(pointer, one[i], ol)) k = 0, rest = pointer + ol;
+        }
+        if (!rest && c->tools && !strncmp(pointer, defs, sizeof defs - 1)) {
+            size_t i;
+            json_t *t;
+            json_array_foreach(c->tools, i, t) {
+                const char *name = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+                size_t n = name ? strlen(name) : 0;
+                const char *r = pointer + sizeof defs - 1;
+                if (n && !strncmp(r, name, n) && (r[n] == 0 || r[n] == '/')) {
+                    k = i, rest = r + n;
+                    break;
+                }
             }
+        }
+        if (rest && (*rest == 0 || *rest == '/')) {
+            snprintf(mapped, sizeof mapped, "/%zu/function/parameters%s", k, rest);
+            pointer = mapped;
         }
     }
     char where[400] = "";

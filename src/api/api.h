@@ -97,8 +97,9 @@ typedef struct sv_api_constraint {
     bool tool_calls;            /* the output is the tool-call array (tools.h) */
     bool calls_or_answer;       /* tools "auto" with response_format: the output is the call array
                                    ({"anyOf": [calls, answer]}, answer at /anyOf/1) or the answer */
-    bool tagged_calls;          /* tools "auto", ChatML: free text with <tool_call> blocks (a structural
-                                   tag, tools.h; tag k is tools[k]) */
+    bool tagged_calls;          /* tools "auto": free text with calls in the family's format (a framed
+                                   schema, tools.h) */
+    json_t *tools;              /* tagged_calls: the request's tools (borrowed), for error pointers */
 } sv_api_constraint_t;
 
 typedef struct sv_api_request {

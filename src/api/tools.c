@@ -154,102 +154,21 @@ static json_t *call_schema(json_t *t, json_t *defs) {
                      "additionalProperties", 0);
 }
 
-/* Tool t's parameters schema (a new reference): its own, or the empty
- * object's when it gives none. */
-static json_t *params_of(json_t *t) {
-    json_t *p = json_object_get(json_object_get(t, "function"), "parameters");
-    return p && json_is_object(p) ? json_incref(p)
-                                  : json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
-                                              "additionalProperties", 0);
-}
-
-/* A tag {"begin": pre "{\"name\": NAME, \"arguments\": ", "content": content, "end": end}
- * for tool t (content stolen). */
-static json_t *call_tag(json_t *t, const char *pre, json_t *content, const char *end) {
-    char *name = json_dumps(json_object_get(json_object_get(t, "function"), "name"), JSON_ENCODE_ANY);
-    size_t n = name ? strlen(pre) + strlen(name) + 32 : 0;
-    char *begin = name ? malloc(n) : NULL;
-    if (begin) snprintf(begin, n, "%s{\"name\": %s, \"arguments\": ", pre, name);
-    json_t *tag = begin && content ? json_pack("{s:s, s:s, s:O, s:s}", "type", "tag", "begin", begin, "content",
-                                               content, "end", end)
-                                   : NULL;
-    json_decref(content);
-    free(name);
-    free(begin);
-    return tag;
-}
-
-static json_t *schema_content(json_t *t) {
-    json_t *p = params_of(t);
-    json_t *c = p ? json_pack("{s:s, s:o}", "type", "json_schema", "json_schema", p) : NULL;
-    return c;
-}
-
-/* One tag per tool: ChatML's <tool_call> block, or the others' call list
- * [{"name": ..., "arguments": ...}, ...] opened by tool t's call and
- * followed (parallel) by ", {call}" of any tools. */
-static json_t *family_tags(const sv_api_request_t *r, int chat_kind) {
-    json_t *tags = json_array();
-    size_t i;
-    json_t *t;
-    if (chat_kind == SV_CHAT_CHATML) {
-        json_array_foreach(r->tools, i, t) {
-            json_t *tag = tags ? call_tag(t, "<tool_call>\n", schema_content(t), "}\n</tool_call>") : NULL;
-            if (!tag || json_array_append_new(tags, tag)) return json_decref(tags), NULL;
-        }
-        return tags;
-    }
-    /* One tag: `[{"name": `, then any tool's name and arguments, `}`, and
-     * (parallel) `, {call}` of any tools, then `]`: each tool twice, not
-     * once per first tool. */
-    json_t *first = json_array(), *inner = r->parallel_tool_calls ? json_array() : NULL;
-    bool ok = tags && first && (inner || !r->parallel_tool_calls);
-    json_array_foreach(r->tools, i, t) {
-        if (!ok) break;
-        char *name = json_dumps(json_object_get(json_object_get(t, "function"), "name"), JSON_ENCODE_ANY);
-        size_t n = name ? strlen(name) + 32 : 0;
-        char *head = name ? malloc(n) : NULL;
-        if (head) snprintf(head, n, "%s, \"arguments\": ", name);
-        json_t *c = schema_content(t);
-        json_t *one = head && c ? json_pack("{s:s, s:[{s:s, s:s}, O]}", "type", "sequence", "elements", "type",
-                                            "const_string", "value", head, c)
-                                : NULL;
-        json_decref(c);
-        free(name);
-        free(head);
-        ok = one && !json_array_append_new(first, one);
-        if (ok && inner) {
-            json_t *tag = call_tag(t, ", ", schema_content(t), "}");
-            ok = tag && !json_array_append_new(inner, tag);
-        }
-    }
-    json_t *elements = ok ? json_pack("[{s:s, s:o}, {s:s, s:s}]", "type", "or", "elements", json_incref(first),
-                                      "type", "const_string", "value", "}")
-                          : NULL;
-    if (elements && inner &&
-        json_array_append_new(elements, json_pack("{s:s, s:s, s:O}", "type", "tags_with_separator", "separator", "",
-                                                  "tags", inner)))
-        json_decref(elements), elements = NULL;
-    json_t *tag = elements ? json_pack("{s:s, s:s, s:{s:s, s:o}, s:s}", "type", "tag", "begin", "[{\"name\": ",
-                                       "content", "type", "sequence", "elements", elements, "end", "]")
-                           : NULL;
-    json_decref(first);
-    json_decref(inner);
-    if (!tag || json_array_append_new(tags, tag)) return json_decref(tags), NULL;
-    return tags;
-}
-
-/* The others' list is the whole call, and the answer ends with it (their
- * prompt asks for the list and nothing else); ChatML's blocks may be many. */
 int sv_tools_tagged_calls(const sv_api_request_t *r, int chat_kind, char **out, sv_api_error_t *e) {
-    json_t *tags = family_tags(r, chat_kind);
-    json_t *st = tags ? json_pack("{s:s, s:{s:s, s:[s], s:o, s:b, s:b}}", "type", "structural_tag", "format", "type",
-                                  "triggered_tags", "triggers", sv_tools_trigger(chat_kind), "tags", tags,
-                                  "at_least_one", 0, "stop_after_first",
-                                  chat_kind != SV_CHAT_CHATML || !r->parallel_tool_calls)
-                      : NULL;
-    *out = st ? json_dumps(st, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
-    json_decref(st);
+    bool chatml = chat_kind == SV_CHAT_CHATML;
+    char *text;
+    *out = NULL;
+    /* ChatML: one call object a block; the others: the call list. */
+    if (sv_tools_call_schema(r, !chatml, &text, e)) return -1;
+    json_t *schema = json_loads(text, 0, NULL);
+    free(text);
+    json_t *root = schema ? json_pack("{s:{s:s, s:s, s:s, s:b, s:b}, s:o}", "frame", "trigger",
+                                      sv_tools_trigger(chat_kind), "open", chatml ? "\n" : "", "close",
+                                      chatml ? "\n</tool_call>" : "", "blocks", chatml, "repeat",
+                                      chatml && r->parallel_tool_calls, "schema", schema)
+                          : NULL;
+    *out = root ? json_dumps(root, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+    json_decref(root);
     if (!*out) return sv_api_fail(e, 500, NULL, "out of memory");
     return 0;
 }

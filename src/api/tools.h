@@ -20,8 +20,8 @@
  *   before minimizing merges them); its length is bounded by max_tokens,
  *   and the engine's budget rule closes the list in time. The `sieve compile|match|sample --tools` verbs build
  *   their constraint with this same function (src/cli/cmd_fsm.c).
- * - "auto": one constraint, a structural tag (sv_tools_tagged_calls,
- *   fsm/structural_tag.h): the model writes free text, and from the moment
+ * - "auto": one constraint, the calls' schema framed in free text
+ *   (sv_tools_tagged_calls, fsm/schema.h): the model writes free text, and from the moment
  *   it writes its family's trigger (sv_tools_trigger) the call is enforced,
  *   one of the tools with valid arguments:
  *       ChatML (Qwen, SmolLM2)   <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>
@@ -64,15 +64,14 @@ int sv_tools_parse(sv_api_request_t *r, json_t *tools, json_t *tool_choice, sv_a
  * none, tool_name) and parallel_tool_calls. *out: caller frees. */
 int sv_tools_call_schema(const sv_api_request_t *r, bool array, char **out, sv_api_error_t *e);
 
-/* "auto": the structural tag (compact JSON text into *out, caller frees)
- * of free text with calls in chat_kind's format (above). ChatML: one tag
- * per tool, tools[k]'s parameters at /format/tags/k/content/json_schema.
- * The others: one tag, the list, whose content is any tool's first call
- * (tools[k]'s at /format/tags/0/content/elements/0/elements/k/elements/1/
- * json_schema) and then, with parallel_tool_calls, more calls (at
- * /format/tags/0/content/elements/2/tags/k/content/json_schema): each tool
- * twice, so the size grows with the tools, not their square. Error
- * pointers map back to the tool through these (src/api/api.c). */
+/* "auto": the constraint (compact JSON text into *out, caller frees) of
+ * free text with calls in chat_kind's format (above): an
+ * SV_CONSTRAINT_FRAMED_SCHEMA (src/constraint/constraint_cache.h), the
+ * call object (ChatML, in <tool_call> blocks) or the call list
+ * (sv_tools_call_schema) inside free text that stops at the family's
+ * trigger. The calls keep the parts the tool constraint compiles to (a
+ * tool's arguments, free-form values), so a big tool set costs what it
+ * costs under "required". */
 int sv_tools_tagged_calls(const sv_api_request_t *r, int chat_kind, char **out, sv_api_error_t *e);
 
 /* The text that starts a call in chat_kind's format: "<tool_call>" for

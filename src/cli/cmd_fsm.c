@@ -17,6 +17,7 @@
 #include "fsm/structural_tag.h"
 #include "src/api/tools.h"
 #include "src/chat/chat.h"
+#include "src/constraint/constraint_cache.h"
 #include "util/clock.h"
 #include "cli.h"
 #include "verbs.h"
@@ -27,6 +28,7 @@ typedef struct {
     bool is_schema;          /* regex holds a JSON Schema's text */
     bool is_grammar;         /* regex holds a GBNF grammar (fsm/grammar.h) */
     bool is_stag;            /* regex holds a structural tag (fsm/structural_tag.h) */
+    bool is_framed;          /* regex holds a framed schema (src/constraint/constraint_cache.h) */
     char *owned;
     sv_schema_opts_t sopts;  /* sopts.lim holds the budgets for both kinds */
     sv_schema_info_t info;
@@ -76,8 +78,8 @@ static const char constraint_help[] =
     "  --tool-format array|object|tagged|tagged-list\n"
     "                         array (default): the call list [{\"name\": ...,\n"
     "                         \"arguments\": {...}}, ...]; object: one call object;\n"
-    "                         what auto is (a structural tag, which --print-schema\n"
-    "                         prints): tagged for ChatML, free text whose\n"
+    "                         what auto is (the call schema in free text, which\n"
+    "                         --print-schema prints): tagged for ChatML, free text whose\n"
     "                         <tool_call> blocks are calls; tagged-list for the\n"
     "                         other families, free text then the call list\n"
     "Schema options (also for --tools):\n"
@@ -199,7 +201,7 @@ static int tools_schema(opts_t *o, const char *verb, const char *text, size_t le
         o->regex = schema;
         o->regex_len = strlen(schema);
         o->is_schema = o->tool_object < 2;
-        o->is_stag = o->tool_object >= 2;
+        o->is_framed = o->tool_object >= 2;
     }
     json_decref(tc); /* after the schema: r.tool_name points into it */
     json_decref(tools);
@@ -409,12 +411,13 @@ static int build(opts_t *o, sv_dfa_t **dfa, uint64_t *us) {
     sv_error_clear(&err);
     /* the shared automata first, untimed, as the server builds them at
      * startup; a failure here shows again in the compile itself */
-    if (o->is_schema || o->is_stag) (void)sv_schema_prelude_warm(&o->sopts, &err);
+    if (o->is_schema || o->is_stag || o->is_framed) (void)sv_schema_prelude_warm(&o->sopts, &err);
     sv_error_clear(&err);
     uint64_t t0 = sv_now_ns();
     sv_status st = o->is_schema    ? sv_schema_compile(o->regex, o->regex_len, &o->sopts, dfa, &o->info, &err)
                    : o->is_grammar ? sv_grammar_compile(o->regex, o->regex_len, &o->sopts.lim, dfa, &err)
                    : o->is_stag    ? sv_structural_tag_compile(o->regex, o->regex_len, &o->sopts, dfa, &err)
+                   : o->is_framed  ? sv_constraint_framed_compile(o->regex, o->regex_len, &o->sopts, dfa, &err)
                                    : sv_regex_compile(o->regex, o->regex_len, &o->sopts.lim, dfa, &err);
     *us = (sv_now_ns() - t0) / 1000;
     if (st) return sv_cli_constraint_error(&err);

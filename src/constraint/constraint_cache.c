@@ -227,6 +227,7 @@ static sv_status get(sv_constraint_cache_t *c, const sv_constraint_spec_t *spec,
     sv_status st = kind == SV_CONSTRAINT_SCHEMA    ? sv_schema_compile(text, len, opts, &dfa, NULL, err)
                    : kind == SV_CONSTRAINT_GRAMMAR ? sv_grammar_compile(text, len, &opts->lim, &dfa, err)
                    : kind == SV_CONSTRAINT_STRUCTURAL_TAG ? sv_structural_tag_compile(text, len, opts, &dfa, err)
+                   : kind == SV_CONSTRAINT_FRAMED_SCHEMA  ? sv_constraint_framed_compile(text, len, opts, &dfa, err)
                                                    : sv_regex_compile(text, len, &opts->lim, &dfa, err);
     sv_token_index_t *ix = NULL;
     uint64_t t1 = sv_now_ns();
@@ -262,6 +263,33 @@ static sv_status get(sv_constraint_cache_t *c, const sv_constraint_spec_t *spec,
     pthread_mutex_unlock(&c->lock);
     *out = e;
     return SV_OK;
+}
+
+sv_status sv_constraint_framed_compile(const char *text, size_t len, const sv_schema_opts_t *opts, sv_dfa_t **out,
+                                      sv_error_t *err) {
+    json_error_t je;
+    json_t *root = json_loadb(text, len, 0, &je);
+    json_t *fr = json_object_get(root, "frame"), *schema = json_object_get(root, "schema");
+    const char *trigger = json_string_value(json_object_get(fr, "trigger"));
+    if (!json_is_object(fr) || !schema || !trigger || !trigger[0]) {
+        json_decref(root);
+        return sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: a framed schema needs a frame with a trigger and a schema");
+    }
+    sv_schema_frame_t f = {.trigger = trigger,
+                           .open = json_string_value(json_object_get(fr, "open")),
+                           .close = json_string_value(json_object_get(fr, "close")),
+                           .blocks = json_is_true(json_object_get(fr, "blocks")),
+                           .repeat = json_is_true(json_object_get(fr, "repeat"))};
+    sv_schema_opts_t o;
+    if (opts) o = *opts;
+    else sv_schema_opts_default(&o);
+    o.frame = &f;
+    char *st_text = json_dumps(schema, JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_ENCODE_ANY);
+    sv_status st = st_text ? sv_schema_compile(st_text, strlen(st_text), &o, out, NULL, err)
+                           : sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    free(st_text);
+    json_decref(root);
+    return st;
 }
 
 sv_status sv_constraint_get(sv_constraint_cache_t *c, const sv_constraint_spec_t *spec, sv_constraint_t **out,

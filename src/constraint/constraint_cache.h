@@ -37,6 +37,9 @@ typedef enum {
     SV_CONSTRAINT_SCHEMA,
     SV_CONSTRAINT_GRAMMAR,
     SV_CONSTRAINT_STRUCTURAL_TAG,
+    SV_CONSTRAINT_FRAMED_SCHEMA, /* {"frame": {"trigger", "open", "close", "blocks", "repeat"},
+                                    "schema": SCHEMA}: the schema's JSON inside free text
+                                    (fsm/schema.h, sv_schema_frame_t; src/api/tools.h) */
 } sv_constraint_kind;
 
 typedef struct sv_constraint_cache sv_constraint_cache_t;
@@ -70,6 +73,11 @@ typedef struct sv_constraint_spec {
 /* The token index's whitespace cap for a constraint: SV_CONSTRAINT_WS_CAP
  * for a schema in flexible mode, else none (0). */
 uint32_t sv_constraint_ws_cap(sv_constraint_kind kind, const sv_schema_opts_t *opts);
+
+/* Compiles an SV_CONSTRAINT_FRAMED_SCHEMA text (what the cache does on a
+ * miss; the CLI's --tool-format tagged does it without a cache). */
+sv_status sv_constraint_framed_compile(const char *text, size_t len, const sv_schema_opts_t *opts, sv_dfa_t **out,
+                                      sv_error_t *err);
 
 /* The compiled constraint for spec, compiled (and its token index built)
  * on a miss. *hit (may be NULL) says whether it was found. On success the

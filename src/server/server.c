@@ -654,8 +654,8 @@ static void handle_generate(srv_t *s, struct evhttp_request *http, sv_api_kind k
             fail_req(r, &e);
             return;
         }
-        r->api.c = (sv_api_constraint_t){.on = true, .kind = SV_CONSTRAINT_STRUCTURAL_TAG, .text = tag,
-                                         .len = strlen(tag), .tagged_calls = true};
+        r->api.c = (sv_api_constraint_t){.on = true, .kind = SV_CONSTRAINT_FRAMED_SCHEMA, .text = tag,
+                                         .len = strlen(tag), .tagged_calls = true, .tools = r->api.tools};
         snprintf(r->api.c.param, sizeof r->api.c.param, "tools");
     }
 

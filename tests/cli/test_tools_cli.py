@@ -367,16 +367,20 @@ def test_tagged_auto(sieve, tools_file):
     got = match(sieve, tools_file, list(one), "--tool-choice", "auto", "--tool-format", "tagged",
                 "--parallel-tool-calls", "false")
     assert got == list(one.values()), got
-    # what the server sends: the structural tag, each tag one tool, in order
+    # what the server compiles: the call object schema (as --tool-format
+    # object prints it) in free text that stops at "<tool_call>"
     r = sieve("compile", "--tools", tools_file, "--tool-choice", "auto", "--tool-format", "tagged",
               "--print-schema")
     doc = json.loads(r.stdout)
-    tags = doc["format"]["tags"]
-    assert doc["format"]["triggers"] == ["<tool_call>"] and len(tags) == N_TOOLS
-    for t, tool in zip(tags, TOOLS):
-        assert json.dumps(tool["function"]["name"]) in t["begin"]
-        assert t["content"]["json_schema"] == tool["function"].get(
-            "parameters", {"type": "object", "properties": {}, "additionalProperties": False})
+    assert doc["frame"] == {"trigger": "<tool_call>", "open": "\n", "close": "\n</tool_call>", "blocks": True,
+                            "repeat": True}
+    obj = json.loads(sieve("compile", "--tools", tools_file, "--tool-choice", "auto", "--tool-format", "object",
+                           "--print-schema").stdout)
+    assert doc["schema"] == obj and len(obj["$defs"]) == N_TOOLS
+    # and it keeps the call schema's parts: about its size, not a flat copy
+    framed = stats(sieve, "--tools", tools_file, "--tool-choice", "auto", "--tool-format", "tagged")
+    plain = stats(sieve, "--tools", tools_file, "--tool-format", "object")
+    assert framed["states"] < 2 * plain["states"], (framed, plain)
 
 
 def test_tagged_list_auto(sieve, tools_file):

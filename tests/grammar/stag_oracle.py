@@ -5,14 +5,14 @@ position where a format can end. JSON contents are judged by json.loads,
 the `jsonschema` package and json.dumps (sieve writes canonical JSON: the
 text must be the value's json.dumps spelling), regexes by re.fullmatch,
 grammars by a Python regex built from the parsed GBNF (gbnf_harness's
-to_python_re; only grammars without recursion, which is all that a
-structural tag embeds)."""
+to_python_re) or, for grammars with recursion, by Lark's Earley parser on
+a translation of the grammar (gbnf_harness.oracle)."""
 import json
 import re
 
 import jsonschema
 
-from gbnf_harness import to_python_re
+from gbnf_harness import Recursive, oracle, to_python_re
 
 UNLIMITED = {"any_text", "triggered_tags", "tags_with_separator"}
 
@@ -31,6 +31,16 @@ def unlimited(f):
 def _ends_list(tag):
     e = tag["end"]
     return [e] if isinstance(e, str) else list(e)
+
+
+class _LarkMatch:
+    """re.fullmatch's interface over the Lark oracle of a recursive grammar."""
+
+    def __init__(self, grammar):
+        self.o = oracle(grammar)
+
+    def fullmatch(self, s, i, j):
+        return self.o.accepts(s[i:j])
 
 
 class Oracle:
@@ -171,7 +181,10 @@ class Oracle:
 
     def _gbnf(self, g):
         if g not in self._res:
-            self._res[g] = to_python_re(g)
+            try:
+                self._res[g] = to_python_re(g)
+            except Recursive:
+                self._res[g] = _LarkMatch(g)
         return self._res[g]
 
     @staticmethod

@@ -89,6 +89,14 @@ CASES = {
         "end": ["</r>", "<end/>"]}},
         ["<r></r>", "<r>x @n(1) y</r>", "<r>@n(22)<end/>"], ["<r>", "<r>@x</r>", "<r></r>x", "<r>@n()</r>"]),
     # the legacy form (vLLM, SGLang): structures of JSON Schemas and triggers
+    # A grammar with recursive rules inside a tag: its calls are linked
+    # into the whole (lists nest to any depth).
+    "recursive_grammar": ({"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": ["<list>"], "tags": [{
+            "begin": "<list>", "end": "</list>", "content": {
+                "type": "grammar", "grammar": 'root ::= "[" (item ("," item)*)? "]"\nitem ::= [a-z]+ | root\n'}}]}},
+        ["", "x", "hi <list>[a,[b,[c]]]</list> ok", "<list>[[[[[[]]]]]]</list><list>[]</list>", "<list>[]</list>"],
+        ["<list>[a,[b]</list>", "<list>[a]]</list>", "<list>[a,]</list>", "a <list>", "<list>[]</list"]),
     "legacy": ({"type": "structural_tag", "triggers": ["<function="],
                 "structures": [{"begin": "<function=weather>", "schema": WEATHER, "end": "</function>"}]},
                ["", "hi <function=weather>{\"city\": \"Rome\", \"days\": 2}</function> bye"],
@@ -198,8 +206,9 @@ def test_calls_in_free_text_from_samples():
      "syntax", "/format/content/json_schema/properties/a/minimum", "minimum"),
     ({"type": "structural_tag", "format": {"type": "regex", "pattern": "a(?=b)"}}, "unsupported", "/format/pattern",
      "lookahead"),
-    ({"type": "structural_tag", "format": {"type": "grammar", "grammar": 'root ::= l\nl ::= "[" l? "]"\n'}},
-     "unsupported", "/format/grammar", "recursive"),
+    ({"type": "structural_tag", "format": {"type": "tag", "begin": "<t>", "end": "a</t>", "content": {
+        "type": "grammar", "grammar": 'root ::= l\nl ::= "(" l? ")" "a"?\n'}}},
+     "unsupported", "", "told apart by the next character"),
     ({"type": "structural_tag", "format": {"type": "grammar", "grammar": 'root ::= "a" ('}},
      "syntax", "/format/grammar", "line 1"),
     ({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<a>", "a"], "tags": [

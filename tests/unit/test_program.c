@@ -23,6 +23,7 @@
 
 #include "fsm/internal/dfa_internal.h"
 #include "fsm/grammar.h"
+#include "fsm/structural_tag.h"
 #include "fsm/matcher.h"
 #include "fsm/schema.h"
 #include "fsm/token_index.h"
@@ -201,6 +202,43 @@ static void grammar_walks(const vocab_t *v, const sv_token_set_t *ts) {
     }
 }
 
+/* A structural tag whose tags hold a recursive grammar (fsm/structural_tag.c
+ * links the grammar's calls into the whole): the output opens with a tag. */
+static void structural_tag_walks(const vocab_t *v, const sv_token_set_t *ts) {
+    static const char stag[] =
+        "{\"type\":\"structural_tag\",\"format\":{\"type\":\"triggered_tags\",\"triggers\":[\"<l>\"],"
+        "\"at_least_one\":true,\"tags\":[{\"begin\":\"<l>\",\"end\":\"</l>\",\"content\":{\"type\":\"grammar\","
+        "\"grammar\":\"root ::= \\\"[\\\" (item (\\\",\\\" item)*)? \\\"]\\\"\\nitem ::= [a-z]+ | root\\n\"}}]}}";
+    sv_dfa_t *d = NULL;
+    sv_error_t e;
+    sv_status st = sv_structural_tag_compile(stag, sizeof stag - 1, NULL, &d, &e);
+    CHECK(st == SV_OK, "structural tag: %s", e.message);
+    if (st) return;
+    CHECK(sv_dfa_num_parts(d) > 1, "structural tag: no parts (%u)", sv_dfa_num_parts(d));
+    uint32_t deepest = walks_dfa("structural tag", d, v, ts, 4, 160);
+    CHECK(deepest >= 3, "structural tag: the walks reached a depth of only %u", deepest);
+}
+
+/* A schema framed in free text (fsm/schema.h, sv_schema_frame_t): text,
+ * then from the first "[" the array, whose free-form items are calls. */
+static void framed_walks(const vocab_t *v, const sv_token_set_t *ts) {
+    static const char schema[] = "{\"type\":\"array\",\"items\":{}}";
+    sv_schema_frame_t f = {.trigger = "[", .blocks = false};
+    sv_schema_opts_t o;
+    sv_schema_opts_default(&o);
+    o.frame = &f;
+    sv_dfa_t *d = NULL;
+    sv_error_t e;
+    sv_status st = sv_schema_compile(schema, sizeof schema - 1, &o, &d, NULL, &e);
+    CHECK(st == SV_OK, "framed: %s", e.message);
+    if (st) return;
+    CHECK(!sv_dfa_matches(d, (const uint8_t *)"a[1]b", 5) && sv_dfa_matches(d, (const uint8_t *)"ab[1, {}]", 9) &&
+              sv_dfa_matches(d, (const uint8_t *)"no list", 7),
+          "framed: the language is not text then the list");
+    uint32_t deepest = walks_dfa("framed", d, v, ts, 4, 160);
+    CHECK(deepest >= 3, "framed: the walks reached a depth of only %u", deepest);
+}
+
 static bool match(const sv_dfa_t *d, const char *s) { return sv_dfa_matches(d, (const uint8_t *)s, strlen(s)); }
 
 /* Free-form values 50 deep, and broken at every depth. */
@@ -366,6 +404,8 @@ int main(void) {
         walks(wide, &v, ts, 4, 160);
     }
     grammar_walks(&v, ts);
+    structural_tag_walks(&v, ts);
+    framed_walks(&v, ts);
     deep();
     budgets(&v, ts);
     sv_token_set_destroy(ts);
