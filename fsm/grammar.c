@@ -29,6 +29,7 @@
 
 #include "util/hash.h"
 #include "util/memacct.h"
+#include "util/utf8.h"
 #include "fsm/internal/dfa_internal.h"
 #include "fsm/internal/grammar_internal.h"
 
@@ -91,6 +92,61 @@ gnode_t *gp_node(gp_t *p, gkind kind, size_t off) {
     g->kind = kind;
     g->off = off;
     return g;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+sv_status gp_char(gp_t *p, uint32_t *cp, char *escape) {
+    size_t at = p->pos;
+    *escape = 0;
+    if (p->pos >= p->n) return gp_fail(p, SV_ERR_SYNTAX, at, "unexpected end of the grammar");
+    const uint8_t *u = (const uint8_t *)p->s + p->pos;
+    if (u[0] != '\\') {
+        int k = sv_utf8_decode(u, p->n - p->pos, cp);
+        if (k == 0) return gp_fail(p, SV_ERR_SYNTAX, at, "invalid UTF-8");
+        if (*cp == 0) return gp_fail(p, SV_ERR_SYNTAX, at, "a NUL byte (write \\x00)");
+        p->pos += (size_t)k;
+        return SV_OK;
+    }
+    if (p->pos + 1 >= p->n) return gp_fail(p, SV_ERR_SYNTAX, at, "unexpected end of the grammar after '\\'");
+    char e = p->s[p->pos + 1];
+    if (e == 0) return gp_fail(p, SV_ERR_SYNTAX, at + 1, "a NUL byte (write \\x00)");
+    p->pos += 2;
+    int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+    if (!digits) {
+        *escape = e;
+        return SV_OK;
+    }
+    uint32_t v = 0;
+    for (int i = 0; i < digits; i++) {
+        int h = p->pos < p->n ? hexval(p->s[p->pos]) : -1;
+        if (h < 0) return gp_fail(p, SV_ERR_SYNTAX, at, "\\%c needs %d hex digits", e, digits);
+        v = v * 16 + (uint32_t)h;
+        p->pos++;
+    }
+    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+        return gp_fail(p, SV_ERR_SYNTAX, at, "\\%c%0*X is not a Unicode scalar value", e, digits, v);
+    *cp = v;
+    return SV_OK;
+}
+
+sv_status gp_uint(gp_t *p, uint32_t *v) {
+    size_t at = p->pos;
+    uint64_t x = 0;
+    if (p->pos >= p->n || p->s[p->pos] < '0' || p->s[p->pos] > '9')
+        return gp_fail(p, SV_ERR_SYNTAX, at, "expecting a number");
+    while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
+        x = x * 10 + (uint64_t)(p->s[p->pos++] - '0');
+        if (x > SV_GRAMMAR_MAX_REPEAT)
+            return gp_fail(p, SV_ERR_BUDGET, at, "a repetition bound above %u", SV_GRAMMAR_MAX_REPEAT);
+    }
+    *v = (uint32_t)x;
+    return SV_OK;
 }
 
 gnode_t *gp_list(gp_t *p, gkind kind, gnode_t **kids, uint32_t n, size_t off) {

@@ -34,42 +34,12 @@ static void skip_space(gp_t *p, bool newlines) {
 }
 
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* One character of a literal or a class: an escape or a UTF-8 sequence. */
 static sv_status parse_char(gp_t *p, uint32_t *cp) {
     size_t at = p->pos;
-    if (p->pos >= p->n) return gp_fail(p, SV_ERR_SYNTAX, at, "unexpected end of the grammar");
-    const uint8_t *u = (const uint8_t *)p->s + p->pos;
-    if (u[0] != '\\') {
-        int k = sv_utf8_decode(u, p->n - p->pos, cp);
-        if (k == 0) return gp_fail(p, SV_ERR_SYNTAX, at, "invalid UTF-8");
-        if (*cp == 0) return gp_fail(p, SV_ERR_SYNTAX, at, "a NUL byte (write \\x00)");
-        p->pos += (size_t)k;
-        return SV_OK;
-    }
-    if (p->pos + 1 >= p->n) return gp_fail(p, SV_ERR_SYNTAX, at, "unexpected end of the grammar after '\\'");
-    char e = p->s[p->pos + 1];
-    p->pos += 2;
-    int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
-    if (digits) {
-        uint32_t v = 0;
-        for (int i = 0; i < digits; i++) {
-            int h = p->pos < p->n ? hexval(p->s[p->pos]) : -1;
-            if (h < 0) return gp_fail(p, SV_ERR_SYNTAX, at, "\\%c needs %d hex digits", e, digits);
-            v = v * 16 + (uint32_t)h;
-            p->pos++;
-        }
-        if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-            return gp_fail(p, SV_ERR_SYNTAX, at, "\\%c%0*X is not a Unicode scalar value", e, digits, v);
-        *cp = v;
-        return SV_OK;
-    }
+    char e;
+    sv_status st = gp_char(p, cp, &e);
+    if (st || !e) return st;
     switch (e) {
     case 't': *cp = '\t'; return SV_OK;
     case 'r': *cp = '\r'; return SV_OK;
@@ -150,19 +120,6 @@ static sv_status parse_class(gp_t *p, gnode_t **out) {
     return st;
 }
 
-static sv_status parse_uint(gp_t *p, uint32_t *v) {
-    size_t at = p->pos;
-    uint64_t x = 0;
-    if (!(peek(p) >= '0' && peek(p) <= '9')) return gp_fail(p, SV_ERR_SYNTAX, at, "expecting a number");
-    while (peek(p) >= '0' && peek(p) <= '9') {
-        x = x * 10 + (uint64_t)(p->s[p->pos++] - '0');
-        if (x > SV_GRAMMAR_MAX_REPEAT)
-            return gp_fail(p, SV_ERR_BUDGET, at, "a repetition bound above %u", SV_GRAMMAR_MAX_REPEAT);
-    }
-    *v = (uint32_t)x;
-    return SV_OK;
-}
-
 static sv_status parse_alternates(gp_t *p, bool nested, gnode_t **out);
 
 /* A sequence of elements with their repetitions; stops before '|', ')',
@@ -214,14 +171,14 @@ static sv_status parse_sequence(gp_t *p, bool nested, gnode_t **out) {
             p->pos++;
             if (c == '{') {
                 skip_space(p, false);
-                if ((st = parse_uint(p, &min))) break;
+                if ((st = gp_uint(p, &min))) break;
                 skip_space(p, false);
                 max = min;
                 if (peek(p) == ',') {
                     p->pos++;
                     skip_space(p, false);
                     max = SV_AST_INF;
-                    if (peek(p) >= '0' && peek(p) <= '9' && (st = parse_uint(p, &max))) break;
+                    if (peek(p) >= '0' && peek(p) <= '9' && (st = gp_uint(p, &max))) break;
                     skip_space(p, false);
                 }
                 if (peek(p) != '}') {

@@ -117,13 +117,6 @@ static size_t read_name(gp_t *p) {
     return p->pos - at;
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* One character of a "string", as Python's string literals read it: the
  * escapes \n \t \r \f \v \a \b \0-\777 \xhh \uhhhh \Uhhhhhhhh \\ \" \', and
  * any other backslash kept as itself. *two is set when the escape stood for
@@ -131,31 +124,13 @@ static int hexval(char c) {
 static sv_status string_char(gp_t *p, uint32_t *cp, uint32_t *second) {
     size_t at = p->pos;
     *second = UINT32_MAX;
-    const uint8_t *u = (const uint8_t *)p->s + p->pos;
-    if (u[0] != '\\') {
-        int k = sv_utf8_decode(u, p->n - p->pos, cp);
-        if (k == 0) return gp_fail(p, SV_ERR_SYNTAX, at, "invalid UTF-8");
-        if (*cp == 0) return gp_fail(p, SV_ERR_SYNTAX, at, "a NUL byte (write \\x00)");
-        if (*cp == '\n') return gp_fail(p, SV_ERR_SYNTAX, at, "a string cannot span lines (write \\n)");
-        p->pos += (size_t)k;
-        return SV_OK;
-    }
-    if (p->pos + 1 >= p->n) return gp_fail(p, SV_ERR_SYNTAX, at, "unexpected end of the grammar after '\\'");
-    char e = p->s[p->pos + 1];
-    p->pos += 2;
-    int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
-    if (digits) {
-        uint32_t v = 0;
-        for (int i = 0; i < digits; i++) {
-            int h = p->pos < p->n ? hexval(p->s[p->pos]) : -1;
-            if (h < 0) return gp_fail(p, SV_ERR_SYNTAX, at, "\\%c needs %d hex digits", e, digits);
-            v = v * 16 + (uint32_t)h;
-            p->pos++;
-        }
-        if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-            return gp_fail(p, SV_ERR_SYNTAX, at, "\\%c%0*X is not a Unicode scalar value", e, digits, v);
-        if (v == 0) return gp_fail(p, SV_ERR_UNSUPPORTED, at, "a NUL character cannot be generated as text");
-        *cp = v;
+    char e;
+    bool escaped = p->pos < p->n && p->s[p->pos] == '\\';
+    sv_status st = gp_char(p, cp, &e);
+    if (st) return st;
+    if (!e) {
+        if (!escaped && *cp == '\n') return gp_fail(p, SV_ERR_SYNTAX, at, "a string cannot span lines (write \\n)");
+        if (escaped && *cp == 0) return gp_fail(p, SV_ERR_UNSUPPORTED, at, "a NUL character cannot be generated as text");
         return SV_OK;
     }
     if (e >= '0' && e <= '7') {
@@ -408,19 +383,6 @@ static sv_status parse_regex(gp_t *p, gnode_t **out) {
 
 /* ---- expansions ---------------------------------------------------------------- */
 
-static sv_status parse_uint(gp_t *p, uint32_t *v) {
-    size_t at = p->pos;
-    uint64_t x = 0;
-    if (!(peek(p) >= '0' && peek(p) <= '9')) return gp_fail(p, SV_ERR_SYNTAX, at, "expecting a number");
-    while (peek(p) >= '0' && peek(p) <= '9') {
-        x = x * 10 + (uint64_t)(p->s[p->pos++] - '0');
-        if (x > SV_GRAMMAR_MAX_REPEAT)
-            return gp_fail(p, SV_ERR_BUDGET, at, "a repetition bound above %u", SV_GRAMMAR_MAX_REPEAT);
-    }
-    *v = (uint32_t)x;
-    return SV_OK;
-}
-
 /* g followed by the ignored text, when g is a terminal read by a rule. */
 static gnode_t *then_ignored(lk_t *k, gnode_t *g) {
     gp_t *p = k->p;
@@ -513,13 +475,13 @@ static sv_status parse_sequence(lk_t *k, bool nested, gnode_t **out) {
             p->pos++;
             if (c == '~') {
                 skip_space(p, false);
-                if ((st = parse_uint(p, &min))) break;
+                if ((st = gp_uint(p, &min))) break;
                 max = min;
                 skip_space(p, false);
                 if (peek(p) == '.' && peek_at(p, 1) == '.') {
                     p->pos += 2;
                     skip_space(p, false);
-                    if ((st = parse_uint(p, &max))) break;
+                    if ((st = gp_uint(p, &max))) break;
                     if (max < min) {
                         st = gp_fail(p, SV_ERR_SYNTAX, here, "a repetition ~ %u..%u whose maximum is below its minimum",
                                      min, max);
@@ -743,7 +705,7 @@ static sv_status parse_definition(lk_t *k) {
         p->pos++;
         if (peek(p) == '-') p->pos++;
         uint32_t prio;
-        sv_status st = parse_uint(p, &prio);
+        sv_status st = gp_uint(p, &prio);
         if (st) return st;
     }
     skip_space(p, false);

@@ -5,15 +5,7 @@
 #include "fsm/internal/free_text.h"
 #include "fsm/internal/schema_internal.h"
 
-static sv_ast_t *bytes_of(sctx_t *c, const char *s) {
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0) return sv_ast_empty(c->arena);
-    sv_ast_t **k = sv_arena_alloc(c->arena, n * sizeof *k);
-    if (!k) return NULL;
-    for (size_t i = 0; i < n; i++)
-        if (!(k[i] = sv_ast_bytes(c->arena, (uint8_t)s[i], (uint8_t)s[i]))) return NULL;
-    return sv_ast_cat(c->arena, k, (uint32_t)n);
-}
+static sv_ast_t *bytes_of(sctx_t *c, const char *s) { return sv_sc_lit(c, s ? s : "", s ? strlen(s) : 0); }
 
 sv_status sv_sc_frame(sctx_t *c, const sv_schema_frame_t *f, sv_ast_t **top, sv_dfa_t *kept[2]) {
     size_t tn = f->trigger ? strlen(f->trigger) : 0;

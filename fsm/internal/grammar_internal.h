@@ -68,6 +68,13 @@ gnode_t *gp_node(gp_t *p, gkind kind, size_t off);
 /* The index of the rule named s[0..len), added (undefined) when new;
  * UINT32_MAX with err set past SV_GRAMMAR_MAX_RULES or out of memory. */
 uint32_t gp_rule_of(gp_t *p, const char *s, uint32_t len, size_t off);
+/* One character of a literal at p->pos: a UTF-8 sequence (not NUL), or
+ * the escapes both formats share, \xHH \uHHHH \UHHHHHHHH (a Unicode scalar
+ * value). Another backslash escape leaves its letter in *escape (0
+ * otherwise) and p->pos after it, for the front end to read. */
+sv_status gp_char(gp_t *p, uint32_t *cp, char *escape);
+/* A repetition bound in decimal at p->pos (at most SV_GRAMMAR_MAX_REPEAT). */
+sv_status gp_uint(gp_t *p, uint32_t *v);
 /* A node of kind SEQ or ALT over kids[0..n) (copied), or kids[0] when n is 1. */
 gnode_t *gp_list(gp_t *p, gkind kind, gnode_t **kids, uint32_t n, size_t off);
 
