@@ -88,7 +88,7 @@ def main():
     print("| grammar | engine | TTFM ms | masks | TBM p50 µs | p99 µs | max µs |")
     print("|:--|:--|--:|--:|--:|--:|--:|")
     for g in a.grammars:
-        name = pathlib.Path(g).stem
+        name = pathlib.Path(g).stem + (" (Lark)" if g.endswith(".lark") else "")
         r = subprocess.run([a.sieve_bench, a.tokenizer, "gbnf:" + g, str(a.walks), str(a.steps)],
                            capture_output=True, text=True)
         s = json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr.strip()[:80]}
