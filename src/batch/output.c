@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "src/api/schema_check.h"
+#include "src/api/tools.h"
 
 /* ---- output ------------------------------------------------------------------ */
 
@@ -93,12 +94,24 @@ static bool check_answer(sv_batch_output_t *o, const sv_batch_line_t *line, json
     sv_api_error_t e;
     if (sv_api_parse(line->kind, line->body, line->body_len, o->lim, &r, &e)) return true; /* checked at the start */
     bool ok = true;
+    /* tool_choice "auto": a choice's calls, when it made any, against the
+     * call list they were constrained to (src/api/tools.h); a text answer
+     * is free. */
+    bool auto_calls = !r.c.on && r.tools && r.tool_choice == SV_TOOLS_AUTO;
+    char *calls_text = NULL;
+    if (auto_calls && !sv_tools_call_schema(&r, true, &calls_text, &e)) {
+        r.c = (sv_api_constraint_t){.on = true, .kind = SV_CONSTRAINT_SCHEMA, .text = calls_text,
+                                    .len = strlen(calls_text), .tool_calls = true};
+        snprintf(r.c.param, sizeof r.c.param, "tools");
+    }
     if (r.c.on) {
         json_t *schema = r.c.kind == SV_CONSTRAINT_SCHEMA ? json_loadb(r.c.text, r.c.len, JSON_ALLOW_NUL, NULL) : NULL;
         size_t i;
         json_t *ch;
         bool unchecked = false;
         json_array_foreach(json_object_get(b, "choices"), i, ch) {
+            if (auto_calls && !json_array_size(json_object_get(json_object_get(ch, "message"), "tool_calls")))
+                continue;
             if (r.c.kind == SV_CONSTRAINT_SCHEMA && !schema) {
                 unchecked = true;
                 break;

@@ -296,3 +296,37 @@ def test_priority_header(server):
     assert a.json()["choices"][0]["message"] == b.json()["choices"][0]["message"]
     r = post("urgent")
     assert r.status_code == 400 and "X-Sieve-Priority" in r.json()["error"]["message"]
+
+
+def test_auto_tool_calls_are_checked_again(tmp_path):
+    """tool_choice auto in a batch: a choice's calls are checked against the
+    call list they were constrained to (src/batch/output.c); a text answer
+    passes, and calls spoiled as a compiler bug would spoil them (a tool
+    that does not exist) are a validation_failed line."""
+    shots = []
+    for i, (a, b) in enumerate([(2, 5), (7, 1), (4, 4)]):
+        shots.append({"role": "user", "content": f"Add {a} and {b}."})
+        shots.append({"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{i}", "type": "function",
+            "function": {"name": "add", "arguments": json.dumps({"a": a, "b": b})}}]})
+    calls = chat("a0", "", tools=TOOLS, tool_choice="auto")
+    calls["body"]["messages"] = shots + [{"role": "user", "content": "Add 6 and 9."}]
+    text = chat("a1", "Say hello.", tools=TOOLS, tool_choice="auto", max_tokens=12)
+    inp, out, errs = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "err.jsonl"
+    write_lines(inp, [calls, text])
+    r = run_batch(inp, out, "--errors", str(errs))
+    assert r.returncode == 0, r.stderr
+    got = {l["custom_id"]: l for l in read_out(out)}
+    assert set(got) == {"a0", "a1"} and read_out(errs) == []
+    (call,) = got["a0"]["response"]["body"]["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "add"
+    jsonschema.validate(json.loads(call["function"]["arguments"]), TOOLS[0]["function"]["parameters"])
+    for f in (out, errs):
+        f.unlink()
+    env = dict(os.environ, SIEVE_TEST_BATCH_SPOIL="a0")
+    cmd = [sieve_bin(), "batch", "-m", str(MODEL), "-i", str(inp), "-o", str(out), "--errors", str(errs)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr
+    (bad,) = read_out(errs)
+    assert bad["custom_id"] == "a0" and bad["error"]["code"] == "validation_failed", bad
+    assert [l["custom_id"] for l in read_out(out)] == ["a1"]
