@@ -21,19 +21,28 @@
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 
+/* The calls in data as scanner form reads them: 0 one call object, 1 the
+ * call list, 2 and 3 an "auto" answer of ChatML and of the other families. */
+static size_t scan(int form, const uint8_t *data, size_t size, sv_tools_scan_t *out, size_t max) {
+    if (form < 2) return sv_tools_scan_calls((const char *)data, size, form == 1, out, max);
+    return sv_tools_scan_tagged((const char *)data, size, form == 2 ? SV_CHAT_CHATML : SV_CHAT_LLAMA3, out, max);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    /* The streaming call scanner on the raw bytes, both forms: offsets stay
-     * inside the text, and a call's arguments end where the text does or
-     * before. */
-    for (int array = 0; array < 2; array++) {
+    /* The streaming call scanners on the raw bytes, every form (one call
+     * object, the call list, an "auto" answer in ChatML's and in the other
+     * families' format): offsets stay inside the text, and a call's
+     * arguments end where the text does or before. */
+    for (int form = 0; form < 4; form++) {
+
         /* Any number of calls: a scan into a small buffer counts them, a
          * second one into a buffer that size reads them all, the same. */
         sv_tools_scan_t few[2];
-        size_t k = sv_tools_scan_calls((const char *)data, size, array, few, 2);
+        size_t k = scan(form, data, size, few, 2);
         sv_tools_scan_t *sc = malloc((k ? k : 1) * sizeof *sc);
         CHECK(sc);
-        CHECK(sv_tools_scan_calls((const char *)data, size, array, sc, k) == k);
+        CHECK(scan(form, data, size, sc, k) == k);
         for (size_t i = 0; i < k; i++) {
             CHECK(i >= 2 || (few[i].name_off == sc[i].name_off && few[i].name_len == sc[i].name_len &&
                              few[i].args_off == sc[i].args_off && few[i].args_len == sc[i].args_len &&
@@ -82,7 +91,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 CHECK(content_len <= n);
                 json_decref(c);
                 json_decref(sv_tools_calls_from_array(body, n));
-                (void)sv_tools_may_be_call(body, n);
+                for (int k = SV_CHAT_CHATML; k <= SV_CHAT_GEMMA; k++) {
+                    content_len = 0;
+                    c = sv_tools_calls_tagged(body, n, k, r.tools, &content_len);
+                    CHECK(content_len <= n);
+                    json_decref(c);
+                    /* "auto"'s constraint: a framed call schema */
+                    char *text = NULL;
+                    sv_api_error_t te;
+                    if (r.tool_choice == SV_TOOLS_AUTO && !sv_tools_tagged_calls(&r, k, &text, &te)) {
+                        json_t *j = json_loads(text, 0, NULL);
+                        CHECK(json_is_object(json_object_get(j, "frame")) && json_is_object(json_object_get(j, "schema")));
+                        json_decref(j);
+                    }
+                    free(text);
+                }
             }
         }
         sv_api_request_free(&r);
