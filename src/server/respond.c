@@ -115,12 +115,14 @@ void sv_server_start_stream(req_t *r) {
 }
 
 /* Where the text before a call ends: the first trigger (tools.h,
- * sv_tools_trigger), or a start of one at the very end, with the whitespace
- * before it (which the content leaves out, sv_tools_calls_tagged). */
-static size_t before_trigger(const char *t, size_t n, const char *trigger) {
+ * sv_tools_trigger) at or after from, or a start of one at the very end,
+ * with the whitespace before it (which the content leaves out,
+ * sv_tools_calls_tagged). The text before from (what was streamed) holds
+ * none, so each new output scans only what is new. */
+static size_t before_trigger(const char *t, size_t n, size_t from, const char *trigger) {
     const size_t k = strlen(trigger);
     size_t end = n;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = from; i < n; i++) {
         size_t m = n - i < k ? n - i : k;
         if (t[i] == trigger[0] && !memcmp(t + i, trigger, m)) {
             end = i;
@@ -141,7 +143,8 @@ static bool holding(const req_t *r, const choice_t *c) {
 
 size_t sv_server_stream_to(const req_t *r, const choice_t *c) {
     if (r->api.c.tagged_calls) {
-        size_t end = before_trigger((const char *)c->text.p, c->text.n, sv_tools_trigger(r->s->deps.tmpl->kind));
+        size_t end = before_trigger((const char *)c->text.p, c->text.n, c->sent,
+                                    sv_tools_trigger(r->s->deps.tmpl->kind));
         return end > c->sent ? end : c->sent;
     }
     return holding(r, c) ? c->sent : c->text.n;
