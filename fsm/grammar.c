@@ -511,13 +511,397 @@ static const sv_dfa_t *resolve(void *ctx, uint32_t id, sv_error_t *err) {
     return x->dfa;
 }
 
-/* Parses, analyses and lowers the start rule into *top: an AST whose calls
- * name parts p->id_base + 1 .. p->id_base + p->nparts (resolve). */
-static sv_status lower_start(gp_t *p, sv_ast_t **top) {
-    uint32_t root;
-    sv_status st = p->lark ? sv_lark_parse(p, &root) : sv_gbnf_parse(p, &root);
-    if (st) return st;
-    st = analyse(p, root);
+/* ---- returns absorbed by their callers' continuations ------------------------- */
+
+/* The linker refuses a part that may go on, at a final state, with a byte
+ * its caller may read after the call returns (arithmetic.gbnf: a term ends
+ * in `ws`, which may take the newline `root` reads after it). Where a call
+ * site `A rest` is such a conflict, the site becomes a call of a new rule
+ * A' ::= (A's body) rest: the same strings, but the bytes that were a
+ * return or a move are now one determinized automaton, which tells them
+ * apart by what comes after. A' is recursive only when rest or A's body
+ * leads back to the caller; otherwise it is inlined like any rule. */
+
+typedef struct {
+    uint64_t b[4];
+} bset_t;
+
+static void bset_range(bset_t *s, uint32_t lo, uint32_t hi) {
+    for (uint32_t c = lo; c <= hi && c < 256; c++) s->b[c >> 6] |= 1ull << (c & 63);
+}
+
+static bool bset_meets(const bset_t *x, const bset_t *y) {
+    for (int i = 0; i < 4; i++)
+        if (x->b[i] & y->b[i]) return true;
+    return false;
+}
+
+/* The first byte of a code point's UTF-8 encoding (monotonic in cp). */
+static uint32_t utf8_lead(uint32_t cp) {
+    if (cp < 0x80) return cp;
+    if (cp < 0x800) return 0xC0 | (cp >> 6);
+    if (cp < 0x10000) return 0xE0 | (cp >> 12);
+    return 0xF0 | (cp >> 18);
+}
+
+/* Adds the bytes a string of x may start with to s (a superset where
+ * exactness would cost more than it saves: a call may start with anything);
+ * returns whether x derives the empty string. */
+static bool ast_first(const sv_ast_t *x, bset_t *s) {
+    switch (x->kind) {
+    case SV_AST_NONE: return false;
+    case SV_AST_EMPTY:
+    case SV_AST_BOL:
+    case SV_AST_EOL: return true;
+    case SV_AST_CLASS:
+        for (uint32_t i = 0; i < x->nranges; i++) bset_range(s, utf8_lead(x->ranges[i].lo), utf8_lead(x->ranges[i].hi));
+        return false;
+    case SV_AST_BYTES: bset_range(s, x->lo, x->hi); return false;
+    case SV_AST_CAT:
+        for (uint32_t i = 0; i < x->nkids; i++)
+            if (!ast_first(x->kids[i], s)) return false;
+        return true;
+    case SV_AST_ALT: {
+        bool e = false;
+        for (uint32_t i = 0; i < x->nkids; i++) e |= ast_first(x->kids[i], s);
+        return e;
+    }
+    case SV_AST_REPEAT: return (x->max > 0 && ast_first(x->kids[0], s)) || x->min == 0;
+    case SV_AST_DFA:
+        for (uint32_t c = 0; c < 256; c++)
+            if (sv_dfa_next(x->dfa, 0, (uint8_t)c) != SV_DFA_DEAD) bset_range(s, c, c);
+        return sv_dfa_is_accepting(x->dfa, 0);
+    case SV_AST_GRAPH: bset_range(s, 0, 255); return true;
+    }
+    return true;
+}
+
+/* The same for a tree; depth bounds the rules followed (no left recursion
+ * is left, so references end; the bound only caps the work). */
+static bool g_first(gp_t *p, const gnode_t *g, bset_t *s, uint32_t depth) {
+    switch (g->kind) {
+    case G_LEAF: return ast_first(g->leaf, s);
+    case G_REF: {
+        const rule_t *x = &p->rules[g->rule];
+        if (!x->productive) return false;
+        if (depth > 64) {
+            bset_range(s, 0, 255);
+            return x->nullable;
+        }
+        g_first(p, x->body, s, depth + 1);
+        return x->nullable;
+    }
+    case G_SEQ:
+        for (uint32_t i = 0; i < g->n; i++)
+            if (!g_first(p, g->kids[i], s, depth)) return false;
+        return true;
+    case G_ALT: {
+        bool e = false;
+        for (uint32_t i = 0; i < g->n; i++) e |= g_first(p, g->kids[i], s, depth);
+        return e;
+    }
+    case G_REP: return (g->max > 0 && g_first(p, g->kids[0], s, depth)) || g->min == 0;
+    }
+    return true;
+}
+
+static const sv_dfa_t *resolve(void *ctx, uint32_t id, sv_error_t *err);
+
+/* The bytes with which part rule r may go on from a final state (all of
+ * them where it may go on with a call there). */
+static sv_status part_goes_on(gp_t *p, uint32_t r, bset_t *s) {
+    sv_error_t e;
+    sv_error_clear(&e);
+    const sv_dfa_t *d = resolve(p, p->rules[r].part, &e);
+    if (!d) return sv_error_set(p->err, e.code ? e.code : SV_ERR_INTERNAL, -1, "%s", e.message);
+    uint32_t n = sv_dfa_num_states(d);
+    for (uint32_t q = 0; q < n; q++) {
+        if (!sv_dfa_is_accepting(d, (int32_t)q)) continue;
+        for (uint32_t c = 0; c < 256; c++)
+            if (sv_dfa_next(d, (int32_t)q, (uint8_t)c) != SV_DFA_DEAD)
+                bset_range(s, c == SV_CALL_MARK ? 0 : c, c == SV_CALL_MARK ? 255 : c);
+    }
+    return SV_OK;
+}
+
+typedef struct {
+    uint32_t rule, to;
+    const gnode_t *rest;
+} absorb_memo_t;
+
+typedef struct {
+    bset_t *goes_on;  /* (nrules) for the recursive rules, this round */
+    absorb_memo_t memo[64]; /* the A' made, by (A, rest) */
+    uint32_t nmemo;
+    uint32_t made;    /* rules added, over all rounds */
+    uint32_t changed; /* sequences rewritten this round */
+} absorb_t;
+
+/* A new rule named after rule `like` (or "loop") whose body is the
+ * sequence kids[0..n) (set by the caller when n is 0), and a reference to
+ * it in *ref (NULL past the bound on new rules). */
+static sv_status new_rule(gp_t *p, absorb_t *ab, uint32_t like, gnode_t **kids, uint32_t n, size_t off,
+                          gnode_t **ref) {
+    *ref = NULL;
+    if (ab->made >= 64) return SV_OK; /* bounded: the linker's refusal stands */
+    const char *base = like == UINT32_MAX ? "loop" : p->rules[like].name;
+    uint32_t blen = like == UINT32_MAX ? 4 : p->rules[like].len;
+    char *name = sv_arena_alloc(p->a, blen + 16);
+    if (!name) return gp_nomem(p);
+    int len = snprintf(name, blen + 16, "%.*s'%u", (int)blen, base, ++ab->made);
+    uint32_t x = gp_rule_of(p, name, (uint32_t)len, off);
+    if (x == UINT32_MAX) return p->err->code;
+    if (n && !(p->rules[x].body = gp_list(p, G_SEQ, kids, n, off))) return p->err->code;
+    p->rules[x].def_off = like == UINT32_MAX ? off : p->rules[like].def_off;
+    if (!(*ref = gp_node(p, G_REF, off))) return p->err->code;
+    (*ref)->rule = x;
+    return SV_OK;
+}
+
+/* Whether g ends, in some derivation, with a call of a recursive rule that
+ * may go on with a byte of f: what the linker refuses when f is what comes
+ * after g. A rule without calls of its own is looked into. */
+static bool tail_conflict(gp_t *p, const absorb_t *ab, const gnode_t *g, const bset_t *f, uint32_t depth) {
+    if (depth > 64) return false;
+    switch (g->kind) {
+    case G_LEAF: return false;
+    case G_REF: {
+        const rule_t *x = &p->rules[g->rule];
+        if (!x->productive) return false;
+        if (x->recursive) return bset_meets(f, &ab->goes_on[g->rule]);
+        return x->plain != 1 && tail_conflict(p, ab, x->body, f, depth + 1);
+    }
+    case G_ALT:
+        for (uint32_t i = 0; i < g->n; i++)
+            if (tail_conflict(p, ab, g->kids[i], f, depth + 1)) return true;
+        return false;
+    case G_SEQ: {
+        bset_t after = *f;
+        for (uint32_t i = g->n; i-- > 0;) {
+            if (tail_conflict(p, ab, g->kids[i], &after, depth + 1)) return true;
+            bset_t first = {{0}};
+            if (!g_first(p, g->kids[i], &first, 0)) return false;
+            for (int w = 0; w < 4; w++) after.b[w] |= first.b[w];
+        }
+        return false;
+    }
+    case G_REP: {
+        if (g->max == 0) return false;
+        bset_t after = *f;
+        if (g->max > 1) g_first(p, g->kids[0], &after, 0);
+        return tail_conflict(p, ab, g->kids[0], &after, depth + 1);
+    }
+    }
+    return false;
+}
+
+/* g's kids from `from` on, as one node (an empty sequence when none). */
+static gnode_t *seq_from(gp_t *p, gnode_t *g, uint32_t from) {
+    if (from >= g->n) return gp_node(p, G_SEQ, g->off);
+    return gp_list(p, G_SEQ, g->kids + from, g->n - from, g->kids[from]->off);
+}
+
+/* The bytes with which g starts other than by a loop: what its automaton's
+ * start reads into another state, or by a call (fsm/program.c: a caller that
+ * reads a byte by a loop at the return state does not compete with a part
+ * that reads it too). All bytes where g does not compile. */
+static void hard_first(gp_t *p, const gnode_t *g, bset_t *s) {
+    memset(s, 0, sizeof *s);
+    sv_ast_t *x = lower(p, g);
+    sv_dfa_t *d = NULL;
+    sv_error_t e;
+    sv_error_clear(&e);
+    if (!x || sv_dfa_from_ast(x, p->lim, &d, &e) != SV_OK) {
+        bset_range(s, 0, 255);
+        return;
+    }
+    for (uint32_t c = 0; c < 256; c++) {
+        int32_t t = sv_dfa_next(d, 0, (uint8_t)c);
+        if (t == SV_DFA_DEAD || t == 0) continue;
+        if (c == SV_CALL_MARK) bset_range(s, 0, 255);
+        else bset_range(s, c, c);
+    }
+    sv_dfa_destroy(d);
+}
+
+/* The rule A' ::= (A's body) rest for rule a and the node rest, made once. */
+static sv_status absorbed(gp_t *p, absorb_t *ab, uint32_t a, gnode_t *rest, size_t off, gnode_t **ref) {
+    for (uint32_t i = 0; i < ab->nmemo; i++)
+        if (ab->memo[i].rule == a && ab->memo[i].rest == rest) {
+            if (!(*ref = gp_node(p, G_REF, off))) return p->err->code;
+            (*ref)->rule = ab->memo[i].to;
+            return SV_OK;
+        }
+    gnode_t *kids[2] = {p->rules[a].body, rest};
+    sv_status st = new_rule(p, ab, a, kids, 2, off, ref);
+    if (st || !*ref) return st;
+    if (ab->nmemo < sizeof ab->memo / sizeof *ab->memo)
+        ab->memo[ab->nmemo++] = (absorb_memo_t){.rule = a, .rest = rest, .to = (*ref)->rule};
+    return SV_OK;
+}
+
+/* Rewrites the first kid of sequence g whose ending conflicts with what
+ * follows it (tail_conflict), so that what follows moves inside it, where
+ * the next round, or the automaton, can tell the two apart:
+ *   A rest            ->  A'          A' ::= (A's body) rest   (A recursive)
+ *   B rest            ->  (B's body) rest                      (B without a part)
+ *   (x | y) rest      ->  (x rest | y rest)
+ *   (x y) rest        ->  x y rest
+ *   (γ A)* rest       ->  T           T = rest | γ X,  X ::= (A's body) T
+ *   (γ A)+ rest       ->  γ X
+ * Each is the same language. The loop's X calls itself only at its end, so
+ * the text after `\n` in `item ("\n" item)*` is read inside X. */
+static sv_status absorb_seq(gp_t *p, absorb_t *ab, gnode_t *g) {
+    for (uint32_t i = 0; i < g->n; i++) {
+        gnode_t *k = g->kids[i];
+        if (k->kind == G_REP) {
+            if (k->max != SV_AST_INF || k->min > 1) continue;
+            gnode_t *body = k->kids[0];
+            gnode_t *last = body->kind == G_SEQ && body->n ? body->kids[body->n - 1] : body;
+            if (last->kind != G_REF || !p->rules[last->rule].recursive) continue;
+            gnode_t *from = seq_from(p, g, i);
+            if (!from) return p->err->code;
+            bset_t f;
+            hard_first(p, from, &f);
+            if (!tail_conflict(p, ab, body, &f, 0)) continue;
+            gnode_t *rest = seq_from(p, g, i + 1), *ref;
+            if (!rest) return p->err->code;
+            sv_status st = new_rule(p, ab, last->rule, NULL, 0, k->off, &ref);
+            if (st || !ref) return st;
+            uint32_t ng = body->kind == G_SEQ ? body->n : 1;
+            gnode_t **loop = sv_arena_alloc(p->a, ng * sizeof *loop);
+            if (!loop) return gp_nomem(p);
+            memcpy(loop, body->kind == G_SEQ ? body->kids : &body, (ng - 1) * sizeof *loop);
+            loop[ng - 1] = ref;
+            gnode_t *alts[2] = {rest, gp_list(p, G_SEQ, loop, ng, k->off)};
+            if (!alts[1]) return p->err->code;
+            gnode_t *t = gp_list(p, G_ALT, alts, 2, k->off);
+            if (!t) return p->err->code;
+            gnode_t *xb[2] = {p->rules[last->rule].body, t};
+            if (!(p->rules[ref->rule].body = gp_list(p, G_SEQ, xb, 2, k->off))) return p->err->code;
+            if (ab->nmemo < sizeof ab->memo / sizeof *ab->memo)
+                ab->memo[ab->nmemo++] = (absorb_memo_t){.rule = last->rule, .rest = t, .to = ref->rule};
+            g->kids[i] = k->min == 0 ? t : alts[1];
+            g->n = i + 1;
+            ab->changed++;
+            return SV_OK;
+        }
+        if (i + 1 == g->n || k->kind == G_LEAF) continue;
+        gnode_t *rest = i + 2 == g->n ? g->kids[i + 1] : seq_from(p, g, i + 1);
+        if (!rest) return p->err->code;
+        bset_t next;
+        hard_first(p, rest, &next);
+        if (!tail_conflict(p, ab, k, &next, 0)) continue;
+        switch (k->kind) {
+        case G_REF:
+            if (p->rules[k->rule].recursive) {
+                gnode_t *ref;
+                sv_status st = absorbed(p, ab, k->rule, rest, k->off, &ref);
+                if (st || !ref) return st;
+                g->kids[i] = ref;
+                g->n = i + 1;
+            } else {
+                g->kids[i] = p->rules[k->rule].body;
+            }
+            break;
+        case G_ALT: {
+            gnode_t **alts = sv_arena_alloc(p->a, k->n * sizeof *alts);
+            if (!alts) return gp_nomem(p);
+            for (uint32_t j = 0; j < k->n; j++) {
+                gnode_t *two[2] = {k->kids[j], rest};
+                if (!(alts[j] = gp_list(p, G_SEQ, two, 2, k->kids[j]->off))) return p->err->code;
+            }
+            gnode_t *alt = gp_list(p, G_ALT, alts, k->n, k->off);
+            if (!alt) return p->err->code;
+            g->kids[i] = alt;
+            g->n = i + 1;
+            break;
+        }
+        case G_SEQ: {
+            uint32_t n = i + k->n + (g->n - i - 1);
+            gnode_t **kids = sv_arena_alloc(p->a, n * sizeof *kids);
+            if (!kids) return gp_nomem(p);
+            memcpy(kids, g->kids, i * sizeof *kids);
+            memcpy(kids + i, k->kids, k->n * sizeof *kids);
+            memcpy(kids + i + k->n, g->kids + i + 1, (g->n - i - 1) * sizeof *kids);
+            g->kids = kids;
+            g->n = n;
+            break;
+        }
+        default: continue;
+        }
+        ab->changed++;
+        return SV_OK;
+    }
+    return SV_OK;
+}
+
+static sv_status absorb_in(gp_t *p, absorb_t *ab, gnode_t *g, uint32_t depth) {
+    if (depth > 256 || g->kind == G_LEAF || g->kind == G_REF) return SV_OK;
+    for (uint32_t i = 0; i < g->n; i++) {
+        sv_status st = absorb_in(p, ab, g->kids[i], depth + 1);
+        if (st) return st;
+    }
+    if (g->kind == G_REP) return absorb_in(p, ab, g->kids[0], depth + 1);
+    return g->kind == G_SEQ ? absorb_seq(p, ab, g) : SV_OK;
+}
+
+/* One round over the reachable rules (ab lives across rounds: the rules
+ * it made and their memo); ab->changed counts the sequences it rewrote. */
+static sv_status absorb_returns(gp_t *p, absorb_t *ab) {
+    uint32_t n = p->nrules;
+    ab->changed = 0;
+    ab->goes_on = calloc(n ? n : 1, sizeof *ab->goes_on);
+    if (!ab->goes_on) return gp_nomem(p);
+    sv_status st = SV_OK;
+    for (uint32_t r = 0; r < n && !st; r++)
+        if (p->rules[r].reachable && p->rules[r].recursive) st = part_goes_on(p, r, &ab->goes_on[r]);
+    for (uint32_t r = 0; r < n && !st; r++) {
+        rule_t *x = &p->rules[r];
+        if (!x->reachable || !x->productive || !x->body || x->plain == 1) continue;
+        if (x->body->kind == G_REP) { /* a sequence of one, so that a loop can be rewritten in place */
+            gnode_t *one = gp_node(p, G_SEQ, x->body->off);
+            gnode_t **k = one ? sv_arena_alloc(p->a, sizeof *k) : NULL;
+            if (!k) {
+                st = gp_nomem(p);
+                break;
+            }
+            k[0] = x->body;
+            one->kids = k;
+            one->n = 1;
+            x->body = one;
+        }
+        st = absorb_in(p, ab, x->body, 0);
+    }
+    free(ab->goes_on);
+    ab->goes_on = NULL;
+    return st;
+}
+
+/* Forgets what analyse and lowering derived, for another round. A rule
+ * without calls keeps its AST and DFA: its language and its lowering do
+ * not depend on part numbers. */
+static void forget_lowering(gp_t *p) {
+    for (uint32_t r = 0; r < p->nrules; r++) {
+        rule_t *x = &p->rules[r];
+        x->reachable = x->productive = x->nullable = x->recursive = false;
+        x->part = 0;
+        if (x->plain != 1) {
+            x->plain = 0;
+            x->ast = NULL;
+            sv_dfa_destroy(x->dfa);
+            x->dfa = NULL;
+        }
+    }
+    free(p->part_rule);
+    p->part_rule = NULL;
+    p->nparts = 0;
+}
+
+/* Analyses the rules and lowers the start rule into *top: an AST whose
+ * calls name parts p->id_base + 1 .. p->id_base + p->nparts (resolve). */
+static sv_status lower_root(gp_t *p, uint32_t root, sv_ast_t **top) {
+    sv_status st = analyse(p, root);
     if (st) return st;
     for (uint32_t r = 0; r < p->nrules; r++)
         if (p->rules[r].recursive) p->nparts++;
@@ -536,31 +920,49 @@ static sv_status lower_start(gp_t *p, sv_ast_t **top) {
     return *top ? SV_OK : gp_nomem(p);
 }
 
-static sv_status compile(gp_t *p, sv_dfa_t **out) {
-    sv_ast_t *top;
-    sv_status st = lower_start(p, &top);
+
+/* Rounds of absorbing returns (absorb_returns) before a refusal stands. */
+#define ABSORB_ROUNDS 8
+
+/* Parses, lowers and links the grammar into *out; with top, also the start
+ * rule's AST as the last round lowered it (sv_grammar_lower). */
+static sv_status compile(gp_t *p, sv_dfa_t **out, sv_ast_t **top_out) {
+    uint32_t root;
+    sv_status st = p->lark ? sv_lark_parse(p, &root) : sv_gbnf_parse(p, &root);
     if (st) return st;
-    sv_error_t e;
-    sv_error_clear(&e);
-    sv_dfa_t *raw = NULL;
-    st = sv_dfa_from_ast(top, p->lim, &raw, &e);
-    if (st == SV_ERR_EMPTY) return sv_error_set(p->err, st, -1, "the grammar matches no string");
-    if (st) return sv_error_set(p->err, st, -1, "%s", e.message);
-    if (!sv_dfa_has_markers(raw)) {
-        *out = raw;
-        return SV_OK;
+    sv_error_t first; /* the first refusal: it names the rules as written */
+    sv_error_clear(&first);
+    absorb_t ab = {0}; /* the rounds of absorb_returns */
+    for (uint32_t round = 0;; round++) {
+        sv_ast_t *top;
+        st = lower_root(p, root, &top);
+        if (st) return st;
+        if (top_out) *top_out = top;
+        sv_error_t e;
+        sv_error_clear(&e);
+        sv_dfa_t *raw = NULL;
+        st = sv_dfa_from_ast(top, p->lim, &raw, &e);
+        if (st == SV_ERR_EMPTY) return sv_error_set(p->err, st, -1, "the grammar matches no string");
+        if (st) return sv_error_set(p->err, st, -1, "%s", e.message);
+        if (!sv_dfa_has_markers(raw)) {
+            *out = raw;
+            return SV_OK;
+        }
+        sv_error_clear(&e);
+        st = sv_program_link(raw, resolve, p, p->lim, out, &e);
+        sv_dfa_destroy(raw);
+        if (st != SV_ERR_UNSUPPORTED) return st ? sv_error_set(p->err, st, -1, "%s", e.message) : SV_OK;
+        if (!round) first = e;
+        ab.changed = 0;
+        if (round + 1 < ABSORB_ROUNDS && (st = absorb_returns(p, &ab)) != SV_OK) return st;
+        if (!ab.changed)
+            return sv_error_set(p->err, SV_ERR_UNSUPPORTED, -1,
+                                "the grammar's recursive rules cannot all be told apart by the next character, as "
+                                "sieve needs (%s); rewrite the rules where two of them, or a rule and what follows "
+                                "it, can start with the same character",
+                                first.message);
+        forget_lowering(p);
     }
-    sv_error_clear(&e);
-    st = sv_program_link(raw, resolve, p, p->lim, out, &e);
-    sv_dfa_destroy(raw);
-    if (st == SV_ERR_UNSUPPORTED)
-        return sv_error_set(p->err, st, -1,
-                            "the grammar's recursive rules cannot all be told apart by the next character, as sieve "
-                            "needs (%s); rewrite the rules where two of them, or a rule and what follows it, can "
-                            "start with the same character",
-                            e.message);
-    if (st) return sv_error_set(p->err, st, -1, "%s", e.message);
-    return SV_OK;
 }
 
 sv_grammar_format sv_grammar_detect(const char *text, size_t len) {
@@ -588,7 +990,7 @@ sv_status sv_grammar_compile_as(sv_grammar_format format, const char *text, size
     bool own = sv_memacct_begin(&acct, sv_memacct_limit_for(lim->max_memory, len));
     gp_t p = {.s = text, .n = len, .err = err, .lim = lim, .lark = format == SV_GRAMMAR_LARK};
     p.a = sv_arena_create(0);
-    sv_status st = p.a ? compile(&p, out) : gp_nomem(&p);
+    sv_status st = p.a ? compile(&p, out, NULL) : gp_nomem(&p);
     for (uint32_t r = 0; r < p.nrules; r++) sv_dfa_destroy(p.rules[r].dfa);
     free(p.rules);
     free(p.ht);
@@ -626,7 +1028,12 @@ sv_status sv_grammar_lower(sv_grammar_format format, const char *text, size_t le
     g->p = (gp_t){.s = text, .n = len, .err = err, .lim = &g->lim, .lark = format == SV_GRAMMAR_LARK,
                   .id_base = id_base};
     g->p.a = sv_arena_create(0);
-    sv_status st = g->p.a ? lower_start(&g->p, &g->top) : sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    /* Compiled and linked here too, so that returns are absorbed the way
+     * sv_grammar_compile absorbs them (the parts stay compiled for the
+     * embedding compiler's own link). */
+    sv_dfa_t *whole = NULL;
+    sv_status st = g->p.a ? compile(&g->p, &whole, &g->top) : sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+    sv_dfa_destroy(whole);
     if (st) {
         sv_grammar_lowered_free(g);
         return st;

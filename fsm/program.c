@@ -24,7 +24,9 @@
  * choices never compete: no byte both continues and starts a call, no two
  * calls of a state start alike, a callee never accepts the empty string,
  * and a part that may go on after reaching a final state never shares a
- * byte with what its callers do after it returns. A part whose calls
+ * byte with what its callers do after it returns, unless staying in the
+ * part loses nothing (the caller would read that byte into a state its
+ * return state simulates: check_choices). A part whose calls
  * compete is first determinized again with those calls expanded (see
  * "competing choices" below); what still fails the check is compiled with
  * fewer calls by the schema compiler. Soundness does not
@@ -356,6 +358,46 @@ out:
     return st;
 }
 
+static inline bool bsub(const uint64_t *a, const uint64_t *b) {
+    return !(a[0] & ~b[0]) && !(a[1] & ~b[1]) && !(a[2] & ~b[2]) && !(a[3] & ~b[3]);
+}
+
+/* Whether state a simulates state b (same part): b accepting implies a
+ * accepting, and every move of b, on a byte or a call, a makes too, to a
+ * state that simulates b's. A coinductive search over at most SIM_PAIRS
+ * pairs (past it: no). Simulation implies that a's language holds b's. */
+#define SIM_PAIRS 256u
+
+typedef struct {
+    int32_t a[SIM_PAIRS], b[SIM_PAIRS];
+    uint32_t n;
+} sim_t;
+
+static bool sim_go(const sv_dfa_t *d, sim_t *m, int32_t a, int32_t b) {
+    if (a == b) return true;
+    if (d->accept[b] && !d->accept[a]) return false;
+    for (uint32_t i = 0; i < m->n; i++)
+        if (m->a[i] == a && m->b[i] == b) return true;
+    if (m->n == SIM_PAIRS) return false;
+    m->a[m->n] = a, m->b[m->n++] = b;
+    const int32_t *ra = d->trans + (size_t)a * d->nclasses, *rb = d->trans + (size_t)b * d->nclasses;
+    for (uint32_t c = 0; c < d->nclasses; c++)
+        if (rb[c] >= 0 && (ra[c] < 0 || !sim_go(d, m, ra[c], rb[c]))) return false;
+    for (uint32_t j = d->call_off[b]; j < d->call_off[b + 1]; j++) {
+        bool found = false;
+        for (uint32_t k = d->call_off[a]; k < d->call_off[a + 1] && !found; k++)
+            found = d->calls[k].callee == d->calls[j].callee && sim_go(d, m, d->calls[k].ret, d->calls[j].ret);
+        if (!found) return false;
+    }
+    return true;
+}
+
+static bool simulates(const sv_dfa_t *d, int32_t a, int32_t b) {
+    sim_t m;
+    m.n = 0;
+    return sim_go(d, &m, a, b);
+}
+
 /* The determinism check of the header comment. */
 static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *err) {
     uint32_t n = d->nstates;
@@ -391,10 +433,28 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
      * callers do after it returns: FOLLOW(part), the bytes that may come
      * after the part ends, is the union over its call sites of FIRSTX(ret)
      * (ret's own bytes and calls, and FOLLOW of ret's part when ret is
-     * final); nothing follows the root part. A fixed point over parts. */
+     * final); nothing follows the root part. A fixed point over parts.
+     *
+     * One competition is harmless: where every caller state r that may
+     * read byte b after the part returns moves to a state r' that r
+     * simulates (whatever r' reads, r reads too, to a state that again
+     * simulates; a loop r --b--> r is the common case: trailing whitespace
+     * of a rule, then whitespace in its caller, `item ::= "[" ws item ws
+     * "]" ws`), and what the part reads from its final state f on such
+     * bytes keeps it at final states that read no other byte a caller may
+     * read. The walk then stays in the part (a direct move comes before a
+     * return) and loses nothing by it: a path that returned at f and read
+     * those bytes in the caller, reaching some r'', is matched by reading
+     * them in the part and returning after them to r, which simulates r''.
+     * HARD[p] holds the bytes of FOLLOW(p) that some caller state reads
+     * otherwise (a move to a state it does not simulate, a call); the part
+     * may not go on with them at a final state. Computed only where a
+     * final state meets FOLLOW. */
     uint32_t np = d->nparts;
-    uint64_t (*follow)[4] = calloc(np, sizeof *follow);
+    uint64_t (*follow)[4] = calloc(2 * (size_t)np, sizeof *follow);
     if (!follow) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint"); goto out; }
+    uint64_t (*hard)[4] = follow + np; /* bytes of FOLLOW(p) read other than harmlessly (below) */
+    bool hard_known = false;
 #define PART_OF(x, p) ((p) = part_of(base, np, (uint32_t)(x)))
     for (bool changed = true; changed;) {
         changed = false;
@@ -411,6 +471,7 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
                 if (fx[w] & ~follow[pq][w]) follow[pq][w] |= fx[w], changed = true;
         }
     }
+    uint32_t *seen = NULL, *todo = NULL, gen = 0;
     for (uint32_t f = 0; f < n && !st; f++) {
         if (!d->accept[f]) continue;
         uint32_t pf;
@@ -418,9 +479,53 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
         uint64_t go[4];
         direct_set(d, bytes, (int32_t)f, go);
         for (uint32_t j = d->call_off[f]; j < d->call_off[f + 1]; j++) bor(go, d->calls[j].first);
-        if (bmeet(go, follow[pf]))
-            st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a called part may go on where its caller continues");
+        if (!bmeet(go, follow[pf])) continue;
+        /* Harmless when every state f reaches on bytes of FOLLOW is final,
+         * reads no byte of HARD, and starts no call on a byte of FOLLOW. */
+        if (!seen && (!(seen = calloc(n, sizeof *seen)) || !(todo = malloc(n * sizeof *todo)))) {
+            st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+            break;
+        }
+        if (!hard_known) {
+            hard_known = true;
+            for (bool changed = true; changed;) {
+                changed = false;
+                for (uint32_t i = 0; i < d->ncalls; i++) {
+                    int32_t q = d->calls[i].callee, r = d->calls[i].ret;
+                    uint32_t pq, pr;
+                    PART_OF(q, pq);
+                    PART_OF(r, pr);
+                    uint64_t hx[4] = {0, 0, 0, 0};
+                    const int32_t *row = d->trans + (size_t)r * d->nclasses;
+                    for (uint32_t c = 0; c < d->nclasses; c++)
+                        if (row[c] >= 0 && !bsub(bytes[c], hard[pq]) && !simulates(d, r, row[c]))
+                            bor(hx, bytes[c]);
+                    for (uint32_t j = d->call_off[r]; j < d->call_off[r + 1]; j++) bor(hx, d->calls[j].first);
+                    if (d->accept[r]) bor(hx, hard[pr]);
+                    for (int w = 0; w < 4; w++)
+                        if (hx[w] & ~hard[pq][w]) hard[pq][w] |= hx[w], changed = true;
+                }
+            }
+        }
+        gen++;
+        uint32_t nt = 0;
+        bool ok = true;
+        seen[f] = gen, todo[nt++] = f;
+        while (nt && ok) {
+            uint32_t x = todo[--nt];
+            const int32_t *row = d->trans + (size_t)x * d->nclasses;
+            ok = d->accept[x];
+            for (uint32_t j = d->call_off[x]; j < d->call_off[x + 1] && ok; j++) ok = !bmeet(d->calls[j].first, follow[pf]);
+            for (uint32_t c = 0; c < d->nclasses && ok; c++) {
+                if (row[c] < 0 || !bmeet(bytes[c], follow[pf])) continue;
+                ok = !bmeet(bytes[c], hard[pf]);
+                if (ok && seen[row[c]] != gen) seen[row[c]] = gen, todo[nt++] = (uint32_t)row[c];
+            }
+        }
+        if (!ok) st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a called part may go on where its caller continues");
     }
+    free(seen);
+    free(todo);
 #undef PART_OF
     free(follow);
 out:

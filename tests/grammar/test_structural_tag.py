@@ -97,6 +97,16 @@ CASES = {
                 "type": "grammar", "grammar": 'root ::= "[" (item ("," item)*)? "]"\nitem ::= [a-z]+ | root\n'}}]}},
         ["", "x", "hi <list>[a,[b,[c]]]</list> ok", "<list>[[[[[[]]]]]]</list><list>[]</list>", "<list>[]</list>"],
         ["<list>[a,[b]</list>", "<list>[a]]</list>", "<list>[a,]</list>", "a <list>", "<list>[]</list"]),
+    # A grammar whose recursive rule ends in whitespace that its caller's
+    # newline competes with: the rule is rewritten before it is linked
+    # into the tag (fsm/grammar.c, "returns absorbed").
+    "absorbed_grammar": ({"type": "structural_tag", "format": {
+        "type": "tag", "begin": "<g>", "end": "</g>", "content": {
+            "type": "grammar", "grammar": 'root ::= item ("\\n" item)*\n'
+                                           'item ::= "[" ws (item ws ("," ws item ws)*)? "]" ws | [a-z]+ ws\n'
+                                           'ws ::= [ \\t\\n]*\n'}}},
+        ["<g>a</g>", "<g>[a, [b]]\nc </g>", "<g>[ ]\n\n[[x]]</g>", "<g>a\n</g>"],
+        ["<g></g>", "<g>[a,]</g>", "<g>a b</g>", "<g>\na</g>", "<g>a"]),
     "legacy": ({"type": "structural_tag", "triggers": ["<function="],
                 "structures": [{"begin": "<function=weather>", "schema": WEATHER, "end": "</function>"}]},
                ["", "hi <function=weather>{\"city\": \"Rome\", \"days\": 2}</function> bye"],

@@ -190,6 +190,20 @@ static void grammar_walks(const vocab_t *v, const sv_token_set_t *ts) {
         "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
         "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ws\n"
         "ws ::= | \" \"\n",
+        /* a part that ends in whitespace where its caller reads whitespace
+         * (a harmless competition, fsm/program.c) and a newline (the
+         * return absorbed into the caller's loop, fsm/grammar.c) */
+        "root ::= item (\"\\n\" item)*\n"
+        "item ::= \"[\" ws ( item ws ( \",\" ws item ws )* )? \"]\" ws | [a-z]+ ws\n"
+        "ws ::= [ \\t\\n]*\n",
+        /* llama.cpp's arithmetic.gbnf with brackets: a term's trailing ws
+         * may take the newline root reads after it */
+        "root ::= (expr \"=\" ws term \"\\n\")+\n"
+        "expr ::= term ([-+*/] term)*\n"
+        "term ::= ident | num | \"[\" ws expr \"]\" ws\n"
+        "ident ::= [a-z] [a-z0-9_]* ws\n"
+        "num ::= [0-9]+ ws\n"
+        "ws ::= [ \\t\\n]*\n",
     };
     for (size_t i = 0; i < sizeof grammars / sizeof *grammars; i++) {
         sv_dfa_t *d = NULL;
