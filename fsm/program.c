@@ -398,6 +398,33 @@ static bool simulates(const sv_dfa_t *d, int32_t a, int32_t b) {
     return sim_go(d, &m, a, b);
 }
 
+/* For each part, what its callers may read after it returns: the union
+ * over its call sites of what the return state reads (its bytes and its
+ * calls' first bytes) and, where the return state is final, of its own
+ * part's set; a fixed point over the call sites. With hard, only the bytes
+ * read other than harmlessly (check_choices): a move to a state the return
+ * state does not simulate, or a call. */
+static void after_returns(const sv_dfa_t *d, const uint32_t *base, const uint64_t (*bytes)[4], bool hard,
+                          uint64_t (*set)[4]) {
+    uint32_t np = d->nparts;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t i = 0; i < d->ncalls; i++) {
+            int32_t r = d->calls[i].ret;
+            uint32_t pq = part_of(base, np, (uint32_t)d->calls[i].callee), pr = part_of(base, np, (uint32_t)r);
+            uint64_t x[4] = {0, 0, 0, 0};
+            const int32_t *row = d->trans + (size_t)r * d->nclasses;
+            for (uint32_t c = 0; c < d->nclasses; c++)
+                if (row[c] >= 0 && (!hard || (!bsub(bytes[c], set[pq]) && !simulates(d, r, row[c]))))
+                    bor(x, bytes[c]);
+            for (uint32_t j = d->call_off[r]; j < d->call_off[r + 1]; j++) bor(x, d->calls[j].first);
+            if (d->accept[r]) bor(x, set[pr]);
+            for (int w = 0; w < 4; w++)
+                if (x[w] & ~set[pq][w]) set[pq][w] |= x[w], changed = true;
+        }
+    }
+}
+
 /* The determinism check of the header comment. */
 static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *err) {
     uint32_t n = d->nstates;
@@ -456,21 +483,7 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
     uint64_t (*hard)[4] = follow + np; /* bytes of FOLLOW(p) read other than harmlessly (below) */
     bool hard_known = false;
 #define PART_OF(x, p) ((p) = part_of(base, np, (uint32_t)(x)))
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (uint32_t i = 0; i < d->ncalls; i++) {
-            int32_t q = d->calls[i].callee, r = d->calls[i].ret;
-            uint32_t pq, pr;
-            PART_OF(q, pq);
-            PART_OF(r, pr);
-            uint64_t fx[4];
-            direct_set(d, bytes, r, fx);
-            for (uint32_t j = d->call_off[r]; j < d->call_off[r + 1]; j++) bor(fx, d->calls[j].first);
-            if (d->accept[r]) bor(fx, follow[pr]);
-            for (int w = 0; w < 4; w++)
-                if (fx[w] & ~follow[pq][w]) follow[pq][w] |= fx[w], changed = true;
-        }
-    }
+    after_returns(d, base, bytes, false, follow);
     uint32_t *seen = NULL, *todo = NULL, gen = 0;
     for (uint32_t f = 0; f < n && !st; f++) {
         if (!d->accept[f]) continue;
@@ -488,24 +501,7 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
         }
         if (!hard_known) {
             hard_known = true;
-            for (bool changed = true; changed;) {
-                changed = false;
-                for (uint32_t i = 0; i < d->ncalls; i++) {
-                    int32_t q = d->calls[i].callee, r = d->calls[i].ret;
-                    uint32_t pq, pr;
-                    PART_OF(q, pq);
-                    PART_OF(r, pr);
-                    uint64_t hx[4] = {0, 0, 0, 0};
-                    const int32_t *row = d->trans + (size_t)r * d->nclasses;
-                    for (uint32_t c = 0; c < d->nclasses; c++)
-                        if (row[c] >= 0 && !bsub(bytes[c], hard[pq]) && !simulates(d, r, row[c]))
-                            bor(hx, bytes[c]);
-                    for (uint32_t j = d->call_off[r]; j < d->call_off[r + 1]; j++) bor(hx, d->calls[j].first);
-                    if (d->accept[r]) bor(hx, hard[pr]);
-                    for (int w = 0; w < 4; w++)
-                        if (hx[w] & ~hard[pq][w]) hard[pq][w] |= hx[w], changed = true;
-                }
-            }
+            after_returns(d, base, bytes, true, hard);
         }
         gen++;
         uint32_t nt = 0;
