@@ -5,7 +5,8 @@
  *
  *     {"prompt": str, "chat": bool, "schema": object, "regex": str, "grammar": str,
  *      "max_tokens": int, "temperature": float, "top_p": float, "seed": int,
- *      "n": int, "stop": str | [str], "logprobs": bool, "top_logprobs": int}
+ *      "n": int, "stop": str | [str], "logprobs": bool, "top_logprobs": int,
+ *      "max_reasoning_tokens": int, "enable_thinking": bool}
  *
  * n (1..16) choices share the prompt's KV blocks, choice i seeded from the
  * seed and i (choice 0 is the n = 1 run); stop strings (at most 8, 1..256
@@ -13,6 +14,14 @@
  * occurrence (a constrained choice's text is never cut); logprobs asks for
  * each output token's logprob, top_logprobs (0..20, needs logprobs) for
  * that many alternatives, forced (jump-forward) tokens included.
+ *
+ * With --reasoning-parser qwen3|deepseek_r1 (src/api/reasoning.h), chat
+ * lines think first, as the server's chat completions do: the prompt ends
+ * as the parser says, the output writes freely inside <think>...</think>
+ * (at most max_reasoning_tokens, or --max-reasoning-tokens, before the end
+ * tag is forced) and the line's constraint applies to what follows; each
+ * output then carries "reasoning" and "reasoning_tokens" beside "text".
+ * "enable_thinking": false turns it off for a line (Qwen3's empty think).
  *
  * (only "prompt" is required; blank lines are skipped and do not take an
  * index). Every line is parsed, encoded and its constraint compiled before
@@ -63,6 +72,7 @@
 
 #include "fsm/schema.h"
 #include "src/backend/cpu.h"
+#include "src/api/reasoning.h"
 #include "src/chat/chat.h"
 #include "src/constraint/constraint_cache.h"
 #include "src/engine/engine.h"
@@ -83,7 +93,7 @@
 
 enum { OPT_BATCH = 256, OPT_GPU_UTIL, OPT_MAX_NUM_SEQS, OPT_THREADS, OPT_WS, OPT_UNKNOWN_FORMATS, OPT_KV_MB, OPT_NO_JF, OPT_STATS,
        OPT_MAX_BATCHED, OPT_NO_PREFIX, OPT_PREFETCH, OPT_DEVICE, OPT_CPU_KERNELS, OPT_CUDA_FP32,
-       OPT_HOST_SAMPLING };
+       OPT_HOST_SAMPLING, OPT_REASONING_PARSER, OPT_MAX_REASONING };
 
 static const char *const usage_text =
     "Usage: sieve generate --batch FILE.jsonl -m MODEL [--max-num-seqs 8] [--threads N]\n"
@@ -92,13 +102,15 @@ static const char *const usage_text =
     "                      [--max-num-batched-tokens 256] [--no-prefix-cache]\n"
     "                      [--prefetch-threads 1] [--no-jump-forward] [--stats FILE]\n"
     "                      [--device cpu|cuda|auto] [--cuda-fp32] [--cpu-kernels ref|int8]\n"
-    "                      [--host-sampling]\n"
+    "                      [--host-sampling] [--reasoning-parser qwen3|deepseek_r1]\n"
+    "                      [--max-reasoning-tokens N]\n"
     "\n"
     "Runs every line of FILE (- is standard input) through the continuous-batching\n"
     "engine. A line is a JSON object:\n"
     "  {\"prompt\": str, \"chat\": bool, \"schema\": object, \"regex\": str,\n"
     "   \"max_tokens\": int, \"temperature\": float, \"top_p\": float, \"seed\": int,\n"
-    "   \"n\": int, \"stop\": str or [str], \"logprobs\": bool, \"top_logprobs\": int}\n"
+    "   \"n\": int, \"stop\": str or [str], \"logprobs\": bool, \"top_logprobs\": int,\n"
+    "   \"max_reasoning_tokens\": int, \"enable_thinking\": bool}\n"
     "(defaults: chat false, max_tokens 256, temperature 1, top_p 1, seed = the line's\n"
     "index, n 1 (at most 16 choices, sharing the prompt), no stop strings (at most 8;\n"
     "they do not cut constrained text), logprobs false, top_logprobs 0 (at most 20)).\n"
@@ -126,6 +138,11 @@ static const char *const usage_text =
     "  --host-sampling      on CUDA, sample every row on the host (the logits come\n"
     "                       back each step) instead of on the device (the default for\n"
     "                       rows without logprobs, logit bias or penalties).\n"
+    "  --reasoning-parser NAME  qwen3 or deepseek_r1: chat lines think in\n"
+    "                       <think>...</think> before their constraint applies; their\n"
+    "                       outputs add \"reasoning\" and \"reasoning_tokens\".\n"
+    "  --max-reasoning-tokens N  reasoning tokens before </think> is forced, for lines\n"
+    "                       without max_reasoning_tokens (default: no limit).\n"
     "  --ws, --allow-unknown-formats, --threads, --device, --cuda-fp32, --cpu-kernels: as for one\n"
     "                       generation\n"
     "                       (on CUDA a line's text matches the sequential run's up to\n"
@@ -148,6 +165,9 @@ typedef struct {
     sv_cpu_kernels kernels; /* --cpu-kernels */
     bool cuda_fp32;         /* --cuda-fp32 */
     bool host_sampling;     /* --host-sampling */
+    sv_reasoning_parser reasoning;  /* --reasoning-parser */
+    uint32_t max_reasoning;         /* --max-reasoning-tokens; UINT32_MAX: no limit */
+    bool max_reasoning_given;
 } batch_opts_t;
 
 /* One choice's result. */
@@ -159,6 +179,8 @@ typedef struct {
     sv_finish_reason finish;
     bool budget_stop;
     int32_t stop_index;
+    sv_bytes_t reasoning;   /* the engine's reasoning deltas */
+    uint32_t n_reasoning_tokens;
 } choice_t;
 
 /* One input line and, once run, its result. */
@@ -177,6 +199,8 @@ typedef struct {
     choice_t *ch;           /* (n), once prepared */
     uint32_t n_cached;
     bool done;
+    bool reasons;           /* a chat line under a reasoning parser, thinking on */
+    uint32_t max_reasoning; /* its reasoning budget (UINT32_MAX: none) */
 } line_t;
 
 static void line_error(line_t *l, const char *type, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -284,7 +308,8 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
 
     const char *prompt = NULL, *regex = NULL, *grammar = NULL;
     json_t *schema = NULL;
-    bool chat = false;
+    bool chat = false, thinking = true, thinking_given = false, max_reasoning_given = false;
+    l->max_reasoning = p->o->max_reasoning;
     long long max_tokens = 256;
     int32_t top_logprobs = 0;
     l->n = 1;
@@ -340,6 +365,17 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
                 goto done;
             }
             top_logprobs = (int32_t)json_integer_value(val);
+        } else if (!strcmp(key, "max_reasoning_tokens")) {
+            if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) > BATCH_MAX_TOKENS) {
+                line_error(l, "arg", "max_reasoning_tokens: must be an integer from 0 to %u", BATCH_MAX_TOKENS);
+                goto done;
+            }
+            l->max_reasoning = (uint32_t)json_integer_value(val);
+            max_reasoning_given = true;
+        } else if (!strcmp(key, "enable_thinking")) {
+            if (!json_is_boolean(val)) { line_error(l, "arg", "enable_thinking: must be a boolean"); goto done; }
+            thinking = json_is_true(val);
+            thinking_given = true;
         } else {
             /* Refused rather than ignored: a misspelt "max_token" would
              * otherwise run silently with the default. */
@@ -348,6 +384,16 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
         }
     }
     if (!prompt) { line_error(l, "arg", "prompt: missing"); goto done; }
+    /* Refused where nothing would apply them, as the server refuses them. */
+    if ((max_reasoning_given || thinking_given) && p->o->reasoning == SV_REASONING_NONE) {
+        line_error(l, "arg", "%s: this run has no reasoning parser (--reasoning-parser qwen3|deepseek_r1)",
+                   max_reasoning_given ? "max_reasoning_tokens" : "enable_thinking");
+        goto done;
+    }
+    if ((max_reasoning_given || thinking_given) && !chat) {
+        line_error(l, "arg", "%s: only chat lines reason", max_reasoning_given ? "max_reasoning_tokens" : "enable_thinking");
+        goto done;
+    }
     if (top_logprobs && !l->logprobs) {
         line_error(l, "arg", "top_logprobs: needs \"logprobs\": true");
         goto done;
@@ -371,6 +417,12 @@ static void prepare_line(const prep_t *p, const char *s, size_t n, size_t idx, l
         if (sv_chat_render(p->tmpl, &msg, 1, &rendered, &err)) {
             sv_bytes_free(&rendered);
             line_status_error(l, &err);
+            goto done;
+        }
+        const char *suffix = sv_reasoning_prompt_suffix(p->o->reasoning, thinking, &l->reasons);
+        if (sv_bytes_append(&rendered, suffix, strlen(suffix))) {
+            sv_bytes_free(&rendered);
+            line_error(l, "nomem", "out of memory");
             goto done;
         }
         text = (const char *)rendered.p;
@@ -424,8 +476,10 @@ static sv_status drain(sv_engine_t *e, line_t *lines, const size_t *order, size_
         if (out.n_tokens && sv_ids_reserve(&c->out, out.n_tokens))
             return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
         for (uint32_t i = 0; i < out.n_tokens; i++) sv_ids_push(&c->out, out.tokens[i]);
-        if (out.n_text && sv_bytes_append(&c->text, out.text, out.n_text))
+        if ((out.n_text && sv_bytes_append(&c->text, out.text, out.n_text)) ||
+            (out.n_reasoning && sv_bytes_append(&c->reasoning, out.reasoning, out.n_reasoning)))
             return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
+        c->n_reasoning_tokens = out.n_reasoning_tokens;
         if (out.logprobs && out.n_tokens) {
             if (c->n_lp + out.n_tokens > c->cap_lp) {
                 size_t nc = c->cap_lp ? c->cap_lp : 16;
@@ -512,6 +566,13 @@ static int print_line(size_t idx, const line_t *l, const sv_vocab_t *v) {
                                   c->text.n ? (const char *)c->text.p : "", c->text.n, "finish_reason",
                                   finish_name(c->finish));
             if (o && c->budget_stop) json_object_set_new(o, "stop_reason", json_string("budget"));
+            if (o && l->reasons &&
+                (json_object_set_new(o, "reasoning",
+                                     json_stringn(c->reasoning.n ? (const char *)c->reasoning.p : "", c->reasoning.n)) ||
+                 json_object_set_new(o, "reasoning_tokens", json_integer(c->n_reasoning_tokens)))) {
+                json_decref(o);
+                o = NULL;
+            }
             if (o && c->finish == SV_FINISH_STOP && c->stop_index >= 0 && (uint32_t)c->stop_index < l->n_stop)
                 json_object_set_new(o, "stop_reason", json_string(l->stop[c->stop_index]));
             if (o && l->logprobs) {
@@ -598,6 +659,8 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
         {"cpu-kernels", required_argument, 0, OPT_CPU_KERNELS},
         {"cuda-fp32", no_argument, 0, OPT_CUDA_FP32},
         {"host-sampling", no_argument, 0, OPT_HOST_SAMPLING},
+        {"reasoning-parser", required_argument, 0, OPT_REASONING_PARSER},
+        {"max-reasoning-tokens", required_argument, 0, OPT_MAX_REASONING},
         {0, 0, 0, 0},
     };
     const char *verb = "generate";
@@ -625,6 +688,17 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
             break;
         case OPT_HOST_SAMPLING:
             o->host_sampling = true;
+            break;
+        case OPT_REASONING_PARSER: {
+            sv_error_t rerr;
+            if (sv_reasoning_parser_named(optarg, &o->reasoning, &rerr)) return sv_cli_usage_error(verb, "%s", rerr.message);
+            break;
+        }
+        case OPT_MAX_REASONING:
+            if (sv_cli_parse_u64(optarg, BATCH_MAX_TOKENS, &v))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --max-reasoning-tokens", optarg);
+            o->max_reasoning = (uint32_t)v;
+            o->max_reasoning_given = true;
             break;
         case OPT_CPU_KERNELS:
             if (!sv_cli_parse_cpu_kernels(optarg, &o->kernels))
@@ -675,6 +749,8 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
     if (optind < argc) return sv_cli_usage_error(verb, "unexpected argument '%s'", argv[optind]);
     if (!o->model) return sv_cli_usage_error(verb, "-m MODEL is required");
     if (!o->file) return sv_cli_usage_error(verb, "--batch needs a FILE");
+    if (o->max_reasoning_given && o->reasoning == SV_REASONING_NONE)
+        return sv_cli_usage_error(verb, "--max-reasoning-tokens needs --reasoning-parser");
     if (o->threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         o->threads = n < 1 ? 1 : n > SV_CPU_MAX_THREADS ? SV_CPU_MAX_THREADS : (int)n;
@@ -684,7 +760,7 @@ static int parse_opts(int argc, char **argv, batch_opts_t *o) {
 
 int sv_cmd_generate_batch(int argc, char **argv) {
     batch_opts_t o = {.kernels = SV_CPU_KERNELS_INT8, .max_num_seqs = 8, .ws = SV_WS_CANONICAL, .max_batched = 256,
-                      .prefetch_threads = 1};
+                      .prefetch_threads = 1, .max_reasoning = UINT32_MAX};
     int prc = parse_opts(argc, argv, &o);
     if (prc) return prc < 0 ? SV_EXIT_OK : prc;
 
@@ -702,6 +778,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
     size_t *order = NULL;
     size_t n_lines = 0;
     sv_chat_template_t tmpl;
+    sv_reasoning_t rs = {0};
     char *input = NULL;
     size_t input_len = 0;
 
@@ -727,6 +804,7 @@ int sv_cmd_generate_batch(int argc, char **argv) {
     }
     /* unbounded: every entry is held by its lines until the end */
     if ((st = sv_ccache_create(SIZE_MAX, &cache, &err))) goto fail;
+    if (o.reasoning != SV_REASONING_NONE && (st = sv_reasoning_init(o.reasoning, cache, tok, &rs, &err))) goto fail;
     prep_t p = {.o = &o, .tok = tok, .v = v, .n_vocab = cfg->vocab_size,
                 .ctx = cfg->max_ctx < BATCH_CTX_CAP ? cfg->max_ctx : BATCH_CTX_CAP, .cache = cache};
     sv_error_t terr;
@@ -800,6 +878,11 @@ int sv_cmd_generate_batch(int argc, char **argv) {
                                       .constraint = l->ix, .max_tokens = l->budget,
                                       .stop = (const char *const *)l->stop, .n_stop = l->n_stop, .n = l->n,
                                       .logprobs = l->logprobs};
+            sv_engine_reasoning_t ers;
+            if (l->reasons) {
+                sv_reasoning_engine(&rs, l->max_reasoning, &ers);
+                rq.reasoning = &ers;
+            }
             sv_error_t serr;
             sv_error_clear(&serr);
             if (sv_engine_submit(eng, &rq, &l->id, &serr)) {
@@ -859,12 +942,14 @@ done:
         for (uint32_t k = 0; l->ch && k < l->n; k++) {
             sv_ids_free(&l->ch[k].out);
             sv_bytes_free(&l->ch[k].text);
+            sv_bytes_free(&l->ch[k].reasoning);
             free(l->ch[k].lp);
         }
         free(l->ch);
         for (uint32_t k = 0; k < l->n_stop; k++) free(l->stop[k]);
         if (l->c) sv_constraint_release(cache, l->c); /* after the engine: its requests borrowed the index */
     }
+    if (rs.think) sv_reasoning_release(&rs, cache); /* after the engine: its requests borrowed the index */
     sv_ccache_destroy(cache);
     free(lines);
     free(order);
