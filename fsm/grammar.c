@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/clock.h"
 #include "util/hash.h"
 #include "util/memacct.h"
 #include "util/utf8.h"
@@ -157,6 +158,27 @@ gnode_t *gp_list(gp_t *p, gkind kind, gnode_t **kids, uint32_t n, size_t off) {
     if (n) memcpy(g->kids, kids, n * sizeof *kids);
     g->n = n;
     return g;
+}
+
+/* The budgets for the next automaton a compile builds: p->lim, with only
+ * the time left of the whole compile's budget, so that many rules, parts
+ * or rounds (absorb_returns) cannot each take all of it. */
+static const sv_fsm_limits_t *gp_lim(gp_t *p) {
+    p->lim_now = *p->lim;
+    if (p->deadline_ns) {
+        uint64_t now = sv_now_ns();
+        p->lim_now.max_time_us = now >= p->deadline_ns ? 1 : (p->deadline_ns - now) / 1000 + 1;
+        p->lim_now.time_budget_us = p->lim->time_budget_us ? p->lim->time_budget_us : p->lim->max_time_us;
+    }
+    return &p->lim_now;
+}
+
+/* SV_ERR_TIMEOUT, with err set, once the whole compile's time is spent. */
+static sv_status gp_check_time(gp_t *p, sv_error_t *err) {
+    if (!p->deadline_ns || sv_now_ns() <= p->deadline_ns) return SV_OK;
+    return sv_error_set(err, SV_ERR_TIMEOUT, -1, "compiling the grammar exceeded the time budget of %llu ms",
+                        (unsigned long long)((p->lim->time_budget_us ? p->lim->time_budget_us : p->lim->max_time_us) /
+                                             1000));
 }
 
 /* ---- analysis ----------------------------------------------------------------- */
@@ -455,7 +477,7 @@ static sv_ast_t *use_rule(gp_t *p, uint32_t r) {
         if (x->ast && sv_ast_weight(x->ast, EMBED_WEIGHT) >= EMBED_WEIGHT && g_plain(p, x->body)) {
             sv_error_t e;
             sv_error_clear(&e);
-            if (sv_dfa_from_ast(x->ast, p->lim, &x->dfa, &e) == SV_OK) return sv_ast_dfa(p->a, x->dfa, false);
+            if (sv_dfa_from_ast(x->ast, gp_lim(p), &x->dfa, &e) == SV_OK) return sv_ast_dfa(p->a, x->dfa, false);
             x->dfa = NULL; /* an error shows again, with its context, where the whole is compiled */
         }
         return x->ast;
@@ -503,7 +525,7 @@ static const sv_dfa_t *resolve(void *ctx, uint32_t id, sv_error_t *err) {
     }
     sv_error_t e;
     sv_error_clear(&e);
-    sv_status st = sv_dfa_from_ast(x->ast, p->lim, &x->dfa, &e);
+    sv_status st = sv_dfa_from_ast(x->ast, gp_lim(p), &x->dfa, &e);
     if (st) {
         sv_error_set(err, st, -1, "rule '%.*s': %s", (int)x->len, x->name, e.message);
         return NULL;
@@ -711,7 +733,7 @@ static void hard_first(gp_t *p, const gnode_t *g, bset_t *s) {
     sv_dfa_t *d = NULL;
     sv_error_t e;
     sv_error_clear(&e);
-    if (!x || sv_dfa_from_ast(x, p->lim, &d, &e) != SV_OK) {
+    if (!x || sv_dfa_from_ast(x, gp_lim(p), &d, &e) != SV_OK) {
         bset_range(s, 0, 255);
         return;
     }
@@ -941,7 +963,7 @@ static sv_status compile(gp_t *p, sv_dfa_t **out, sv_ast_t **top_out) {
         sv_error_t e;
         sv_error_clear(&e);
         sv_dfa_t *raw = NULL;
-        st = sv_dfa_from_ast(top, p->lim, &raw, &e);
+        st = sv_dfa_from_ast(top, gp_lim(p), &raw, &e);
         if (st == SV_ERR_EMPTY) return sv_error_set(p->err, st, -1, "the grammar matches no string");
         if (st) return sv_error_set(p->err, st, -1, "%s", e.message);
         if (!sv_dfa_has_markers(raw)) {
@@ -949,11 +971,12 @@ static sv_status compile(gp_t *p, sv_dfa_t **out, sv_ast_t **top_out) {
             return SV_OK;
         }
         sv_error_clear(&e);
-        st = sv_program_link(raw, resolve, p, p->lim, out, &e);
+        st = sv_program_link(raw, resolve, p, gp_lim(p), out, &e);
         sv_dfa_destroy(raw);
         if (st != SV_ERR_UNSUPPORTED) return st ? sv_error_set(p->err, st, -1, "%s", e.message) : SV_OK;
         if (!round) first = e;
         ab.changed = 0;
+        if ((st = gp_check_time(p, p->err))) return st;
         if (round + 1 < ABSORB_ROUNDS && (st = absorb_returns(p, &ab)) != SV_OK) return st;
         if (!ab.changed)
             return sv_error_set(p->err, SV_ERR_UNSUPPORTED, -1,
@@ -988,7 +1011,8 @@ sv_status sv_grammar_compile_as(sv_grammar_format format, const char *text, size
     }
     sv_memacct_t acct; /* the whole compile within lim->max_memory (util/memacct.h) */
     bool own = sv_memacct_begin(&acct, sv_memacct_limit_for(lim->max_memory, len));
-    gp_t p = {.s = text, .n = len, .err = err, .lim = lim, .lark = format == SV_GRAMMAR_LARK};
+    gp_t p = {.s = text, .n = len, .err = err, .lim = lim, .lark = format == SV_GRAMMAR_LARK,
+              .deadline_ns = lim->max_time_us ? sv_now_ns() + lim->max_time_us * 1000 : 0};
     p.a = sv_arena_create(0);
     sv_status st = p.a ? compile(&p, out, NULL) : gp_nomem(&p);
     for (uint32_t r = 0; r < p.nrules; r++) sv_dfa_destroy(p.rules[r].dfa);
@@ -1026,7 +1050,8 @@ sv_status sv_grammar_lower(sv_grammar_format format, const char *text, size_t le
     else sv_fsm_limits_default(&g->lim);
     if (format == SV_GRAMMAR_AUTO) format = sv_grammar_detect(text, len);
     g->p = (gp_t){.s = text, .n = len, .err = err, .lim = &g->lim, .lark = format == SV_GRAMMAR_LARK,
-                  .id_base = id_base};
+                  .id_base = id_base,
+                  .deadline_ns = g->lim.max_time_us ? sv_now_ns() + g->lim.max_time_us * 1000 : 0};
     g->p.a = sv_arena_create(0);
     /* Compiled and linked here too, so that returns are absorbed the way
      * sv_grammar_compile absorbs them (the parts stay compiled for the

@@ -24,14 +24,16 @@ A grammar on which Lark takes longer than ORACLE_BUDGET_S is skipped with
 that reason (LARK_SKIP lists the ones known to; it is empty: Lark takes about
 a second for all of them together).
 """
+import json
 import random
 import re
+import time
 import zlib
 
 import pytest
 
 from gbnf_harness import (CORPUS, OracleTimeout, Recursive, char_pool, compile_result, dedupe, match, mutations,
-                          oracle, random_string, sample, time_budget, to_python_re)
+                          oracle, random_string, sample, sieve, time_budget, to_python_re)
 from gbnf_to_lark import GbnfError, Oracle, parse_gbnf, to_lark
 
 N_SAMPLES = 50
@@ -425,3 +427,22 @@ def test_sieve_refuses_malformed(g, msg):
         return
     assert rc == 2, (g, obj)
     assert typed_error(obj)["type"] in ("syntax", "unsupported", "empty"), (g, obj)
+
+
+def test_whole_compile_time_budget():
+    """--compile-timeout-ms bounds the whole compile of a grammar, not each of the automata it
+    builds (rules, parts, the rounds that absorb returns: fsm/grammar.c, gp_lim): 90 recursive
+    rules of 1,500 states each, under a 300 ms budget, are a typed timeout, soon."""
+    rules = ["root ::= " + " | ".join(
+        f'"g{j}" ( ' + " | ".join(f"r{i}" for i in range(10 * j, 10 * j + 10)) + " )" for j in range(9))]
+    rules += [f'r{i} ::= "k{i}:" [a-z]{{0,1500}} | "({i}" r{i} ")"' for i in range(90)]
+    t0 = time.monotonic()
+    r = sieve("compile", "\n".join(rules) + "\n", "--compile-timeout-ms", "300")
+    wall = time.monotonic() - t0
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = json.loads(r.stdout)["error"]
+    assert err["type"] == "timeout" and "300 ms" in err["message"], err
+    assert wall < 10, wall  # generous: the budget is 0.3 s; a compile per rule would take each its own
+    # the same grammar compiles with the default budget
+    r = sieve("compile", "\n".join(rules) + "\n")
+    assert r.returncode == 0, r.stdout + r.stderr
