@@ -195,3 +195,53 @@ def test_serve_flags(model):
                       (("--max-reasoning-tokens", "-3"), b"--max-reasoning-tokens")]:
         r = subprocess.run([sieve_bin(), "serve", "-m", str(model), *args], capture_output=True, timeout=60)
         assert r.returncode == 64 and msg in r.stderr, r.stderr
+
+
+# "</think>" as one token, as Qwen3's tokenizer has it (a user-defined, non-special added token):
+# the forced end is that one token (the engine's single-token end path), and a model that writes
+# it itself ends its reasoning there.
+@pytest.fixture(scope="module")
+def srv_one_token_tag(tmp_path_factory):
+    path = tmp_path_factory.mktemp("think1") / "think1.gguf"
+    cfg = tiny.make_config("qwen3", extra_tokens=("<think>", "</think>"))
+    cfg["context"] = 1024
+    tiny.write_gguf(path, cfg, tiny.make_weights(cfg), chat_template=tiny.QWEN3_THINK_TEMPLATE)
+    s = Server("--reasoning-parser", "qwen3", "--max-num-seqs", "4", model=path)
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_token_end_tag(srv_one_token_tag, seed):
+    j = chat(srv_one_token_tag, response_format=RF, max_tokens=120, max_reasoning_tokens=12, seed=seed,
+             temperature=1.5, logprobs=True)
+    msg = j["choices"][0]["message"]
+    jsonschema.validate(json.loads(msg["content"]), SCHEMA)
+    for part in (msg["content"], msg["reasoning_content"]):
+        assert "</think>" not in part and not part.startswith("<think>"), msg
+    rt = j["usage"]["completion_tokens_details"]["reasoning_tokens"]
+    # the tag is one token: ended by the model (at most the budget, the tag included) or forced
+    # after the budget (plus at most 3 tokens finishing a UTF-8 character)
+    assert 1 <= rt <= 12 + 1 + 3, rt
+    toks = [t["token"] for t in j["choices"][0]["logprobs"]["content"]]
+    assert toks.count("</think>") == 1 and toks.index("</think>") == rt - 1, toks[:rt + 1]
+
+
+def test_one_token_end_tag_budget_zero(srv_one_token_tag):
+    j = chat(srv_one_token_tag, response_format=RF, max_tokens=60, max_reasoning_tokens=0, seed=3)
+    assert j["choices"][0]["message"]["reasoning_content"] == ""
+    assert j["usage"]["completion_tokens_details"]["reasoning_tokens"] == 1
+    jsonschema.validate(json.loads(j["choices"][0]["message"]["content"]), SCHEMA)
+
+
+def test_one_token_end_tag_written_by_the_model(srv_one_token_tag):
+    # logit_bias makes the model write the tag itself (id 262: the 256 bytes, 3 merges, BOS, EOS,
+    # then "<think>" and "</think>"): the reasoning ends there, before any budget.
+    j = chat(srv_one_token_tag, response_format=RF, max_tokens=120, max_reasoning_tokens=40, seed=1,
+             temperature=1, logit_bias={"262": 6}, logprobs=True)
+    msg = j["choices"][0]["message"]
+    jsonschema.validate(json.loads(msg["content"]), SCHEMA)
+    rt = j["usage"]["completion_tokens_details"]["reasoning_tokens"]
+    assert 1 <= rt < 40, rt
+    toks = [t["token"] for t in j["choices"][0]["logprobs"]["content"]]
+    assert toks[rt - 1] == "</think>" and "</think>" not in msg["reasoning_content"], (toks, msg)
