@@ -165,21 +165,16 @@ gnode_t *gp_list(gp_t *p, gkind kind, gnode_t **kids, uint32_t n, size_t off) {
  * or rounds (absorb_returns) cannot each take all of it. */
 static const sv_fsm_limits_t *gp_lim(gp_t *p) {
     p->lim_now = *p->lim;
-    if (p->deadline_ns) {
+    uint64_t end = p->deadline_ns;
+    if (p->absorb_end_ns && (!end || p->absorb_end_ns < end)) end = p->absorb_end_ns;
+    if (end) {
         uint64_t now = sv_now_ns();
-        p->lim_now.max_time_us = now >= p->deadline_ns ? 1 : (p->deadline_ns - now) / 1000 + 1;
+        p->lim_now.max_time_us = now >= end ? 1 : (end - now) / 1000 + 1;
         p->lim_now.time_budget_us = p->lim->time_budget_us ? p->lim->time_budget_us : p->lim->max_time_us;
     }
     return &p->lim_now;
 }
 
-/* SV_ERR_TIMEOUT, with err set, once the whole compile's time is spent. */
-static sv_status gp_check_time(gp_t *p, sv_error_t *err) {
-    if (!p->deadline_ns || sv_now_ns() <= p->deadline_ns) return SV_OK;
-    return sv_error_set(err, SV_ERR_TIMEOUT, -1, "compiling the grammar exceeded the time budget of %llu ms",
-                        (unsigned long long)((p->lim->time_budget_us ? p->lim->time_budget_us : p->lim->max_time_us) /
-                                             1000));
-}
 
 /* ---- analysis ----------------------------------------------------------------- */
 
@@ -943,6 +938,68 @@ static sv_status lower_root(gp_t *p, uint32_t root, sv_ast_t **top) {
 }
 
 
+/* The refusal of a grammar whose returns still compete after the rounds:
+ * the first use of a recursive rule after which the next byte may continue
+ * the rule or come after it, named with its position (the rules as
+ * written: an absorbed rule A'N is A). SV_OK with *found false when no
+ * such use shows directly (the linker's reason then stands alone). */
+typedef struct {
+    bool found;
+    size_t off;       /* the use */
+    uint32_t rule;    /* the rule used */
+    uint32_t in;      /* the rule using it */
+    int byte;         /* a byte that competes */
+} conflict_t;
+
+static void conflict_in(gp_t *p, const bset_t *goes_on, uint32_t in, gnode_t *g, uint32_t depth, conflict_t *cf) {
+    if (cf->found || depth > 256 || g->kind == G_LEAF || g->kind == G_REF) return;
+    for (uint32_t i = 0; i < g->n && !cf->found; i++) conflict_in(p, goes_on, in, g->kids[i], depth + 1, cf);
+    if (g->kind == G_REP) conflict_in(p, goes_on, in, g->kids[0], depth + 1, cf);
+    if (g->kind != G_SEQ) return;
+    for (uint32_t i = 0; i < g->n && !cf->found; i++) {
+        if (p->absorb_end_ns && sv_now_ns() > p->absorb_end_ns) return; /* the message without it */
+        gnode_t *k = g->kids[i], *use = NULL, *after = NULL;
+        if (k->kind == G_REF && i + 1 < g->n && p->rules[k->rule].recursive) {
+            use = k;
+            after = seq_from(p, g, i + 1);
+        } else if (k->kind == G_REP && k->max == SV_AST_INF) {
+            gnode_t *body = k->kids[0];
+            gnode_t *last = body->kind == G_SEQ && body->n ? body->kids[body->n - 1] : body;
+            if (last->kind == G_REF && p->rules[last->rule].recursive) use = last, after = seq_from(p, g, i);
+        }
+        if (!use || !after) continue;
+        bset_t f;
+        hard_first(p, after, &f);
+        for (int j = 0; j < 256 && !cf->found; j++) {
+            int b = (j + 0x21) & 255; /* a visible character first, then the others */
+            if ((f.b[b >> 6] & goes_on[use->rule].b[b >> 6]) >> (b & 63) & 1)
+                *cf = (conflict_t){.found = true, .off = use->off, .rule = use->rule, .in = in, .byte = b};
+        }
+    }
+}
+
+static sv_status find_conflict(gp_t *p, conflict_t *cf) {
+    *cf = (conflict_t){0};
+    uint32_t n = p->nrules;
+    bset_t *goes_on = calloc(n ? n : 1, sizeof *goes_on);
+    if (!goes_on) return gp_nomem(p);
+    sv_status st = SV_OK;
+    for (uint32_t r = 0; r < n && !st; r++)
+        if (p->rules[r].reachable && p->rules[r].recursive) st = part_goes_on(p, r, &goes_on[r]);
+    for (uint32_t r = 0; r < n && !st && !cf->found; r++) {
+        rule_t *x = &p->rules[r];
+        if (x->reachable && x->productive && x->body && x->plain != 1) conflict_in(p, goes_on, r, x->body, 0, cf);
+    }
+    free(goes_on);
+    return st;
+}
+
+/* A rule's name as written: without the 'N an absorbed copy adds. */
+static int written_len(const rule_t *x) {
+    const char *q = memchr(x->name, '\'', x->len);
+    return (int)(q ? (uint32_t)(q - x->name) : x->len);
+}
+
 /* Rounds of absorbing returns (absorb_returns) before a refusal stands. */
 #define ABSORB_ROUNDS 8
 
@@ -955,7 +1012,15 @@ static sv_status compile(gp_t *p, sv_dfa_t **out, sv_ast_t **top_out) {
     sv_error_t first; /* the first refusal: it names the rules as written */
     sv_error_clear(&first);
     absorb_t ab = {0}; /* the rounds of absorb_returns */
+    conflict_t cf = {0};
+    uint64_t t0 = sv_now_ns();
     for (uint32_t round = 0;; round++) {
+        /* A round after the first that cannot finish within the rounds'
+         * own budget (or the compile's) is the end of the rounds, and the
+         * first refusal stands: a rewritten grammar whose calls still
+         * compete can send the linker's expansion (fsm/program.c) into a
+         * long search. */
+        bool gave_up = false;
         sv_ast_t *top;
         st = lower_root(p, root, &top);
         if (st) return st;
@@ -965,25 +1030,56 @@ static sv_status compile(gp_t *p, sv_dfa_t **out, sv_ast_t **top_out) {
         sv_dfa_t *raw = NULL;
         st = sv_dfa_from_ast(top, gp_lim(p), &raw, &e);
         if (st == SV_ERR_EMPTY) return sv_error_set(p->err, st, -1, "the grammar matches no string");
-        if (st) return sv_error_set(p->err, st, -1, "%s", e.message);
-        if (!sv_dfa_has_markers(raw)) {
+        if (st && round && (st == SV_ERR_TIMEOUT || st == SV_ERR_BUDGET)) {
+            gave_up = true;
+        } else if (st) {
+            return sv_error_set(p->err, st, -1, "%s", e.message);
+        } else if (!sv_dfa_has_markers(raw)) {
             *out = raw;
             return SV_OK;
+        } else {
+            sv_error_clear(&e);
+            st = sv_program_link(raw, resolve, p, gp_lim(p), out, &e);
+            sv_dfa_destroy(raw);
+            if (st && round && (st == SV_ERR_TIMEOUT || st == SV_ERR_BUDGET))
+                gave_up = true;
+            else if (st != SV_ERR_UNSUPPORTED)
+                return st ? sv_error_set(p->err, st, -1, "%s", e.message) : SV_OK;
         }
-        sv_error_clear(&e);
-        st = sv_program_link(raw, resolve, p, gp_lim(p), out, &e);
-        sv_dfa_destroy(raw);
-        if (st != SV_ERR_UNSUPPORTED) return st ? sv_error_set(p->err, st, -1, "%s", e.message) : SV_OK;
-        if (!round) first = e;
+        if (!round) {
+            /* the search for the message and the rounds get twice what the
+             * first attempt took, at least 20 ms */
+            uint64_t took = sv_now_ns() - t0, cap = 2 * took > 20000000u ? 2 * took : 20000000u;
+            p->absorb_end_ns = sv_now_ns() + cap;
+            first = e; /* and where the grammar as written competes, for the message */
+            if ((st = find_conflict(p, &cf))) return st;
+        }
         ab.changed = 0;
-        if ((st = gp_check_time(p, p->err))) return st;
-        if (round + 1 < ABSORB_ROUNDS && (st = absorb_returns(p, &ab)) != SV_OK) return st;
-        if (!ab.changed)
+        if (!gave_up && round + 1 < ABSORB_ROUNDS && p->absorb_end_ns > sv_now_ns() &&
+            (st = absorb_returns(p, &ab)) != SV_OK)
+            return st;
+        if (!ab.changed) {
+            if (cf.found) {
+                const rule_t *a = &p->rules[cf.rule], *in = &p->rules[cf.in];
+                char b[8];
+                if (cf.byte >= 0x21 && cf.byte < 0x7F && cf.byte != '\'' && cf.byte != '\\')
+                    snprintf(b, sizeof b, "'%c'", cf.byte);
+                else if (cf.byte == '\n') snprintf(b, sizeof b, "'\\n'");
+                else snprintf(b, sizeof b, "'\\x%02X'", (unsigned)cf.byte);
+                return gp_fail(p, SV_ERR_UNSUPPORTED, cf.off,
+                               "after this use of rule '%.*s' (in '%.*s') the byte %s may go on inside '%.*s' "
+                               "or come after it, and sieve decides a grammar by its next character (%s); "
+                               "rewrite the rules so that what follows a recursive rule cannot also continue "
+                               "it",
+                               written_len(a), a->name, written_len(in), in->name, b, written_len(a), a->name,
+                               first.message);
+            }
             return sv_error_set(p->err, SV_ERR_UNSUPPORTED, -1,
                                 "the grammar's recursive rules cannot all be told apart by the next character, as "
                                 "sieve needs (%s); rewrite the rules where two of them, or a rule and what follows "
                                 "it, can start with the same character",
                                 first.message);
+        }
         forget_lowering(p);
     }
 }

@@ -59,6 +59,7 @@ typedef struct {
     uint32_t nparts;
     bool lark;             /* the text is Lark-style EBNF, not GBNF */
     uint64_t deadline_ns;  /* the whole compile's end (lim->max_time_us from its start); 0: none */
+    uint64_t absorb_end_ns; /* the end of the rounds that absorb returns (grammar.c); 0: none */
     sv_fsm_limits_t lim_now; /* lim with the time left of it (gp_lim) */
     uint32_t id_base;      /* the parts' call ids are id_base + 1 .. id_base + nparts */
 } gp_t;

@@ -446,3 +446,25 @@ def test_whole_compile_time_budget():
     # the same grammar compiles with the default budget
     r = sieve("compile", "\n".join(rules) + "\n")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("grammar, line, col, rule, byte", [
+    # llama.cpp's c.gbnf: `"{" statement* "}"` in declaration, where an if statement may go on
+    # with "else" and the next statement may start with "e"
+    (CORPUS / "c.gbnf", 3, 60, "statement", "'e'"),
+    # items that touch: "ab" is one item or two
+    ('root ::= item+\nitem ::= "[" ws item* "]" ws | [a-z]+ ws\nws ::= [ \\t\\n]*\n', 1, 10, "item", "'a'"),
+])
+def test_refusal_names_the_use_and_the_byte(grammar, line, col, rule, byte):
+    """A grammar whose returns still compete after they are absorbed is refused at the use of the
+    rule, with the rule, a byte that competes, and the position (fsm/grammar.c, find_conflict)."""
+    text = grammar.read_text(encoding="utf-8") if hasattr(grammar, "read_text") else grammar
+    rc, obj = compile_result(text)
+    assert rc == 2, obj
+    e = typed_error(obj)
+    assert e["type"] == "unsupported", e
+    assert e["message"].startswith(f"line {line}, column {col}: after this use of rule '{rule}'"), e
+    assert f"the byte {byte} may go on inside '{rule}'" in e["message"], e
+    lines = text.split("\n")
+    assert e["offset"] == sum(len(x.encode()) + 1 for x in lines[:line - 1]) + col - 1, e
+    assert text.encode()[e["offset"]:].startswith(rule.encode()), e
