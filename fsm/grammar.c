@@ -1036,6 +1036,7 @@ static sv_status compile(gp_t *p, sv_dfa_t **out, sv_ast_t **top_out) {
             return sv_error_set(p->err, st, -1, "%s", e.message);
         } else if (!sv_dfa_has_markers(raw)) {
             *out = raw;
+            p->absorb_end_ns = 0; /* later parts (sv_grammar_lowered_part) get the compile's budget */
             return SV_OK;
         } else {
             sv_error_clear(&e);
@@ -1043,8 +1044,10 @@ static sv_status compile(gp_t *p, sv_dfa_t **out, sv_ast_t **top_out) {
             sv_dfa_destroy(raw);
             if (st && round && (st == SV_ERR_TIMEOUT || st == SV_ERR_BUDGET))
                 gave_up = true;
-            else if (st != SV_ERR_UNSUPPORTED)
+            else if (st != SV_ERR_UNSUPPORTED) {
+                p->absorb_end_ns = 0;
                 return st ? sv_error_set(p->err, st, -1, "%s", e.message) : SV_OK;
+            }
         }
         if (!round) {
             /* the search for the message and the rounds get twice what the
@@ -1055,9 +1058,11 @@ static sv_status compile(gp_t *p, sv_dfa_t **out, sv_ast_t **top_out) {
             if ((st = find_conflict(p, &cf))) return st;
         }
         ab.changed = 0;
-        if (!gave_up && round + 1 < ABSORB_ROUNDS && p->absorb_end_ns > sv_now_ns() &&
-            (st = absorb_returns(p, &ab)) != SV_OK)
-            return st;
+        if (!gave_up && round + 1 < ABSORB_ROUNDS && p->absorb_end_ns > sv_now_ns()) {
+            st = absorb_returns(p, &ab);
+            if (st == SV_ERR_TIMEOUT || st == SV_ERR_BUDGET) ab.changed = 0; /* the rounds end */
+            else if (st) return st;
+        }
         if (!ab.changed) {
             if (cf.found) {
                 const rule_t *a = &p->rules[cf.rule], *in = &p->rules[cf.in];
