@@ -115,3 +115,22 @@ def test_reasoning_fields_refused_where_nothing_applies_them(tmp_path, model):
     for extra in (["--max-reasoning-tokens", "4"], ["--reasoning-parser", "o1"]):
         rc, out, err = run(tmp_path, model, [{"prompt": "Hi"}], *extra)
         assert rc == 64 and out == [], (extra, rc, err)  # usage errors exit 64 (src/cli/cli.h)
+
+
+def test_sieve_batch_takes_the_servers_reasoning_parser(tmp_path, model):
+    """`sieve batch` runs the server in process with every serve option, --reasoning-parser
+    included: OpenAI batch lines get reasoning_content and a validated answer."""
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "x", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 120,
+                     "max_reasoning_tokens": 5, "seed": 4,
+                     "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA}}}}
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps(line) + "\n")
+    r = subprocess.run([sieve(), "batch", "-m", str(model), "-i", str(src), "-o", str(out), "--quiet",
+                        "--reasoning-parser", "qwen3", "--threads", "2"], capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    body = json.loads(out.read_text())["response"]["body"]
+    msg = body["choices"][0]["message"]
+    jsonschema.validate(json.loads(msg["content"]), SCHEMA)
+    assert isinstance(msg["reasoning_content"], str) and "</think>" not in msg["reasoning_content"]
+    assert forced_after(body["usage"]["completion_tokens_details"]["reasoning_tokens"], 5), body["usage"]
