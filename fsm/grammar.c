@@ -626,6 +626,19 @@ static const sv_dfa_t *resolve(void *ctx, uint32_t id, sv_error_t *err);
 
 /* The bytes with which part rule r may go on from a final state (all of
  * them where it may go on with a call there). */
+static sv_status part_goes_on(gp_t *p, uint32_t r, bset_t *s);
+
+/* part_goes_on of every reachable recursive rule, in a new (nrules) array. */
+static sv_status all_goes_on(gp_t *p, bset_t **out) {
+    uint32_t n = p->nrules;
+    bset_t *g = *out = calloc(n ? n : 1, sizeof *g);
+    if (!g) return gp_nomem(p);
+    sv_status st = SV_OK;
+    for (uint32_t r = 0; r < n && !st; r++)
+        if (p->rules[r].reachable && p->rules[r].recursive) st = part_goes_on(p, r, &g[r]);
+    return st;
+}
+
 static sv_status part_goes_on(gp_t *p, uint32_t r, bset_t *s) {
     sv_error_t e;
     sv_error_clear(&e);
@@ -654,22 +667,21 @@ typedef struct {
     uint32_t changed; /* sequences rewritten this round */
 } absorb_t;
 
-/* A new rule named after rule `like` (or "loop") whose body is the
- * sequence kids[0..n) (set by the caller when n is 0), and a reference to
- * it in *ref (NULL past the bound on new rules). */
+/* A new rule named after rule `like` (like'N) whose body is the sequence
+ * kids[0..n) (set by the caller when n is 0), and a reference to it in
+ * *ref (NULL past the bound on new rules). */
 static sv_status new_rule(gp_t *p, absorb_t *ab, uint32_t like, gnode_t **kids, uint32_t n, size_t off,
                           gnode_t **ref) {
     *ref = NULL;
     if (ab->made >= 64) return SV_OK; /* bounded: the linker's refusal stands */
-    const char *base = like == UINT32_MAX ? "loop" : p->rules[like].name;
-    uint32_t blen = like == UINT32_MAX ? 4 : p->rules[like].len;
-    char *name = sv_arena_alloc(p->a, blen + 16);
+    const rule_t *base = &p->rules[like];
+    char *name = sv_arena_alloc(p->a, base->len + 16);
     if (!name) return gp_nomem(p);
-    int len = snprintf(name, blen + 16, "%.*s'%u", (int)blen, base, ++ab->made);
+    int len = snprintf(name, base->len + 16, "%.*s'%u", (int)base->len, base->name, ++ab->made);
     uint32_t x = gp_rule_of(p, name, (uint32_t)len, off);
     if (x == UINT32_MAX) return p->err->code;
     if (n && !(p->rules[x].body = gp_list(p, G_SEQ, kids, n, off))) return p->err->code;
-    p->rules[x].def_off = like == UINT32_MAX ? off : p->rules[like].def_off;
+    p->rules[x].def_off = p->rules[like].def_off;
     if (!(*ref = gp_node(p, G_REF, off))) return p->err->code;
     (*ref)->rule = x;
     return SV_OK;
@@ -710,6 +722,15 @@ static bool tail_conflict(gp_t *p, const absorb_t *ab, const gnode_t *g, const b
     }
     }
     return false;
+}
+
+/* The call of a recursive rule that ends an unbounded repetition's body
+ * (`(γ A)*`), or NULL. */
+static gnode_t *loop_tail(const gp_t *p, const gnode_t *rep) {
+    if (rep->kind != G_REP || rep->max != SV_AST_INF) return NULL;
+    gnode_t *body = rep->kids[0];
+    gnode_t *last = body->kind == G_SEQ && body->n ? body->kids[body->n - 1] : body;
+    return last->kind == G_REF && p->rules[last->rule].recursive ? last : NULL;
 }
 
 /* g's kids from `from` on, as one node (an empty sequence when none). */
@@ -772,10 +793,8 @@ static sv_status absorb_seq(gp_t *p, absorb_t *ab, gnode_t *g) {
     for (uint32_t i = 0; i < g->n; i++) {
         gnode_t *k = g->kids[i];
         if (k->kind == G_REP) {
-            if (k->max != SV_AST_INF || k->min > 1) continue;
-            gnode_t *body = k->kids[0];
-            gnode_t *last = body->kind == G_SEQ && body->n ? body->kids[body->n - 1] : body;
-            if (last->kind != G_REF || !p->rules[last->rule].recursive) continue;
+            gnode_t *body = k->kids[0], *last = loop_tail(p, k);
+            if (!last || k->min > 1) continue;
             gnode_t *from = seq_from(p, g, i);
             if (!from) return p->err->code;
             bset_t f;
@@ -855,10 +874,14 @@ static sv_status absorb_seq(gp_t *p, absorb_t *ab, gnode_t *g) {
 
 static sv_status absorb_in(gp_t *p, absorb_t *ab, gnode_t *g, uint32_t depth) {
     if (depth > 256 || g->kind == G_LEAF || g->kind == G_REF) return SV_OK;
-    for (uint32_t i = 0; i < g->n; i++) {
+    for (uint32_t i = 0; i < g->n; i++) { /* a repetition's one kid too */
         sv_status st = absorb_in(p, ab, g->kids[i], depth + 1);
         if (st) return st;
     }
+    /* and a repetition's body a second time: a site its first pass moved
+     * into a new rule leaves the sites before it a rest that names a rule
+     * not analysed yet, which counts as any byte, so they are absorbed in
+     * the same round (arithmetic-like grammars under `( ... )+` need it) */
     if (g->kind == G_REP) return absorb_in(p, ab, g->kids[0], depth + 1);
     return g->kind == G_SEQ ? absorb_seq(p, ab, g) : SV_OK;
 }
@@ -868,11 +891,7 @@ static sv_status absorb_in(gp_t *p, absorb_t *ab, gnode_t *g, uint32_t depth) {
 static sv_status absorb_returns(gp_t *p, absorb_t *ab) {
     uint32_t n = p->nrules;
     ab->changed = 0;
-    ab->goes_on = calloc(n ? n : 1, sizeof *ab->goes_on);
-    if (!ab->goes_on) return gp_nomem(p);
-    sv_status st = SV_OK;
-    for (uint32_t r = 0; r < n && !st; r++)
-        if (p->rules[r].reachable && p->rules[r].recursive) st = part_goes_on(p, r, &ab->goes_on[r]);
+    sv_status st = all_goes_on(p, &ab->goes_on);
     for (uint32_t r = 0; r < n && !st; r++) {
         rule_t *x = &p->rules[r];
         if (!x->reachable || !x->productive || !x->body || x->plain == 1) continue;
@@ -954,7 +973,6 @@ typedef struct {
 static void conflict_in(gp_t *p, const bset_t *goes_on, uint32_t in, gnode_t *g, uint32_t depth, conflict_t *cf) {
     if (cf->found || depth > 256 || g->kind == G_LEAF || g->kind == G_REF) return;
     for (uint32_t i = 0; i < g->n && !cf->found; i++) conflict_in(p, goes_on, in, g->kids[i], depth + 1, cf);
-    if (g->kind == G_REP) conflict_in(p, goes_on, in, g->kids[0], depth + 1, cf);
     if (g->kind != G_SEQ) return;
     for (uint32_t i = 0; i < g->n && !cf->found; i++) {
         if (p->absorb_end_ns && sv_now_ns() > p->absorb_end_ns) return; /* the message without it */
@@ -962,10 +980,8 @@ static void conflict_in(gp_t *p, const bset_t *goes_on, uint32_t in, gnode_t *g,
         if (k->kind == G_REF && i + 1 < g->n && p->rules[k->rule].recursive) {
             use = k;
             after = seq_from(p, g, i + 1);
-        } else if (k->kind == G_REP && k->max == SV_AST_INF) {
-            gnode_t *body = k->kids[0];
-            gnode_t *last = body->kind == G_SEQ && body->n ? body->kids[body->n - 1] : body;
-            if (last->kind == G_REF && p->rules[last->rule].recursive) use = last, after = seq_from(p, g, i);
+        } else if ((use = loop_tail(p, k)) != NULL) {
+            after = seq_from(p, g, i);
         }
         if (!use || !after) continue;
         bset_t f;
@@ -981,11 +997,8 @@ static void conflict_in(gp_t *p, const bset_t *goes_on, uint32_t in, gnode_t *g,
 static sv_status find_conflict(gp_t *p, conflict_t *cf) {
     *cf = (conflict_t){0};
     uint32_t n = p->nrules;
-    bset_t *goes_on = calloc(n ? n : 1, sizeof *goes_on);
-    if (!goes_on) return gp_nomem(p);
-    sv_status st = SV_OK;
-    for (uint32_t r = 0; r < n && !st; r++)
-        if (p->rules[r].reachable && p->rules[r].recursive) st = part_goes_on(p, r, &goes_on[r]);
+    bset_t *goes_on;
+    sv_status st = all_goes_on(p, &goes_on);
     for (uint32_t r = 0; r < n && !st && !cf->found; r++) {
         rule_t *x = &p->rules[r];
         if (x->reachable && x->productive && x->body && x->plain != 1) conflict_in(p, goes_on, r, x->body, 0, cf);
@@ -1057,7 +1070,7 @@ static sv_status compile(gp_t *p, sv_dfa_t **out, sv_ast_t **top_out) {
             first = e; /* and where the grammar as written competes, for the message */
             if ((st = find_conflict(p, &cf))) return st;
         }
-        ab.changed = 0;
+        ab.changed = 0; /* nothing rewritten unless a round runs */
         if (!gave_up && round + 1 < ABSORB_ROUNDS && p->absorb_end_ns > sv_now_ns()) {
             st = absorb_returns(p, &ab);
             if (st == SV_ERR_TIMEOUT || st == SV_ERR_BUDGET) ab.changed = 0; /* the rounds end */

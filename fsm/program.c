@@ -484,7 +484,7 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
     bool hard_known = false;
 #define PART_OF(x, p) ((p) = part_of(base, np, (uint32_t)(x)))
     after_returns(d, base, bytes, false, follow);
-    uint32_t *seen = NULL, *todo = NULL, gen = 0;
+    uint32_t *seen = NULL, *stack = NULL, gen = 0; /* the walk from each final state that meets FOLLOW */
     for (uint32_t f = 0; f < n && !st; f++) {
         if (!d->accept[f]) continue;
         uint32_t pf;
@@ -495,7 +495,7 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
         if (!bmeet(go, follow[pf])) continue;
         /* Harmless when every state f reaches on bytes of FOLLOW is final,
          * reads no byte of HARD, and starts no call on a byte of FOLLOW. */
-        if (!seen && (!(seen = calloc(n, sizeof *seen)) || !(todo = malloc(n * sizeof *todo)))) {
+        if (!seen && (!(seen = calloc(n, sizeof *seen)) || !(stack = malloc(n * sizeof *stack)))) {
             st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
             break;
         }
@@ -506,22 +506,22 @@ static sv_status check_choices(sv_dfa_t *d, const uint32_t *base, sv_error_t *er
         gen++;
         uint32_t nt = 0;
         bool ok = true;
-        seen[f] = gen, todo[nt++] = f;
+        seen[f] = gen, stack[nt++] = f;
         while (nt && ok) {
-            uint32_t x = todo[--nt];
+            uint32_t x = stack[--nt];
             const int32_t *row = d->trans + (size_t)x * d->nclasses;
             ok = d->accept[x];
             for (uint32_t j = d->call_off[x]; j < d->call_off[x + 1] && ok; j++) ok = !bmeet(d->calls[j].first, follow[pf]);
             for (uint32_t c = 0; c < d->nclasses && ok; c++) {
                 if (row[c] < 0 || !bmeet(bytes[c], follow[pf])) continue;
                 ok = !bmeet(bytes[c], hard[pf]);
-                if (ok && seen[row[c]] != gen) seen[row[c]] = gen, todo[nt++] = (uint32_t)row[c];
+                if (ok && seen[row[c]] != gen) seen[row[c]] = gen, stack[nt++] = (uint32_t)row[c];
             }
         }
         if (!ok) st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "a called part may go on where its caller continues");
     }
     free(seen);
-    free(todo);
+    free(stack);
 #undef PART_OF
     free(follow);
 out:
