@@ -447,6 +447,7 @@ static bool g_plain(gp_t *p, const gnode_t *g) {
     case G_LEAF: return true;
     case G_REF: {
         rule_t *x = &p->rules[g->rule];
+        if (x->shared) return false; /* its use is a call */
         if (!x->plain) x->plain = x->recursive || !x->productive ? (x->recursive ? 2 : 1) : g_plain(p, x->body) ? 1 : 2;
         return x->plain == 1;
     }
@@ -466,7 +467,7 @@ static bool g_plain(gp_t *p, const gnode_t *g) {
 static sv_ast_t *use_rule(gp_t *p, uint32_t r) {
     rule_t *x = &p->rules[r];
     if (!x->productive) return sv_ast_none(p->a);
-    if (!x->recursive) {
+    if (!x->recursive && !x->shared) {
         if (x->dfa) return sv_ast_dfa(p->a, x->dfa, false);
         if (!x->ast) x->ast = lower(p, x->body);
         if (x->ast && sv_ast_weight(x->ast, EMBED_WEIGHT) >= EMBED_WEIGHT && g_plain(p, x->body)) {
@@ -934,13 +935,101 @@ static void forget_lowering(gp_t *p) {
     p->nparts = 0;
 }
 
+/* ---- shared rules ---------------------------------------------------------------- */
+
+/* A rule without recursion is inlined at each of its uses, so its states
+ * are determinized, minimized and linked once per use: json.gbnf's `ws`
+ * (23 states, for "\n" [ \t]{0,20}) is used 11 times, its `string` (with
+ * a `ws` of its own) 3 times, which made 292 states. A first attempt
+ * compiles such rules once, as parts their uses call, as a recursive
+ * rule's are: the linked program holds each once (163 states). A call is
+ * decided by the next byte where an inlined use is decided by the
+ * determinization of its whole user, so some grammars link only inlined
+ * (`word ws` where word ends in a `ws` of its own: a space may start
+ * either call): when the attempt is refused, or does not finish in half of
+ * what is left of the compile's time, the grammar is compiled again with
+ * every such rule inlined (compile). A rule is shared when its uses would
+ * copy at least SHARE_WEIGHT states more than the one part holds (weight ×
+ * (uses − 1), weights as EMBED_WEIGHT's), it has at least SHARE_MIN_WEIGHT
+ * (below that, the call and the return are most of what a use costs), and
+ * it calls no recursive rule (a shared rule may call shared ones). */
+#define SHARE_WEIGHT 48u
+#define SHARE_MIN_WEIGHT 8u
+
+/* The AST weight of g lowered with every non-recursive rule inlined, at
+ * most cap; w[r] memoizes rule r's (UINT64_MAX: not known yet). */
+static uint64_t g_weight(gp_t *p, const gnode_t *g, uint64_t cap, uint64_t *w) {
+    uint64_t x = 0;
+    switch (g->kind) {
+    case G_LEAF: return sv_ast_weight(g->leaf, cap);
+    case G_REF: {
+        rule_t *r = &p->rules[g->rule];
+        if (r->recursive || !r->productive) return 1;
+        if (w[g->rule] == UINT64_MAX) w[g->rule] = g_weight(p, r->body, cap, w);
+        return w[g->rule];
+    }
+    case G_SEQ:
+    case G_ALT:
+        for (uint32_t i = 0; i < g->n && x < cap; i++) x += g_weight(p, g->kids[i], cap, w);
+        break;
+    case G_REP: {
+        uint64_t k = g_weight(p, g->kids[0], cap, w);
+        uint64_t times = g->max == SV_AST_INF ? (uint64_t)g->min + 1 : g->max;
+        x = k && times > cap / k ? cap : k * times;
+        break;
+    }
+    }
+    return x < cap ? x : cap;
+}
+
+static void count_uses(const gnode_t *g, uint32_t *uses) {
+    if (g->kind == G_REF) uses[g->rule]++;
+    else if (g->kind != G_LEAF)
+        for (uint32_t i = 0; i < g->n; i++) count_uses(g->kids[i], uses);
+}
+
+/* Marks the shared rules (after analyse). */
+static sv_status mark_shared(gp_t *p, uint32_t root) {
+    uint32_t *uses = calloc(p->nrules, sizeof *uses);
+    uint64_t *w = malloc(p->nrules * sizeof *w);
+    bool *calls = calloc(p->nrules, sizeof *calls); /* it calls a recursive rule */
+    if (!uses || !w || !calls) {
+        free(uses);
+        free(w);
+        free(calls);
+        return gp_nomem(p);
+    }
+    for (uint32_t r = 0; r < p->nrules; r++) {
+        w[r] = UINT64_MAX;
+        if (p->rules[r].reachable && p->rules[r].productive) count_uses(p->rules[r].body, uses);
+    }
+    /* (before any is shared: g_plain counts a use of a shared rule a call) */
+    for (uint32_t r = 0; r < p->nrules; r++)
+        if (p->rules[r].reachable && p->rules[r].productive) calls[r] = !g_plain(p, p->rules[r].body);
+    const uint64_t cap = (uint64_t)1 << 32;
+    for (uint32_t r = 0; r < p->nrules; r++) {
+        rule_t *x = &p->rules[r];
+        if (r == root || !x->reachable || !x->productive || x->recursive || uses[r] < 2 || calls[r])
+            continue;
+        if (w[r] == UINT64_MAX) w[r] = g_weight(p, x->body, cap, w);
+        if (w[r] >= SHARE_MIN_WEIGHT && w[r] * (uses[r] - 1) >= SHARE_WEIGHT) x->shared = true;
+    }
+    for (uint32_t r = 0; r < p->nrules; r++) p->rules[r].plain = 0; /* a use of a shared rule is a call */
+    free(uses);
+    free(w);
+    free(calls);
+    return SV_OK;
+}
+
 /* Analyses the rules and lowers the start rule into *top: an AST whose
  * calls name parts p->id_base + 1 .. p->id_base + p->nparts (resolve). */
 static sv_status lower_root(gp_t *p, uint32_t root, sv_ast_t **top) {
-    sv_status st = analyse(p, root);
-    if (st) return st;
+    if (!p->share) { /* (compile_shared analyses before it) */
+        sv_status st = analyse(p, root);
+        if (st) return st;
+    }
     for (uint32_t r = 0; r < p->nrules; r++)
-        if (p->rules[r].recursive) p->nparts++;
+        if (p->rules[r].recursive || p->rules[r].shared) p->nparts++;
     if (p->nparts > SV_CALL_MAX_ID - p->id_base)
         return sv_error_set(p->err, SV_ERR_BUDGET, -1, "the grammar has more than %u recursive rules",
                             SV_CALL_MAX_ID - p->id_base);
@@ -948,7 +1037,7 @@ static sv_status lower_root(gp_t *p, uint32_t root, sv_ast_t **top) {
     if (!p->part_rule) return gp_nomem(p);
     uint32_t id = 0;
     for (uint32_t r = 0; r < p->nrules; r++)
-        if (p->rules[r].recursive) {
+        if (p->rules[r].recursive || p->rules[r].shared) {
             p->rules[r].part = p->id_base + ++id;
             p->part_rule[id] = r;
         }
@@ -1016,12 +1105,61 @@ static int written_len(const rule_t *x) {
 /* Rounds of absorbing returns (absorb_returns) before a refusal stands. */
 #define ABSORB_ROUNDS 8
 
+/* The first attempt, with shared rules (see there). True when it decided:
+ * *st is SV_OK with *out, or an error of the analysis, which the grammar
+ * has either way. False when the grammar is to be compiled with every
+ * rule inlined: it has no shared rule, or their calls were refused. */
+static bool compile_shared(gp_t *p, uint32_t root, sv_dfa_t **out, sv_status *st) {
+    uint64_t now = sv_now_ns();
+    p->share = true;
+    if (p->deadline_ns) p->absorb_end_ns = now < p->deadline_ns ? now + (p->deadline_ns - now) / 2 : now;
+    bool done = false, any = false;
+    sv_ast_t *top;
+    if ((*st = analyse(p, root)) || (*st = mark_shared(p, root))) {
+        done = true; /* not defined, left-recursive, matches nothing, out of memory */
+        goto out;
+    }
+    for (uint32_t r = 0; r < p->nrules; r++) any |= p->rules[r].shared;
+    if (any && !(*st = lower_root(p, root, &top))) {
+        sv_error_t e;
+        sv_error_clear(&e);
+        sv_dfa_t *raw = NULL;
+        if (sv_dfa_from_ast(top, gp_lim(p), &raw, &e) == SV_OK) {
+            if (!sv_dfa_has_markers(raw)) {
+                *out = raw, done = true;
+            } else {
+                done = sv_program_link(raw, resolve, p, gp_lim(p), out, &e) == SV_OK;
+                sv_dfa_destroy(raw);
+            }
+        }
+    }
+out:
+    p->share = false;
+    p->absorb_end_ns = 0;
+    if (done) return true;
+    for (uint32_t r = 0; r < p->nrules; r++) {
+        rule_t *x = &p->rules[r];
+        if (!x->shared) continue;
+        x->shared = false; /* its part's AST and DFA (without the empty string) go */
+        x->plain = 0;
+        x->ast = NULL;
+        sv_dfa_destroy(x->dfa);
+        x->dfa = NULL;
+    }
+    forget_lowering(p);
+    sv_error_clear(p->err);
+    return false;
+}
+
 /* Parses, lowers and links the grammar into *out; with top, also the start
  * rule's AST as the last round lowered it (sv_grammar_lower). */
 static sv_status compile(gp_t *p, sv_dfa_t **out, sv_ast_t **top_out) {
     uint32_t root;
     sv_status st = p->lark ? sv_lark_parse(p, &root) : sv_gbnf_parse(p, &root);
     if (st) return st;
+    /* sv_grammar_lower's caller links the parts with what follows the
+     * grammar: it gets the grammar's rules inlined, as it was compiled */
+    if (!top_out && compile_shared(p, root, out, &st)) return st;
     sv_error_t first; /* the first refusal: it names the rules as written */
     sv_error_clear(&first);
     absorb_t ab = {0}; /* the rounds of absorb_returns */

@@ -39,8 +39,9 @@ typedef struct {
     gnode_t *body;         /* NULL until defined */
     size_t def_off, use_off;
     bool reachable, productive, nullable, recursive;
+    bool shared;           /* not recursive, but a part its uses call (grammar.c, "shared rules") */
     uint8_t plain;         /* 0 not known yet, 1 no call below it, 2 a call below it */
-    uint32_t part;         /* its part id when recursive and productive */
+    uint32_t part;         /* its part id when recursive (or shared) and productive */
     sv_ast_t *ast;         /* the inlined AST (non-recursive) or the part's body */
     sv_dfa_t *dfa;         /* the part's compiled DFA, once asked for */
 } rule_t;
@@ -58,6 +59,7 @@ typedef struct {
     uint32_t *part_rule;   /* (nparts + 1) the rule of each part id */
     uint32_t nparts;
     bool lark;             /* the text is Lark-style EBNF, not GBNF */
+    bool share;            /* lower_root makes shared rules parts (grammar.c, "shared rules") */
     uint64_t deadline_ns;  /* the whole compile's end (lim->max_time_us from its start); 0: none */
     uint64_t absorb_end_ns; /* the end of the rounds that absorb returns (grammar.c); 0: none */
     sv_fsm_limits_t lim_now; /* lim with the time left of it (gp_lim) */

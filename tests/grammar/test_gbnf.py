@@ -115,11 +115,32 @@ num   ::= [0-9]+ sp
 block ::= "(" sp value ")" sp
 sp    ::= " "*
 ''',
+    # Rules without recursion used at several places are parts of their own
+    # (fsm/grammar.c, "shared rules"): `ws` at six places and `pair` at two.
+    "own-shared": r'''
+root ::= "{" ws ( pair ( "," ws pair )* )? "}" ws
+pair ::= word ":" ws ( word | num ) ws
+word ::= "'" [a-z ]{0,12} "'"
+num  ::= [0-9]{1,6}
+ws   ::= "" | " " | "\n" [ \t]{0,40}
+''',
+    # The same sharing refused: where `ws` follows a `word` that ends in one
+    # (and another follows that), which call a space starts is not decided
+    # by the next character, so the grammar is compiled again with `ws`
+    # inlined.
+    "own-shared-refused": r'''
+root ::= ws "[" ws item ( ws "," ws item )* ws "]" ws
+item ::= word ws
+word ::= [a-z]{1,12} ws
+ws   ::= "" | " " | "\n" [ \t]{0,12}
+''',
 }
 
 ACCEPT = {
     "own-lines": ["a", "a\nb", "[]", "[a,b]\n[[c] , d ]", "[ [ [x] ] ]\n\n\ny", "a \nb", "[\n]\n[\na\n]"],
     "own-blocks": ["1;", "{}", "{ 1; (2); }", "((3 ) ) ;  {{}}", "1;2;{3;{4;}}"],
+    "own-shared": ["{}", "{ }", "{'a b':1}", "{'':''}", "{'x': 'y' ,\n\t 'z':7 }\n  ", "{'a':1,'b':22}"],
+    "own-shared-refused": ["[a]", "[ a ]", "[a,b]", "[\n  ab \n ,cd]\n", "[a   ]", " [ a , b ] "],
     "own-arith": ["0", "1+2*3", "(1)", "-(2.5/-3)", "--1", "((((((((((1))))))))))", "1.25*(2-3)/4",
                   "(" * 60 + "7" + ")" * 60],
     "own-list": ["[]", "[a]", "[1,22, 333]", "[ab, c,1]", "[abc,0]"],
@@ -135,6 +156,9 @@ ACCEPT = {
 REJECT = {
     "own-lines": ["", "\na", "a \n b", "[a b]", "[,]", "a b", "[a,]", "A"],
     "own-blocks": ["", "1", "{", "{1}", "()", "(1;", "1 2;", "{;}"],
+    "own-shared": ["", "{'a':1,}", "{'A':1}", "{'a' :1}", "{'a':1234567}", "{ 'a':1}\n\n", "{'a':1}\n" + " " * 41,
+                   "{'abcdefghijklm':1}", "{a:1}"],
+    "own-shared-refused": ["", "[]", "[a,]", "[ ]", "[a    ]", "[A]", "[abcdefghijklm]", "[a]\n\n"],
     "own-arith": ["", "1+", "(1", "1)", "()", "1..2", "+1", "1 + 2", ".5", "1.", "(1))", "((1)", "1(2)", "-",
                   "(" * 60 + "7" + ")" * 59],
     "own-list": ["", "[", "]", "[]]", "[a,]", "[,a]", "[1234]", "[a b]", "[a,  b]", "[A]", "[a1]", "[ a]", "[a ]"],
@@ -446,6 +470,23 @@ def test_whole_compile_time_budget():
     # the same grammar compiles with the default budget
     r = sieve("compile", "\n".join(rules) + "\n")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_shared_rules_are_compiled_once():
+    """A rule without recursion used at several places is one part its uses call (fsm/grammar.c,
+    "shared rules"), not a copy at each use: own-shared's `ws` (42 states, 5 uses) and `pair` (2
+    uses) make a program of 111 states, 243 inlined. Where such a call is refused
+    (own-shared-refused), the grammar compiles with the rule inlined (its strings:
+    test_sample_and_match)."""
+    def states(text):
+        r = sieve("compile", text)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return json.loads(r.stdout)["states"]
+
+    assert states(OWN["own-shared"]) < 150
+    assert states(OWN["own-shared-refused"]) > 0
+    # llama.cpp's json.gbnf: `ws` (23 states) at 11 places and `string` at 3; 292 states inlined
+    assert states((CORPUS / "json.gbnf").read_text()) < 200
 
 
 @pytest.mark.parametrize("grammar, line, col, rule, byte", [
