@@ -954,7 +954,7 @@ static void forget_lowering(gp_t *p) {
  * (below that, the call and the return are most of what a use costs), and
  * it calls no recursive rule (a shared rule may call shared ones). */
 #define SHARE_WEIGHT 48u
-#define SHARE_MIN_WEIGHT 8u
+#define SHARE_MIN_WEIGHT 16u
 
 /* The AST weight of g lowered with every non-recursive rule inlined, at
  * most cap; w[r] memoizes rule r's (UINT64_MAX: not known yet). */
