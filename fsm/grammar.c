@@ -627,19 +627,6 @@ static const sv_dfa_t *resolve(void *ctx, uint32_t id, sv_error_t *err);
 
 /* The bytes with which part rule r may go on from a final state (all of
  * them where it may go on with a call there). */
-static sv_status part_goes_on(gp_t *p, uint32_t r, bset_t *s);
-
-/* part_goes_on of every reachable recursive rule, in a new (nrules) array. */
-static sv_status all_goes_on(gp_t *p, bset_t **out) {
-    uint32_t n = p->nrules;
-    bset_t *g = *out = calloc(n ? n : 1, sizeof *g);
-    if (!g) return gp_nomem(p);
-    sv_status st = SV_OK;
-    for (uint32_t r = 0; r < n && !st; r++)
-        if (p->rules[r].reachable && p->rules[r].recursive) st = part_goes_on(p, r, &g[r]);
-    return st;
-}
-
 static sv_status part_goes_on(gp_t *p, uint32_t r, bset_t *s) {
     sv_error_t e;
     sv_error_clear(&e);
@@ -653,6 +640,17 @@ static sv_status part_goes_on(gp_t *p, uint32_t r, bset_t *s) {
                 bset_range(s, c == SV_CALL_MARK ? 0 : c, c == SV_CALL_MARK ? 255 : c);
     }
     return SV_OK;
+}
+
+/* part_goes_on of every reachable recursive rule, in a new (nrules) array. */
+static sv_status all_goes_on(gp_t *p, bset_t **out) {
+    uint32_t n = p->nrules;
+    bset_t *g = *out = calloc(n ? n : 1, sizeof *g);
+    if (!g) return gp_nomem(p);
+    sv_status st = SV_OK;
+    for (uint32_t r = 0; r < n && !st; r++)
+        if (p->rules[r].reachable && p->rules[r].recursive) st = part_goes_on(p, r, &g[r]);
+    return st;
 }
 
 typedef struct {
@@ -1021,13 +1019,9 @@ static sv_status mark_shared(gp_t *p, uint32_t root) {
     return SV_OK;
 }
 
-/* Analyses the rules and lowers the start rule into *top: an AST whose
+/* Lowers the start rule of the analysed rules into *top: an AST whose
  * calls name parts p->id_base + 1 .. p->id_base + p->nparts (resolve). */
 static sv_status lower_root(gp_t *p, uint32_t root, sv_ast_t **top) {
-    if (!p->share) { /* (compile_shared analyses before it) */
-        sv_status st = analyse(p, root);
-        if (st) return st;
-    }
     for (uint32_t r = 0; r < p->nrules; r++)
         if (p->rules[r].recursive || p->rules[r].shared) p->nparts++;
     if (p->nparts > SV_CALL_MAX_ID - p->id_base)
@@ -1111,7 +1105,6 @@ static int written_len(const rule_t *x) {
  * rule inlined: it has no shared rule, or their calls were refused. */
 static bool compile_shared(gp_t *p, uint32_t root, sv_dfa_t **out, sv_status *st) {
     uint64_t now = sv_now_ns();
-    p->share = true;
     if (p->deadline_ns) p->absorb_end_ns = now < p->deadline_ns ? now + (p->deadline_ns - now) / 2 : now;
     bool done = false, any = false;
     sv_ast_t *top;
@@ -1134,7 +1127,6 @@ static bool compile_shared(gp_t *p, uint32_t root, sv_dfa_t **out, sv_status *st
         }
     }
 out:
-    p->share = false;
     p->absorb_end_ns = 0;
     if (done) return true;
     for (uint32_t r = 0; r < p->nrules; r++) {
@@ -1173,7 +1165,8 @@ static sv_status compile(gp_t *p, sv_dfa_t **out, sv_ast_t **top_out) {
          * long search. */
         bool gave_up = false;
         sv_ast_t *top;
-        st = lower_root(p, root, &top);
+        st = analyse(p, root);
+        if (!st) st = lower_root(p, root, &top);
         if (st) return st;
         if (top_out) *top_out = top;
         sv_error_t e;

@@ -59,7 +59,6 @@ typedef struct {
     uint32_t *part_rule;   /* (nparts + 1) the rule of each part id */
     uint32_t nparts;
     bool lark;             /* the text is Lark-style EBNF, not GBNF */
-    bool share;            /* lower_root makes shared rules parts (grammar.c, "shared rules") */
     uint64_t deadline_ns;  /* the whole compile's end (lim->max_time_us from its start); 0: none */
     uint64_t absorb_end_ns; /* the end of the rounds that absorb returns (grammar.c); 0: none */
     sv_fsm_limits_t lim_now; /* lim with the time left of it (gp_lim) */
