@@ -43,6 +43,7 @@ void sv_schema_opts_default(sv_schema_opts_t *o) {
     o->any_deep_arrays = 1;
     o->max_string_length = 512;
     o->any_calls = true;
+    o->extra_key_orders = true;
     sv_fsm_limits_default(&o->lim);
 }
 
@@ -2872,7 +2873,7 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
     if (may_go_deep && o->lim.max_dfa_states > 4) first.lim.max_dfa_states = o->lim.max_dfa_states - o->lim.max_dfa_states / 4;
     sv_schema_opts_t shallow = *o;
     make_shallow(&shallow);
-    uint32_t orders = SV_SCHEMA_MAX_ORDERS;
+    uint32_t orders = o->extra_key_orders ? SV_SCHEMA_MAX_ORDERS : 1;
     bool more_orders = false, deep = false, product_keysets = false;
     uint32_t narrowed = 0;
     sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed, &product_keysets);

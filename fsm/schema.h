@@ -95,6 +95,13 @@ typedef struct sv_schema_opts {
     sv_key_order key_order;    /* object keys in the schema's order (default), or in any
                                   order, each at most once (objects with few keys: see
                                   docs/fsm.md "Key order") */
+    bool extra_key_orders;     /* true (default): in schema key order, an object also takes
+                                  up to 3 more orders that real data follows (an anyOf or
+                                  oneOf branch's, a required list's); false: the definition
+                                  order alone, each next key forced. The server's tool calls
+                                  (src/api/tools.h) compile with false: only generation reads
+                                  them, and the extra orders cost about a third of a big tool
+                                  set's compile */
     uint32_t max_string_length;/* a maxLength above this is narrowed to it (default 512
                                   code points): each counted character costs DFA states */
     bool discriminator_annotation; /* false (default): a oneOf with OpenAPI's discriminator

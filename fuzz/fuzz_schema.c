@@ -820,7 +820,8 @@ static result_t compile(const uint8_t *data, size_t size, uint8_t mode, bool jso
  * parts): it compiles whenever the flat one does (or hits a budget), and
  * its samples pass the checks flat samples pass (accepted, canonical JSON
  * in the mode's spelling, valid at the root as check_root checks), with
- * keys in schema order or, for half the modes, in any order. Its
+ * keys in schema order (with or without the extra orders) or, for half
+ * the modes, in any order. Its
  * language is not a superset of the flat one: a union's branches keep
  * their own key orders there. */
 static void calls_check(const uint8_t *data, size_t size, uint8_t mode) {
@@ -829,6 +830,9 @@ static void calls_check(const uint8_t *data, size_t size, uint8_t mode) {
     o.any_calls = true;
     /* half the time with keys in any order (schema_container.c key sets) */
     o.key_order = (mode >> 6) & 1 ? SV_KEY_ORDER_ANY : SV_KEY_ORDER_SCHEMA;
+    /* and for half of those, in the definition order alone, as tool calls
+       compile (fsm/schema.h extra_key_orders) */
+    o.extra_key_orders = !((mode >> 7) & 1);
     sv_dfa_t *d = NULL;
     sv_schema_info_t info;
     sv_error_t err;

@@ -38,13 +38,14 @@ typedef struct {
     const char *tool_choice;  /* "required", "auto" or a tool's name; NULL: not given */
     int parallel;             /* --parallel-tool-calls: -1 not given, else 0 or 1 */
     int tool_object;          /* --tool-format: -1 not given, 1 object, 0 array, 2 tagged, 3 tagged-list */
+    int extra_orders;         /* --extra-key-orders: -1 not given (true, false with --tools), else 0 or 1 */
     bool explain;             /* match --explain: where each candidate stops */
     bool print_schema;        /* compile --print-schema: the call schema, not compiled */
 } opts_t;
 
 enum {
     OPT_REGEX = 256, OPT_REGEX_FILE, OPT_MAX_NFA, OPT_MAX_DFA, OPT_MAX_MEM, OPT_TIMEOUT, OPT_SEED, OPT_MAX_LEN,
-    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_DISCRIMINATOR,
+    OPT_SCHEMA, OPT_WS, OPT_STRICT, OPT_UNKNOWN_FORMATS, OPT_REF_DEPTH, OPT_ANY_DEPTH, OPT_ANY_DEPTH_TOTAL, OPT_ANY_DEEP_LEVELS, OPT_ANY_DEEP_ARRAYS, OPT_STRING_LEN, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_EXTRA_ORDERS, OPT_DISCRIMINATOR,
     OPT_TOOLS, OPT_TOOL_CHOICE, OPT_PARALLEL, OPT_TOOL_FORMAT, OPT_EXPLAIN, OPT_PRINT_SCHEMA, OPT_GRAMMAR, OPT_STAG,
 };
 
@@ -95,6 +96,12 @@ static const char constraint_help[] =
     "                         any order, each key at most once (objects of up to 16\n"
     "                         keys whose key sets fit the budget; wider ones keep\n"
     "                         the schema's order, counted in key_order_narrowed)\n"
+    "  --extra-key-orders true|false\n"
+    "                         with --key-order schema, an object also takes up to\n"
+    "                         3 more key orders real data follows (an anyOf/oneOf\n"
+    "                         branch's, a required list's); default true, and false\n"
+    "                         with --tools, as the server compiles tool calls:\n"
+    "                         definition order only, each next key forced\n"
     "  --max-any-depth N|auto nesting of unconstrained values: N levels (default 3),\n"
     "                         or auto: 6 levels at the root, one less per level\n"
     "                         down, 3 from level 3 on (--any-depth-total); auto\n"
@@ -229,6 +236,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
         {"any-deep-levels", required_argument, 0, OPT_ANY_DEEP_LEVELS},
         {"any-calls", required_argument, 0, OPT_ANY_CALLS},
         {"key-order", required_argument, 0, OPT_KEY_ORDER},
+        {"extra-key-orders", required_argument, 0, OPT_EXTRA_ORDERS},
         {"discriminator", required_argument, 0, OPT_DISCRIMINATOR},
         {"any-deep-arrays", required_argument, 0, OPT_ANY_DEEP_ARRAYS},
         {"max-string-length", required_argument, 0, OPT_STRING_LEN},
@@ -250,6 +258,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
     o->max_len = 64;
     o->parallel = -1;
     o->tool_object = -1;
+    o->extra_orders = -1;
     opterr = 0;
     optind = 1;
     int c;
@@ -330,6 +339,11 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
                 return sv_cli_usage_error(verb, "invalid value '%s' for --key-order (schema or any)", arg);
             o->sopts.key_order = strcmp(arg, "any") ? SV_KEY_ORDER_SCHEMA : SV_KEY_ORDER_ANY;
             break;
+        case OPT_EXTRA_ORDERS:
+            if (strcmp(arg, "true") && strcmp(arg, "false"))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --extra-key-orders (true or false)", arg);
+            o->extra_orders = !strcmp(arg, "true");
+            break;
         case OPT_DISCRIMINATOR:
             if (strcmp(arg, "required") && strcmp(arg, "annotation"))
                 return sv_cli_usage_error(verb, "invalid value '%s' for --discriminator (required or annotation)", arg);
@@ -380,6 +394,7 @@ static int parse(int argc, char **argv, opts_t *o, bool sampling) {
     if (!o->tools_file && (o->tool_choice || o->parallel >= 0 || o->tool_object >= 0 || o->print_schema))
         return sv_cli_usage_error(verb, "--tool-choice, --parallel-tool-calls, --tool-format and --print-schema need "
                                         "--tools FILE");
+    o->sopts.extra_key_orders = o->extra_orders >= 0 ? o->extra_orders == 1 : !o->tools_file;
     if (o->tools_file) {
         sv_error_t err;
         size_t len;

@@ -29,7 +29,7 @@
 #include "cli.h"
 #include "verbs.h"
 
-enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE, OPT_MEMORY, OPT_SLOW, OPT_ANY_TOTAL, OPT_DEEP_LEVELS, OPT_DEEP_ARRAYS, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_COLD };
+enum { OPT_TOKENIZER = 256, OPT_TOKCONFIG, OPT_PER_SCHEMA, OPT_TIMEOUT_S, OPT_UNKNOWN_FORMATS, OPT_ANY_DEPTH, OPT_WS, OPT_DFA_CACHE, OPT_MEMORY, OPT_SLOW, OPT_ANY_TOTAL, OPT_DEEP_LEVELS, OPT_DEEP_ARRAYS, OPT_ANY_CALLS, OPT_KEY_ORDER, OPT_EXTRA_ORDERS, OPT_COLD };
 
 typedef struct {
     uint64_t *v;
@@ -288,6 +288,7 @@ int sv_cmd_maskbench(int argc, char **argv) {
         {"any-deep-levels", required_argument, 0, OPT_DEEP_LEVELS},
         {"any-calls", required_argument, 0, OPT_ANY_CALLS},
         {"key-order", required_argument, 0, OPT_KEY_ORDER},
+        {"extra-key-orders", required_argument, 0, OPT_EXTRA_ORDERS},
         {"any-deep-arrays", required_argument, 0, OPT_DEEP_ARRAYS},
         {"ws", required_argument, 0, OPT_WS},
         {"dfa-cache-mb", required_argument, 0, OPT_DFA_CACHE},
@@ -313,7 +314,7 @@ int sv_cmd_maskbench(int argc, char **argv) {
             printf("Usage: sieve maskbench --tokenizer tokenizer.json [--tokenizer-config FILE]\n"
                    "                       [--per-schema] [--timeout-s 60] [--allow-unknown-formats]\n"
                    "                       [--max-any-depth N|auto] [--any-depth-total N]\n"
-                   "                       [--any-deep-levels N] [--any-deep-arrays N] [--any-calls true|false] [--key-order schema|any] [--ws MODE] [--dfa-cache-mb 64] [--cold] PATH...\n\n"
+                   "                       [--any-deep-levels N] [--any-deep-arrays N] [--any-calls true|false] [--key-order schema|any] [--extra-key-orders true|false] [--ws MODE] [--dfa-cache-mb 64] [--cold] PATH...\n\n"
                    "Runs the MaskBench method on MaskBench files (or folders of them), one\n"
                    "thread, and prints one JSON object: schemas, passing, compile_error,\n"
                    "validation_error, invalidation_error, timeout, error, and ttfm_us and tbm_us\n"
@@ -328,6 +329,9 @@ int sv_cmd_maskbench(int argc, char **argv) {
                    "builds them, stay: fsm/schema_text.c, the prelude).\n"
                    "--memory-limit-mb: address-space limit of the process (default 8192, 0: none);\n"
                    "a schema that needs more is a compile error of type nomem.\n"
+                   "--extra-key-orders false: objects in their definition order only, as the\n"
+                   "server compiles tool calls (the call schemas of tests/bench/toolsets_ttfm.py\n"
+                   "--prep-out); default true (sieve compile --help).\n"
                    "--slow-us N: list every mask slower than N microseconds on stderr (file,\n"
                    "token, state, allowed count), to see what makes the TBM tail.\n");
             return SV_EXIT_OK;
@@ -358,6 +362,11 @@ int sv_cmd_maskbench(int argc, char **argv) {
             if (strcmp(optarg, "schema") && strcmp(optarg, "any"))
                 return sv_cli_usage_error(verb, "invalid value '%s' for --key-order (schema or any)", optarg);
             b.sopts.key_order = strcmp(optarg, "any") ? SV_KEY_ORDER_SCHEMA : SV_KEY_ORDER_ANY;
+            break;
+        case OPT_EXTRA_ORDERS:
+            if (strcmp(optarg, "true") && strcmp(optarg, "false"))
+                return sv_cli_usage_error(verb, "invalid value '%s' for --extra-key-orders (true or false)", optarg);
+            b.sopts.extra_key_orders = !strcmp(optarg, "true");
             break;
         case OPT_DEEP_LEVELS:
             if (sv_cli_parse_u64(optarg, 16, &v)) return sv_cli_usage_error(verb, "invalid value '%s' for --any-deep-levels", optarg);

@@ -134,10 +134,11 @@ static char *make_key(sv_constraint_kind kind, const char *text, size_t len, con
         /* text that does not parse is keyed as is; compiling reports it */
     }
     char head[256];
-    int h = snprintf(head, sizeof head, "%d|%p|%d|%d|%d|%u|%u|%u|%u|%u|%u|%d|%d|%d|", (int)kind, (const void *)tokens,
+    int h = snprintf(head, sizeof head, "%d|%p|%d|%d|%d|%u|%u|%u|%u|%u|%u|%d|%d|%d|%d|", (int)kind, (const void *)tokens,
                      (int)o->ws, (int)o->strict_properties, (int)o->unknown_formats_ok, o->max_ref_depth,
                      o->max_any_depth, o->any_depth_total, o->any_deep_levels, o->any_deep_arrays, o->max_string_length,
-                     (int)o->any_calls, (int)o->key_order, (int)o->discriminator_annotation);
+                     (int)o->any_calls, (int)o->key_order, (int)o->discriminator_annotation,
+                     (int)o->extra_key_orders);
     char *key = malloc((size_t)h + blen + 1);
     if (!key) {
         free(canon);

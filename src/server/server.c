@@ -267,10 +267,19 @@ void sv_server_compile_opts(const sv_server_config_t *cfg, sv_schema_opts_t *so)
     if (cfg->compile_max_states) so->lim.max_dfa_states = cfg->compile_max_states;
 }
 
+/* The options constraint c compiles with: the server's, and for a request
+ * with tools, the definition order of keys alone (fsm/schema.h,
+ * extra_key_orders): its constraint is only ever generated, and the extra
+ * orders cost about a third of a big tool set's compile (BENCHMARKS.md). */
+static void constraint_opts(const sv_server_config_t *cfg, const sv_api_constraint_t *c, sv_schema_opts_t *so) {
+    sv_server_compile_opts(cfg, so);
+    if (c->tool_calls || c->calls_or_answer || c->tagged_calls) so->extra_key_orders = false;
+}
+
 int sv_server_check_constraint(const sv_server_config_t *cfg, sv_constraint_cache_t *cache,
                                const sv_token_set_t *tokens, const sv_api_constraint_t *c, sv_api_error_t *e) {
     sv_schema_opts_t so;
-    sv_server_compile_opts(cfg, &so);
+    constraint_opts(cfg, c, &so);
     sv_constraint_spec_t spec = {.kind = c->kind, .text = c->text, .len = c->len, .opts = &so, .tokens = tokens};
     sv_constraint_t *got = NULL;
     sv_error_t err;
@@ -290,18 +299,18 @@ void sv_server_api_limits(const sv_server_config_t *cfg, uint32_t vocab_rows, sv
     if (lim->max_n > SV_ENGINE_MAX_N) lim->max_n = SV_ENGINE_MAX_N;
 }
 
-static bool start_compile_of(req_t *r, sv_constraint_kind kind, const char *text, size_t len) {
+static bool start_compile(req_t *r) {
     srv_t *s = r->s;
     sv_schema_opts_t so;
-    sv_server_compile_opts(&s->cfg, &so);
-    sv_constraint_spec_t spec = {.kind = kind, .text = text, .len = len, .opts = &so, .tokens = s->deps.set};
+    constraint_opts(&s->cfg, &r->api.c, &so);
+    sv_constraint_spec_t spec = {.kind = r->api.c.kind, .text = r->api.c.text, .len = r->api.c.len, .opts = &so,
+                                 .tokens = s->deps.set};
     r->compiling = true;
     r->cjob = sv_cpool_submit(s->cpool, &spec, compile_cb, r);
     if (!r->cjob) r->compiling = false;
     return r->cjob != 0;
 }
 
-static bool start_compile(req_t *r) { return start_compile_of(r, r->api.c.kind, r->api.c.text, r->api.c.len); }
 
 static void submit(req_t *r) {
     srv_t *s = r->s;

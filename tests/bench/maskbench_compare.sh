@@ -6,6 +6,7 @@
 #                                    [--timeout-s 60] [--data DIR] [--sample FILE]
 #                                    [--tokenizer FILE] [--sieve BIN] [--python BIN]
 #                                    [--tbm step|mask] [--prep DIR] [--cold]
+#                                    [--sieve-arg ARG]...
 #
 # Steps: (1) tests/bench/maskbench_prep.py writes the sampled files, each test
 # with its MaskBench instance text, into DIR/prep; (2) `sieve maskbench
@@ -20,7 +21,9 @@
 # (1)'s sample (tests/bench/toolsets_ttfm.py --prep-out writes the tool-set
 # corpus that way). --cold empties sieve's memo of automata before each
 # schema (`sieve maskbench --cold`), so that no schema reuses what an earlier
-# one compiled, as neither peer does here.
+# one compiled, as neither peer does here. --sieve-arg ARG passes ARG on to
+# `sieve maskbench` (repeat it: `--sieve-arg --extra-key-orders --sieve-arg
+# false` compiles the tool sets' call schemas as the server compiles tools).
 # Needs ../shared/data (MaskBench and the Llama 3 tokenizer); never run in CI.
 set -euo pipefail
 
@@ -36,8 +39,9 @@ PY="$ROOT/.venv-peers/bin/python"
 TBM=step
 PREP=
 COLD=
+SIEVE_ARGS=()
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) OUT="$2"; shift 2 ;;
@@ -51,6 +55,7 @@ while [ $# -gt 0 ]; do
         --tbm) TBM="$2"; shift 2 ;;
         --prep) PREP="$2"; shift 2 ;;
         --cold) COLD=--cold; shift ;;
+        --sieve-arg) SIEVE_ARGS+=("$2"); shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "maskbench_compare: unknown argument $1" >&2; usage 2 >&2 ;;
     esac
@@ -86,7 +91,7 @@ for e in $ENGINES; do
                 continue
             fi
             if ! nice -n 10 "$SIEVE" maskbench --tokenizer "$TOKENIZER" --per-schema $COLD \
-                    --timeout-s "$TIMEOUT" "$PREP" > "$raw" 2> "$OUT/$e.err"; then
+                    ${SIEVE_ARGS[@]+"${SIEVE_ARGS[@]}"} --timeout-s "$TIMEOUT" "$PREP" > "$raw" 2> "$OUT/$e.err"; then
                 echo "maskbench_compare: sieve maskbench failed (see $OUT/$e.err)" >&2
             fi
             ;;

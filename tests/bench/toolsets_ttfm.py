@@ -23,10 +23,12 @@ the 2 cores):
 Side by side with llguidance (TTFM as MaskBench counts it for every engine:
 compile, matcher and first mask), --prep-out DIR writes each set's call
 schema (`sieve compile ... --print-schema`, what the server compiles) as a
-MaskBench-style file without tests, and maskbench_compare.sh runs on them:
+MaskBench-style file without tests, and maskbench_compare.sh runs on them
+(sieve with --extra-key-orders false, as `compile --tools` and the server
+compile tool calls):
     .venv/bin/python tests/bench/toolsets_ttfm.py --sieve build-rel/sieve --prep-out /tmp/ts-prep
     tests/bench/maskbench_compare.sh --prep /tmp/ts-prep --out /tmp/ts-compare \
-        --engines "sieve llguidance"
+        --engines "sieve llguidance" --sieve-arg --extra-key-orders --sieve-arg false
 
 Other tool modes or compile options go after --, e.g.
     tests/bench/toolsets_ttfm.py -- --tool-choice auto --tool-format object

@@ -257,7 +257,36 @@ def test_arguments_in_each_tools_own_order(sieve, tmp_path):
     assert match(sieve, str(p), [json.dumps(c) for c in swapped]) == ["0", "0"]  # the other tool's order is not taken
 
 
+def test_arguments_in_definition_order_only(sieve, tmp_path):
+    """Tool calls compile with the definition order of keys alone, as the
+    server compiles them (src/server/server.c constraint_opts): the orders a
+    schema also takes for data written elsewhere (a required list's, a
+    branch's) are not in a constraint that only generation reads.
+    --extra-key-orders true puts them back, and a schema keeps them."""
+    params = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                               "c": {"type": "integer"}},
+              "required": ["c", "b"], "additionalProperties": False}
+    p = tmp_path / "tools.json"
+    p.write_text(json.dumps([{"type": "function", "function": {"name": "f", "parameters": params}}]))
+    defined = [{"name": "f", "arguments": {"a": 1, "b": 2, "c": 3}}, {"name": "f", "arguments": {"b": 2, "c": 3}}]
+    required_first = [{"name": "f", "arguments": {"c": 3, "b": 2, "a": 1}}]
+    texts = [json.dumps([x]) for x in defined + required_first]
+    for x in defined + required_first:
+        jsonschema.validate(x["arguments"], params)
+    assert match(sieve, str(p), texts) == ["1", "1", "0"]
+    assert match(sieve, str(p), texts, "--extra-key-orders", "true") == ["1", "1", "1"]
+    s = tmp_path / "params.json"
+    s.write_text(json.dumps(params))
+    r = sieve("match", "--schema", str(s), stdin="".join(json.dumps(json.dumps(x["arguments"])) + "\n"
+                                                         for x in defined + required_first))
+    assert r.stdout.split() == ["1", "1", "1"], r.stderr
+    # fewer states, and the first key is forced once no other order may start
+    a, b = stats(sieve, "--tools", str(p)), stats(sieve, "--tools", str(p), "--extra-key-orders", "true")
+    assert a["states"] < b["states"] and a["forced_states"] > 0
+
+
 @pytest.mark.parametrize("args, needle", [
+    (["--extra-key-orders", "maybe"], "invalid value 'maybe' for --extra-key-orders"),
     (["--tool-choice", "auto"], "need --tools"),
     (["--tools", "TOOLS", "--regex", "a"], "exactly one constraint"),
     (["--tools", "TOOLS", "--tool-choice", "no_such_tool"], "'no_such_tool' is not one of the tools"),
@@ -319,7 +348,7 @@ def test_print_schema_is_what_compiles(sieve, tools_file, tmp_path):
         assert len(doc["$defs"]) == (1 if named else N_TOOLS)
         p = tmp_path / "calls.json"
         p.write_text(r.stdout)
-        a, b = stats(sieve, "--tools", tools_file, *mode), stats(sieve, "--schema", str(p))
+        a, b = stats(sieve, "--tools", tools_file, *mode), stats(sieve, "--schema", str(p), "--extra-key-orders", "false")
         for k in ("states", "byte_classes", "forced_states", "min_len", "parts"):
             assert a[k] == b[k], (mode, k, a, b)
     # one valid call list and one invalid, judged by the printed schema
