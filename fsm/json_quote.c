@@ -17,7 +17,8 @@
  * writes them). Every escape is a byte path of its own, so the table is
  * deterministic as built: one start state reading '"', one final state
  * after the closing '"' (read where q accepts), and at most six escape
- * states per content state, made only where q moves on an escaped byte.
+ * states per content state, made only where q moves on an escaped byte and
+ * shared by the states that move alike on every escaped byte.
  * Minimization then merges the escape states of states that move alike
  * and gives the same canonical table as the NFA route, which
  * tests/fsm_test.c checks on random contents. */
@@ -81,20 +82,56 @@ sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limi
     for (int b = 255; b >= 0; b--) rep[raw.classes[b]] = (uint8_t)b;
     const uint32_t k = raw.nclasses;
     /* State ids: 0 the start, 1 the final state, 2 + q the content states,
-     * then escape states as they are made. */
+     * then escape states as they are made. Content states that move alike
+     * on every escaped byte share their escape states: what those read, and
+     * where they end, depends on those moves alone, so sharing keeps the
+     * language and spares minimization the copies it would merge (an
+     * object's extra keys, "any string but the declared keys", move alike
+     * on escaped bytes from all but a few of their states). grp[q] is q's
+     * group (UINT32_MAX: no escaped byte moves from q), grep[g] the group's
+     * first state; groups are found by hashing the escaped bytes' targets. */
+    static const uint8_t EB[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,
+                                 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, '"', '\\'};
+    enum { NEB = sizeof EB };
+    uint32_t tcap = 16;
+    while (tcap < 2 * (size_t)n) tcap *= 2;
     int32_t *esc = malloc(((size_t)n * E_N + 1) * sizeof *esc);
-    if (!esc) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory quoting a string content");
+    uint32_t *grp = malloc(((size_t)n + 1) * sizeof *grp), *grep = malloc(((size_t)n + 1) * sizeof *grep);
+    uint32_t *slot = malloc((size_t)tcap * sizeof *slot);
+    if (!esc || !grp || !grep || !slot) {
+        free(esc), free(grp), free(grep), free(slot);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory quoting a string content");
+    }
     for (size_t i = 0; i < (size_t)n * E_N; i++) esc[i] = -1;
-    uint32_t ns = 2 + n;
+    for (uint32_t i = 0; i < tcap; i++) slot[i] = UINT32_MAX;
+    uint32_t ns = 2 + n, ngroups = 0;
     for (uint32_t q = 0; q < n; q++) {
+        const int32_t *row = content->trans + (size_t)q * content->nclasses;
         bool any = false, u = false, lo = false, hi = false;
-        for (uint32_t b = 0; b < 0x20 + 0x60; b++) {
-            if (!escaped(b) || sv_dfa_next(content, (int32_t)q, (uint8_t)b) < 0) continue;
+        uint64_t h = 0x9e3779b97f4a7c15ull;
+        for (uint32_t i = 0; i < NEB; i++) {
+            int32_t t = row[content->classes[EB[i]]];
+            h = (h ^ (uint32_t)t) * 0x100000001b3ull;
+            if (t < 0) continue;
             any = true;
-            if (!short_escape(b)) u = true, (b < 0x10 ? (lo = true) : (hi = true));
+            if (!short_escape(EB[i])) u = true, (EB[i] < 0x10 ? (lo = true) : (hi = true));
         }
+        grp[q] = UINT32_MAX;
         if (!any) continue;
-        int32_t *e = esc + (size_t)q * E_N;
+        uint32_t at = (uint32_t)(h ^ (h >> 32)) & (tcap - 1);
+        for (; slot[at] != UINT32_MAX; at = (at + 1) & (tcap - 1)) {
+            const int32_t *r0 = content->trans + (size_t)grep[slot[at]] * content->nclasses;
+            uint32_t i = 0;
+            while (i < NEB && r0[content->classes[EB[i]]] == row[content->classes[EB[i]]]) i++;
+            if (i == NEB) break;
+        }
+        if (slot[at] != UINT32_MAX) {
+            grp[q] = slot[at];
+            continue;
+        }
+        uint32_t g = ngroups++;
+        slot[at] = g, grp[q] = g, grep[g] = q;
+        int32_t *e = esc + (size_t)g * E_N;
         e[E_BS] = (int32_t)ns++;
         if (u) {
             e[E_U] = (int32_t)ns++;
@@ -104,14 +141,15 @@ sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limi
             if (hi) e[E_H1] = (int32_t)ns++;
         }
     }
+    free(slot);
     if (lim->max_dfa_states && ns > lim->max_dfa_states) {
-        free(esc);
+        free(esc), free(grp), free(grep);
         return sv_error_set(err, SV_ERR_BUDGET, -1, "the quoted string needs more than %u DFA states",
                             lim->max_dfa_states);
     }
     size_t cells = (size_t)ns * k, bytes = cells * sizeof *raw.trans + ns;
     if (!sv_memacct_fits(bytes, lim->max_memory)) {
-        free(esc);
+        free(esc), free(grp), free(grep);
         return sv_error_set(err, SV_ERR_BUDGET, -1, "quoting a string content needs about %zu bytes, more than is left "
                             "of the compile's memory budget of %zu bytes", bytes, lim->max_memory);
     }
@@ -120,7 +158,7 @@ sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limi
     raw.trans = malloc((cells ? cells : 1) * sizeof *raw.trans);
     raw.accept = calloc(ns, 1);
     if (!raw.trans || !raw.accept) {
-        free(esc);
+        free(esc), free(grp), free(grep);
         sv_rawdfa_free(&raw);
         return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory quoting a string content");
     }
@@ -130,7 +168,7 @@ sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limi
     raw.accept[1] = 1;
     for (uint32_t q = 0; q < n; q++) {
         uint32_t s = 2 + q;
-        const int32_t *e = esc + (size_t)q * E_N;
+        const int32_t *e = grp[q] == UINT32_MAX ? NULL : esc + (size_t)grp[q] * E_N;
         /* Raw bytes: one class at a time (a class never mixes escaped and
          * unescaped bytes, nor bytes of different content classes). */
         const int32_t *row = content->trans + (size_t)q * content->nclasses;
@@ -140,8 +178,9 @@ sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limi
             if (t >= 0) raw.trans[(size_t)s * k + j] = 2 + t;
         }
         if (content->accept[q]) SET(s, '"', 1);
-        if (e[E_BS] < 0) continue;
+        if (!e) continue;
         SET(s, '\\', e[E_BS]);
+        if (grep[grp[q]] != q) continue; /* the group's escape states are written */
         for (uint32_t b = 0; b < 0x60; b++) {
             if (!escaped(b)) continue;
             int32_t t = sv_dfa_next(content, (int32_t)q, (uint8_t)b);
@@ -161,7 +200,7 @@ sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limi
         }
     }
 #undef SET
-    free(esc);
+    free(esc), free(grp), free(grep);
     sv_status st = sv_dfa_minimize_budget(&raw, bytes, lim, err);
     if (!st) st = sv_dfa_minimize(&raw, out, err);
     sv_rawdfa_free(&raw);
