@@ -82,6 +82,32 @@ def few_shot(question):
     return msgs
 
 
+def test_arguments_in_definition_order(client):
+    """A tool's arguments come in the order its parameters define them, even
+    where the conversation shows another order that a response_format schema
+    would take (its required list's): the server compiles tool calls with the
+    definition order alone (src/server/server.c constraint_opts), and the
+    first key is forced."""
+    params = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                               "unit": {"enum": ["celsius", "fahrenheit"]}},
+              "required": ["unit", "city"], "additionalProperties": False}
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": params}}]
+    msgs = []
+    for i, city in enumerate(["Paris", "Rome", "Oslo"]):
+        msgs.append({"role": "user", "content": f"Weather in {city}?"})
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{i}", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"unit": "celsius", "city": city})}}]})
+    msgs.append({"role": "user", "content": "Weather in London?"})
+    for seed in range(4):
+        r = client.chat.completions.create(model=NAME, messages=msgs, tools=tools, tool_choice="required",
+                                           parallel_tool_calls=False, max_tokens=60, temperature=0.8, seed=seed)
+        (call,) = r.choices[0].message.tool_calls
+        args = json.loads(call.function.arguments)
+        jsonschema.validate(args, params)
+        assert list(args) == ["city", "unit"], call.function.arguments
+
+
 def test_auto_calls(client):
     r = client.chat.completions.create(model=NAME, messages=few_shot("Weather in London?"), tools=TOOLS,
                                        max_tokens=60, temperature=0)
