@@ -19,9 +19,9 @@
  * after the closing '"' (read where q accepts), and at most six escape
  * states per content state, made only where q moves on an escaped byte and
  * shared by the states that move alike on every escaped byte.
- * Minimization then merges the escape states of states that move alike
- * and gives the same canonical table as the NFA route, which
- * tests/fsm_test.c checks on random contents. */
+ * Minimization then merges what is still alike and gives the same
+ * canonical table as the NFA route, which tests/unit/test_dfa_ops.c checks
+ * on fixed and random contents. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -98,7 +98,7 @@ typedef struct sv_schema_opts {
     bool extra_key_orders;     /* true (default): in schema key order, an object also takes
                                   up to 3 more orders that real data follows (an anyOf or
                                   oneOf branch's, a required list's); false: the definition
-                                  order alone, each next key forced. The server's tool calls
+                                  order alone. The server's tool calls
                                   (src/api/tools.h) compile with false: only generation reads
                                   them, and the extra orders cost about a third of a big tool
                                   set's compile */

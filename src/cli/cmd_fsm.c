@@ -101,7 +101,7 @@ static const char constraint_help[] =
     "                         3 more key orders real data follows (an anyOf/oneOf\n"
     "                         branch's, a required list's); default true, and false\n"
     "                         with --tools, as the server compiles tool calls:\n"
-    "                         definition order only, each next key forced\n"
+    "                         the definition order alone\n"
     "  --max-any-depth N|auto nesting of unconstrained values: N levels (default 3),\n"
     "                         or auto: 6 levels at the root, one less per level\n"
     "                         down, 3 from level 3 on (--any-depth-total); auto\n"
