@@ -1480,10 +1480,17 @@ static json_t *dependency_union(const char *k, json_t *d) {
  * branches beside them (JsonSchemaStore---meta, two cases on a boolean
  * whose thens are key conditions: 689 ms met, 1,468 ms as a switch). */
 #define SWITCH_MIN_CASES 3
+/* Where the schema is an object that requires k, the switch has no branch
+ * for objects without k nor for non-objects, and two cases take it: met
+ * one by one they are differences, which keep free-form and recursive
+ * values only to a bounded depth (JsonSchemaStore---schema-project: a
+ * tagged dependency whose storage case holds free-form CORS rules). */
+#define SWITCH_MIN_CASES_TAGGED 2
 
 typedef struct {
     const char *key;
     uint32_t n;            /* cases */
+    bool taken;            /* enough cases: the allOf's cases are the switch */
     bool *is_case;         /* (allOf size) */
 } switch_t;
 
@@ -1512,6 +1519,38 @@ no:
     return false;
 }
 
+/* An `if` that is an anyOf of single-key literal tests on one key, as
+ * {"anyOf": [{"properties": {"k": {"const": "a"}}}, {"properties": {"k":
+ * {"const": "b"}}}]}: the same case as {"properties": {"k": {"enum": ["a",
+ * "b"]}}}, since no branch requires k or says "type" (each holds for an
+ * object without k and for a non-object, as the one test does). *key and
+ * *lits (a new reference) as switch_case. */
+static bool switch_anyof(json_t *i, const char **key, json_t **lits) {
+    json_t *any = json_object_get(i, "anyOf"), *v;
+    const char *k;
+    if (!json_is_array(any) || json_array_size(any) == 0) return false;
+    json_object_foreach(i, k, v) if (strcmp(k, "anyOf") && !sv_sc_inert_keyword(k)) return false;
+    json_t *all = json_array();
+    if (!all) return false;
+    *key = NULL;
+    for (size_t j = 0; j < json_array_size(any); j++) {
+        json_t *b = json_array_get(any, j), *props = json_object_get(b, "properties"), *l = NULL;
+        bool ok = json_is_object(b) && json_is_object(props) && json_object_size(props) == 1;
+        if (ok) json_object_foreach(b, k, v) if (strcmp(k, "properties") && !sv_sc_inert_keyword(k)) ok = false;
+        const char *bk = ok ? json_object_iter_key(json_object_iter(props)) : NULL;
+        ok = ok && (!*key || !strcmp(*key, bk)) && switch_literals(json_object_iter_value(json_object_iter(props)), &l);
+        if (!ok || json_array_extend(all, l)) {
+            json_decref(l);
+            json_decref(all);
+            return false;
+        }
+        json_decref(l);
+        *key = bk;
+    }
+    *lits = all;
+    return true;
+}
+
 /* Whether allOf member m is a switch case; *key its key and *lits its
  * literals (a new reference). */
 static bool switch_case(json_t *m, const char **key, json_t **lits) {
@@ -1519,6 +1558,7 @@ static bool switch_case(json_t *m, const char **key, json_t **lits) {
     const char *k;
     if (!json_is_object(m) || !json_is_object(i) || json_object_get(m, "else")) return false;
     json_object_foreach(m, k, v) if (strcmp(k, "if") && strcmp(k, "then") && !sv_sc_inert_keyword(k)) return false;
+    if (json_object_get(i, "anyOf")) return switch_anyof(i, key, lits);
     json_t *props = json_object_get(i, "properties");
     if (!json_is_object(props) || json_object_size(props) != 1) return false;
     void *it = json_object_iter(props);
@@ -1540,13 +1580,14 @@ static bool lits_meet(json_t *a, json_t *b) {
 }
 
 /* The switch among s's allOf members (the cases on the key the first case
- * names), or sw->n < SWITCH_MIN_CASES when there is none (or too few to
- * pay for the branches beside the cases); the union it stands for in
- * *out (a new reference), or NULL when out of memory. */
+ * names), or !sw->taken when there is none (or too few cases to pay for
+ * the branches beside them); the union it stands for (a new reference), or
+ * NULL when out of memory. */
 static json_t *allof_switch(sctx_t *c, json_t *s, json_t *all, switch_t *sw) {
     size_t n = json_array_size(all);
     sw->n = 0;
     sw->key = NULL;
+    sw->taken = false;
     if (n < 2 || !(sw->is_case = sv_arena_alloc(c->arena, n * sizeof *sw->is_case))) return NULL;
     json_t **lits = sv_arena_alloc(c->arena, n * sizeof *lits);
     if (!lits) return NULL;
@@ -1568,10 +1609,11 @@ static json_t *allof_switch(sctx_t *c, json_t *s, json_t *all, switch_t *sw) {
         sw->is_case[i] = true;
         sw->n++;
     }
-    if (sw->n < SWITCH_MIN_CASES) goto done;
     json_t *ty = json_object_get(s, "type");
     bool obj_only = json_is_string(ty) && !strcmp(json_string_value(ty), "object");
-    bool key_req = sv_sc_has_string(json_object_get(s, "required"), sw->key);
+    bool key_req = sw->key && sv_sc_has_string(json_object_get(s, "required"), sw->key);
+    if (sw->n < (obj_only && key_req ? SWITCH_MIN_CASES_TAGGED : SWITCH_MIN_CASES)) goto done;
+    sw->taken = true;
     for (size_t i = 0; i < n; i++) {
         if (!sw->is_case[i]) continue;
         json_t *m = json_array_get(all, i), *iff = json_object_get(m, "if"), *thn = json_object_get(m, "then");
@@ -1881,7 +1923,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         if (!json_is_array(all)) return sv_sc_fail(c, SV_ERR_SYNTAX, "allOf", "allOf must be an array");
         switch_t sw;
         json_t *su = allof_switch(c, s, all, &sw);
-        if (sw.n >= SWITCH_MIN_CASES) {
+        if (sw.taken) {
             if (!su || !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, su)) {
                 json_decref(su);
                 return sv_sc_nomem(c);
@@ -1892,7 +1934,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             if (st || (st = meet(c, &acc, &unset, &made, d, "allOf"))) return st;
         }
         for (size_t i = 0; i < json_array_size(all); i++) {
-            if (sw.n >= SWITCH_MIN_CASES && sw.is_case[i]) continue;
+            if (sw.taken && sw.is_case[i]) continue;
             size_t m = sv_sc_push(c, "allOf");
             push_index(c, i);
             st = sub_dfa(c, json_array_get(all, i), loc, "allOf", false, &d, NULL);

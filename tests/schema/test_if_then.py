@@ -150,6 +150,8 @@ def switch_schema(rng, ncases):
             iff["required"] = ["type"]
         if rng.random() < 0.3:
             iff["type"] = "object"
+        if rng.random() < 0.2:  # one test per literal, as JSON Schema Store writes some (switch_anyof)
+            iff = {"anyOf": [{"properties": {"type": {"const": x}}} for x in lit]}
         then = rng.choice([
             {"required": ["a%d" % i]},
             {"properties": {"n": {"maximum": i}}},
@@ -211,6 +213,40 @@ def test_an_allof_switch_agrees_with_jsonschema():
         checked += len(texts)
         accepted += n
     assert checked >= 1200 and 0.1 * checked < accepted < 0.9 * checked, (checked, accepted)
+
+
+def test_two_tagged_cases_are_a_switch():
+    """Two cases on a key the object requires are a switch (a union, no
+    difference: SWITCH_MIN_CASES_TAGGED), as JSON Schema Store's
+    schema-project writes its dependencies (the second case's `if` an anyOf
+    of one test per literal). Met one by one they were differences, whose
+    universe spells values out to a bounded depth: a storage dependency with
+    its CORS rules, and one with a deep free-form member, were refused."""
+    schema = {"$schema": DRAFT, "type": "object", "required": ["type"],
+              "properties": {"type": {"type": "string"},
+                             "deploy": {"type": "object", "properties": {"plugin": {"type": "string"}}}},
+              "allOf": [{"if": {"properties": {"type": {"const": "storage"}}},
+                         "then": {"properties": {"cors": {"type": "array", "items": {"$ref": "#/$defs/Rule"}}}}},
+                        {"if": {"anyOf": [{"properties": {"type": {"const": "mysql"}}},
+                                          {"properties": {"type": {"const": "postgresql"}}}]},
+                         "then": {"properties": {"flags": {"type": "object",
+                                                           "additionalProperties": {"type": "string"}}}}}],
+              "$defs": {"Rule": {"type": "object", "additionalProperties": False,
+                                 "properties": {"origins": {"type": "array", "items": {"type": "string"}},
+                                                "methods": {"type": "array", "items": {"type": "string"}}}}}}
+    deep = nested(20)
+    texts = [json.dumps({"type": "storage", "cors": [{"origins": ["*"], "methods": ["GET"]}]}),
+             json.dumps({"type": "storage", "cors": [{"origins": ["*"]}], "flags": {"a": deep}}),
+             json.dumps({"type": "mysql", "cors": {"k": deep}, "flags": {"a": "b"}}),
+             json.dumps({"type": "postgresql", "deploy": {"plugin": "gcp"}, "flags": {"a": "b"}}),
+             json.dumps({"type": "other", "cors": deep, "flags": deep}),
+             json.dumps({"type": "storage", "cors": [{"origins": [1]}]}),
+             json.dumps({"type": "storage", "cors": [{"hosts": []}]}),
+             json.dumps({"type": "mysql", "flags": {"a": deep}}),
+             json.dumps({"type": "postgresql", "flags": 3}),
+             json.dumps({"cors": []})]
+    got = match(schema, texts)
+    assert got == [oracle(schema, t) for t in texts] == [True] * 5 + [False] * 5, got
 
 
 def test_a_wide_switch_of_closed_objects_compiles_in_little_memory():
