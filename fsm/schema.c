@@ -1480,12 +1480,26 @@ static json_t *dependency_union(const char *k, json_t *d) {
  * branches beside them (JsonSchemaStore---meta, two cases on a boolean
  * whose thens are key conditions: 689 ms met, 1,468 ms as a switch). */
 #define SWITCH_MIN_CASES 3
-/* Where the schema is an object that requires k, the switch has no branch
- * for objects without k nor for non-objects, and two cases take it: met
- * one by one they are differences, which keep free-form and recursive
- * values only to a bounded depth (JsonSchemaStore---schema-project: a
- * tagged dependency whose storage case holds free-form CORS rules). */
+/* Two cases take the switch where the schema is an object that requires k
+ * (then it has no branch for objects without k nor for non-objects), or
+ * where a then names values: met one by one the cases are differences,
+ * whose universe spells values out to a bounded depth only
+ * (JsonSchemaStore---schema-project, a tagged dependency whose storage case
+ * holds CORS rules; minecraft-dimension's generator settings). A then of
+ * key conditions alone is exact either way, and cheaper met (meta). */
 #define SWITCH_MIN_CASES_TAGGED 2
+
+/* Whether a then names values: keywords that hold members' or items'
+ * schemas, or schemas of its own that may ($ref, the combinators). */
+static bool then_names_values(json_t *t) {
+    static const char *const kw[] = {"properties", "patternProperties", "additionalProperties", "items",
+                                     "prefixItems", "additionalItems", "contains", "$ref", "allOf", "anyOf",
+                                     "oneOf", "if", "dependentSchemas", "unevaluatedProperties"};
+    if (!json_is_object(t)) return false;
+    for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
+        if (json_object_get(t, kw[i])) return true;
+    return false;
+}
 
 typedef struct {
     const char *key;
@@ -1612,7 +1626,10 @@ static json_t *allof_switch(sctx_t *c, json_t *s, json_t *all, switch_t *sw) {
     json_t *ty = json_object_get(s, "type");
     bool obj_only = json_is_string(ty) && !strcmp(json_string_value(ty), "object");
     bool key_req = sw->key && sv_sc_has_string(json_object_get(s, "required"), sw->key);
-    if (sw->n < (obj_only && key_req ? SWITCH_MIN_CASES_TAGGED : SWITCH_MIN_CASES)) goto done;
+    bool values = false; /* a case's then names members' values (not only keys) */
+    for (size_t i = 0; i < n && !values; i++)
+        if (sw->is_case[i]) values = then_names_values(json_object_get(json_array_get(all, i), "then"));
+    if (sw->n < ((obj_only && key_req) || values ? SWITCH_MIN_CASES_TAGGED : SWITCH_MIN_CASES)) goto done;
     sw->taken = true;
     for (size_t i = 0; i < n; i++) {
         if (!sw->is_case[i]) continue;

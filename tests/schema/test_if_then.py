@@ -247,6 +247,16 @@ def test_two_tagged_cases_are_a_switch():
              json.dumps({"cors": []})]
     got = match(schema, texts)
     assert got == [oracle(schema, t) for t in texts] == [True] * 5 + [False] * 5, got
+    # Nothing requires the tag: the switch keeps the branches of objects
+    # without it (both thens) and of non-objects, and still takes two cases,
+    # since the thens name values (minecraft-dimension's generator).
+    loose = {k: v for k, v in schema.items() if k not in ("required", "type")}
+    more = [json.dumps({"cors": [{"origins": ["*"]}], "flags": {"a": "b"}, "x": deep}),
+            json.dumps({"deploy": {"plugin": "p"}, "x": deep}), json.dumps([deep]), json.dumps("storage"),
+            json.dumps({"cors": [{"origins": [2]}]}), json.dumps({"flags": {"a": 1}})]
+    got = match(loose, texts + more)
+    assert got == [oracle(loose, t) for t in texts + more], got
+    assert got[-6:] == [True, True, True, True, False, False], got
 
 
 def test_a_wide_switch_of_closed_objects_compiles_in_little_memory():
