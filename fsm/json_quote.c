@@ -91,7 +91,7 @@ sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limi
      * group (UINT32_MAX: no escaped byte moves from q), grep[g] the group's
      * first state; groups are found by hashing the escaped bytes' targets. */
     static const uint8_t EB[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,
-                                 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, '"', '\\'};
+                                 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, '"', '\\'}; /* escaped() */
     enum { NEB = sizeof EB };
     uint32_t tcap = 16;
     while (tcap < 2 * (size_t)n) tcap *= 2;
@@ -181,9 +181,9 @@ sv_status sv_dfa_json_quoted_uncached(const sv_dfa_t *content, const sv_fsm_limi
         if (!e) continue;
         SET(s, '\\', e[E_BS]);
         if (grep[grp[q]] != q) continue; /* the group's escape states are written */
-        for (uint32_t b = 0; b < 0x60; b++) {
-            if (!escaped(b)) continue;
-            int32_t t = sv_dfa_next(content, (int32_t)q, (uint8_t)b);
+        for (uint32_t i = 0; i < NEB; i++) {
+            uint32_t b = EB[i];
+            int32_t t = row[content->classes[b]];
             if (t < 0) continue;
             uint8_t letter = short_escape(b);
             if (letter) {

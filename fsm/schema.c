@@ -1551,8 +1551,9 @@ static bool switch_anyof(json_t *i, const char **key, json_t **lits) {
         json_t *b = json_array_get(any, j), *props = json_object_get(b, "properties"), *l = NULL;
         bool ok = json_is_object(b) && json_is_object(props) && json_object_size(props) == 1;
         if (ok) json_object_foreach(b, k, v) if (strcmp(k, "properties") && !sv_sc_inert_keyword(k)) ok = false;
-        const char *bk = ok ? json_object_iter_key(json_object_iter(props)) : NULL;
-        ok = ok && (!*key || !strcmp(*key, bk)) && switch_literals(json_object_iter_value(json_object_iter(props)), &l);
+        void *it = ok ? json_object_iter(props) : NULL;
+        const char *bk = ok ? json_object_iter_key(it) : NULL;
+        ok = ok && (!*key || !strcmp(*key, bk)) && switch_literals(json_object_iter_value(it), &l);
         if (!ok || json_array_extend(all, l)) {
             json_decref(l);
             json_decref(all);
