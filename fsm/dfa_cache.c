@@ -144,6 +144,17 @@ static void ser(key_t *k, const sv_ast_t *a, int depth) {
     }
 }
 
+uint8_t *sv_ast_key(const sv_ast_t *ast, size_t *n) {
+    key_t k = {0};
+    ser(&k, ast, 0);
+    if (k.full) {
+        free(k.buf);
+        return NULL;
+    }
+    *n = k.n;
+    return k.buf;
+}
+
 /* ---- the memo ------------------------------------------------------------------ */
 
 static void lru_unlink(entry_t *e) {

@@ -28,10 +28,12 @@
 #include <string.h>
 
 #include "util/clock.h"
+#include "util/hash.h"
 #include "util/memacct.h"
 #include "json_num.h"
 #include "regex.h"
 #include "fsm/internal/schema_internal.h"
+#include "fsm/internal/part_jobs.h"
 
 void sv_schema_opts_default(sv_schema_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -855,9 +857,9 @@ static int32_t marker_id(const sctx_t *c, const sv_ast_t *a) {
 }
 
 /* The same, for compiled parts only. */
-static int32_t marker_part(const sctx_t *c, const sv_ast_t *a) {
+static int32_t marker_part(sctx_t *c, const sv_ast_t *a) {
     int32_t p = marker_id(c, a);
-    return p >= 0 && c->parts[p] ? p : -1;
+    return p >= 0 && sv_sc_part_at(c, (uint32_t)p) ? p : -1;
 }
 
 /* The bytes a DFA's strings start with, a marker byte among them where
@@ -986,7 +988,7 @@ static sv_status union_calls(sctx_t *c, json_t **bj, sv_ast_t **alts, uint32_t n
         if (id[i] < 0) continue;
         for (uint32_t j = 0; j < n && !flag[i]; j++) flag[i] = j != i && (cls[i] & cls[j]);
         some |= flag[i];
-        open |= flag[i] && !c->parts[id[i]];
+        open |= flag[i] && !sv_sc_part_at(c, (uint32_t)id[i]);
     }
     if (!some) return SV_OK;
     if (!open) {
@@ -2629,15 +2631,64 @@ static int detect_draft(json_t *root) {
  * needs no frame). The same AST (memoized per schema and location) is the
  * same part. */
 #define REF_PART_MIN 256u
+/* A language that weighs SV_SC_JOB_MIN or more (sv_ast_weight: bytes and
+ * the states of the DFAs it embeds), as a part compiled on a helper thread
+ * (fsm/internal/part_jobs.h): *call the call to it, or NULL where the
+ * caller compiles it itself (too light, no helpers, a key too long for the
+ * memo). Such a part is one whatever its DFA's size (the compile does not
+ * wait to see), and it is shared with an equal language by their ASTs' memo
+ * key, not by their DFAs, which the compile has not seen yet. */
+sv_status sv_sc_part_job(sctx_t *c, sv_ast_t *ta, sv_ast_t **call) {
+    *call = NULL;
+    if (!c->async_parts || ta->kind == SV_AST_DFA || sv_ast_weight(ta, SV_SC_JOB_MIN) < SV_SC_JOB_MIN) return SV_OK;
+    /* the same language (a definition referred to from many places, each
+     * its own location's AST) is the same part */
+    size_t nkey = 0;
+    uint8_t *key = sv_ast_key(ta, &nkey);
+    if (!key) return SV_OK; /* too big to key: compiled here, and shared by language */
+    uint64_t h = sv_hash_bytes(key, nkey);
+    for (uint32_t k = 0; k < c->npending; k++)
+        if (c->pending[k].hash == h && c->pending[k].nkey == nkey && memcmp(c->pending[k].key, key, nkey) == 0) {
+            free(key);
+            *call = c->pending[k].call;
+            return SV_OK;
+        }
+    sv_status st = SV_OK;
+    char *ptr = NULL;
+    if (!arena_room(c, (void **)&c->pending, c->npending, &c->cappending, sizeof *c->pending) ||
+        !(ptr = sv_arena_alloc(c->arena, c->ptr_len + 1))) {
+        free(key);
+        return sv_sc_nomem(c);
+    }
+    memcpy(ptr, c->ptr, c->ptr_len + 1);
+    sv_part_job_t *job = sv_part_job_submit(ta, sv_sc_lim(c));
+    if (!job) {
+        free(key);
+        return SV_OK; /* compiled here instead */
+    }
+    st = sv_sc_part(c, NULL, NULL);
+    if (!st && !(*call = sv_call_marker(c->arena, SV_SCHEMA_PART_FIRST + c->nparts - 1))) st = sv_sc_nomem(c);
+    if (st) {
+        sv_part_job_drop(job);
+        free(key);
+        return st;
+    }
+    c->pending[c->npending++] = (struct sv_pending){c->nparts - 1, job, ptr, key, nkey, h, *call};
+    return SV_OK;
+}
+
 static sv_status ref_part(sctx_t *c, sv_ast_t *ta, sv_ast_t **out) {
     for (uint32_t i = 0; i < c->nrefparts; i++)
         if (c->refparts[i].ast == ta) { *out = c->refparts[i].call; return SV_OK; }
     sv_dfa_t *d;
-    sv_status st = sv_sc_to_dfa(c, ta, &d);
-    if (st || !d) return st;
-    if (sv_dfa_num_states(d) < REF_PART_MIN) return SV_OK;
-    sv_ast_t *call;
-    if ((st = sv_sc_part(c, d, &call))) return st;
+    sv_status st;
+    sv_ast_t *call = NULL;
+    if ((st = sv_sc_part_job(c, ta, &call))) return st;
+    if (!call) {
+        if ((st = sv_sc_to_dfa(c, ta, &d)) || !d) return st;
+        if (sv_dfa_num_states(d) < REF_PART_MIN) return SV_OK;
+        if ((st = sv_sc_part(c, d, &call))) return st;
+    }
     if (!arena_room(c, (void **)&c->refparts, c->nrefparts, &c->caprefparts, sizeof *c->refparts))
         return sv_sc_nomem(c);
     c->refparts[c->nrefparts].ast = ta;
@@ -2682,15 +2733,69 @@ sv_status sv_sc_part(sctx_t *c, sv_dfa_t *d, sv_ast_t **out) {
 }
 
 /* The parts that the schema compiler's call markers name. */
-const sv_dfa_t *sv_sc_part_dfa(const sctx_t *c, uint32_t id) {
+const sv_dfa_t *sv_sc_part_dfa(sctx_t *c, uint32_t id) {
     if (id == SV_SCHEMA_PART_ANY) return c->any_part;
-    if (id >= SV_SCHEMA_PART_FIRST && id - SV_SCHEMA_PART_FIRST < c->nparts) return c->parts[id - SV_SCHEMA_PART_FIRST];
+    if (id >= SV_SCHEMA_PART_FIRST && id - SV_SCHEMA_PART_FIRST < c->nparts)
+        return sv_sc_part_at(c, id - SV_SCHEMA_PART_FIRST);
     return NULL;
+}
+
+/* Waits for the job of pending entry k and installs its DFA. */
+static void install(sctx_t *c, struct sv_pending *pe) {
+    sv_dfa_t *d = NULL;
+    sv_error_t e;
+    sv_error_clear(&e);
+    sv_status st = sv_part_job_wait(pe->job, &d, &e);
+    pe->job = NULL;
+    if (!st && !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, d)) st = SV_ERR_NOMEM;
+    if (!st) {
+        c->parts[pe->idx] = d;
+        return;
+    }
+    if (c->job_st) return; /* the first failure is the compile's */
+    c->job_st = st;
+    /* its error points at the $ref that made the part */
+    size_t keep = c->ptr_len, len = strlen(pe->ptr);
+    char saved[sizeof c->ptr];
+    memcpy(saved, c->ptr, keep + 1);
+    if (len < sizeof c->ptr) memcpy(c->ptr, pe->ptr, len + 1), c->ptr_len = len;
+    if (st == SV_ERR_EMPTY) sv_sc_fail(c, st, NULL, "the schema at this location matches no value");
+    else if (st == SV_ERR_NOMEM) sv_sc_nomem(c);
+    else sv_sc_fail(c, st, NULL, "%s", e.message);
+    memcpy(c->ptr, saved, keep + 1);
+    c->ptr_len = keep;
+}
+
+sv_dfa_t *sv_sc_part_at(sctx_t *c, uint32_t i) {
+    if (!c->parts[i] && c->npending)
+        for (uint32_t k = 0; k < c->npending; k++)
+            if (c->pending[k].idx == i && c->pending[k].job) install(c, &c->pending[k]);
+    return c->parts[i];
+}
+
+/* Every part a helper compiles, installed (in the order they were made);
+ * the first failure's status. */
+static sv_status install_all(sctx_t *c) {
+    for (uint32_t k = 0; k < c->npending; k++)
+        if (c->pending[k].job) install(c, &c->pending[k]);
+    return c->job_st;
+}
+
+/* The jobs nobody waited for (a compile that failed), dropped. */
+static void drop_all(sctx_t *c) {
+    for (uint32_t k = 0; k < c->npending; k++) {
+        sv_part_job_drop(c->pending[k].job);
+        c->pending[k].job = NULL;
+        free(c->pending[k].key);
+        c->pending[k].key = NULL;
+    }
 }
 
 static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
     const sv_dfa_t *d = sv_sc_part_dfa(ctx, id);
-    if (!d) sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: call marker %u names no part", id);
+    if (!d && ((sctx_t *)ctx)->job_st) /* a helper's part failed: its error */
+        sv_error_set(err, ((sctx_t *)ctx)->job_st, -1, "%s", ((sctx_t *)ctx)->err ? ((sctx_t *)ctx)->err->message : "");
+    else if (!d) sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: call marker %u names no part", id);
     return d;
 }
 
@@ -2702,11 +2807,12 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
                               uint64_t deadline, int level, bool any_products, bool small_parts, bool distribute,
                               sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err, bool *more_orders, bool *deep,
                               bool *conflict, bool *in_products, bool *small_used, bool *distributed,
-                              bool *product_keysets) {
+                              bool *product_keysets, bool async, bool *async_redo) {
     sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline,
                 .calls = level > 0, .ref_parts = level > 1, .any_products = level > 0 && any_products,
                 .small_parts = level > 1 && small_parts, .distribute = distribute,
-                .keyset = o->key_order != SV_KEY_ORDER_SCHEMA && orders > 1};
+                .keyset = o->key_order != SV_KEY_ORDER_SCHEMA && orders > 1,
+                .async_parts = async && level > 1 && sv_part_jobs_enabled()};
     c.arena = sv_arena_create(0);
     if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     sv_loc_t loc;
@@ -2717,6 +2823,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
     if (!st) st = sv_sc_loc_context(&c, &root, 1, &loc);
     loc.orders = orders;
     if (!st) st = sv_sc_lang(&c, root, &loc, &top);
+    if (!st) st = install_all(&c);
     if (!st) st = finish_deferred(&c);
     if (!st) st = sv_sc_type_filter_finish(&c);
     if (!st && o->ws == SV_WS_FLEXIBLE) top = sv_sc_cat3(&c, sv_sc_ws(&c), top, sv_sc_ws(&c));
@@ -2753,6 +2860,16 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
     *in_products = c.any_products_used;
     *small_used = c.small_parts_used;
     *distributed = c.distributed;
+    drop_all(&c);
+    /* A helper's part that was empty (a $ref target compiled here would
+     * have stayed inline), a budget that two threads reached together, or
+     * a call the linker or a product refused (a helper's part may be one
+     * the compile here would have inlined) is compiled again on this thread
+     * alone: the language, and the narrowing a conflict leads to, are then
+     * the sequential compile's and do not depend on which thread ran
+     * first. */
+    *async_redo = st && c.npending &&
+                  (st == SV_ERR_BUDGET || st == SV_ERR_EMPTY || c.job_st == SV_ERR_EMPTY || c.calls_conflict);
     sv_arena_destroy(c.arena);
     return st;
 }
@@ -2771,19 +2888,21 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
      * products (when it made some), then without $ref parts (a conflict
      * there is mostly two refs that start alike), then flat. */
     bool conflict = false, in_products = false, anyp = true, small = true, small_used = false;
-    bool dist = true, dist_used = false;
+    bool dist = true, dist_used = false, async = true, redo = false;
     int level = o->any_calls ? 2 : 0;
     sv_status st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err,
-                                more_orders, deep, &conflict, &in_products, &small_used, &dist_used, product_keysets);
-    while (conflict && level > 0) {
+                                more_orders, deep, &conflict, &in_products, &small_used, &dist_used, product_keysets,
+                                async, &redo);
+    while ((conflict && level > 0) || redo) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
-        if (dist && dist_used) dist = false;
+        if (redo) async = false; /* the same attempt without helpers */
+        else if (dist && dist_used) dist = false;
         else if (small && small_used) small = false;
         else if (anyp && in_products) anyp = false;
         else if (--level == 0) *narrowed |= SV_SCHEMA_NARROWED_CALLS;
         st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err, more_orders,
-                          deep, &conflict, &in_products, &small_used, &dist_used, product_keysets);
+                          deep, &conflict, &in_products, &small_used, &dist_used, product_keysets, async, &redo);
     }
     return st;
 }

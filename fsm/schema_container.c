@@ -896,6 +896,12 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
             /* compiling each value only pays where it may be big */
             uint32_t min = wide ? VALUE_PART_MIN : c->small_parts ? SMALL_VALUE_PART_MIN : BIG_VALUE_PART_MIN;
             if (!wide && sv_ast_weight(mem[i].value, min) < min) continue;
+            sv_ast_t *call; /* a heavy value: a part a helper compiles */
+            if ((st = sv_sc_part_job(c, mem[i].value, &call))) return st;
+            if (call) {
+                mem[i].value = call;
+                continue;
+            }
             sv_dfa_t *d;
             if ((st = sv_sc_to_dfa(c, mem[i].value, &d))) return st;
             if (!d) continue;

@@ -18,7 +18,14 @@ bool sv_memacct_pool_short(void) { return cur && cur->pool_short; }
 
 bool sv_memacct_begin(sv_memacct_t *a, size_t limit) {
     if (cur) return false;
-    *a = (sv_memacct_t){.id = atomic_fetch_add(&next_id, 1), .limit = limit, .pool = thread_pool};
+    a->id = atomic_fetch_add(&next_id, 1);
+    a->limit = limit;
+    atomic_init(&a->used, 0);
+    atomic_init(&a->peak, 0);
+    atomic_init(&a->refused, false);
+    atomic_init(&a->pool_short, false);
+    a->pool = thread_pool;
+    a->cancel = thread_cancel;
     cur = a;
     return true;
 }
@@ -27,8 +34,26 @@ void sv_memacct_end(sv_memacct_t *a) {
     if (cur != a) return;
     /* What is still charged (the result, memory freed after the end) leaves
      * the shared pool with the account. */
-    if (a->pool && a->used) atomic_fetch_sub(&a->pool->used, a->used);
+    size_t used = atomic_load(&a->used);
+    if (a->pool && used) atomic_fetch_sub(&a->pool->used, used);
     cur = NULL;
+}
+
+sv_memacct_t *sv_memacct_open(void) { return cur; }
+
+bool sv_memacct_join(sv_memacct_t *a) {
+    if (cur) return false;
+    cur = a;
+    thread_pool = a->pool;
+    thread_cancel = a->cancel;
+    return true;
+}
+
+void sv_memacct_leave(sv_memacct_t *a) {
+    if (cur != a) return;
+    cur = NULL;
+    thread_pool = NULL;
+    thread_cancel = NULL;
 }
 
 uint64_t sv_memacct_current(void) { return cur ? cur->id : 0; }
@@ -36,42 +61,55 @@ uint64_t sv_memacct_current(void) { return cur ? cur->id : 0; }
 bool sv_memacct_charge(size_t n, uint64_t *id) {
     *id = 0;
     if (!cur) return true;
-    if (cur->limit && (n > cur->limit || cur->used > cur->limit - n)) {
-        cur->refused = true;
-        return false;
-    }
+    /* reserve n against the limit first (threads that joined the account
+     * charge at once with its owner) */
+    size_t was = atomic_load_explicit(&cur->used, memory_order_relaxed);
+    do {
+        if (cur->limit && (n > cur->limit || was > cur->limit - n)) {
+            cur->refused = true;
+            return false;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&cur->used, &was, was + n, memory_order_relaxed,
+                                                    memory_order_relaxed));
     sv_memacct_pool_t *p = cur->pool;
     if (p && p->limit) {
-        size_t was = atomic_fetch_add(&p->used, n);
-        if (was + n > p->limit || was + n < was) {
+        size_t pw = atomic_fetch_add(&p->used, n);
+        if (pw + n > p->limit || pw + n < pw) {
             atomic_fetch_sub(&p->used, n);
+            atomic_fetch_sub_explicit(&cur->used, n, memory_order_relaxed);
             cur->refused = cur->pool_short = true;
             return false;
         }
     } else if (p) {
         atomic_fetch_add(&p->used, n);
     }
-    cur->used += n;
-    if (cur->used > cur->peak) cur->peak = cur->used;
+    size_t now = was + n, pk = atomic_load_explicit(&cur->peak, memory_order_relaxed);
+    while (now > pk && !atomic_compare_exchange_weak_explicit(&cur->peak, &pk, now, memory_order_relaxed,
+                                                              memory_order_relaxed)) {
+    }
     *id = cur->id;
     return true;
 }
 
 void sv_memacct_release(uint64_t id, size_t n) {
     if (!id || !cur || cur->id != id) return;
-    if (n > cur->used) n = cur->used;
-    cur->used -= n;
-    if (cur->pool) atomic_fetch_sub(&cur->pool->used, n);
+    size_t was = atomic_load_explicit(&cur->used, memory_order_relaxed);
+    size_t take;
+    do take = n > was ? was : n;
+    while (!atomic_compare_exchange_weak_explicit(&cur->used, &was, was - take, memory_order_relaxed,
+                                                  memory_order_relaxed));
+    if (cur->pool) atomic_fetch_sub(&cur->pool->used, take);
 }
 
 bool sv_memacct_fits(size_t bytes, size_t limit) {
     if (!cur) return bytes <= limit;
     if (cur->limit && cur->limit < limit) limit = cur->limit; /* the account keeps its reserve */
-    if (cur->used > limit || bytes > limit - cur->used) return false;
+    size_t used = atomic_load_explicit(&cur->used, memory_order_relaxed);
+    if (used > limit || bytes > limit - used) return false;
     sv_memacct_pool_t *p = cur->pool;
     if (p && p->limit) {
-        size_t used = atomic_load(&p->used);
-        if (used > p->limit || bytes > p->limit - used) {
+        size_t pused = atomic_load(&p->used);
+        if (pused > p->limit || bytes > p->limit - pused) {
             cur->pool_short = true; /* it fits its own budget: the pool is what is short */
             return false;
         }

@@ -31,13 +31,16 @@ typedef struct sv_memacct_pool {
     size_t limit; /* 0: no limit */
 } sv_memacct_pool_t;
 
+/* An account may be shared by threads that joined it (sv_memacct_join: a
+ * compile's helpers, fsm/part_jobs.c), so what changes is atomic. */
 typedef struct sv_memacct {
     uint64_t id;
     size_t limit;       /* 0: no limit */
-    size_t used, peak;
-    bool refused;       /* a charge was refused: the budget was reached */
-    bool pool_short;    /* a charge or a fit failed on the shared pool, not on this limit */
+    _Atomic size_t used, peak;
+    _Atomic bool refused;    /* a charge was refused: the budget was reached */
+    _Atomic bool pool_short; /* a charge or a fit failed on the shared pool, not on this limit */
     sv_memacct_pool_t *pool; /* the thread's pool when the account opened, or NULL */
+    const _Atomic bool *cancel; /* the thread's cancel flag when the account opened, or NULL */
 } sv_memacct_t;
 
 /* The thread's compile settings, for the compiles it runs from now on (the
@@ -70,6 +73,15 @@ bool sv_memacct_begin(sv_memacct_t *a, size_t limit);
  * allocator's own overhead; tests/reliability/compile_bounds.py). */
 size_t sv_memacct_limit_for(size_t max_memory, size_t input_len);
 void sv_memacct_end(sv_memacct_t *a);
+/* The thread's open account (NULL when none). */
+sv_memacct_t *sv_memacct_open(void);
+/* Makes a, opened on another thread that outlives the join, this thread's
+ * open account too, with its pool and cancel flag: what this thread charges
+ * counts against a's limit, at once with what its owner charges. False, and
+ * nothing changes, when this thread has an account open already. Undone by
+ * sv_memacct_leave. */
+bool sv_memacct_join(sv_memacct_t *a);
+void sv_memacct_leave(sv_memacct_t *a);
 
 /* Charges n bytes to the thread's open account: *id gets its id (0 when no
  * account is open). False, with nothing charged, when n would take the

@@ -302,5 +302,8 @@ sv_status sv_dfa_json_quoted_counted_uncached(uint32_t mn, uint32_t mx, const sv
 /* The whole pipeline from an AST (memoized in dfa_cache.c); an AST that is
  * one minimized DFA (no JSON escaping) gives that DFA's tables, shared. */
 sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
+/* The bytes the memo keys ast's language by (equal bytes, equal languages):
+ * malloc'd, *n long; NULL when longer than the memo takes, or out of memory. */
+uint8_t *sv_ast_key(const sv_ast_t *ast, size_t *n);
 
 #endif

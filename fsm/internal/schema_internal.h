@@ -132,6 +132,22 @@ typedef struct sctx {
     struct sv_typed_part { uint32_t id, src; int mask; uint8_t state; bool reserved; } *typed;
     uint32_t ntyped, captyped;
     bool typed_final;          /* sv_sc_type_filter_finish is running */
+    /* Parts compiled on helper threads (fsm/internal/part_jobs.h, schema.c
+     * ref_part): each reserved (parts[idx] NULL) until sv_sc_part_at waits
+     * for it. job NULL once waited for. The first job that failed, in the
+     * order they were waited for, is the compile's error (job_st). */
+    bool async_parts;
+    struct sv_pending {
+        uint32_t idx;
+        struct sv_part_job *job;
+        const char *ptr;
+        uint8_t *key;          /* sv_ast_key of the language (malloc'd): an equal one is this part */
+        size_t nkey;
+        uint64_t hash;
+        sv_ast_t *call;
+    } *pending;
+    uint32_t npending, cappending;
+    sv_status job_st;
 } sctx_t;
 
 /* Whether free-form values are calls here. */
@@ -352,6 +368,10 @@ sv_status sv_sc_part_id(sctx_t *c, sv_dfa_t *d, uint32_t *id);
  * on: in any object (schema_container.c), as array items, and as the
  * alternatives of a union that no other alternative starts alike. */
 #define SV_SC_BIG_PART_MIN 256u
+/* Languages this heavy become parts compiled on helper threads (schema.c
+ * sv_sc_part_job). */
+#define SV_SC_JOB_MIN 256u
+sv_status sv_sc_part_job(sctx_t *c, sv_ast_t *ta, sv_ast_t **call);
 /* Each alternative of alts[0..n) that is a DFA of SV_SC_BIG_PART_MIN
  * states or more, and whose first bytes no other alternative shares,
  * becomes a call to a part (a string with maxLength beside null: the
@@ -364,7 +384,11 @@ bool sv_sc_big_part_ok(const sv_dfa_t *d);
 sv_status sv_sc_big_alts_as_parts(sctx_t *c, sv_ast_t **alts, uint32_t n);
 /* The raw DFA of the part a marker id names (the free-form part too), or
  * NULL while it is reserved and not yet compiled. */
-const sv_dfa_t *sv_sc_part_dfa(const sctx_t *c, uint32_t id);
+const sv_dfa_t *sv_sc_part_dfa(sctx_t *c, uint32_t id);
+/* The DFA of part index i (id - SV_SCHEMA_PART_FIRST), waiting for it where
+ * a helper compiles it; NULL while it is open (reserved), or when its job
+ * failed (c->job_st). */
+sv_dfa_t *sv_sc_part_at(sctx_t *c, uint32_t i);
 
 /* JSON types as bits (a type mask; integer apart from number). */
 enum { T_NULL = 1, T_BOOL = 2, T_OBJECT = 4, T_ARRAY = 8, T_STRING = 16, T_NUMBER = 32, T_INTEGER = 64, T_ALL = 63 };
