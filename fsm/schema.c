@@ -1061,15 +1061,18 @@ static const char *const type_kw[] = {
 /* A $ref whose siblings constrain nothing ($defs, annotations): the ref
  * alone decides the language, in every draft. */
 bool sv_sc_ref_alone(json_t *s) {
-    static const char *const inert[] = {"$ref", "$defs", "definitions", "$schema", "$id", "id", "$comment", "title",
-                                        "description", "examples", "default", "$anchor", "deprecated", "readOnly",
-                                        "writeOnly"};
+    /* Beside $ref, a keyword sieve compiles (handled) or refuses constrains
+     * the value; any other is an annotation or one sieve ignores (reported
+     * in ignored_keywords), which constrains nothing: editors' hints such
+     * as Skaffold's "x-intellij-html-description" beside each of its 48
+     * $refs made every one a product of the target with the whole language
+     * (o6375: most of its compile). */
     const char *k;
     json_t *v;
     json_object_foreach(s, k, v) {
-        bool ok = false;
-        for (size_t i = 0; i < sizeof inert / sizeof *inert && !ok; i++) ok = !strcmp(k, inert[i]);
-        if (!ok) return false;
+        if (!strcmp(k, "$ref") || !strcmp(k, "$defs") || !strcmp(k, "definitions")) continue;
+        if (in_list(k, handled, sizeof handled / sizeof handled[0]) || in_list(k, refused, sizeof refused / sizeof refused[0]))
+            return false;
     }
     return true;
 }

@@ -157,3 +157,36 @@ def test_context_recursion_is_bounded():
         assert r.returncode in (0, 2), (r.returncode, r.stderr[-500:])
         if r.returncode == 2:
             assert json.loads(r.stdout)["error"]["type"] in ("timeout", "budget"), r.stdout
+
+
+def test_ref_beside_ignored_keywords_is_a_call():
+    """A $ref whose siblings are annotations or keywords sieve ignores
+    (an editor's "x-intellij-html-description", as JSON Schema Store's
+    Skaffold schema writes beside each $ref) constrains nothing more than the
+    $ref alone (fsm/schema.c sv_sc_ref_alone): it is a call, so a recursive
+    target nests to any depth, where it used to be a product cut at
+    max_ref_depth."""
+    node = {"type": "object", "properties": {"name": {"type": "string"},
+                                             "kids": {"type": "array", "items": {
+                                                 "$ref": "#/$defs/node", "x-intellij-html-description": "a child"}}},
+            "required": ["name"]}
+    schema = {"$defs": {"node": node}, "$ref": "#/$defs/node", "x-note": "the root"}
+    stats = suite.compile_stats(schema)
+    assert not stats["recursion_truncated"], stats
+    assert "x-intellij-html-description" in stats["ignored_keywords"]
+    texts = []
+    for depth in (1, 5, 20, 50):
+        v = {"name": "leaf"}
+        for i in range(depth):
+            v = {"name": f"n{i}", "kids": [v, {"name": "x"}]}
+        texts.append(json.dumps(v))
+        broken = json.loads(texts[-1])
+        inner = broken
+        for _ in range(depth - 1):
+            inner = inner["kids"][0]
+        inner["kids"][1] = {"name": 7}  # a bad name at the deepest level
+        texts.append(json.dumps(broken))
+    suite.assert_agrees(schema, texts)
+    # beside a keyword that does constrain, the $ref is still met with it
+    capped = dict(schema, maxProperties=1)
+    assert match(capped, ['{"name": "a"}', '{"name": "a", "kids": []}']) == [True, False]
