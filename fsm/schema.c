@@ -1077,13 +1077,15 @@ bool sv_sc_ref_alone(json_t *s) {
     return true;
 }
 
-/* Keywords that never change a schema's language. */
+/* Keywords that never change a schema's language: annotations, and every
+ * keyword sieve neither compiles nor refuses (check_keywords reports them
+ * in ignored_keywords), but OpenAPI's discriminator, which the oneOf beside
+ * it reads (schema_disjoint.c sv_sc_require_discriminators), and the
+ * identifiers that $refs inside resolve against. */
 bool sv_sc_inert_keyword(const char *k) {
-    static const char *const inert[] = {"$schema", "$comment", "title", "description", "examples", "default",
-                                        "deprecated", "readOnly", "writeOnly"};
-    for (size_t i = 0; i < sizeof inert / sizeof *inert; i++)
-        if (!strcmp(k, inert[i])) return true;
-    return false;
+    static const char *const read[] = {"discriminator", "$id", "id", "$anchor", "$dynamicAnchor"};
+    return !in_list(k, handled, sizeof handled / sizeof handled[0]) &&
+           !in_list(k, refused, sizeof refused / sizeof refused[0]) && !in_list(k, read, sizeof read / sizeof read[0]);
 }
 
 /* ---- key conditions --------------------------------------------------------- */
