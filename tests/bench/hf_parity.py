@@ -115,10 +115,11 @@ def hf_greedy(model, ids, steps):
     return out, gaps
 
 
-def sieve_logits(cli, model, ids):
+def sieve_logits(cli, model, ids, kernels="ref"):
     with tempfile.TemporaryDirectory() as d:
         out = pathlib.Path(d) / "logits.f32"
-        r = subprocess.run([cli, str(model), "--ids", ",".join(map(str, ids)), "--out", str(out)],
+        r = subprocess.run([cli, str(model), "--ids", ",".join(map(str, ids)), "--out", str(out),
+                            "--cpu-kernels", kernels],
                            capture_output=True, text=True, timeout=300)
         if r.returncode:
             raise RuntimeError("logits_cli %s: %s" % (model, r.stderr.strip()))
@@ -126,8 +127,9 @@ def sieve_logits(cli, model, ids):
         return np.fromfile(out, dtype="<f4").reshape(meta["n"], meta["vocab"]).astype(np.float64)
 
 
-def sieve_greedy(cli, model, ids, steps):
-    r = subprocess.run([cli, str(model), "--ids", ",".join(map(str, ids)), "--greedy", str(steps)],
+def sieve_greedy(cli, model, ids, steps, kernels="ref"):
+    r = subprocess.run([cli, str(model), "--ids", ",".join(map(str, ids)), "--greedy", str(steps),
+                        "--cpu-kernels", kernels],
                        capture_output=True, text=True, timeout=300)
     if r.returncode:
         raise RuntimeError("logits_cli %s: %s" % (model, r.stderr.strip()))
@@ -147,6 +149,43 @@ def make_case(root, name, arch, tied, rope_factor, llama3):
     elif rope_factor:
         base = make_tiny_llama.make(d / "unscaled", arch, tied=tied)[1]
     return {"gguf": gguf, "hf": hf}, base
+
+
+# Quantized weights: name -> (arch, weight type of every matrix). sieve runs them with its integer
+# kernels (8-bit activation blocks); transformers gets the same weights dequantized, so what
+# differs is sieve's quantization of the activations alone.
+QUANT_CASES = {
+    "llama-q8_0": ("llama", "Q8_0"),
+    "qwen3-q8_0": ("qwen3", "Q8_0"),
+    "gemma3-q8_0": ("gemma3", "Q8_0"),
+    "qwen2-q4_0": ("qwen2", "Q4_0"),
+}
+# The integer kernels against transformers on the dequantized weights. An 8-bit activation block
+# (round to nearest of its max / 127) is off by up to 1/254 of that max in each element; through
+# these models' deliberately large random weights (logits of std ~2.4, sharp attention) that moves
+# the logits by up to 0.35 (max) and 0.09 (rms) here. tests/model/test_kquant.py allows 3.0 and 0.5
+# on SmolLM2's 30 layers against the NumPy reference.
+QUANT_MAX_ERR = 0.5
+QUANT_RMS_ERR = 0.1
+
+
+def quant_case(root, name, arch, qtype):
+    """(GGUF with every matrix in qtype, HF folder of the same weights dequantized)."""
+    import gguf
+
+    t = getattr(gguf.GGMLQuantizationType, qtype)
+    d = root / name
+    d.mkdir(parents=True)
+    cfg = make_tiny_llama.make_config(arch)
+    w = make_tiny_llama.make_weights(cfg)
+    formats = {n: t for n, a in make_tiny_llama.gguf_tensors(cfg, w).items() if a.ndim == 2}
+    make_tiny_llama.write_gguf(d / "tiny.gguf", cfg, w, formats=formats)
+    # blocks run along a row, so quantizing HF's rows gives the GGUF's blocks (llama's permutation
+    # moves whole rows)
+    wq = {n: gguf.quants.dequantize(gguf.quants.quantize(a, t), t).reshape(a.shape).astype(np.float32)
+          if a.ndim == 2 else a for n, a in w.items()}
+    make_tiny_llama.write_hf(d / "tiny-hf", cfg, wq)
+    return d / "tiny.gguf", d / "tiny-hf"
 
 
 def main():
@@ -182,10 +221,35 @@ def main():
                        "min_top2_gap": min(gaps), "scaling_moves_logits_by": scaled_by, "ok": ok,
                        "seconds": round(time.time() - t0, 2)}
                 rows.append(row)
+        for name, (arch, qtype) in QUANT_CASES.items():
+            gguf_path, hf = quant_case(root, name, arch, qtype)
+            model = load_hf(hf)
+            ref = hf_logits(model, IDS)
+            ref_ids, gaps = hf_greedy(model, IDS, STEPS)
+            for kernels, tol, rms_tol in (("ref", TOL, TOL), ("int8", QUANT_MAX_ERR, QUANT_RMS_ERR)):
+                t0 = time.time()
+                got = sieve_logits(args.logits_cli, gguf_path, IDS, kernels)
+                got_ids = sieve_greedy(args.logits_cli, gguf_path, IDS, STEPS, kernels)
+                err = float(np.abs(got - ref).max())
+                rms = float(np.sqrt(((got - ref) ** 2).mean()))
+                first = next((i for i, (a, b) in enumerate(zip(got_ids, ref_ids)) if a != b), None)
+                # equal ids are a fair demand up to the first step whose gap is within twice the
+                # error measured on the prompt (the ref kernels: within 2 * TOL)
+                bound = 2 * (err if kernels == "int8" else tol)
+                fair = next((i for i, g in enumerate(gaps) if g <= bound), STEPS)
+                ok = err <= tol and rms <= rms_tol and got_ids[:fair] == ref_ids[:fair]
+                failed += not ok
+                rows.append({"case": name, "form": "gguf %s, %s kernels" % (qtype, kernels), "max_abs_err": err,
+                             "rms_err": rms, "greedy_equal": got_ids == ref_ids, "first_divergence": first,
+                             "gap_there": gaps[first] if first is not None else None, "min_top2_gap": min(gaps),
+                             "fair_steps": fair, "scaling_moves_logits_by": None, "ok": ok,
+                             "seconds": round(time.time() - t0, 2)})
     print("# sieve against transformers %s (torch %s), tiny random models, float64 reference"
           % (__import__("transformers").__version__, torch.__version__))
     print()
-    print("TOL %g (max abs logit error over %d prompt positions), %d greedy steps." % (TOL, len(IDS), STEPS))
+    print("TOL %g (max abs logit error over %d prompt positions), %d greedy steps; the integer kernels on "
+          "quantized weights: max %g, rms %g, equal ids up to the first step whose gap is within twice the "
+          "error measured on the prompt." % (TOL, len(IDS), STEPS, QUANT_MAX_ERR, QUANT_RMS_ERR))
     print()
     print("| case | form | max abs err | greedy equal | first divergence (gap) | min top-2 gap | scaling moves logits by | ok |")
     print("|---|---|---:|---|---|---:|---:|---|")
