@@ -218,10 +218,7 @@ sv_status sv_part_job_wait(sv_part_job_t *j, sv_dfa_t **out, sv_error_t *err) {
     bool mine = unqueue(j);
     while (!mine && j->state != DONE) pthread_cond_wait(&pool.done, &pool.lock);
     pthread_mutex_unlock(&pool.lock);
-    if (mine) { /* on this thread, under its own account (no join needed) */
-        sv_error_clear(&j->err);
-        j->st = sv_dfa_from_ast(j->ast, &j->lim, &j->out, &j->err);
-    }
+    if (mine) run(j); /* here, under this thread's account (which the join then leaves as it is) */
     sv_status st = j->st;
     *out = st ? NULL : j->out;
     if (!st) j->out = NULL;

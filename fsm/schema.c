@@ -1021,6 +1021,20 @@ static sv_status union_calls(sctx_t *c, json_t **bj, sv_ast_t **alts, uint32_t n
     return *out ? SV_OK : sv_sc_nomem(c);
 }
 
+/* The JSON pointer errors name set to ptr (a location compiled later than
+ * its keyword was met), the current one kept in saved for ptr_leave. */
+static size_t ptr_enter(sctx_t *c, const char *ptr, char saved[sizeof c->ptr]) {
+    size_t keep = c->ptr_len, len = strlen(ptr);
+    memcpy(saved, c->ptr, keep + 1);
+    if (len < sizeof c->ptr) memcpy(c->ptr, ptr, len + 1), c->ptr_len = len;
+    return keep;
+}
+
+static void ptr_leave(sctx_t *c, const char saved[sizeof c->ptr], size_t keep) {
+    memcpy(c->ptr, saved, keep + 1);
+    c->ptr_len = keep;
+}
+
 /* Compiles the deferred unions (union_calls), in the order they were
  * made: a union made inside another's branches comes first, so its DFA
  * exists when the outer one inlines it. */
@@ -1035,16 +1049,13 @@ static sv_status finish_deferred(sctx_t *c) {
             d->alts[i] = x;
         }
         /* errors point at the union: its pointer stands in for the root's */
-        size_t keep = c->ptr_len, len = strlen(d->ptr);
         char saved[sizeof c->ptr];
-        memcpy(saved, c->ptr, keep + 1);
-        if (len < sizeof c->ptr) memcpy(c->ptr, d->ptr, len + 1), c->ptr_len = len;
+        size_t keep = ptr_enter(c, d->ptr, saved);
         sv_dfa_t *dfa = NULL;
         sv_ast_t *u = sv_ast_alt(c->arena, d->alts, d->n);
         sv_status st = sv_sc_to_dfa(c, u, &dfa);
         if (!st && !dfa) st = sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the union matches no value");
-        memcpy(c->ptr, saved, keep + 1);
-        c->ptr_len = keep;
+        ptr_leave(c, saved, keep);
         if (st) return st;
         c->parts[d->id - SV_SCHEMA_PART_FIRST] = dfa;
     }
@@ -1058,6 +1069,13 @@ static const char *const type_kw[] = {
     "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
 };
 
+/* Whether keyword k may constrain a value: sieve compiles it (handled) or
+ * refuses it; any other is an annotation or one sieve ignores (check_keywords
+ * reports it in ignored_keywords). */
+static bool constrains(const char *k) {
+    return in_list(k, handled, sizeof handled / sizeof handled[0]) || in_list(k, refused, sizeof refused / sizeof refused[0]);
+}
+
 /* A $ref whose siblings constrain nothing ($defs, annotations): the ref
  * alone decides the language, in every draft. */
 bool sv_sc_ref_alone(json_t *s) {
@@ -1069,11 +1087,8 @@ bool sv_sc_ref_alone(json_t *s) {
      * (o6375: most of its compile). */
     const char *k;
     json_t *v;
-    json_object_foreach(s, k, v) {
-        if (!strcmp(k, "$ref") || !strcmp(k, "$defs") || !strcmp(k, "definitions")) continue;
-        if (in_list(k, handled, sizeof handled / sizeof handled[0]) || in_list(k, refused, sizeof refused / sizeof refused[0]))
-            return false;
-    }
+    json_object_foreach(s, k, v) if (strcmp(k, "$ref") && strcmp(k, "$defs") && strcmp(k, "definitions") && constrains(k))
+        return false;
     return true;
 }
 
@@ -1084,8 +1099,7 @@ bool sv_sc_ref_alone(json_t *s) {
  * identifiers that $refs inside resolve against. */
 bool sv_sc_inert_keyword(const char *k) {
     static const char *const read[] = {"discriminator", "$id", "id", "$anchor", "$dynamicAnchor"};
-    return !in_list(k, handled, sizeof handled / sizeof handled[0]) &&
-           !in_list(k, refused, sizeof refused / sizeof refused[0]) && !in_list(k, read, sizeof read / sizeof read[0]);
+    return !constrains(k) && !in_list(k, read, sizeof read / sizeof read[0]);
 }
 
 /* ---- key conditions --------------------------------------------------------- */
@@ -2760,15 +2774,12 @@ static void install(sctx_t *c, struct sv_pending *pe) {
     if (c->job_st) return; /* the first failure is the compile's */
     c->job_st = st;
     /* its error points at the $ref that made the part */
-    size_t keep = c->ptr_len, len = strlen(pe->ptr);
     char saved[sizeof c->ptr];
-    memcpy(saved, c->ptr, keep + 1);
-    if (len < sizeof c->ptr) memcpy(c->ptr, pe->ptr, len + 1), c->ptr_len = len;
+    size_t keep = ptr_enter(c, pe->ptr, saved);
     if (st == SV_ERR_EMPTY) sv_sc_fail(c, st, NULL, "the schema at this location matches no value");
     else if (st == SV_ERR_NOMEM) sv_sc_nomem(c);
     else sv_sc_fail(c, st, NULL, "%s", e.message);
-    memcpy(c->ptr, saved, keep + 1);
-    c->ptr_len = keep;
+    ptr_leave(c, saved, keep);
 }
 
 sv_dfa_t *sv_sc_part_at(sctx_t *c, uint32_t i) {
@@ -2797,9 +2808,10 @@ static void drop_all(sctx_t *c) {
 }
 
 static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
-    const sv_dfa_t *d = sv_sc_part_dfa(ctx, id);
-    if (!d && ((sctx_t *)ctx)->job_st) /* a helper's part failed: its error */
-        sv_error_set(err, ((sctx_t *)ctx)->job_st, -1, "%s", ((sctx_t *)ctx)->err ? ((sctx_t *)ctx)->err->message : "");
+    sctx_t *c = ctx;
+    const sv_dfa_t *d = sv_sc_part_dfa(c, id);
+    if (!d && c->job_st) /* a helper's part failed: its error */
+        sv_error_set(err, c->job_st, -1, "%s", c->err ? c->err->message : "");
     else if (!d) sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: call marker %u names no part", id);
     return d;
 }
