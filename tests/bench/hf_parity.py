@@ -188,6 +188,21 @@ def quant_case(root, name, arch, qtype):
     return d / "tiny.gguf", d / "tiny-hf"
 
 
+def measure(cli, path, ref, ref_ids, gaps, kernels="ref"):
+    """sieve's logits and greedy ids of one model file against transformers' (ref, ref_ids, gaps):
+    the row's common fields, and sieve's ids."""
+    t0 = time.time()
+    got = sieve_logits(cli, path, IDS, kernels)
+    got_ids = sieve_greedy(cli, path, IDS, STEPS, kernels)
+    first = next((i for i, (a, b) in enumerate(zip(got_ids, ref_ids)) if a != b), None)
+    row = {"max_abs_err": float(np.abs(got - ref).max()) if got.shape == ref.shape else float("inf"),
+           "rms_err": float(np.sqrt(((got - ref) ** 2).mean())) if got.shape == ref.shape else float("inf"),
+           "greedy_equal": got_ids == ref_ids, "first_divergence": first,
+           "gap_there": gaps[first] if first is not None else None, "min_top2_gap": min(gaps),
+           "seconds": round(time.time() - t0, 2)}
+    return row, got_ids
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--logits-cli", default=str(ROOT / "build" / "tests" / "logits_cli"))
@@ -208,42 +223,26 @@ def main():
             if unscaled is not None:
                 scaled_by = float(np.abs(hf_logits(load_hf(unscaled), IDS) - ref).max())
             for form in forms:
-                t0 = time.time()
-                got = sieve_logits(args.logits_cli, files[form], IDS)
-                got_ids = sieve_greedy(args.logits_cli, files[form], IDS, STEPS)
-                err = float(np.abs(got - ref).max())
-                first = next((i for i, (a, b) in enumerate(zip(got_ids, ref_ids)) if a != b), None)
-                ok = (got.shape == ref.shape and err <= TOL and got_ids == ref_ids and min(gaps) > 2 * TOL and
-                      (scaled_by is None or scaled_by > 100 * TOL))
-                failed += not ok
-                row = {"case": name, "form": form, "max_abs_err": err, "greedy_equal": got_ids == ref_ids,
-                       "first_divergence": first, "gap_there": gaps[first] if first is not None else None,
-                       "min_top2_gap": min(gaps), "scaling_moves_logits_by": scaled_by, "ok": ok,
-                       "seconds": round(time.time() - t0, 2)}
-                rows.append(row)
+                row, _ = measure(args.logits_cli, files[form], ref, ref_ids, gaps)
+                row["ok"] = (row["max_abs_err"] <= TOL and row["greedy_equal"] and min(gaps) > 2 * TOL and
+                             (scaled_by is None or scaled_by > 100 * TOL))
+                failed += not row["ok"]
+                rows.append(dict(row, case=name, form=form, scaling_moves_logits_by=scaled_by))
         for name, (arch, qtype) in QUANT_CASES.items():
             gguf_path, hf = quant_case(root, name, arch, qtype)
             model = load_hf(hf)
             ref = hf_logits(model, IDS)
             ref_ids, gaps = hf_greedy(model, IDS, STEPS)
             for kernels, tol, rms_tol in (("ref", TOL, TOL), ("int8", QUANT_MAX_ERR, QUANT_RMS_ERR)):
-                t0 = time.time()
-                got = sieve_logits(args.logits_cli, gguf_path, IDS, kernels)
-                got_ids = sieve_greedy(args.logits_cli, gguf_path, IDS, STEPS, kernels)
-                err = float(np.abs(got - ref).max())
-                rms = float(np.sqrt(((got - ref) ** 2).mean()))
-                first = next((i for i, (a, b) in enumerate(zip(got_ids, ref_ids)) if a != b), None)
+                row, got_ids = measure(args.logits_cli, gguf_path, ref, ref_ids, gaps, kernels)
                 # equal ids are a fair demand up to the first step whose gap is within twice the
                 # error measured on the prompt (the ref kernels: within 2 * TOL)
-                bound = 2 * (err if kernels == "int8" else tol)
+                bound = 2 * (row["max_abs_err"] if kernels == "int8" else tol)
                 fair = next((i for i, g in enumerate(gaps) if g <= bound), STEPS)
-                ok = err <= tol and rms <= rms_tol and got_ids[:fair] == ref_ids[:fair]
-                failed += not ok
-                rows.append({"case": name, "form": "gguf %s, %s kernels" % (qtype, kernels), "max_abs_err": err,
-                             "rms_err": rms, "greedy_equal": got_ids == ref_ids, "first_divergence": first,
-                             "gap_there": gaps[first] if first is not None else None, "min_top2_gap": min(gaps),
-                             "fair_steps": fair, "scaling_moves_logits_by": None, "ok": ok,
-                             "seconds": round(time.time() - t0, 2)})
+                row["ok"] = row["max_abs_err"] <= tol and row["rms_err"] <= rms_tol and got_ids[:fair] == ref_ids[:fair]
+                failed += not row["ok"]
+                rows.append(dict(row, case=name, form="gguf %s, %s kernels" % (qtype, kernels), fair_steps=fair,
+                                 scaling_moves_logits_by=None))
     print("# sieve against transformers %s (torch %s), tiny random models, float64 reference"
           % (__import__("transformers").__version__, torch.__version__))
     print()
