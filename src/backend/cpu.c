@@ -610,10 +610,13 @@ static void gemm_i8_cols(void *p, int tid, int64_t b, int64_t e) {
     const gemm_i8_job_t *j = p;
     for (int64_t t = b; t < e; t++) {
         int32_t c0 = (int32_t)t * j->tile, nc = j->out - c0 < j->tile ? j->out - c0 : j->tile;
-        if (j->rp && nc == 16)
+        if (j->rp && nc == 16) {
+            /* the next tile of this range, fetched while this one runs */
+            int32_t nn = t + 1 < e ? (j->out - c0 - 16 < 16 ? j->out - c0 - 16 : 16) : 0;
             sv_i8_cols16(j->lv, j->qt, j->wq + (size_t)c0 * j->row_bytes, j->row_bytes, j->qx, j->rows, j->nb,
-                         j->bias ? j->bias + c0 : NULL, j->y + c0, j->out, j->rp + (size_t)tid * j->rp_bytes);
-        else
+                         j->bias ? j->bias + c0 : NULL, j->y + c0, j->out, j->rp + (size_t)tid * j->rp_bytes,
+                         nn > 0 ? j->wq + (size_t)(c0 + 16) * j->row_bytes : NULL, (size_t)(nn > 0 ? nn : 0) * j->row_bytes);
+        } else
             gemm_i8_span(j, c0, nc);
     }
 }
@@ -919,6 +922,102 @@ SV_INLINE void attn_head(const float *q, const float *k, const float *v, size_t 
         out[d] = acc[d] * inv;
 }
 
+/* lanes_sum on a vector value, in its order (lane l takes lane l + h, for
+ * h = 8, 4, 2, 1), through shuffles instead of a round trip through memory. */
+#if GEMM_LANES == 16
+SV_INLINE float vlanes_sum(vfloat v) {
+#ifdef __clang__
+    v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
+    v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
+    v += __builtin_shufflevector(v, v, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
+#else
+    typedef int32_t vidx __attribute__((vector_size(GEMM_LANES * sizeof(int32_t))));
+    v += __builtin_shuffle(v, (vidx){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+    v += __builtin_shuffle(v, (vidx){4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3});
+    v += __builtin_shuffle(v, (vidx){2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1});
+    v += __builtin_shuffle(v, (vidx){1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0});
+#endif
+    return v[0];
+}
+
+/* attn_head for a head_dim HD that is a multiple of GEMM_LANES, a constant
+ * at each call site: q and the accumulator stay in registers. The same
+ * operations on every element as attn_head (dot's lanes and order, then
+ * the same rescales and sums), so the same bits. */
+SV_INLINE void attn_head_v(const float *q, const float *k, const float *v, size_t ld, const int32_t HD,
+                           int32_t t_begin, int32_t n_ctx, float scale, seq_map_t map, float *out) {
+    enum { NV_MAX = SV_CPU_MAX_HEAD_DIM / GEMM_LANES };
+    const int nv = HD / GEMM_LANES;
+    vfloat qv[NV_MAX], acc[NV_MAX];
+    float s[ATTN_TILE];
+    size_t off[ATTN_TILE];
+    float m = -INFINITY, l = 0.0f;
+    for (int i = 0; i < nv; i++) {
+        memcpy(&qv[i], q + i * GEMM_LANES, sizeof qv[i]);
+        acc[i] = (vfloat){0};
+    }
+    for (int32_t t0 = t_begin; t0 < n_ctx; t0 += ATTN_TILE) {
+        int32_t nt = n_ctx - t0 < ATTN_TILE ? n_ctx - t0 : ATTN_TILE;
+        int32_t blk = t0 / map.bs, slot = t0 % map.bs;
+        for (int32_t j = 0; j < nt; j++) {
+            size_t row = map.table ? (size_t)map.table[blk] * (size_t)map.bs + (size_t)slot
+                                   : (size_t)(t0 + j);
+            off[j] = row * ld;
+            if (++slot == map.bs)
+                slot = 0, blk++;
+        }
+        float tm = -INFINITY;
+        for (int32_t j = 0; j < nt; j++) {
+            const float *kj = k + off[j];
+            vfloat a = (vfloat){0};
+            for (int i = 0; i < nv; i++) {
+                vfloat kv;
+                memcpy(&kv, kj + i * GEMM_LANES, sizeof kv);
+                a += qv[i] * kv;
+            }
+            s[j] = vlanes_sum(a) * scale;
+            tm = s[j] > tm ? s[j] : tm;
+        }
+        float mn = tm > m ? tm : m;
+        float corr = expf(m - mn);
+        l *= corr;
+        for (int i = 0; i < nv; i++)
+            acc[i] *= corr;
+        for (int32_t j = 0; j < nt; j++) {
+            float p = expf(s[j] - mn);
+            const float *vj = v + off[j];
+            l += p;
+            for (int i = 0; i < nv; i++) {
+                vfloat vv;
+                memcpy(&vv, vj + i * GEMM_LANES, sizeof vv);
+                acc[i] += p * vv;
+            }
+        }
+        m = mn;
+    }
+    float inv = 1.0f / l;
+    for (int i = 0; i < nv; i++) {
+        vfloat o = acc[i] * inv;
+        memcpy(out + i * GEMM_LANES, &o, sizeof o);
+    }
+}
+#endif
+
+/* One head, through attn_head_v where its width is one of the common ones. */
+SV_INLINE void attn_one(const float *q, const float *k, const float *v, size_t ld, int32_t hd,
+                        int32_t t_begin, int32_t n_ctx, float scale, seq_map_t map, float *out) {
+#if GEMM_LANES == 16
+    switch (hd) {
+    case 64: attn_head_v(q, k, v, ld, 64, t_begin, n_ctx, scale, map, out); return;
+    case 128: attn_head_v(q, k, v, ld, 128, t_begin, n_ctx, scale, map, out); return;
+    case 256: attn_head_v(q, k, v, ld, 256, t_begin, n_ctx, scale, map, out); return;
+    default: break;
+    }
+#endif
+    attn_head(q, k, v, ld, hd, t_begin, n_ctx, scale, map, out);
+}
+
 /* Items are (row, head) pairs, row-major. */
 SV_CLONES static void attn_items(void *p, int tid, int64_t b, int64_t e) {
     (void)tid;
@@ -932,8 +1031,8 @@ SV_CLONES static void attn_items(void *p, int tid, int64_t b, int64_t e) {
         size_t off = ((size_t)r * sh->n_heads + h) * hd;
         size_t koff = (size_t)(h / group) * hd;
         int32_t begin = sh->window > 0 && j->pos[r] >= sh->window ? j->pos[r] - sh->window + 1 : 0;
-        attn_head(j->q + off, j->kv->k + koff, j->kv->v + koff, ld, hd, begin, j->pos[r] + 1, sh->scale,
-                  seq_map_of(j->kv, r), j->out + off);
+        attn_one(j->q + off, j->kv->k + koff, j->kv->v + koff, ld, hd, begin, j->pos[r] + 1, sh->scale,
+                 seq_map_of(j->kv, r), j->out + off);
     }
 }
 

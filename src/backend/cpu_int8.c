@@ -436,21 +436,27 @@ size_t sv_i8_cols16_scratch(sv_qtype t, int32_t nb) { return (size_t)nb * rp_blo
 int sv_i8_cols16_ok(sv_i8_level lv) { return lv == SV_I8_VNNI; }
 
 #ifdef SV_I8_X86
-static void repack16(sv_qtype t, const uint8_t *w, size_t rb, int32_t nb, uint8_t *dst) {
+/* Block by block: each chunk of 16 columns' four bytes is one gather and
+ * one 64-byte store, the 16 scales one gather and one conversion (Q8_0's
+ * quants with the sign bit flipped: unsigned, as vpdpbusd takes them). */
+__attribute__((target("avx512f,avx512bw"))) static void repack16(sv_qtype t, const uint8_t *w, size_t rb,
+                                                               int32_t nb, uint8_t *dst) {
     size_t bb = sv_qtype_block_bytes(t), rpb = rp_block_bytes(t);
     int chunks = t == SV_QT_Q8_0 ? 8 : 4, qoff = t == SV_QT_Q4_1 ? 4 : 2;
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int32_t)rb));
+    const __m512i flip = _mm512_set1_epi32(t == SV_QT_Q8_0 ? (int32_t)0x80808080u : 0);
     for (int32_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t)b * bb;
         uint8_t *o = dst + (size_t)b * rpb;
-        float *dw = (float *)(o + chunks * 64), *mw = dw + 16;
-        for (int c = 0; c < 16; c++) {
-            const uint8_t *blk = w + (size_t)c * rb + (size_t)b * bb;
-            dw[c] = rd_f16(blk);
-            mw[c] = t == SV_QT_Q4_1 ? rd_f16(blk + 2) : 0.0f;
-            for (int j = 0; j < chunks; j++)
-                for (int k = 0; k < 4; k++) {
-                    uint8_t v = blk[qoff + 4 * j + k];
-                    o[j * 64 + c * 4 + k] = t == SV_QT_Q8_0 ? (uint8_t)(v ^ 0x80) : v;
-                }
+        __m512i sc = _mm512_i32gather_epi32(idx, (const void *)blk, 1); /* d, and Q4_1's m above it */
+        _mm512_storeu_ps(o + chunks * 64, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(sc)));
+        _mm512_storeu_ps(o + chunks * 64 + 64, t == SV_QT_Q4_1
+                                                   ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(sc, 16)))
+                                                   : _mm512_setzero_ps());
+        for (int j = 0; j < chunks; j++) {
+            __m512i q = _mm512_i32gather_epi32(idx, (const void *)(blk + qoff + 4 * j), 1);
+            _mm512_storeu_si512(o + j * 64, _mm512_xor_si512(q, flip));
         }
     }
 }
@@ -583,15 +589,25 @@ rpk_rows(const sv_qtype t, const int R, const uint8_t *rp, const sv_q8x_t *x, in
 #define SV_RP_FORMAT(FN, T)                                                               \
     do {                                                                                  \
         int32_t r = 0;                                                                    \
-        for (; r + 4 <= rows; r += 4)                                                     \
+        for (; r + 4 <= rows; r += 4) {                                                   \
             FN(T, 4, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy);         \
+            for (int k = 0; k < pf_step && pf < pf_end; k++, pf += 64)                    \
+                _mm_prefetch((const char *)pf, _MM_HINT_T1);                              \
+        }                                                                                 \
         for (; r < rows; r++) FN(T, 1, rp, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy, ldy); \
     } while (0)
 
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rp_tile(sv_qtype t, const uint8_t *rp,
                                                                            const sv_q8x_t *x, int32_t rows,
                                                                            int32_t nb, const float *bias,
-                                                                           float *y, int32_t ldy) {
+                                                                           float *y, int32_t ldy,
+                                                                           const uint8_t *next, size_t next_bytes) {
+    /* The next tile's lines, spread over the groups of four rows (about
+     * one group in four left over, so that a short tile still issues
+     * them all before the rest go at the end). */
+    const uint8_t *pf = next, *pf_end = next ? next + next_bytes : NULL;
+    int32_t groups = rows / 4;
+    int pf_step = next ? (int)((next_bytes / 64 + 1) / (size_t)(groups > 0 ? groups : 1) + 1) : 0;
     switch (t) { /* constant formats, so that the branches fold away */
     case SV_QT_Q8_0: SV_RP_FORMAT(rp_rows, SV_QT_Q8_0); break;
     case SV_QT_Q4_0: SV_RP_FORMAT(rp_rows, SV_QT_Q4_0); break;
@@ -604,17 +620,20 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rp_tile(sv_qt
 #endif
 
 void sv_i8_cols16(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, const sv_q8x_t *x, int32_t rows,
-                  int32_t nb, const float *bias, float *y, int32_t ldy, void *scratch) {
+                  int32_t nb, const float *bias, float *y, int32_t ldy, void *scratch, const uint8_t *next,
+                  size_t next_bytes) {
 #ifdef SV_I8_X86
     if (sv_i8_cols16_ok(lv)) {
         uint8_t *rp = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
         if (is_kquant(t)) repack16_k(t, w, row_bytes, nb, rp);
         else repack16(t, w, row_bytes, nb, rp);
-        rp_tile(t, rp, x, rows, nb, bias, y, ldy);
+        rp_tile(t, rp, x, rows, nb, bias, y, ldy, next, next_bytes);
         return;
     }
 #endif
     (void)scratch; /* no repacked kernel here (callers ask sv_i8_cols16_ok first) */
+    (void)next;
+    (void)next_bytes;
     for (int32_t r = 0; r < rows; r++)
         sv_i8_dots(lv, t, w, row_bytes, 16, x + (size_t)r * nb, nb, bias, y + (size_t)r * ldy);
 }

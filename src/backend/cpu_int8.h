@@ -88,9 +88,13 @@ int sv_i8_cols16_ok(sv_i8_level lv);
  * sv_i8_dots' bits. The 16 weight rows are first repacked into scratch,
  * four bytes of each column in turn, so that one vpdpbusd yields the sums
  * of all 16 columns with no horizontal add; worth it when many rows
- * share them (prefill, batches). Only where sv_i8_cols16_ok. */
+ * share them (prefill, batches). Only where sv_i8_cols16_ok.
+ * next (NULL for none): the next_bytes of weights the caller hands over
+ * next, fetched into L2 while this tile's rows run, so that the next
+ * repack does not wait on memory. */
 void sv_i8_cols16(sv_i8_level lv, sv_qtype t, const uint8_t *w, size_t row_bytes, const sv_q8x_t *x, int32_t rows,
-                  int32_t nb, const float *bias, float *y, int32_t ldy, void *scratch);
+                  int32_t nb, const float *bias, float *y, int32_t ldy, void *scratch, const uint8_t *next,
+                  size_t next_bytes);
 
 /* The same for 4 activation rows (x: 4 rows of nb blocks) and 4 weight
  * rows: y[r * ldy + c] for r, c < 4, equal to sv_i8_dots' bits. */
