@@ -34,6 +34,7 @@ struct sv_matcher {
     uint32_t *buf;            /* a budget-filtered mask */
     uint32_t *u;              /* U memo by state (sv_token_index_num_states grows for programs) */
     uint32_t ucap;
+    bool u_private;           /* some U of u is this matcher's own (u_set) */
     /* scratch for encoding completions */
     uint8_t *text;
     int32_t *ids;
@@ -98,6 +99,7 @@ sv_status sv_matcher_clone(const sv_matcher_t *m, sv_matcher_t **out, sv_error_t
     c->caphist = 0;
     c->u = NULL;
     c->ucap = 0;
+    c->u_private = false; /* its own values stay with m */
     c->text = NULL;
     c->ids = NULL;
     c->textcap = c->idscap = 0;
@@ -142,14 +144,41 @@ static uint32_t *u_slot(sv_matcher_t *m, int32_t x) {
     return &m->u[x];
 }
 
+/* U of x as this matcher knows it, or as the index's notes have it (then
+ * copied here); U_UNKNOWN when neither does. Only with a tokenizer. */
+static uint32_t u_known(sv_matcher_t *m, int32_t x) {
+    uint32_t *ux = u_slot(m, x), v;
+    if (!ux) return U_UNKNOWN;
+    if (*ux != U_UNKNOWN) return *ux; /* no lock taken */
+    if (!sv_token_index_note_get(m->ix, m->tok->ctx, SV_NOTE_U, x, 0, &v)) return U_UNKNOWN;
+    *ux = v;
+    return v;
+}
+
+/* Records U(x) = v, unless the index has a note for x already: that one
+ * stands, since a note is set once, so that every matcher of the index
+ * counts with the same U. Returns the U that holds. A matcher whose value
+ * the index could not keep counts with values of its own from then on
+ * (u_private): consistent among themselves, but not to be mixed with the
+ * shared notes of the largest U (sv_matcher_mask). */
+static uint32_t u_set(sv_matcher_t *m, int32_t x, uint32_t v) {
+    uint32_t stored;
+    if (sv_token_index_note_set(m->ix, m->tok->ctx, SV_NOTE_U, x, 0, v, &stored)) v = stored;
+    else m->u_private = true;
+    uint32_t *ux = u_slot(m, x);
+    if (ux) *ux = v;
+    return v;
+}
+
 static uint32_t u_of(sv_matcher_t *m, int32_t x) {
     const sv_token_index_t *ix = m->ix;
-    if (sv_token_index_accepting(ix, x)) return 0;
+    if (m->tok) {
+        uint32_t k = u_known(m, x);
+        if (k != U_UNKNOWN) return k;
+    }
+    if (sv_token_index_accepting(ix, x)) return m->tok ? u_set(m, x, 0) : 0;
     uint32_t bytes = bytes_bound(m) ? sv_token_index_distance(ix, x) : U_INF;
-    if (!m->tok) return bytes;
-    uint32_t *ux = u_slot(m, x);
-    if (!ux) return bytes;
-    if (*ux != U_UNKNOWN) return *ux;
+    if (!m->tok || !u_slot(m, x)) return bytes;
     uint32_t len;
     int n = -1;
     if (shortest_completion(m, x, &len)) {
@@ -157,13 +186,10 @@ static uint32_t u_of(sv_matcher_t *m, int32_t x) {
         if (sv_grow((void **)&m->ids, &m->idscap, need, sizeof *m->ids))
             n = m->tok->encode(m->tok->ctx, m->text, len, m->ids, (int)m->idscap);
     }
-    if (n <= 0) {
-        if ((ux = u_slot(m, x))) *ux = bytes;
-        return bytes;
-    }
+    if (n <= 0) return u_set(m, x, bytes);
     /* Follow the plan: x_0 = x, x_{i+1} = δ(x_i, e_i), stopping at an
      * accepting or known state; then U(x_i) = min(bytes(x_i), 1 + U(x_{i+1}))
-     * backwards. */
+     * backwards, each through u_set (whose value holds). */
     int32_t *chain = malloc((size_t)(n + 1) * sizeof *chain);
     if (!chain) return bytes;
     int k = 0;
@@ -175,8 +201,7 @@ static uint32_t u_of(sv_matcher_t *m, int32_t x) {
         y = sv_token_index_next(m->ix, y, m->ids[i]);
         if (y < 0) break;
         y_acc = sv_token_index_accepting(ix, y);
-        uint32_t *uy = u_slot(m, y);
-        y_u = uy ? *uy : U_UNKNOWN;
+        y_u = y_acc ? U_UNKNOWN : u_known(m, y);
         if (y_acc || y_u != U_UNKNOWN) break;
         chain[k++] = y;
     }
@@ -188,14 +213,10 @@ static uint32_t u_of(sv_matcher_t *m, int32_t x) {
         int32_t s = chain[i];
         uint32_t b = bytes_bound(m) ? sv_token_index_distance(ix, s) : U_INF;
         uint32_t via = tail >= U_INF ? U_INF : tail + 1;
-        uint32_t v = b < via ? b : via;
-        uint32_t *us = u_slot(m, s);
-        if (us) *us = v;
-        tail = v;
+        tail = u_set(m, s, b < via ? b : via);
     }
     free(chain);
-    uint32_t *uz = u_slot(m, x);
-    return uz ? *uz : bytes;
+    return tail; /* chain[0] is x */
 }
 
 uint32_t sv_matcher_min_tokens(sv_matcher_t *m) { return u_of(m, 0); }
@@ -210,11 +231,14 @@ int64_t sv_matcher_tokens_left(const sv_matcher_t *m) {
 typedef struct {
     sv_matcher_t *m;
     uint32_t limit;
+    uint32_t max_u; /* the largest U the filter saw */
 } budget_ctx_t;
 
 static bool budget_filter(void *ctx, int32_t next) {
     budget_ctx_t *b = ctx;
-    return u_of(b->m, next) <= b->limit;
+    uint32_t u = u_of(b->m, next);
+    if (u > b->max_u) b->max_u = u;
+    return u <= b->limit;
 }
 
 sv_status sv_matcher_mask(sv_matcher_t *m, const uint32_t **mask, sv_error_t *err) {
@@ -238,9 +262,21 @@ sv_status sv_matcher_mask(sv_matcher_t *m, const uint32_t **mask, sv_error_t *er
         return sv_error_set(err, st, -1, "out of memory computing a token mask");
     }
     bool need_filter = m->max_tokens && !(bytes_bound(m) && (int64_t)maxd <= left - 1);
+    budget_ctx_t bc = {m, left - 1 > (int64_t)U_INF ? U_INF : (uint32_t)(left - 1), 0};
+    /* The bytes do not settle it, but the tokens may: the largest U among
+     * the successors, left in the index by the first matcher that filtered
+     * this mask (every matcher of a constraint shares it), is enough when
+     * it fits. */
+    uint32_t max_u, stored;
+    const void *owner = m->tok ? m->tok->ctx : NULL;
+    bool shared = !m->u_private;
+    if (need_filter && *mask && shared &&
+        sv_token_index_note_get(m->ix, owner, SV_NOTE_MAX_U, m->state, m->ws, &max_u) && max_u <= bc.limit)
+        need_filter = false;
     if (*mask && !need_filter) return SV_OK;
-    budget_ctx_t bc = {m, left - 1 > (int64_t)U_INF ? U_INF : (uint32_t)(left - 1)};
     sv_token_index_fill(m->ix, m->state, m->ws, need_filter ? budget_filter : NULL, &bc, m->buf);
+    if (need_filter && shared && !m->u_private)
+        sv_token_index_note_set(m->ix, owner, SV_NOTE_MAX_U, m->state, m->ws, bc.max_u, &stored);
     *mask = m->buf;
     return SV_OK;
 }

@@ -677,11 +677,27 @@ bool sv_ti_cfg_known(const sv_token_index_t *ix, int32_t v, uint32_t ws_run) {
 
 /* The configuration after token id (SV_DFA_DEAD when it does not walk, or
  * past the configuration budget). */
+static int32_t cfg_next_locked(sv_token_index_t *ix, int32_t v, int32_t id);
+
 int32_t sv_ti_cfg_next(const sv_token_index_t *cix, int32_t v, int32_t id) {
     sv_token_index_t *ix = (sv_token_index_t *)cix;
+    pthread_mutex_lock(&ix->lock);
+    int32_t r = cfg_next_locked(ix, v, id);
+    pthread_mutex_unlock(&ix->lock);
+    return r;
+}
+
+void sv_ti_cfg_next_n(const sv_token_index_t *cix, int32_t v, const int32_t *ids, uint32_t n, int32_t *out) {
+    sv_token_index_t *ix = (sv_token_index_t *)cix;
+    pthread_mutex_lock(&ix->lock);
+    for (uint32_t i = 0; i < n; i++) out[i] = cfg_next_locked(ix, v, ids[i]);
+    pthread_mutex_unlock(&ix->lock);
+}
+
+/* sv_ti_cfg_next under the lock. */
+static int32_t cfg_next_locked(sv_token_index_t *ix, int32_t v, int32_t id) {
     const sv_token_set_t *ts = ix->ts;
     cfgtab_t *t = ix->cfg;
-    pthread_mutex_lock(&ix->lock);
     int32_t r = SV_DFA_DEAD;
     if (v < 0 || (uint32_t)v >= t->ncfg) goto out;
     uint32_t depth = cfg_stack(ix, v);
@@ -708,7 +724,6 @@ int32_t sv_ti_cfg_next(const sv_token_index_t *cix, int32_t v, int32_t id) {
     }
     r = cfg_get(ix, c.x, f);
 out:
-    pthread_mutex_unlock(&ix->lock);
     return r < 0 ? SV_DFA_DEAD : r;
 }
 

@@ -115,6 +115,7 @@ void sv_token_index_destroy(sv_token_index_t *ix) {
     free(ix->st_run);
     free(ix->st_runmaxd);
     free(ix->st_live);
+    free(ix->notes);
     pthread_mutex_destroy(&ix->lock);
     sv_ti_cfg_destroy(ix->cfg);
     sv_dfa_destroy(ix->dfa);
@@ -582,14 +583,31 @@ uint32_t sv_token_index_fill(const sv_token_index_t *ix, int32_t state, uint32_t
         const uint32_t *m;
         if (sv_ti_cfg_mask((sv_token_index_t *)ix, state, ws_run, &m, NULL)) return 0;
         memcpy(dst, m, (size_t)ix->ts->words * sizeof *dst);
-        if (filter)
-            for (uint32_t w = 0; w < ix->ts->words; w++)
-                for (uint32_t bits = dst[w]; bits; bits &= bits - 1) {
-                    int32_t id = (int32_t)(w * 32 + (uint32_t)__builtin_ctz(bits));
-                    if (ix->ts->kind[id] != SV_TOKKIND_NORMAL) continue;
-                    int32_t nx = sv_ti_cfg_next(ix, state, id);
-                    if (nx < 0 || !filter(ctx, nx)) dst[w] &= ~(1u << (id & 31));
-                }
+        if (filter) {
+            /* the allowed normal tokens' configurations under one lock,
+             * then the filter, which takes the lock itself */
+            uint32_t n = 0, cap = popcount_words(dst, ix->ts->words);
+            int32_t *ids = malloc((size_t)cap * 2 * sizeof *ids + 1), *nx = ids + cap;
+            if (ids) {
+                for (uint32_t w = 0; w < ix->ts->words; w++)
+                    for (uint32_t bits = dst[w]; bits; bits &= bits - 1) {
+                        int32_t id = (int32_t)(w * 32 + (uint32_t)__builtin_ctz(bits));
+                        if (ix->ts->kind[id] == SV_TOKKIND_NORMAL) ids[n++] = id;
+                    }
+                sv_ti_cfg_next_n(ix, state, ids, n, nx);
+                for (uint32_t i = 0; i < n; i++)
+                    if (nx[i] < 0 || !filter(ctx, nx[i])) dst[ids[i] / 32] &= ~(1u << (ids[i] & 31));
+                free(ids);
+            } else {
+                for (uint32_t w = 0; w < ix->ts->words; w++)
+                    for (uint32_t bits = dst[w]; bits; bits &= bits - 1) {
+                        int32_t id = (int32_t)(w * 32 + (uint32_t)__builtin_ctz(bits));
+                        if (ix->ts->kind[id] != SV_TOKKIND_NORMAL) continue;
+                        int32_t x = sv_ti_cfg_next(ix, state, id);
+                        if (x < 0 || !filter(ctx, x)) dst[w] &= ~(1u << (id & 31));
+                    }
+            }
+        }
         return popcount_words(dst, ix->ts->words);
     }
     atomic_fetch_add_explicit(&((sv_token_index_t *)ix)->walks, 1, memory_order_relaxed);

@@ -144,6 +144,22 @@ uint32_t sv_token_index_completion(const sv_token_index_t *ix, int32_t v, uint8_
  * output (accepting, nothing may follow). */
 uint32_t sv_token_index_forced(const sv_token_index_t *ix, int32_t v, uint8_t *buf, uint32_t cap, bool *ends);
 
+/* Notes: 32-bit values, one per (kind, state, ws_run), that callers derive
+ * from the index and something of their own named by owner, kept here so
+ * that every caller of the index with that owner shares them (fsm/matcher.c
+ * keeps its tokens-to-end per state, kind SV_NOTE_U, and the largest of
+ * them among a mask's successors, kind SV_NOTE_MAX_U, for its tokenizer).
+ * A note is set once: sv_token_index_note_set stores val only where no
+ * note is, and returns the note that is there in *stored. False from
+ * either: no note (get), or none could be kept (set: another owner has the
+ * table, memory, or the index's max_mask_bytes, since a note is only a
+ * memo). Thread-safe. */
+enum { SV_NOTE_U = 0, SV_NOTE_MAX_U = 1 };
+bool sv_token_index_note_get(const sv_token_index_t *ix, const void *owner, int kind, int32_t state,
+                             uint32_t ws_run, uint32_t *val);
+bool sv_token_index_note_set(sv_token_index_t *ix, const void *owner, int kind, int32_t state, uint32_t ws_run,
+                             uint32_t val, uint32_t *stored);
+
 /* Statistics: distinct masks stored, (state, bucket) masks known, bytes held. */
 typedef struct sv_token_index_stats {
     uint32_t distinct_masks;

@@ -149,3 +149,84 @@ void sv_token_index_stats(sv_token_index_t *ix, sv_token_index_stats_t *st) {
     pthread_mutex_unlock(&ix->lock);
 }
 
+/* ---- notes ------------------------------------------------------------------ */
+
+static uint64_t note_key(const sv_token_index_t *ix, int kind, int32_t state, uint32_t ws_run) {
+    if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
+    /* 0 marks a free slot */
+    return ((uint64_t)(uint32_t)state * ix->nbuckets + ws_run) * 2 + (uint64_t)(kind & 1) + 1;
+}
+
+static uint32_t note_slot(uint64_t key, uint32_t cap) {
+    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(h >> 32) & (cap - 1);
+}
+
+/* The slot of key (under lock): its own, or the free one it would take. */
+static uint32_t note_find(const sv_token_index_t *ix, uint64_t key) {
+    uint32_t p = note_slot(key, ix->capnotes);
+    while (ix->notes[p].key && ix->notes[p].key != key) p = (p + 1) & (ix->capnotes - 1);
+    return p;
+}
+
+bool sv_token_index_note_get(const sv_token_index_t *cix, const void *owner, int kind, int32_t state,
+                             uint32_t ws_run, uint32_t *val) {
+    sv_token_index_t *ix = (sv_token_index_t *)cix;
+    if (state < 0) return false;
+    uint64_t key = note_key(ix, kind, state, ws_run);
+    bool found = false;
+    pthread_mutex_lock(&ix->lock);
+    if (ix->notes && ix->note_owner == owner) {
+        uint32_t p = note_find(ix, key);
+        if (ix->notes[p].key) {
+            *val = ix->notes[p].val;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&ix->lock);
+    return found;
+}
+
+bool sv_token_index_note_set(sv_token_index_t *ix, const void *owner, int kind, int32_t state, uint32_t ws_run,
+                             uint32_t val, uint32_t *stored) {
+    if (state < 0) return false;
+    uint64_t key = note_key(ix, kind, state, ws_run);
+    bool kept = false;
+    pthread_mutex_lock(&ix->lock);
+    if (!ix->notes) ix->note_owner = owner;
+    if (ix->note_owner != owner) goto out;
+    if (ix->notes) {
+        uint32_t p = note_find(ix, key);
+        if (ix->notes[p].key) { /* set before: that one stands */
+            *stored = ix->notes[p].val;
+            kept = true;
+            goto out;
+        }
+    }
+    if (2 * (ix->nnotes + 1) > ix->capnotes) {
+        uint32_t cap = ix->capnotes ? 2 * ix->capnotes : 256;
+        size_t bytes = (size_t)cap * sizeof *ix->notes, old = (size_t)ix->capnotes * sizeof *ix->notes;
+        if (ix->mask_bytes - old + bytes > ix->o.max_mask_bytes) goto out;
+        __typeof__(ix->notes) n = calloc(cap, sizeof *n);
+        if (!n) goto out;
+        for (uint32_t i = 0; i < ix->capnotes; i++)
+            if (ix->notes[i].key) {
+                uint32_t p = note_slot(ix->notes[i].key, cap);
+                while (n[p].key) p = (p + 1) & (cap - 1);
+                n[p] = ix->notes[i];
+            }
+        free(ix->notes);
+        ix->notes = n;
+        ix->capnotes = cap;
+        ix->mask_bytes = ix->mask_bytes - old + bytes;
+    }
+    uint32_t p = note_find(ix, key);
+    ix->notes[p].key = key;
+    ix->notes[p].val = val;
+    ix->nnotes++;
+    *stored = val;
+    kept = true;
+out:
+    pthread_mutex_unlock(&ix->lock);
+    return kept;
+}

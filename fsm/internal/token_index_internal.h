@@ -125,6 +125,11 @@ struct sv_token_index {
     struct cfgtab *cfg;               /* a program's configurations (token_config.c), else NULL */
     /* sv_token_index_bytes_bound, found on first need: 0 not yet, 1 yes, 2 no */
     _Atomic uint8_t bytes_bound;
+    /* sv_token_index_note_*: an open-addressed table of (key + 1, value)
+     * pairs, under lock; its bytes count in mask_bytes */
+    struct { uint64_t key; uint32_t val; } *notes;
+    uint32_t nnotes, capnotes;
+    const void *note_owner;
 };
 
 /* Whether token id keeps every whitespace run within cap after a run of
@@ -284,6 +289,8 @@ void sv_ti_cfg_destroy(struct cfgtab *t);
 sv_status sv_ti_cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, const uint32_t **mask, uint32_t *max_dist);
 bool sv_ti_cfg_known(const sv_token_index_t *ix, int32_t v, uint32_t ws_run);
 int32_t sv_ti_cfg_next(const sv_token_index_t *ix, int32_t v, int32_t id);
+/* out[i] = sv_ti_cfg_next(ix, v, ids[i]) for i < n, under one lock. */
+void sv_ti_cfg_next_n(const sv_token_index_t *ix, int32_t v, const int32_t *ids, uint32_t n, int32_t *out);
 size_t sv_ti_cfg_bytes(const sv_token_index_t *ix);
 
 #endif
