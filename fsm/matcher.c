@@ -274,9 +274,19 @@ sv_status sv_matcher_mask(sv_matcher_t *m, const uint32_t **mask, sv_error_t *er
         sv_token_index_note_get(m->ix, owner, SV_NOTE_MAX_U, m->state, m->ws, &max_u) && max_u <= bc.limit)
         need_filter = false;
     if (*mask && !need_filter) return SV_OK;
+    /* A mask filtered for this budget before (near the end of a budget,
+     * requests of one constraint meet the same states with the same
+     * tokens left). */
+    if (need_filter && *mask && shared &&
+        sv_token_index_filtered_get(m->ix, owner, m->state, m->ws, bc.limit, m->buf)) {
+        *mask = m->buf;
+        return SV_OK;
+    }
     sv_token_index_fill(m->ix, m->state, m->ws, need_filter ? budget_filter : NULL, &bc, m->buf);
-    if (need_filter && shared && !m->u_private)
+    if (need_filter && shared && !m->u_private) {
         sv_token_index_note_set(m->ix, owner, SV_NOTE_MAX_U, m->state, m->ws, bc.max_u, &stored);
+        if (*mask) sv_token_index_filtered_put(m->ix, owner, m->state, m->ws, bc.limit, m->buf);
+    }
     *mask = m->buf;
     return SV_OK;
 }

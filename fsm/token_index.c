@@ -116,6 +116,7 @@ void sv_token_index_destroy(sv_token_index_t *ix) {
     free(ix->st_runmaxd);
     free(ix->st_live);
     free(ix->notes);
+    free(ix->fmasks);
     pthread_mutex_destroy(&ix->lock);
     sv_ti_cfg_destroy(ix->cfg);
     sv_dfa_destroy(ix->dfa);

@@ -160,6 +160,17 @@ bool sv_token_index_note_get(const sv_token_index_t *ix, const void *owner, int 
 bool sv_token_index_note_set(sv_token_index_t *ix, const void *owner, int kind, int32_t state, uint32_t ws_run,
                              uint32_t val, uint32_t *stored);
 
+/* A filtered mask of (state, ws_run), as a caller's filter with parameter
+ * `limit` left it (the matcher's budget rule: tokens whose successors need
+ * at most limit more tokens), noted the same way: set once, for one owner,
+ * the mask itself kept in the set of distinct masks (max_mask_bytes bounds
+ * it). get copies it into dst (mask words) and returns false when there is
+ * none. Thread-safe. */
+bool sv_token_index_filtered_get(const sv_token_index_t *ix, const void *owner, int32_t state, uint32_t ws_run,
+                                 uint32_t limit, uint32_t *dst);
+void sv_token_index_filtered_put(sv_token_index_t *ix, const void *owner, int32_t state, uint32_t ws_run,
+                                 uint32_t limit, const uint32_t *mask);
+
 /* Statistics: distinct masks stored, (state, bucket) masks known, bytes held. */
 typedef struct sv_token_index_stats {
     uint32_t distinct_masks;

@@ -151,67 +151,52 @@ void sv_token_index_stats(sv_token_index_t *ix, sv_token_index_stats_t *st) {
 
 /* ---- notes ------------------------------------------------------------------ */
 
+enum { NOTE_FILTERED = 2 };
+
 static uint64_t note_key(const sv_token_index_t *ix, int kind, int32_t state, uint32_t ws_run) {
     if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
     /* 0 marks a free slot */
-    return ((uint64_t)(uint32_t)state * ix->nbuckets + ws_run) * 2 + (uint64_t)(kind & 1) + 1;
+    return ((uint64_t)(uint32_t)state * ix->nbuckets + ws_run) * 4 + (uint64_t)(kind & 3) + 1;
 }
 
-static uint32_t note_slot(uint64_t key, uint32_t cap) {
-    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+static uint32_t note_slot(uint64_t key, uint32_t extra, uint32_t cap) {
+    uint64_t h = (key ^ (uint64_t)extra << 40) * 0x9e3779b97f4a7c15ull;
     return (uint32_t)(h >> 32) & (cap - 1);
 }
 
-/* The slot of key (under lock): its own, or the free one it would take. */
-static uint32_t note_find(const sv_token_index_t *ix, uint64_t key) {
-    uint32_t p = note_slot(key, ix->capnotes);
-    while (ix->notes[p].key && ix->notes[p].key != key) p = (p + 1) & (ix->capnotes - 1);
+/* The slot of (key, extra) (under lock): its own, or the free one it would take. */
+static uint32_t note_find(const sv_token_index_t *ix, uint64_t key, uint32_t extra) {
+    uint32_t p = note_slot(key, extra, ix->capnotes);
+    while (ix->notes[p].key && (ix->notes[p].key != key || ix->notes[p].extra != extra))
+        p = (p + 1) & (ix->capnotes - 1);
     return p;
 }
 
-bool sv_token_index_note_get(const sv_token_index_t *cix, const void *owner, int kind, int32_t state,
-                             uint32_t ws_run, uint32_t *val) {
-    sv_token_index_t *ix = (sv_token_index_t *)cix;
-    if (state < 0) return false;
-    uint64_t key = note_key(ix, kind, state, ws_run);
-    bool found = false;
-    pthread_mutex_lock(&ix->lock);
-    if (ix->notes && ix->note_owner == owner) {
-        uint32_t p = note_find(ix, key);
-        if (ix->notes[p].key) {
-            *val = ix->notes[p].val;
-            found = true;
-        }
-    }
-    pthread_mutex_unlock(&ix->lock);
-    return found;
+/* Under lock: the note of (key, extra), if this owner's table has it. */
+static bool note_get_locked(const sv_token_index_t *ix, const void *owner, uint64_t key, uint32_t extra,
+                            uint32_t *val) {
+    if (!ix->notes || ix->note_owner != owner) return false;
+    uint32_t p = note_find(ix, key, extra);
+    if (!ix->notes[p].key) return false;
+    *val = ix->notes[p].val;
+    return true;
 }
 
-bool sv_token_index_note_set(sv_token_index_t *ix, const void *owner, int kind, int32_t state, uint32_t ws_run,
-                             uint32_t val, uint32_t *stored) {
-    if (state < 0) return false;
-    uint64_t key = note_key(ix, kind, state, ws_run);
-    bool kept = false;
-    pthread_mutex_lock(&ix->lock);
+/* Under lock: a slot for a new note of (key, extra), growing the table
+ * within max_mask_bytes; UINT32_MAX when there is none (another owner's
+ * table, no memory, the budget). The note must not be there yet. */
+static uint32_t note_new_locked(sv_token_index_t *ix, const void *owner, uint64_t key, uint32_t extra) {
     if (!ix->notes) ix->note_owner = owner;
-    if (ix->note_owner != owner) goto out;
-    if (ix->notes) {
-        uint32_t p = note_find(ix, key);
-        if (ix->notes[p].key) { /* set before: that one stands */
-            *stored = ix->notes[p].val;
-            kept = true;
-            goto out;
-        }
-    }
+    if (ix->note_owner != owner) return UINT32_MAX;
     if (2 * (ix->nnotes + 1) > ix->capnotes) {
         uint32_t cap = ix->capnotes ? 2 * ix->capnotes : 256;
         size_t bytes = (size_t)cap * sizeof *ix->notes, old = (size_t)ix->capnotes * sizeof *ix->notes;
-        if (ix->mask_bytes - old + bytes > ix->o.max_mask_bytes) goto out;
+        if (ix->mask_bytes - old + bytes > ix->o.max_mask_bytes) return UINT32_MAX;
         __typeof__(ix->notes) n = calloc(cap, sizeof *n);
-        if (!n) goto out;
+        if (!n) return UINT32_MAX;
         for (uint32_t i = 0; i < ix->capnotes; i++)
             if (ix->notes[i].key) {
-                uint32_t p = note_slot(ix->notes[i].key, cap);
+                uint32_t p = note_slot(ix->notes[i].key, ix->notes[i].extra, cap);
                 while (n[p].key) p = (p + 1) & (cap - 1);
                 n[p] = ix->notes[i];
             }
@@ -220,13 +205,73 @@ bool sv_token_index_note_set(sv_token_index_t *ix, const void *owner, int kind, 
         ix->capnotes = cap;
         ix->mask_bytes = ix->mask_bytes - old + bytes;
     }
-    uint32_t p = note_find(ix, key);
+    uint32_t p = note_find(ix, key, extra);
     ix->notes[p].key = key;
-    ix->notes[p].val = val;
+    ix->notes[p].extra = extra;
     ix->nnotes++;
-    *stored = val;
-    kept = true;
-out:
+    return p;
+}
+
+bool sv_token_index_note_get(const sv_token_index_t *cix, const void *owner, int kind, int32_t state,
+                             uint32_t ws_run, uint32_t *val) {
+    sv_token_index_t *ix = (sv_token_index_t *)cix;
+    if (state < 0 || kind < 0 || kind >= NOTE_FILTERED) return false;
+    pthread_mutex_lock(&ix->lock);
+    bool found = note_get_locked(ix, owner, note_key(ix, kind, state, ws_run), 0, val);
+    pthread_mutex_unlock(&ix->lock);
+    return found;
+}
+
+bool sv_token_index_note_set(sv_token_index_t *ix, const void *owner, int kind, int32_t state, uint32_t ws_run,
+                             uint32_t val, uint32_t *stored) {
+    if (state < 0 || kind < 0 || kind >= NOTE_FILTERED) return false;
+    uint64_t key = note_key(ix, kind, state, ws_run);
+    bool kept = true;
+    pthread_mutex_lock(&ix->lock);
+    if (!note_get_locked(ix, owner, key, 0, stored)) { /* else set before: that one stands */
+        uint32_t p = note_new_locked(ix, owner, key, 0);
+        if (p == UINT32_MAX) kept = false;
+        else ix->notes[p].val = *stored = val;
+    }
     pthread_mutex_unlock(&ix->lock);
     return kept;
+}
+
+bool sv_token_index_filtered_get(const sv_token_index_t *cix, const void *owner, int32_t state, uint32_t ws_run,
+                                 uint32_t limit, uint32_t *dst) {
+    sv_token_index_t *ix = (sv_token_index_t *)cix;
+    if (state < 0) return false;
+    uint32_t v;
+    pthread_mutex_lock(&ix->lock);
+    bool found = note_get_locked(ix, owner, note_key(ix, NOTE_FILTERED, state, ws_run), limit, &v);
+    if (found) memcpy(dst, ix->fmasks[v], (size_t)ix->ts->words * sizeof *dst);
+    pthread_mutex_unlock(&ix->lock);
+    return found;
+}
+
+void sv_token_index_filtered_put(sv_token_index_t *ix, const void *owner, int32_t state, uint32_t ws_run,
+                                 uint32_t limit, const uint32_t *mask) {
+    if (state < 0) return;
+    uint64_t key = note_key(ix, NOTE_FILTERED, state, ws_run);
+    uint32_t v;
+    const uint32_t *kept;
+    pthread_mutex_lock(&ix->lock);
+    if ((ix->notes && ix->note_owner != owner) || note_get_locked(ix, owner, key, limit, &v)) goto out;
+    if (ix->nfmasks == ix->capfmasks) {
+        uint32_t cap = ix->capfmasks ? 2 * ix->capfmasks : 16;
+        size_t bytes = (size_t)(cap - ix->capfmasks) * sizeof *ix->fmasks;
+        if (ix->mask_bytes + bytes > ix->o.max_mask_bytes) goto out;
+        const uint32_t **f = realloc(ix->fmasks, (size_t)cap * sizeof *f);
+        if (!f) goto out;
+        ix->fmasks = f;
+        ix->capfmasks = cap;
+        ix->mask_bytes += bytes;
+    }
+    if (sv_ti_cons_insert(ix, mask, &kept)) goto out;
+    uint32_t p = note_new_locked(ix, owner, key, limit);
+    if (p == UINT32_MAX) goto out;
+    ix->fmasks[ix->nfmasks] = kept;
+    ix->notes[p].val = ix->nfmasks++;
+out:
+    pthread_mutex_unlock(&ix->lock);
 }

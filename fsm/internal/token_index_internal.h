@@ -127,9 +127,11 @@ struct sv_token_index {
     _Atomic uint8_t bytes_bound;
     /* sv_token_index_note_*: an open-addressed table of (key + 1, value)
      * pairs, under lock; its bytes count in mask_bytes */
-    struct { uint64_t key; uint32_t val; } *notes;
+    struct { uint64_t key; uint32_t extra, val; } *notes;
     uint32_t nnotes, capnotes;
     const void *note_owner;
+    const uint32_t **fmasks;          /* sv_token_index_filtered_*: masks of the set, by note value */
+    uint32_t nfmasks, capfmasks;
 };
 
 /* Whether token id keeps every whitespace run within cap after a run of
