@@ -261,7 +261,8 @@ sv_status sv_matcher_mask(sv_matcher_t *m, const uint32_t **mask, sv_error_t *er
     } else if (st) {
         return sv_error_set(err, st, -1, "out of memory computing a token mask");
     }
-    bool need_filter = m->max_tokens && !(bytes_bound(m) && (int64_t)maxd <= left - 1);
+    /* (without a memoized mask maxd is unknown, and the filter decides) */
+    bool need_filter = m->max_tokens && !(*mask && bytes_bound(m) && (int64_t)maxd <= left - 1);
     budget_ctx_t bc = {m, left - 1 > (int64_t)U_INF ? U_INF : (uint32_t)(left - 1), 0};
     /* The bytes do not settle it, but the tokens may: the largest U among
      * the successors, left in the index by the first matcher that filtered

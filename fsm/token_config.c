@@ -605,6 +605,39 @@ static sv_status ctx_lookup(sv_token_index_t *ix, int32_t s, uint32_t ws, uint32
     return SV_OK;
 }
 
+sv_status sv_ti_cfg_fill(sv_token_index_t *ix, int32_t v, uint32_t ws_run, uint32_t *dst) {
+    const uint32_t *m;
+    sv_status st = sv_ti_cfg_mask(ix, v, ws_run, &m, NULL);
+    uint32_t words = ix->ts->words;
+    if (st == SV_OK) {
+        memcpy(dst, m, (size_t)words * sizeof *dst);
+        return SV_OK;
+    }
+    if (st != SV_ERR_BUDGET) return st;
+    /* The memo is full: the same union, computed without storing it. */
+    cfgtab_t *t = ix->cfg;
+    pthread_mutex_lock(&ix->lock);
+    int32_t s = t->cfg[v].state; /* v is known: sv_ti_cfg_mask checked it */
+    pthread_mutex_unlock(&ix->lock);
+    memset(dst, 0, (size_t)words * sizeof *dst);
+    sv_ti_walk(ix, s, ws_run, NULL, NULL, dst, NULL);
+    pthread_mutex_lock(&ix->lock);
+    uint32_t depth = cfg_stack(ix, v), read;
+    int64_t md;
+    bool bottom, any;
+    if (depth == UINT32_MAX) {
+        pthread_mutex_unlock(&ix->lock);
+        return SV_ERR_NOMEM;
+    }
+    memset(t->bits, 0, (size_t)words * sizeof *t->bits);
+    boundary_walk(ix, s, ws_run, depth, t->bits, &read, &bottom, &md, &any);
+    for (uint32_t w = 0; w < words; w++) dst[w] |= t->bits[w];
+    if (cfg_ends(ix, v))
+        for (uint32_t j = 0; j < ix->ts->neog; j++) dst[ix->ts->eog[j] >> 5] |= 1u << (ix->ts->eog[j] & 31);
+    pthread_mutex_unlock(&ix->lock);
+    return SV_OK;
+}
+
 sv_status sv_ti_cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, const uint32_t **mask, uint32_t *max_dist) {
     cfgtab_t *t = ix->cfg;
     const sv_token_set_t *ts = ix->ts;

@@ -574,40 +574,43 @@ static uint32_t popcount_words(const uint32_t *dst, uint32_t words) {
     return count;
 }
 
+enum { FILTER_CHUNK = 512 };
+
+/* The filter on the n tokens of ids from configuration state, clearing in
+ * dst those it drops; n becomes 0. */
+static void filter_chunk(const sv_token_index_t *ix, int32_t state, const int32_t *ids, uint32_t *n,
+                         sv_token_filter_fn filter, void *ctx, uint32_t *dst) {
+    int32_t nx[FILTER_CHUNK];
+    sv_ti_cfg_next_n(ix, state, ids, *n, nx);
+    for (uint32_t i = 0; i < *n; i++)
+        if (nx[i] < 0 || !filter(ctx, nx[i])) dst[ids[i] / 32] &= ~(1u << (ids[i] & 31));
+    *n = 0;
+}
+
 uint32_t sv_token_index_fill(const sv_token_index_t *ix, int32_t state, uint32_t ws_run, sv_token_filter_fn filter,
                              void *ctx, uint32_t *dst) {
     memset(dst, 0, (size_t)ix->ts->words * sizeof *dst);
     if (ws_run > ix->o.ws_cap) ws_run = ix->o.ws_cap;
     if (ix->cfg) {
-        /* The memoized mask, then the filter on each allowed token's
-         * configuration (a binding budget only). */
-        const uint32_t *m;
-        if (sv_ti_cfg_mask((sv_token_index_t *)ix, state, ws_run, &m, NULL)) return 0;
-        memcpy(dst, m, (size_t)ix->ts->words * sizeof *dst);
+        /* The configuration's mask, then the filter on each allowed
+         * token's configuration (a binding budget only). */
+        if (sv_ti_cfg_fill((sv_token_index_t *)ix, state, ws_run, dst)) {
+            memset(dst, 0, (size_t)ix->ts->words * sizeof *dst);
+            return 0;
+        }
         if (filter) {
-            /* the allowed normal tokens' configurations under one lock,
-             * then the filter, which takes the lock itself */
-            uint32_t n = 0, cap = popcount_words(dst, ix->ts->words);
-            int32_t *ids = malloc((size_t)cap * 2 * sizeof *ids + 1), *nx = ids + cap;
-            if (ids) {
-                for (uint32_t w = 0; w < ix->ts->words; w++)
-                    for (uint32_t bits = dst[w]; bits; bits &= bits - 1) {
-                        int32_t id = (int32_t)(w * 32 + (uint32_t)__builtin_ctz(bits));
-                        if (ix->ts->kind[id] == SV_TOKKIND_NORMAL) ids[n++] = id;
-                    }
-                sv_ti_cfg_next_n(ix, state, ids, n, nx);
-                for (uint32_t i = 0; i < n; i++)
-                    if (nx[i] < 0 || !filter(ctx, nx[i])) dst[ids[i] / 32] &= ~(1u << (ids[i] & 31));
-                free(ids);
-            } else {
-                for (uint32_t w = 0; w < ix->ts->words; w++)
-                    for (uint32_t bits = dst[w]; bits; bits &= bits - 1) {
-                        int32_t id = (int32_t)(w * 32 + (uint32_t)__builtin_ctz(bits));
-                        if (ix->ts->kind[id] != SV_TOKKIND_NORMAL) continue;
-                        int32_t x = sv_ti_cfg_next(ix, state, id);
-                        if (x < 0 || !filter(ctx, x)) dst[w] &= ~(1u << (id & 31));
-                    }
-            }
+            /* the allowed normal tokens' configurations, a chunk under one
+             * lock, then the filter on them, which takes the lock itself */
+            int32_t ids[FILTER_CHUNK];
+            uint32_t n = 0;
+            for (uint32_t w = 0; w < ix->ts->words; w++)
+                for (uint32_t bits = dst[w]; bits; bits &= bits - 1) {
+                    int32_t id = (int32_t)(w * 32 + (uint32_t)__builtin_ctz(bits));
+                    if (ix->ts->kind[id] != SV_TOKKIND_NORMAL) continue;
+                    ids[n++] = id;
+                    if (n == FILTER_CHUNK) filter_chunk(ix, state, ids, &n, filter, ctx, dst);
+                }
+            filter_chunk(ix, state, ids, &n, filter, ctx, dst);
         }
         return popcount_words(dst, ix->ts->words);
     }

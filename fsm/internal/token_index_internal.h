@@ -291,6 +291,10 @@ void sv_ti_cfg_destroy(struct cfgtab *t);
 sv_status sv_ti_cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, const uint32_t **mask, uint32_t *max_dist);
 bool sv_ti_cfg_known(const sv_token_index_t *ix, int32_t v, uint32_t ws_run);
 int32_t sv_ti_cfg_next(const sv_token_index_t *ix, int32_t v, int32_t id);
+/* The mask of configuration v into dst: the memoized one, or, where the
+ * memo's budget is spent (SV_ERR_BUDGET from sv_ti_cfg_mask), the same
+ * union computed without storing it. */
+sv_status sv_ti_cfg_fill(sv_token_index_t *ix, int32_t v, uint32_t ws_run, uint32_t *dst);
 /* out[i] = sv_ti_cfg_next(ix, v, ids[i]) for i < n, under one lock. */
 void sv_ti_cfg_next_n(const sv_token_index_t *ix, int32_t v, const int32_t *ids, uint32_t n, int32_t *out);
 size_t sv_ti_cfg_bytes(const sv_token_index_t *ix);

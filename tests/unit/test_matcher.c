@@ -12,7 +12,13 @@
  *     tokenizer's own encoding of that text (no non-canonical split);
  *   - budget: with the shortest instance taking L tokens (sv_matcher_min_tokens),
  *     walks that pick uniformly among the allowed tokens, for every budget
- *     from L to L + 50, always end accepting within the budget.
+ *     from L to L + 50, always end accepting within the budget;
+ *   - shared notes: 8 matchers of one index stepped in turn (as an engine's
+ *     batch steps them), sharing the tokens-to-end and filtered masks the
+ *     index notes (fsm/token_memo.c), end accepting within their budgets;
+ *     and so do 8 on an index whose memo budget is spent (no note kept, no
+ *     mask memoized: every mask computed afresh).
+ * The notes' own API (set once, per owner, filtered masks by limit) first.
  * With --tokenizer the walks use a real tokenizer (make test-extended: Llama 3). */
 #include <dirent.h>
 #include <jansson.h>
@@ -393,6 +399,84 @@ static const char *const long_keys[] = {
     "\"日本語のテキストです\"]}",
 };
 
+/* ---- notes: the index's memo the matchers of a constraint share ------------------------ */
+
+static void notes_api(sv_token_index_t *ix, const sv_token_set_t *ts) {
+    int a = 1, b = 2; /* two owners */
+    uint32_t v = 0;
+    CHECK(!sv_token_index_note_get(ix, &a, SV_NOTE_U, 3, 0, &v), "no note before one is set");
+    CHECK(sv_token_index_note_set(ix, &a, SV_NOTE_U, 3, 0, 5, &v) && v == 5, "a note is set");
+    CHECK(sv_token_index_note_set(ix, &a, SV_NOTE_U, 3, 0, 7, &v) && v == 5, "a note is set once (got %u)", v);
+    CHECK(sv_token_index_note_get(ix, &a, SV_NOTE_U, 3, 0, &v) && v == 5, "the first value stands");
+    CHECK(!sv_token_index_note_get(ix, &a, SV_NOTE_MAX_U, 3, 0, &v), "kinds are apart");
+    CHECK(!sv_token_index_note_get(ix, &b, SV_NOTE_U, 3, 0, &v), "another owner sees no note");
+    CHECK(!sv_token_index_note_set(ix, &b, SV_NOTE_U, 4, 0, 1, &v), "another owner keeps none");
+    uint32_t words = sv_token_set_mask_words(ts);
+    uint32_t *m1 = calloc(words, sizeof *m1), *m2 = calloc(words, sizeof *m2);
+    m1[0] = 0x5;
+    CHECK(!sv_token_index_filtered_get(ix, &a, 3, 0, 9, m2), "no filtered mask before one is put");
+    sv_token_index_filtered_put(ix, &a, 3, 0, 9, m1);
+    CHECK(sv_token_index_filtered_get(ix, &a, 3, 0, 9, m2) && !memcmp(m1, m2, words * sizeof *m1),
+          "a filtered mask comes back");
+    CHECK(!sv_token_index_filtered_get(ix, &a, 3, 0, 8, m2), "filtered masks are by limit");
+    m1[0] = 0x7;
+    sv_token_index_filtered_put(ix, &a, 3, 0, 9, m1);
+    CHECK(sv_token_index_filtered_get(ix, &a, 3, 0, 9, m2) && m2[0] == 0x5, "a filtered mask is set once");
+    /* many notes: the table grows and keeps them all */
+    for (int32_t st = 0; st < 5000; st++) sv_token_index_note_set(ix, &a, SV_NOTE_MAX_U, st, 0, (uint32_t)st * 3, &v);
+    int bad = 0;
+    for (int32_t st = 0; st < 5000; st++)
+        bad += !sv_token_index_note_get(ix, &a, SV_NOTE_MAX_U, st, 0, &v) || v != (uint32_t)st * 3;
+    CHECK(bad == 0, "%d of 5000 notes lost as the table grew", bad);
+    free(m1);
+    free(m2);
+}
+
+/* k matchers of one index, with budgets from `from` up, stepped in turn
+ * as an engine's batch steps them: each takes a random allowed token, and
+ * each must end accepting within its budget, whatever notes the others
+ * left in the index. */
+static void walk_many(walker_t *w, sv_token_index_t *ix, const char *name, int64_t from, int k) {
+    enum { K = 8 };
+    sv_matcher_t *m[K];
+    sv_error_t err;
+    bool done[K] = {0};
+    if (k > K) k = K;
+    for (int i = 0; i < k; i++)
+        if (sv_matcher_create(ix, w->tok, from + i, &m[i], &err)) {
+            CHECK(0, "%s: matcher with budget %lld: %s", name, (long long)(from + i), err.message);
+            for (int j = 0; j < i; j++) sv_matcher_destroy(m[j]);
+            return;
+        }
+    for (int left = k, step = 0; left > 0 && step < 4000; step++)
+        for (int i = 0; i < k; i++) {
+            if (done[i]) continue;
+            const uint32_t *mask;
+            uint32_t count;
+            int32_t id = -1;
+            if (!sv_matcher_is_finished(m[i]) && sv_matcher_mask(m[i], &mask, &err) == SV_OK)
+                id = pick(w, mask, &count);
+            if (id < 0 || sv_token_set_kind(w->ts, id) == SV_TOKKIND_EOG) {
+                CHECK(sv_matcher_is_accepting(m[i]), "%s: matcher %d of %d (budget %lld): dead end after %u tokens",
+                      name, i, k, (long long)(from + i), sv_matcher_num_tokens(m[i]));
+                CHECK((int64_t)sv_matcher_num_tokens(m[i]) <= from + i, "%s: %u tokens over a budget of %lld", name,
+                      sv_matcher_num_tokens(m[i]), (long long)(from + i));
+                done[i] = true;
+                left--;
+                w->budget_walks++;
+                continue;
+            }
+            int32_t st = sv_matcher_state(m[i]);
+            CHECK(sv_matcher_accept(m[i], id), "%s: matcher %d (budget %lld): token %d allowed in state %d is refused",
+                  name, i, (long long)(from + i), id, st);
+        }
+    for (int i = 0; i < k; i++) {
+        CHECK(done[i], "%s: matcher %d never ended", name, i);
+        sv_matcher_destroy(m[i]);
+    }
+    w->walks += (uint64_t)k;
+}
+
 int main(int argc, char **argv) {
     const char *tokpath = NULL;
     uint32_t nwalks = 4;
@@ -442,6 +526,16 @@ int main(int argc, char **argv) {
         w.tok = &small_iface;
     }
 
+    {
+        sv_dfa_t *d = compile_schema("{\"type\":\"array\",\"items\":{\"type\":\"string\"}}");
+        sv_token_index_t *ix;
+        if (d && sv_token_index_create(d, w.ts, NULL, &ix, &err) == SV_OK) {
+            notes_api(ix, w.ts);
+            sv_token_index_destroy(ix);
+        } else
+            CHECK(0, "the notes' index");
+    }
+
     /* the suite: long-key schemas, then schemas/ */
     char **texts = NULL, **names = NULL;
     size_t nt = 0;
@@ -485,12 +579,25 @@ int main(int argc, char **argv) {
         nschemas++;
         for (uint32_t k = 0; k < nwalks; k++) walk(&w, ix, names[i], 0, true);
         sv_matcher_t *m;
+        uint32_t L = 0;
         if (sv_matcher_create(ix, w.tok, 0, &m, &err) == SV_OK) {
-            uint32_t L = sv_matcher_min_tokens(m);
+            L = sv_matcher_min_tokens(m);
             sv_matcher_destroy(m);
             for (uint32_t b = L; b <= L + 50; b++) walk(&w, ix, names[i], b, (b & 1) != 0);
+            /* matchers stepped in turn, sharing the index's notes; then on
+             * an index whose memo budget keeps no note, each on its own */
+            for (uint32_t b = L; b <= L + 24; b += 8) walk_many(&w, ix, names[i], b, 8);
         }
         sv_token_index_destroy(ix);
+        sv_token_index_opts_t small;
+        sv_token_index_opts_default(&small);
+        small.max_mask_bytes = 1;
+        sv_dfa_t *d2 = L ? compile_schema(texts[i]) : NULL;
+        if (d2 && sv_token_index_create(d2, w.ts, &small, &ix, &err) == SV_OK) {
+            walk_many(&w, ix, names[i], L, 8);
+            sv_token_index_destroy(ix);
+        } else
+            sv_dfa_destroy(d2);
         free(texts[i]);
         free(names[i]);
     }
