@@ -75,6 +75,7 @@
 #define GEMM_RB 4     /* rows per tile */
 #define GEMM_CB 4     /* output columns per tile */
 #define ATTN_TILE 32  /* keys per softmax tile */
+#define ATTN_AHEAD 4  /* cache rows fetched ahead (attn_rows_v) */
 
 #if defined(__GNUC__)
 #define SV_INLINE static inline __attribute__((always_inline))
@@ -871,6 +872,7 @@ typedef struct attn_job {
     const int32_t *pos;
     const float *q;
     float *out;
+    int32_t rows;
 } attn_job_t;
 
 /* One query head against positions t_begin .. n_ctx-1 of a sequence (rows
@@ -1004,6 +1006,94 @@ SV_INLINE void attn_head_v(const float *q, const float *k, const float *v, size_
 }
 #endif
 
+#if GEMM_LANES == 16
+/* attn_head_v for nr <= RMAX query rows of one sequence and one head at
+ * once, rows q[r] (r < nr) with their own ends n_ctx[r] and a common
+ * t_begin: each key and value row read from the cache serves every row
+ * while it is in registers (a prefill chunk's rows would each stream the
+ * whole cache otherwise, and with a row stride of a power of two, such
+ * as 8 kv heads of 128, the rows of a tile also meet in a few L1 sets).
+ * Every row runs attn_head_v's operations in its order, a tile's keys up
+ * to its own end, so each row's bits are the same as alone. */
+SV_INLINE void attn_rows_v(const float *const *q, const float *k, const float *v, size_t ld, const int32_t HD,
+                           const int RMAX, int nr, int32_t t_begin, const int32_t *n_ctx, float scale, seq_map_t map,
+                           float *const *out) {
+    enum { NV_MAX = SV_CPU_MAX_HEAD_DIM / GEMM_LANES, R_MAX = 4 };
+    const int nv = HD / GEMM_LANES;
+    vfloat acc[R_MAX][NV_MAX];
+    float s[R_MAX][ATTN_TILE], m[R_MAX], l[R_MAX], mn[R_MAX];
+    size_t off[ATTN_TILE];
+    int32_t end = t_begin;
+    for (int r = 0; r < RMAX; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        for (int i = 0; i < nv; i++) acc[r][i] = (vfloat){0};
+        if (r < nr && n_ctx[r] > end) end = n_ctx[r];
+    }
+    for (int32_t t0 = t_begin; t0 < end; t0 += ATTN_TILE) {
+        int32_t nt = end - t0 < ATTN_TILE ? end - t0 : ATTN_TILE, ntr[R_MAX];
+        for (int r = 0; r < RMAX; r++) {
+            int32_t left = r < nr ? n_ctx[r] - t0 : 0;
+            ntr[r] = left < 0 ? 0 : left < ATTN_TILE ? left : ATTN_TILE;
+        }
+        int32_t blk = t0 / map.bs, slot = t0 % map.bs;
+        for (int32_t j = 0; j < nt; j++) {
+            size_t row = map.table ? (size_t)map.table[blk] * (size_t)map.bs + (size_t)slot
+                                   : (size_t)(t0 + j);
+            off[j] = row * ld;
+            if (++slot == map.bs)
+                slot = 0, blk++;
+        }
+        for (int32_t j = 0; j < nt; j++) {
+            vfloat kv[NV_MAX];
+            if (j + ATTN_AHEAD < nt) /* rows a power of two apart defeat the hardware's prefetch */
+                for (int i = 0; i < nv; i++) __builtin_prefetch(k + off[j + ATTN_AHEAD] + i * GEMM_LANES);
+            for (int i = 0; i < nv; i++) memcpy(&kv[i], k + off[j] + i * GEMM_LANES, sizeof kv[i]);
+            for (int r = 0; r < RMAX; r++) {
+                if (j >= ntr[r]) continue;
+                vfloat a = (vfloat){0};
+                for (int i = 0; i < nv; i++) {
+                    vfloat qv;
+                    memcpy(&qv, q[r] + i * GEMM_LANES, sizeof qv);
+                    a += qv * kv[i];
+                }
+                s[r][j] = vlanes_sum(a) * scale;
+            }
+        }
+        for (int r = 0; r < RMAX; r++) {
+            if (!ntr[r]) continue;
+            float tm = -INFINITY;
+            for (int32_t j = 0; j < ntr[r]; j++) tm = s[r][j] > tm ? s[r][j] : tm;
+            mn[r] = tm > m[r] ? tm : m[r];
+            float corr = expf(m[r] - mn[r]);
+            l[r] *= corr;
+            for (int i = 0; i < nv; i++) acc[r][i] *= corr;
+        }
+        for (int32_t j = 0; j < nt; j++) {
+            vfloat vv[NV_MAX];
+            if (j + ATTN_AHEAD < nt)
+                for (int i = 0; i < nv; i++) __builtin_prefetch(v + off[j + ATTN_AHEAD] + i * GEMM_LANES);
+            for (int i = 0; i < nv; i++) memcpy(&vv[i], v + off[j] + i * GEMM_LANES, sizeof vv[i]);
+            for (int r = 0; r < RMAX; r++) {
+                if (j >= ntr[r]) continue;
+                float p = expf(s[r][j] - mn[r]);
+                l[r] += p;
+                for (int i = 0; i < nv; i++) acc[r][i] += p * vv[i];
+            }
+        }
+        for (int r = 0; r < RMAX; r++)
+            if (ntr[r]) m[r] = mn[r];
+    }
+    for (int r = 0; r < nr; r++) {
+        float inv = 1.0f / l[r];
+        for (int i = 0; i < nv; i++) {
+            vfloat o = acc[r][i] * inv;
+            memcpy(out[r] + i * GEMM_LANES, &o, sizeof o);
+        }
+    }
+}
+#endif
+
 /* One head, through attn_head_v where its width is one of the common ones. */
 SV_INLINE void attn_one(const float *q, const float *k, const float *v, size_t ld, int32_t hd,
                         int32_t t_begin, int32_t n_ctx, float scale, seq_map_t map, float *out) {
@@ -1018,21 +1108,67 @@ SV_INLINE void attn_one(const float *q, const float *k, const float *v, size_t l
     attn_head(q, k, v, ld, hd, t_begin, n_ctx, scale, map, out);
 }
 
-/* Items are (row, head) pairs, row-major. */
+/* Query rows attention takes together (attn_rows_v) for a head width. */
+static int attn_group(int32_t hd) {
+#if GEMM_LANES == 16
+    return hd == 64 ? 4 : hd == 128 ? 2 : 1;
+#else
+    (void)hd;
+    return 1;
+#endif
+}
+
+/* The first window position of row r (0 outside sliding-window layers). */
+SV_INLINE int32_t attn_begin(const attn_job_t *j, int64_t r) {
+    int32_t w = j->sh->window;
+    return w > 0 && j->pos[r] >= w ? j->pos[r] - w + 1 : 0;
+}
+
+/* Items are (block of attn_group rows, head) pairs, block-major. A block's
+ * rows go through attn_rows_v in runs of one sequence and one window
+ * start; a run of one row (decode) through attn_one. */
 SV_CLONES static void attn_items(void *p, int tid, int64_t b, int64_t e) {
     (void)tid;
     const attn_job_t *j = p;
     const sv_attn_shape_t *sh = j->sh;
-    int32_t hd = sh->head_dim, group = sh->n_heads / sh->n_kv_heads;
+    int32_t hd = sh->head_dim, group = sh->n_heads / sh->n_kv_heads, rows = j->rows;
+    int g = attn_group(hd);
     size_t ld = (size_t)j->kv->kv_dim;
+    const sv_kv_view_t *kv = j->kv;
     for (int64_t it = b; it < e; it++) {
-        int64_t r = it / sh->n_heads;
+        int64_t r0 = it / sh->n_heads * g, rend = r0 + g < rows ? r0 + g : rows;
         int32_t h = (int32_t)(it % sh->n_heads);
-        size_t off = ((size_t)r * sh->n_heads + h) * hd;
         size_t koff = (size_t)(h / group) * hd;
-        int32_t begin = sh->window > 0 && j->pos[r] >= sh->window ? j->pos[r] - sh->window + 1 : 0;
-        attn_one(j->q + off, j->kv->k + koff, j->kv->v + koff, ld, hd, begin, j->pos[r] + 1, sh->scale,
-                 seq_map_of(j->kv, r), j->out + off);
+        for (int64_t r = r0; r < rend;) {
+            int32_t begin = attn_begin(j, r);
+            int64_t n = 1; /* the run: same sequence, same window start */
+            while (r + n < rend && attn_begin(j, r + n) == begin &&
+                   (!kv->tables || kv->seq_of_row[r + n] == kv->seq_of_row[r]))
+                n++;
+            if (n == 1) {
+                size_t off = ((size_t)r * sh->n_heads + h) * hd;
+                attn_one(j->q + off, kv->k + koff, kv->v + koff, ld, hd, begin, j->pos[r] + 1, sh->scale,
+                         seq_map_of(kv, r), j->out + off);
+            } else {
+#if GEMM_LANES == 16
+                const float *qs[4];
+                float *os[4];
+                int32_t ends[4];
+                for (int64_t i = 0; i < n; i++) {
+                    size_t off = ((size_t)(r + i) * sh->n_heads + h) * hd;
+                    qs[i] = j->q + off;
+                    os[i] = j->out + off;
+                    ends[i] = j->pos[r + i] + 1;
+                }
+                seq_map_t map = seq_map_of(kv, r);
+                if (hd == 64)
+                    attn_rows_v(qs, kv->k + koff, kv->v + koff, ld, 64, 4, (int)n, begin, ends, sh->scale, map, os);
+                else
+                    attn_rows_v(qs, kv->k + koff, kv->v + koff, ld, 128, 2, (int)n, begin, ends, sh->scale, map, os);
+#endif
+            }
+            r += n;
+        }
     }
 }
 
@@ -1053,8 +1189,9 @@ static sv_status cpu_attention(sv_backend_t *be, const sv_kv_view_t *kv,
         if (pos[r] >= sh->max_ctx)
             return sv_error_set(err, SV_ERR_ARG, -1, "attention: position %d past max_ctx %d",
                                 (int)pos[r], (int)sh->max_ctx);
-    attn_job_t j = {kv, sh, pos, q, out};
-    pool_run(pool_of(be), (int64_t)rows * sh->n_heads, 1, attn_items, &j);
+    attn_job_t j = {kv, sh, pos, q, out, rows};
+    int64_t g = attn_group(sh->head_dim);
+    pool_run(pool_of(be), (rows + g - 1) / g * sh->n_heads, 1, attn_items, &j);
     return SV_OK;
 }
 
