@@ -875,6 +875,18 @@ typedef struct attn_job {
     int32_t rows;
 } attn_job_t;
 
+/* The float offsets of the nt cache rows of positions t0 .. t0 + nt - 1,
+ * walking the block table without a division per position. */
+SV_INLINE void tile_offsets(seq_map_t map, int32_t t0, int32_t nt, size_t ld, size_t *off) {
+    int32_t blk = t0 / map.bs, slot = t0 % map.bs;
+    for (int32_t j = 0; j < nt; j++) {
+        size_t row = map.table ? (size_t)map.table[blk] * (size_t)map.bs + (size_t)slot : (size_t)(t0 + j);
+        off[j] = row * ld;
+        if (++slot == map.bs)
+            slot = 0, blk++;
+    }
+}
+
 /* One query head against positions t_begin .. n_ctx-1 of a sequence (rows
  * of k and v found through map, ld floats apart; t_begin > 0 in a
  * sliding-window layer): a streaming softmax over tiles of ATTN_TILE
@@ -890,16 +902,7 @@ SV_INLINE void attn_head(const float *q, const float *k, const float *v, size_t 
         acc[d] = 0.0f;
     for (int32_t t0 = t_begin; t0 < n_ctx; t0 += ATTN_TILE) {
         int32_t nt = n_ctx - t0 < ATTN_TILE ? n_ctx - t0 : ATTN_TILE;
-        /* The tile's physical rows, walking the block table without a
-         * division per position. */
-        int32_t blk = t0 / map.bs, slot = t0 % map.bs;
-        for (int32_t j = 0; j < nt; j++) {
-            size_t row = map.table ? (size_t)map.table[blk] * (size_t)map.bs + (size_t)slot
-                                   : (size_t)(t0 + j);
-            off[j] = row * ld;
-            if (++slot == map.bs)
-                slot = 0, blk++;
-        }
+        tile_offsets(map, t0, nt, ld, off);
         float tm = -INFINITY;
         for (int32_t j = 0; j < nt; j++) {
             s[j] = dot(q, k + off[j], hd) * scale;
@@ -943,78 +946,18 @@ SV_INLINE float vlanes_sum(vfloat v) {
     return v[0];
 }
 
-/* attn_head for a head_dim HD that is a multiple of GEMM_LANES, a constant
- * at each call site: q and the accumulator stay in registers. The same
- * operations on every element as attn_head (dot's lanes and order, then
- * the same rescales and sums), so the same bits. */
-SV_INLINE void attn_head_v(const float *q, const float *k, const float *v, size_t ld, const int32_t HD,
-                           int32_t t_begin, int32_t n_ctx, float scale, seq_map_t map, float *out) {
-    enum { NV_MAX = SV_CPU_MAX_HEAD_DIM / GEMM_LANES };
-    const int nv = HD / GEMM_LANES;
-    vfloat qv[NV_MAX], acc[NV_MAX];
-    float s[ATTN_TILE];
-    size_t off[ATTN_TILE];
-    float m = -INFINITY, l = 0.0f;
-    for (int i = 0; i < nv; i++) {
-        memcpy(&qv[i], q + i * GEMM_LANES, sizeof qv[i]);
-        acc[i] = (vfloat){0};
-    }
-    for (int32_t t0 = t_begin; t0 < n_ctx; t0 += ATTN_TILE) {
-        int32_t nt = n_ctx - t0 < ATTN_TILE ? n_ctx - t0 : ATTN_TILE;
-        int32_t blk = t0 / map.bs, slot = t0 % map.bs;
-        for (int32_t j = 0; j < nt; j++) {
-            size_t row = map.table ? (size_t)map.table[blk] * (size_t)map.bs + (size_t)slot
-                                   : (size_t)(t0 + j);
-            off[j] = row * ld;
-            if (++slot == map.bs)
-                slot = 0, blk++;
-        }
-        float tm = -INFINITY;
-        for (int32_t j = 0; j < nt; j++) {
-            const float *kj = k + off[j];
-            vfloat a = (vfloat){0};
-            for (int i = 0; i < nv; i++) {
-                vfloat kv;
-                memcpy(&kv, kj + i * GEMM_LANES, sizeof kv);
-                a += qv[i] * kv;
-            }
-            s[j] = vlanes_sum(a) * scale;
-            tm = s[j] > tm ? s[j] : tm;
-        }
-        float mn = tm > m ? tm : m;
-        float corr = expf(m - mn);
-        l *= corr;
-        for (int i = 0; i < nv; i++)
-            acc[i] *= corr;
-        for (int32_t j = 0; j < nt; j++) {
-            float p = expf(s[j] - mn);
-            const float *vj = v + off[j];
-            l += p;
-            for (int i = 0; i < nv; i++) {
-                vfloat vv;
-                memcpy(&vv, vj + i * GEMM_LANES, sizeof vv);
-                acc[i] += p * vv;
-            }
-        }
-        m = mn;
-    }
-    float inv = 1.0f / l;
-    for (int i = 0; i < nv; i++) {
-        vfloat o = acc[i] * inv;
-        memcpy(out + i * GEMM_LANES, &o, sizeof o);
-    }
-}
-#endif
 
-#if GEMM_LANES == 16
-/* attn_head_v for nr <= RMAX query rows of one sequence and one head at
- * once, rows q[r] (r < nr) with their own ends n_ctx[r] and a common
- * t_begin: each key and value row read from the cache serves every row
- * while it is in registers (a prefill chunk's rows would each stream the
- * whole cache otherwise, and with a row stride of a power of two, such
- * as 8 kv heads of 128, the rows of a tile also meet in a few L1 sets).
- * Every row runs attn_head_v's operations in its order, a tile's keys up
- * to its own end, so each row's bits are the same as alone. */
+/* attn_head for nr <= RMAX query rows of one sequence and one head at
+ * once, for a head_dim HD that is a multiple of GEMM_LANES (HD and RMAX
+ * constants at each call site: the accumulators stay in registers). Rows
+ * q[r] (r < nr) have their own ends n_ctx[r] and a common t_begin; each
+ * key and value row read from the cache serves every row while it is in
+ * registers (a prefill chunk's rows would each stream the whole cache
+ * otherwise, and with a row stride of a power of two, such as 8 kv heads
+ * of 128, the rows of a tile also meet in a few L1 sets). Every row runs
+ * attn_head's operations on each element in its order (dot's lanes and
+ * order, a tile's keys up to its own end, the same rescales and sums), so
+ * its bits are attn_head's, alone or in a group. */
 SV_INLINE void attn_rows_v(const float *const *q, const float *k, const float *v, size_t ld, const int32_t HD,
                            const int RMAX, int nr, int32_t t_begin, const int32_t *n_ctx, float scale, seq_map_t map,
                            float *const *out) {
@@ -1025,7 +968,7 @@ SV_INLINE void attn_rows_v(const float *const *q, const float *k, const float *v
     size_t off[ATTN_TILE];
     int32_t end = t_begin;
     for (int r = 0; r < RMAX; r++) {
-        m[r] = -INFINITY;
+        m[r] = mn[r] = -INFINITY;
         l[r] = 0.0f;
         for (int i = 0; i < nv; i++) acc[r][i] = (vfloat){0};
         if (r < nr && n_ctx[r] > end) end = n_ctx[r];
@@ -1036,14 +979,7 @@ SV_INLINE void attn_rows_v(const float *const *q, const float *k, const float *v
             int32_t left = r < nr ? n_ctx[r] - t0 : 0;
             ntr[r] = left < 0 ? 0 : left < ATTN_TILE ? left : ATTN_TILE;
         }
-        int32_t blk = t0 / map.bs, slot = t0 % map.bs;
-        for (int32_t j = 0; j < nt; j++) {
-            size_t row = map.table ? (size_t)map.table[blk] * (size_t)map.bs + (size_t)slot
-                                   : (size_t)(t0 + j);
-            off[j] = row * ld;
-            if (++slot == map.bs)
-                slot = 0, blk++;
-        }
+        tile_offsets(map, t0, nt, ld, off);
         for (int32_t j = 0; j < nt; j++) {
             vfloat kv[NV_MAX];
             if (j + ATTN_AHEAD < nt) /* rows a power of two apart defeat the hardware's prefetch */
@@ -1094,14 +1030,14 @@ SV_INLINE void attn_rows_v(const float *const *q, const float *k, const float *v
 }
 #endif
 
-/* One head, through attn_head_v where its width is one of the common ones. */
+/* One head, through attn_rows_v where its width is one of the common ones. */
 SV_INLINE void attn_one(const float *q, const float *k, const float *v, size_t ld, int32_t hd,
                         int32_t t_begin, int32_t n_ctx, float scale, seq_map_t map, float *out) {
 #if GEMM_LANES == 16
     switch (hd) {
-    case 64: attn_head_v(q, k, v, ld, 64, t_begin, n_ctx, scale, map, out); return;
-    case 128: attn_head_v(q, k, v, ld, 128, t_begin, n_ctx, scale, map, out); return;
-    case 256: attn_head_v(q, k, v, ld, 256, t_begin, n_ctx, scale, map, out); return;
+    case 64: attn_rows_v(&q, k, v, ld, 64, 1, 1, t_begin, &n_ctx, scale, map, &out); return;
+    case 128: attn_rows_v(&q, k, v, ld, 128, 1, 1, t_begin, &n_ctx, scale, map, &out); return;
+    case 256: attn_rows_v(&q, k, v, ld, 256, 1, 1, t_begin, &n_ctx, scale, map, &out); return;
     default: break;
     }
 #endif

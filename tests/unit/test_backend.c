@@ -162,8 +162,10 @@ static void test_rope(void) {
           "rope accepts an odd rot_dim");
 }
 
-static void test_attention(void) {
-    const int32_t heads = 6, kvh = 2, hd = 40, cap = 80, n = 70;
+/* Head widths of 64, 128 and 256 take the register kernels (attn_rows_v,
+ * query rows in groups), 40 the generic one. */
+static void test_attention(int32_t hd) {
+    const int32_t heads = 6, kvh = 2, cap = 80, n = 70;
     const int32_t kv_dim = kvh * hd, q_dim = heads * hd;
     float *kc = malloc(sizeof(float) * cap * kv_dim), *vc = malloc(sizeof(float) * cap * kv_dim);
     float *k = rnd((size_t)n * kv_dim), *v = rnd((size_t)n * kv_dim);
@@ -209,14 +211,14 @@ static void test_attention(void) {
                 }
             }
         double e = max_rel(out, ref, (size_t)n * q_dim);
-        CHECK(e < 1e-5, "attention (window %d) error %g", (int)win, e);
+        CHECK(e < 1e-5, "attention (head_dim %d, window %d) error %g", (int)hd, (int)win, e);
         /* decode-style: one row at a time gives the same bits */
         int bad = 0;
         for (int32_t r = 0; r < n; r++) {
             be1->ops->attention(be1, &kv, &sh, 1, &pos[r], q + (size_t)r * q_dim, out1, &err);
             bad += memcmp(out1, out + (size_t)r * q_dim, sizeof(float) * q_dim) != 0;
         }
-        CHECK(bad == 0, "attention (window %d): %d rows differ when run alone", (int)win, bad);
+        CHECK(bad == 0, "attention (head_dim %d, window %d): %d rows differ when run alone", (int)hd, (int)win, bad);
     }
     sv_attn_shape_t sh = {heads, kvh, hd, 1.0f / sqrtf((float)hd), n, -1};
     CHECK(be1->ops->attention(be1, &kv, &sh, 1, pos, q, out1, &err) == SV_ERR_ARG,
@@ -522,7 +524,7 @@ int main(void) {
     test_gemm_q_int8();
     test_rmsnorm();
     test_rope();
-    test_attention();
+    for (int32_t hd = 40; hd <= 256; hd = hd == 40 ? 64 : 2 * hd) test_attention(hd);
     test_small_ops();
     sv_backend_destroy(be1);
     sv_backend_destroy(be3);
