@@ -251,8 +251,11 @@ def test_sigterm_drains():
 
         def stream():
             with httpx.stream("POST", s.url + "/v1/completions", headers=s.headers(), timeout=120,
-                              json={"model": NAME, "prompt": "Once upon a time", "max_tokens": 40,
-                                    "stream": True, "temperature": 1.0, "stop": []}) as r:
+                              # long enough to be running at the signal on any machine: the
+                              # special tokens banned, so that it cannot end by itself
+                              json={"model": NAME, "prompt": "Once upon a time", "max_tokens": 1000,
+                                    "stream": True, "temperature": 1.0, "stop": [],
+                                    "logit_bias": {"0": -100, "1": -100, "2": -100}}) as r:
                 got["lines"] = [line for line in r.iter_lines() if line]
 
         with httpx.Client(headers=s.headers(), timeout=30) as keep:
