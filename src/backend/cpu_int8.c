@@ -107,7 +107,7 @@ void sv_q8x_quantize(sv_i8_level lv, const float *x, int32_t n, sv_q8x_t *out) {
     }
 }
 
-static inline float rd_f16(const uint8_t *p) { return sv_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+static inline float rd_f16(const uint8_t *p) { return sv_f16_to_f32_inline((uint16_t)(p[0] | p[1] << 8)); }
 
 /* ---- plain C: the reference ------------------------------------------------ */
 

@@ -52,18 +52,7 @@ static float f32_from_bits(uint32_t u) {
     return f;
 }
 
-float sv_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31;
-    uint32_t exp = (h >> 10) & 0x1f;
-    uint32_t mant = h & 0x3ffu;
-    if (exp == 0x1f) /* inf, or NaN with its payload */
-        return f32_from_bits(sign | 0x7f800000u | mant << 13);
-    if (exp != 0) /* normal: rebias 15 -> 127 */
-        return f32_from_bits(sign | (exp + 112) << 23 | mant << 13);
-    /* zero or subnormal: mant * 2^-24, exact in float32 */
-    float v = (float)mant * 0x1p-24f;
-    return sign ? -v : v;
-}
+float sv_f16_to_f32(uint16_t h) { return sv_f16_to_f32_inline(h); }
 
 float sv_bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
 

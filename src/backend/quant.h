@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "util/error.h"
 
@@ -83,6 +84,23 @@ static inline void sv_kquant_scale_min(const uint8_t *sc, int j, uint8_t *s, uin
 /* f16 / bf16 scalar conversions (exact, including subnormals, inf and NaN;
  * a NaN keeps its sign and payload). */
 float sv_f16_to_f32(uint16_t h);
+/* The same, inline (for kernels that read a scale per block). */
+static inline float sv_f16_to_f32_inline(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ffu, u;
+    float f;
+    if (exp == 0x1f) /* inf, or NaN with its payload */
+        u = sign | 0x7f800000u | mant << 13;
+    else if (exp != 0) /* normal: rebias 15 -> 127 */
+        u = sign | (exp + 112) << 23 | mant << 13;
+    else { /* zero or subnormal: mant * 2^-24, exact in float32 */
+        f = (float)mant * 0x1p-24f;
+        return sign ? -f : f;
+    }
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 float sv_bf16_to_f32(uint16_t h);
 /* float to bf16, rounded to nearest, ties to even; a NaN stays a (quiet)
  * NaN. */
