@@ -735,53 +735,85 @@ SV_INLINE float dot(const float *x, const float *y, int32_t n) {
     return r;
 }
 
+/* Row-wise operations run their rows over the pool from this many rows per
+ * thread (fewer stay on the caller: a decode step's few rows are cheaper
+ * than a wake-up). Each row's arithmetic is its own, so any split gives
+ * the same bits. */
+#define ROWS_PER_THREAD 8
+
+typedef struct rmsnorm_job {
+    int32_t dim;
+    const float *x, *w;
+    float eps;
+    float *y;
+} rmsnorm_job_t;
+
+static void rmsnorm_rows(void *p, int tid, int64_t b, int64_t e) {
+    (void)tid;
+    const rmsnorm_job_t *j = p;
+    for (int64_t r = b; r < e; r++) {
+        const float *xr = j->x + (size_t)r * j->dim;
+        float *yr = j->y + (size_t)r * j->dim;
+        float ss = dot(xr, xr, j->dim);
+        float scale = 1.0f / sqrtf(ss / (float)j->dim + j->eps);
+        for (int32_t i = 0; i < j->dim; i++)
+            yr[i] = (xr[i] * scale) * j->w[i];
+    }
+}
+
 static sv_status cpu_rmsnorm(sv_backend_t *be, int32_t rows, int32_t dim, const float *x,
                              const float *w, float eps, float *y, sv_error_t *err) {
-    (void)be;
     if (rows < 0 || dim <= 0 || !(eps >= 0.0f))
         return sv_error_set(err, SV_ERR_ARG, -1, "rmsnorm: bad arguments (rows %d, dim %d)",
                             (int)rows, (int)dim);
-    for (int32_t r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * dim;
-        float *yr = y + (size_t)r * dim;
-        float ss = dot(xr, xr, dim);
-        float scale = 1.0f / sqrtf(ss / (float)dim + eps);
-        for (int32_t i = 0; i < dim; i++)
-            yr[i] = (xr[i] * scale) * w[i];
-    }
+    rmsnorm_job_t j = {dim, x, w, eps, y};
+    pool_run(pool_of(be), rows, ROWS_PER_THREAD, rmsnorm_rows, &j);
     return SV_OK;
+}
+
+typedef struct rope_job {
+    int32_t n_heads, head_dim, half;
+    sv_rope_style style;
+    const int32_t *pos;
+    const float *inv_freq;
+    float *x;
+} rope_job_t;
+
+static void rope_rows(void *p, int tid, int64_t b, int64_t e) {
+    (void)tid;
+    const rope_job_t *j = p;
+    float cs[SV_CPU_MAX_HEAD_DIM / 2], sn[SV_CPU_MAX_HEAD_DIM / 2];
+    for (int64_t r = b; r < e; r++) {
+        /* The angle in double: pos * inv_freq loses ~pos·2⁻²⁴ rad in float. */
+        for (int32_t i = 0; i < j->half; i++) {
+            double a = (double)j->pos[r] * (double)j->inv_freq[i];
+            cs[i] = (float)cos(a);
+            sn[i] = (float)sin(a);
+        }
+        for (int32_t h = 0; h < j->n_heads; h++) {
+            float *v = j->x + ((size_t)r * j->n_heads + h) * j->head_dim;
+            for (int32_t i = 0; i < j->half; i++) {
+                int32_t i0 = j->style == SV_ROPE_NORMAL ? 2 * i : i;
+                int32_t i1 = j->style == SV_ROPE_NORMAL ? 2 * i + 1 : i + j->half;
+                float a = v[i0], c = v[i1];
+                v[i0] = a * cs[i] - c * sn[i];
+                v[i1] = a * sn[i] + c * cs[i];
+            }
+        }
+    }
 }
 
 static sv_status cpu_rope(sv_backend_t *be, int32_t rows, int32_t n_heads, int32_t head_dim,
                           int32_t rot_dim, sv_rope_style style, const int32_t *pos,
                           const float *inv_freq, float *x, sv_error_t *err) {
-    (void)be;
     if (rows < 0 || n_heads <= 0 || head_dim <= 0 || rot_dim < 0 || rot_dim % 2 ||
         rot_dim > head_dim || head_dim > SV_CPU_MAX_HEAD_DIM ||
         (style != SV_ROPE_NORMAL && style != SV_ROPE_NEOX))
         return sv_error_set(err, SV_ERR_ARG, -1,
                             "rope: bad arguments (heads %d, head_dim %d, rot_dim %d)",
                             (int)n_heads, (int)head_dim, (int)rot_dim);
-    int32_t half = rot_dim / 2;
-    float cs[SV_CPU_MAX_HEAD_DIM / 2], sn[SV_CPU_MAX_HEAD_DIM / 2];
-    for (int32_t r = 0; r < rows; r++) {
-        /* The angle in double: pos * inv_freq loses ~pos·2⁻²⁴ rad in float. */
-        for (int32_t i = 0; i < half; i++) {
-            double a = (double)pos[r] * (double)inv_freq[i];
-            cs[i] = (float)cos(a);
-            sn[i] = (float)sin(a);
-        }
-        for (int32_t h = 0; h < n_heads; h++) {
-            float *v = x + ((size_t)r * n_heads + h) * head_dim;
-            for (int32_t i = 0; i < half; i++) {
-                int32_t i0 = style == SV_ROPE_NORMAL ? 2 * i : i;
-                int32_t i1 = style == SV_ROPE_NORMAL ? 2 * i + 1 : i + half;
-                float a = v[i0], b = v[i1];
-                v[i0] = a * cs[i] - b * sn[i];
-                v[i1] = a * sn[i] + b * cs[i];
-            }
-        }
-    }
+    rope_job_t j = {n_heads, head_dim, rot_dim / 2, style, pos, inv_freq, x};
+    pool_run(pool_of(be), rows, ROWS_PER_THREAD, rope_rows, &j);
     return SV_OK;
 }
 
@@ -1131,26 +1163,52 @@ static sv_status cpu_attention(sv_backend_t *be, const sv_kv_view_t *kv,
     return SV_OK;
 }
 
+/* The gated activations, element by element (so any split gives the same
+ * bits), in chunks of GLU_CHUNK elements over the pool: a batch's rows of
+ * the FFN width are tens of thousands of expf or tanhf, which the model's
+ * other thread would otherwise wait through. */
+#define GLU_CHUNK 4096
+
+typedef struct glu_job {
+    size_t n;
+    const float *gate, *up;
+    float *out;
+} glu_job_t;
+
+static void swiglu_items(void *p, int tid, int64_t b, int64_t e) {
+    (void)tid;
+    const glu_job_t *j = p;
+    size_t end = (size_t)e * GLU_CHUNK < j->n ? (size_t)e * GLU_CHUNK : j->n;
+    for (size_t i = (size_t)b * GLU_CHUNK; i < end; i++) {
+        float g = j->gate[i];
+        j->out[i] = g / (1.0f + expf(-g)) * j->up[i];
+    }
+}
+
+static void geglu_items(void *p, int tid, int64_t b, int64_t e) {
+    (void)tid;
+    const glu_job_t *j = p;
+    const float c = 0.7978845608028654f; /* sqrt(2/π) */
+    size_t end = (size_t)e * GLU_CHUNK < j->n ? (size_t)e * GLU_CHUNK : j->n;
+    for (size_t i = (size_t)b * GLU_CHUNK; i < end; i++) {
+        float g = j->gate[i];
+        j->out[i] = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * j->up[i];
+    }
+}
+
 static sv_status cpu_swiglu(sv_backend_t *be, size_t n, const float *gate, const float *up,
                             float *out, sv_error_t *err) {
-    (void)be;
     (void)err;
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
-    }
+    glu_job_t j = {n, gate, up, out};
+    pool_run(pool_of(be), (int64_t)((n + GLU_CHUNK - 1) / GLU_CHUNK), 1, swiglu_items, &j);
     return SV_OK;
 }
 
 static sv_status cpu_geglu(sv_backend_t *be, size_t n, const float *gate, const float *up,
                            float *out, sv_error_t *err) {
-    (void)be;
     (void)err;
-    const float c = 0.7978845608028654f; /* sqrt(2/π) */
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        out[i] = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * up[i];
-    }
+    glu_job_t j = {n, gate, up, out};
+    pool_run(pool_of(be), (int64_t)((n + GLU_CHUNK - 1) / GLU_CHUNK), 1, geglu_items, &j);
     return SV_OK;
 }
 
