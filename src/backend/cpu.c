@@ -40,9 +40,11 @@
  * dequantized matrix while reading 4-7x fewer weight bytes.
  *
  * Attention is a streaming ("flash") softmax over tiles of ATTN_TILE keys
- * with a running maximum, one (row, head) at a time: no score buffer, and a
- * row's result depends only on its query and the cache, so prefill and
- * one-token decode give the same bits. The paged cache changes only where
+ * with a running maximum, per (row, head): no score buffer, and a row's
+ * result depends only on its query and the cache, so prefill and one-token
+ * decode give the same bits. A prefill chunk's rows of one sequence go
+ * through a head two or four at a time, sharing each cache row's loads,
+ * each row still running its own operations in its own order. The paged cache changes only where
  * a position's key and value are read from (a block-table lookup per
  * position, done once per tile), never the order of the sums, so a
  * sequence gives the same bits in a contiguous cache, in shuffled blocks,
@@ -56,8 +58,9 @@
  *
  * Threads: a small persistent pool; the calling thread takes part. Work is
  * split in contiguous, equal ranges of independent items (column tiles,
- * (row, head) pairs), so the split changes who computes an element, never
- * how. Waiting threads spin briefly before they sleep (POOL_SPIN_NS). */
+ * (row group, head) pairs, rows, chunks of elements), so the split changes
+ * who computes an element, never how. Waiting threads spin briefly before
+ * they sleep (POOL_SPIN_NS). */
 #include "cpu.h"
 
 #include "cpu_int8.h"
