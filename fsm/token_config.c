@@ -605,6 +605,11 @@ static sv_status ctx_lookup(sv_token_index_t *ix, int32_t s, uint32_t ws, uint32
     return SV_OK;
 }
 
+/* The EOG tokens added to mask m (a configuration that may end). */
+static void add_eog(const sv_token_set_t *ts, uint32_t *m) {
+    for (uint32_t j = 0; j < ts->neog; j++) m[ts->eog[j] >> 5] |= 1u << (ts->eog[j] & 31);
+}
+
 sv_status sv_ti_cfg_fill(sv_token_index_t *ix, int32_t v, uint32_t ws_run, uint32_t *dst) {
     const uint32_t *m;
     sv_status st = sv_ti_cfg_mask(ix, v, ws_run, &m, NULL);
@@ -632,8 +637,7 @@ sv_status sv_ti_cfg_fill(sv_token_index_t *ix, int32_t v, uint32_t ws_run, uint3
     memset(t->bits, 0, (size_t)words * sizeof *t->bits);
     boundary_walk(ix, s, ws_run, depth, t->bits, &read, &bottom, &md, &any);
     for (uint32_t w = 0; w < words; w++) dst[w] |= t->bits[w];
-    if (cfg_ends(ix, v))
-        for (uint32_t j = 0; j < ix->ts->neog; j++) dst[ix->ts->eog[j] >> 5] |= 1u << (ix->ts->eog[j] & 31);
+    if (cfg_ends(ix, v)) add_eog(ix->ts, dst);
     pthread_mutex_unlock(&ix->lock);
     return SV_OK;
 }
@@ -677,8 +681,7 @@ sv_status sv_ti_cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, const
             for (uint32_t w = 0; w < words; w++) ix->scratch[w] = pure[w] | e->mask[w];
         else
             memcpy(ix->scratch, pure, (size_t)words * sizeof *pure);
-        if (ends)
-            for (uint32_t j = 0; j < ts->neog; j++) ix->scratch[ts->eog[j] >> 5] |= 1u << (ts->eog[j] & 31);
+        if (ends) add_eog(ts, ix->scratch);
         st = sv_ti_cons_insert(ix, ix->scratch, &m);
         if (st) {
             pthread_mutex_unlock(&ix->lock);

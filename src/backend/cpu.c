@@ -44,10 +44,11 @@
  * result depends only on its query and the cache, so prefill and one-token
  * decode give the same bits. A prefill chunk's rows of one sequence go
  * through a head two or four at a time, sharing each cache row's loads,
- * each row still running its own operations in its own order. The paged cache changes only where
- * a position's key and value are read from (a block-table lookup per
- * position, done once per tile), never the order of the sums, so a
- * sequence gives the same bits in a contiguous cache, in shuffled blocks,
+ * each row still running its own operations in its own order. The paged
+ * cache changes only where a position's key and value are read from (a
+ * block-table lookup per position, done once per tile), never the order
+ * of the sums, so a sequence gives the same bits in a contiguous cache, in
+ * shuffled blocks,
  * and in a ragged batch next to other sequences.
  *
  * With --cpu-kernels int8 (sv_cpu_config_t.kernels), products on Q8_0,
@@ -79,6 +80,7 @@
 #define GEMM_CB 4     /* output columns per tile */
 #define ATTN_TILE 32  /* keys per softmax tile */
 #define ATTN_AHEAD 4  /* cache rows fetched ahead (attn_rows_v) */
+#define ATTN_GROUP_MAX 4 /* query rows attn_rows_v takes at once, at most */
 
 #if defined(__GNUC__)
 #define SV_INLINE static inline __attribute__((always_inline))
@@ -981,7 +983,6 @@ SV_INLINE float vlanes_sum(vfloat v) {
     return v[0];
 }
 
-
 /* attn_head for nr <= RMAX query rows of one sequence and one head at
  * once, for a head_dim HD that is a multiple of GEMM_LANES (HD and RMAX
  * constants at each call site: the accumulators stay in registers). Rows
@@ -996,7 +997,7 @@ SV_INLINE float vlanes_sum(vfloat v) {
 SV_INLINE void attn_rows_v(const float *const *q, const float *k, const float *v, size_t ld, const int32_t HD,
                            const int RMAX, int nr, int32_t t_begin, const int32_t *n_ctx, float scale, seq_map_t map,
                            float *const *out) {
-    enum { NV_MAX = SV_CPU_MAX_HEAD_DIM / GEMM_LANES, R_MAX = 4 };
+    enum { NV_MAX = SV_CPU_MAX_HEAD_DIM / GEMM_LANES, R_MAX = ATTN_GROUP_MAX };
     const int nv = HD / GEMM_LANES;
     vfloat acc[R_MAX][NV_MAX];
     float s[R_MAX][ATTN_TILE], m[R_MAX], l[R_MAX], mn[R_MAX];
@@ -1065,20 +1066,6 @@ SV_INLINE void attn_rows_v(const float *const *q, const float *k, const float *v
 }
 #endif
 
-/* One head, through attn_rows_v where its width is one of the common ones. */
-SV_INLINE void attn_one(const float *q, const float *k, const float *v, size_t ld, int32_t hd,
-                        int32_t t_begin, int32_t n_ctx, float scale, seq_map_t map, float *out) {
-#if GEMM_LANES == 16
-    switch (hd) {
-    case 64: attn_rows_v(&q, k, v, ld, 64, 1, 1, t_begin, &n_ctx, scale, map, &out); return;
-    case 128: attn_rows_v(&q, k, v, ld, 128, 1, 1, t_begin, &n_ctx, scale, map, &out); return;
-    case 256: attn_rows_v(&q, k, v, ld, 256, 1, 1, t_begin, &n_ctx, scale, map, &out); return;
-    default: break;
-    }
-#endif
-    attn_head(q, k, v, ld, hd, t_begin, n_ctx, scale, map, out);
-}
-
 /* Query rows attention takes together (attn_rows_v) for a head width. */
 static int attn_group(int32_t hd) {
 #if GEMM_LANES == 16
@@ -1095,9 +1082,31 @@ SV_INLINE int32_t attn_begin(const attn_job_t *j, int64_t r) {
     return w > 0 && j->pos[r] >= w ? j->pos[r] - w + 1 : 0;
 }
 
+/* n rows (n <= attn_group(hd)) of one sequence and one head with a common
+ * t_begin: attn_rows_v where the width is one of the common ones (one row
+ * alone, as a decode step has them, with RMAX 1), else attn_head. */
+SV_INLINE void attn_run(const float *const *q, const float *k, const float *v, size_t ld, int32_t hd, int n,
+                        int32_t t_begin, const int32_t *n_ctx, float scale, seq_map_t map, float *const *out) {
+#if GEMM_LANES == 16
+    switch (hd) {
+    case 64:
+        if (n == 1) attn_rows_v(q, k, v, ld, 64, 1, 1, t_begin, n_ctx, scale, map, out);
+        else attn_rows_v(q, k, v, ld, 64, 4, n, t_begin, n_ctx, scale, map, out);
+        return;
+    case 128:
+        if (n == 1) attn_rows_v(q, k, v, ld, 128, 1, 1, t_begin, n_ctx, scale, map, out);
+        else attn_rows_v(q, k, v, ld, 128, 2, n, t_begin, n_ctx, scale, map, out);
+        return;
+    case 256: attn_rows_v(q, k, v, ld, 256, 1, 1, t_begin, n_ctx, scale, map, out); return;
+    default: break;
+    }
+#endif
+    attn_head(q[0], k, v, ld, hd, t_begin, n_ctx[0], scale, map, out[0]); /* attn_group gives n = 1 here */
+}
+
 /* Items are (block of attn_group rows, head) pairs, block-major. A block's
- * rows go through attn_rows_v in runs of one sequence and one window
- * start; a run of one row (decode) through attn_one. */
+ * rows go through attn_run in runs of one sequence and one window start
+ * (a decode step's rows are runs of one). */
 SV_CLONES static void attn_items(void *p, int tid, int64_t b, int64_t e) {
     (void)tid;
     const attn_job_t *j = p;
@@ -1112,32 +1121,20 @@ SV_CLONES static void attn_items(void *p, int tid, int64_t b, int64_t e) {
         size_t koff = (size_t)(h / group) * hd;
         for (int64_t r = r0; r < rend;) {
             int32_t begin = attn_begin(j, r);
-            int64_t n = 1; /* the run: same sequence, same window start */
+            int n = 1; /* the run: same sequence, same window start */
             while (r + n < rend && attn_begin(j, r + n) == begin &&
                    (!kv->tables || kv->seq_of_row[r + n] == kv->seq_of_row[r]))
                 n++;
-            if (n == 1) {
-                size_t off = ((size_t)r * sh->n_heads + h) * hd;
-                attn_one(j->q + off, kv->k + koff, kv->v + koff, ld, hd, begin, j->pos[r] + 1, sh->scale,
-                         seq_map_of(kv, r), j->out + off);
-            } else {
-#if GEMM_LANES == 16
-                const float *qs[4];
-                float *os[4];
-                int32_t ends[4];
-                for (int64_t i = 0; i < n; i++) {
-                    size_t off = ((size_t)(r + i) * sh->n_heads + h) * hd;
-                    qs[i] = j->q + off;
-                    os[i] = j->out + off;
-                    ends[i] = j->pos[r + i] + 1;
-                }
-                seq_map_t map = seq_map_of(kv, r);
-                if (hd == 64)
-                    attn_rows_v(qs, kv->k + koff, kv->v + koff, ld, 64, 4, (int)n, begin, ends, sh->scale, map, os);
-                else
-                    attn_rows_v(qs, kv->k + koff, kv->v + koff, ld, 128, 2, (int)n, begin, ends, sh->scale, map, os);
-#endif
+            const float *qs[ATTN_GROUP_MAX];
+            float *os[ATTN_GROUP_MAX];
+            int32_t ends[ATTN_GROUP_MAX];
+            for (int i = 0; i < n; i++) {
+                size_t off = ((size_t)(r + i) * sh->n_heads + h) * hd;
+                qs[i] = j->q + off;
+                os[i] = j->out + off;
+                ends[i] = j->pos[r + i] + 1;
             }
+            attn_run(qs, kv->k + koff, kv->v + koff, ld, hd, n, begin, ends, sh->scale, seq_map_of(kv, r), os);
             r += n;
         }
     }
@@ -1176,42 +1173,37 @@ typedef struct glu_job {
     size_t n;
     const float *gate, *up;
     float *out;
+    bool gelu; /* GeGLU (tanh-approximated GELU), else SwiGLU */
 } glu_job_t;
 
-static void swiglu_items(void *p, int tid, int64_t b, int64_t e) {
-    (void)tid;
-    const glu_job_t *j = p;
-    size_t end = (size_t)e * GLU_CHUNK < j->n ? (size_t)e * GLU_CHUNK : j->n;
-    for (size_t i = (size_t)b * GLU_CHUNK; i < end; i++) {
-        float g = j->gate[i];
-        j->out[i] = g / (1.0f + expf(-g)) * j->up[i];
-    }
-}
-
-static void geglu_items(void *p, int tid, int64_t b, int64_t e) {
+static void glu_items(void *p, int tid, int64_t b, int64_t e) {
     (void)tid;
     const glu_job_t *j = p;
     const float c = 0.7978845608028654f; /* sqrt(2/π) */
     size_t end = (size_t)e * GLU_CHUNK < j->n ? (size_t)e * GLU_CHUNK : j->n;
     for (size_t i = (size_t)b * GLU_CHUNK; i < end; i++) {
         float g = j->gate[i];
-        j->out[i] = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * j->up[i];
+        j->out[i] = (j->gelu ? 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) : g / (1.0f + expf(-g))) *
+                    j->up[i];
     }
+}
+
+static void glu_run(sv_backend_t *be, size_t n, const float *gate, const float *up, float *out, bool gelu) {
+    glu_job_t j = {n, gate, up, out, gelu};
+    pool_run(pool_of(be), (int64_t)((n + GLU_CHUNK - 1) / GLU_CHUNK), 1, glu_items, &j);
 }
 
 static sv_status cpu_swiglu(sv_backend_t *be, size_t n, const float *gate, const float *up,
                             float *out, sv_error_t *err) {
     (void)err;
-    glu_job_t j = {n, gate, up, out};
-    pool_run(pool_of(be), (int64_t)((n + GLU_CHUNK - 1) / GLU_CHUNK), 1, swiglu_items, &j);
+    glu_run(be, n, gate, up, out, false);
     return SV_OK;
 }
 
 static sv_status cpu_geglu(sv_backend_t *be, size_t n, const float *gate, const float *up,
                            float *out, sv_error_t *err) {
     (void)err;
-    glu_job_t j = {n, gate, up, out};
-    pool_run(pool_of(be), (int64_t)((n + GLU_CHUNK - 1) / GLU_CHUNK), 1, geglu_items, &j);
+    glu_run(be, n, gate, up, out, true);
     return SV_OK;
 }
 

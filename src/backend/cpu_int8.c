@@ -602,9 +602,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rp_tile(sv_qt
                                                                            int32_t nb, const float *bias,
                                                                            float *y, int32_t ldy,
                                                                            const uint8_t *next, size_t next_bytes) {
-    /* The next tile's lines, spread over the groups of four rows (about
-     * one group in four left over, so that a short tile still issues
-     * them all before the rest go at the end). */
+    /* The next tile's lines, spread over the groups of four rows: a
+     * rounded-up share after each group, so that they are all issued by
+     * the last group. */
     const uint8_t *pf = next, *pf_end = next ? next + next_bytes : NULL;
     int32_t groups = rows / 4;
     int pf_step = next ? (int)((next_bytes / 64 + 1) / (size_t)(groups > 0 ? groups : 1) + 1) : 0;
