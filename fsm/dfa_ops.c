@@ -137,3 +137,82 @@ done:
     sv_rawdfa_free(&raw);
     return st;
 }
+
+sv_status sv_dfa_meets(const sv_dfa_t *A, const sv_dfa_t *B, const sv_fsm_limits_t *lim, bool *meets,
+                       sv_error_t *err) {
+    /* The product's walk over pairs of live states, up to the first pair
+     * where both accept: no table, no minimization (a oneOf asks this of
+     * every pair of its branches). */
+    sv_fsm_limits_t def;
+    if (!lim) sv_fsm_limits_default(&def), lim = &def;
+    uint64_t deadline = lim->max_time_us ? sv_now_ns() + lim->max_time_us * 1000 : 0;
+    *meets = false;
+    int16_t pairc[256][256];
+    for (uint32_t ca = 0; ca < A->nclasses; ca++) memset(pairc[ca], -1, B->nclasses * sizeof pairc[ca][0]);
+    uint8_t rep_a[256], rep_b[256];
+    uint32_t k = 0;
+    for (int x = 0; x < 256; x++) {
+        uint8_t ca = A->classes[x], cb = B->classes[x];
+        if (pairc[ca][cb] < 0) pairc[ca][cb] = (int16_t)k, rep_a[k] = ca, rep_b[k] = cb, k++;
+    }
+    uint32_t cap = 256, n = 0, tcap = 1024;
+    pair_t *states = malloc(cap * sizeof *states);
+    uint32_t *table = calloc(tcap, sizeof *table);
+    sv_status st = SV_OK;
+    if (!states || !table) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product"); goto done; }
+    pair_t start = {0, 0};
+    states[n] = start;
+    table[sv_pair_hash(start) & (tcap - 1)] = ++n;
+    for (uint32_t cur = 0; cur < n && !*meets; cur++) {
+        pair_t p = states[cur];
+        if (A->accept[p.a] && B->accept[p.b]) { *meets = true; break; }
+        for (uint32_t c = 0; c < k; c++) {
+            pair_t q = {A->trans[(size_t)p.a * A->nclasses + rep_a[c]], B->trans[(size_t)p.b * B->nclasses + rep_b[c]]};
+            if (q.a < 0 || q.b < 0) continue;
+            uint32_t h = sv_pair_hash(q) & (tcap - 1);
+            while (table[h] && (states[table[h] - 1].a != q.a || states[table[h] - 1].b != q.b)) h = (h + 1) & (tcap - 1);
+            if (table[h]) continue;
+            if (n >= lim->max_dfa_states) {
+                st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints needs more than %u DFA states (the max_dfa_states budget)", lim->max_dfa_states);
+                goto done;
+            }
+            if ((n & 255) == 0 && sv_memacct_cancelled()) {
+                st = sv_error_set(err, SV_ERR_CANCELLED, -1, "the compile was cancelled");
+                goto done;
+            }
+            if (deadline && (n & 255) == 0 && sv_now_ns() > deadline) {
+                st = sv_error_set(err, SV_ERR_TIMEOUT, -1, "combining constraints exceeded the time budget of %llu ms", (unsigned long long)((lim->time_budget_us ? lim->time_budget_us : lim->max_time_us) / 1000));
+                goto done;
+            }
+            if (n == cap) {
+                cap *= 2;
+                if (!sv_memacct_fits((size_t)cap * sizeof *states + 2 * (size_t)tcap * sizeof *table, lim->max_memory)) {
+                    st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints exceeds what is left of the compile's memory budget of %zu bytes", lim->max_memory);
+                    goto done;
+                }
+                pair_t *ns = realloc(states, cap * sizeof *ns);
+                if (!ns) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product"); goto done; }
+                states = ns;
+            }
+            states[n] = q;
+            table[h] = ++n;
+            if (2 * n > tcap) {
+                uint32_t ncap = tcap * 2;
+                uint32_t *nt = calloc(ncap, sizeof *nt);
+                if (!nt) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product"); goto done; }
+                for (uint32_t i = 0; i < n; i++) {
+                    uint32_t hh = sv_pair_hash(states[i]) & (ncap - 1);
+                    while (nt[hh]) hh = (hh + 1) & (ncap - 1);
+                    nt[hh] = i + 1;
+                }
+                free(table);
+                table = nt;
+                tcap = ncap;
+            }
+        }
+    }
+done:
+    free(states);
+    free(table);
+    return st;
+}

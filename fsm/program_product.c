@@ -67,6 +67,7 @@ typedef struct {
     /* the pairs met, in order, and their hash table */
     pair_t *q;
     uint32_t nq, capq, *table, tcap;
+    bool meets_only, found; /* sv_dfa_meets_calls: stop at the first pair both accept */
 } walk_t;
 
 static const char refused[] = "a free-form value meets a value spelled out where it also reads a bracket";
@@ -289,6 +290,10 @@ static sv_status walk(walk_t *w, sv_dfa_op op, work_t *wk, bool *any) {
             uint32_t before = w->nq;
             int32_t id;
             if ((st = pair_id(w, t, true, &id))) return st;
+            if (w->nq > before && w->meets_only && accepts(w, t, SV_DFA_AND)) {
+                w->found = true;
+                return SV_OK;
+            }
             if (w->nq > before && !work_push(wk, (uint32_t)id)) return nomem(w);
         }
     }
@@ -330,9 +335,9 @@ static sv_status product_raw(walk_t *w, sv_dfa_op op, sv_rawdfa_t *raw) {
     return SV_OK;
 }
 
-sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id,
-                                        const sv_dfa_t *part, const sv_fsm_limits_t *lim, sv_dfa_t **out,
-                                        sv_error_t *err) {
+/* The product, or with meets (op SV_DFA_AND) only whether it is empty. */
+static sv_status product_calls(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id, const sv_dfa_t *part,
+                               const sv_fsm_limits_t *lim, sv_dfa_t **out, bool *meets, sv_error_t *err) {
     sv_fsm_limits_t def;
     if (!lim) sv_fsm_limits_default(&def), lim = &def;
     if (!part || !calls_only(a, id) || !calls_only(b, id) || !calls_only(part, id))
@@ -345,7 +350,7 @@ sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv
             for (uint32_t c = 0; c < part->nclasses; c++)
                 if (part->trans[(size_t)x * part->nclasses + c] >= 0)
                     return sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "%s", refused);
-    walk_t w = {.lim = lim, .err = err};
+    walk_t w = {.lim = lim, .err = err, .meets_only = meets != NULL};
     if (lim->max_time_us) w.deadline = sv_now_ns() + lim->max_time_us * 1000;
     /* Classes: the common refinement of the three class maps, with the
      * marker byte alone in its class (the call an expansion removes). */
@@ -383,10 +388,11 @@ sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv
     if (!sv_pair_alive(start, op)) { st = sv_error_set(err, SV_ERR_EMPTY, -1, "the combination matches no string"); goto done; }
     int32_t sid;
     if ((st = pair_id(&w, start, true, &sid))) goto done;
+    w.found = meets && accepts(&w, start, SV_DFA_AND);
     if (!work_push(&wk, 0)) { st = nomem(&w); goto done; }
-    for (int round = 0;; round++) {
+    for (int round = 0; !w.found; round++) {
         bool any;
-        if ((st = walk(&w, op, &wk, &any)) || !any) break;
+        if ((st = walk(&w, op, &wk, &any)) || !any || w.found) break;
         if (round == MAX_ROUNDS) {
             st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "free-form values met values spelled out more than %d "
                               "levels deep in one product", MAX_ROUNDS);
@@ -407,6 +413,10 @@ sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv
         memset(w.s[0].mark, 0, w.s[0].n);
         memset(w.s[1].mark, 0, w.s[1].n);
     }
+    if (meets) {
+        *meets = w.found;
+        goto done;
+    }
     if (!st) st = product_raw(&w, op, &raw);
     if (!st && 4 * w.k > 5 * (a->nclasses > b->nclasses ? a->nclasses : b->nclasses)) st = sv_rawdfa_merge_classes(&raw, err);
     /* The sides (with their copies of the part) and the pairs are not
@@ -422,4 +432,16 @@ done:
     free(wk.v);
     walk_free(&w);
     return st;
+}
+
+sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id,
+                                        const sv_dfa_t *part, const sv_fsm_limits_t *lim, sv_dfa_t **out,
+                                        sv_error_t *err) {
+    return product_calls(a, b, op, id, part, lim, out, NULL, err);
+}
+
+sv_status sv_dfa_meets_calls(const sv_dfa_t *a, const sv_dfa_t *b, uint32_t id, const sv_dfa_t *part,
+                             const sv_fsm_limits_t *lim, bool *meets, sv_error_t *err) {
+    *meets = false;
+    return product_calls(a, b, SV_DFA_AND, id, part, lim, NULL, meets, err);
 }

@@ -633,9 +633,68 @@ static sv_status type_lang(sctx_t *c, json_t *s, int type, const sv_loc_t *loc, 
 
 /* ---- boolean keywords -------------------------------------------------------- */
 
+/* The deepest nesting of containers in d's strings (1: an array or an
+ * object of scalars), or SV_SC_CANON_DEPTH_MAX when deeper: a search over
+ * (state, where the lexer is: outside strings, inside one, after a
+ * backslash), each pair at the depth of its first path. d's strings are
+ * JSON texts, where every path to a state nests alike; a call (marker
+ * bytes) is a value of its own, not counted. 0 when out of memory (the
+ * caller then keeps its own depth). */
+static uint32_t json_depth(const sv_dfa_t *d) {
+    enum { OUT, STR, ESC };
+    uint32_t n = sv_dfa_num_states(d), k = d->nclasses, maxd = 0;
+    /* what a class's bytes do outside strings and inside them */
+    uint8_t kinds[256] = {0}; /* bit 0 open, 1 close, 2 quote, 3 backslash, 4 other */
+    for (int b = 0; b < 256; b++)
+        kinds[d->classes[b]] |= b == '[' || b == '{' ? 1 : b == ']' || b == '}' ? 2 : b == '"' ? 4 : b == '\\' ? 8 : 16;
+    int32_t *depth = malloc((size_t)n * 3 * sizeof *depth);
+    uint32_t *queue = malloc((size_t)n * 3 * sizeof *queue);
+    if (!depth || !queue) {
+        free(depth);
+        free(queue);
+        return 0;
+    }
+    for (size_t i = 0; i < (size_t)n * 3; i++) depth[i] = -1;
+    uint32_t qh = 0, qt = 0;
+    depth[0] = 0, queue[qt++] = 0; /* start state 0, outside strings */
+    while (qh < qt && maxd < SV_SC_CANON_DEPTH_MAX) {
+        uint32_t v = queue[qh++], x = v / 3, lex = v % 3;
+        int32_t dx = depth[v];
+        for (uint32_t cl = 0; cl < k; cl++) {
+            int32_t y = d->trans[(size_t)x * k + cl];
+            if (y < 0) continue;
+            for (uint32_t kind = 1; kind <= 16; kind <<= 1) {
+                if (!(kinds[cl] & kind)) continue;
+                uint32_t nlex = lex;
+                int32_t nd = dx;
+                if (lex == ESC) nlex = STR;
+                else if (lex == STR) nlex = kind == 4 ? OUT : kind == 8 ? ESC : STR;
+                else if (kind == 4) nlex = STR;
+                else if (kind == 1) nd++;
+                else if (kind == 2 && nd > 0) nd--;
+                uint32_t w = (uint32_t)y * 3 + nlex;
+                if (depth[w] >= 0) continue;
+                depth[w] = nd;
+                if ((uint32_t)nd > maxd) maxd = (uint32_t)nd;
+                queue[qt++] = w;
+            }
+        }
+    }
+    free(depth);
+    free(queue);
+    return maxd < SV_SC_CANON_DEPTH_MAX ? maxd : SV_SC_CANON_DEPTH_MAX;
+}
+
 /* The universe at a location: every value, canonical spellings, keys in the
- * location's order. */
-static sv_status universe(sctx_t *c, const sv_loc_t *loc, sv_dfa_t **out) {
+ * location's order; containers nested to the depth of free-form values
+ * there, or to `depth` where that is more. */
+static sv_status universe_to(sctx_t *c, const sv_loc_t *loc, uint32_t depth, sv_dfa_t **out);
+
+static sv_status universe(sctx_t *c, const sv_loc_t *loc, sv_dfa_t **out) { return universe_to(c, loc, 0, out); }
+
+static bool narrower(sv_status st);
+
+static sv_status universe_to(sctx_t *c, const sv_loc_t *loc, uint32_t depth, sv_dfa_t **out) {
     sv_ast_t *alts[6];
     sv_status st;
     sv_dfa_t *content;
@@ -645,6 +704,7 @@ static sv_status universe(sctx_t *c, const sv_loc_t *loc, sv_dfa_t **out) {
     alts[3] = sv_ast_alt(c->arena, (sv_ast_t *[]){sv_sc_lit(c, "true", 4), sv_sc_lit(c, "false", 5)}, 2);
     uint32_t keep = c->canon_depth;
     c->canon_depth = sv_sc_any_depth(c, loc->level);
+    if (depth > c->canon_depth) c->canon_depth = depth;
     c->no_calls++;
     st = sv_sc_array(c, NULL, loc, true, &alts[4]);
     if (!st) st = sv_sc_object(c, NULL, loc, true, &alts[5]);
@@ -664,7 +724,24 @@ sv_status sv_sc_to_dfa(sctx_t *c, sv_ast_t *a, sv_dfa_t **out) {
 
 static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err);
 
+/* sv_sc_product, or with meets (op SV_DFA_AND) whether the product would
+ * be empty, without building it. */
+static sv_status product_or_meets(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out,
+                                  bool *meets);
+
 sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out) {
+    return product_or_meets(c, a, b, op, kw, out, NULL);
+}
+
+/* Whether L(a) and L(b) share a string (NULL: the empty language). */
+static sv_status sc_meets(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, const char *kw, bool *meets) {
+    *meets = false;
+    if (!a || !b) return SV_OK;
+    return product_or_meets(c, a, b, SV_DFA_AND, kw, NULL, meets);
+}
+
+static sv_status product_or_meets(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const char *kw, sv_dfa_t **out,
+                                  bool *meets) {
     if (!a) { *out = op == SV_DFA_OR || op == SV_DFA_XOR ? b : NULL; return SV_OK; }
     if (!b) { *out = op == SV_DFA_AND ? NULL : a; return SV_OK; }
     bool calls = c->calls && (sv_dfa_has_markers(a) || sv_dfa_has_markers(b));
@@ -704,14 +781,24 @@ sv_status sv_sc_product(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op op, const
      * (program_product.c). When that cannot be exact, or the expansions
      * outgrow a budget, the compilation is redone with flat free-form
      * values in products. */
-    sv_status st = calls ? sv_dfa_product_calls(a, b, op, SV_SCHEMA_PART_ANY, c->any_part, sv_sc_lim(c), out, &e)
-                         : sv_dfa_product(a, b, op, sv_sc_lim(c), out, &e);
+    sv_status st;
+    if (meets && calls && (sv_dfa_has_markers(a) || sv_dfa_has_markers(b)))
+        st = sv_dfa_meets_calls(a, b, SV_SCHEMA_PART_ANY, c->any_part, sv_sc_lim(c), meets, &e);
+    else if (meets)
+        st = sv_dfa_meets(a, b, sv_sc_lim(c), meets, &e);
+    else
+        st = calls ? sv_dfa_product_calls(a, b, op, SV_SCHEMA_PART_ANY, c->any_part, sv_sc_lim(c), out, &e)
+                   : sv_dfa_product(a, b, op, sv_sc_lim(c), out, &e);
     if (calls && (st == SV_ERR_UNSUPPORTED || (st == SV_ERR_BUDGET && !sv_memacct_pool_short()))) {
         c->calls_conflict = true;
         return sv_sc_fail(c, st, kw, "%s (compiled again with flat free-form values)", e.message);
     }
-    if (st == SV_ERR_EMPTY) { *out = NULL; return SV_OK; } /* callers decide whether empty is an error */
+    if (st == SV_ERR_EMPTY) { /* callers decide whether empty is an error */
+        if (out) *out = NULL;
+        return SV_OK;
+    }
     if (st) return sv_sc_fail(c, st, kw, "%s", e.message);
+    if (meets) return SV_OK;
     if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) return sv_sc_nomem(c);
     return SV_OK;
 }
@@ -1997,15 +2084,20 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             if (st) return st;
             trunc |= t;
         }
-        /* Pairwise disjoint branches: the union is exact as it is. */
+        /* Pairwise disjoint branches: the union is exact as it is. Which
+         * pairs share a string (meets[i * n + j]): a branch subtracts only
+         * those, and a branch that shares none is taken as it is (the
+         * branches are spelled at one location, so two that share a value
+         * share its spelling there, as the union's case assumes). */
         bool disjoint = true;
-        for (size_t i = 0; i < n && disjoint && !one_disjoint; i++)
-            for (size_t j = i + 1; j < n && disjoint; j++) {
-                if (!br[i] || !br[j]) continue;
-                sv_dfa_t *x;
-                if ((st = sv_sc_product(c, br[i], br[j], SV_DFA_AND, "oneOf", &x))) return st;
-                disjoint = x == NULL;
-                sv_sc_drop(c, x);
+        uint8_t *meets = one_disjoint ? NULL : sv_arena_alloc(c->arena, n * n);
+        if (!one_disjoint && !meets) return sv_sc_nomem(c);
+        if (meets) memset(meets, 0, n * n);
+        for (size_t i = 0; i < n && !one_disjoint; i++)
+            for (size_t j = i + 1; j < n; j++) {
+                bool m;
+                if ((st = sc_meets(c, br[i], br[j], "oneOf", &m))) return st;
+                if (m) disjoint = false, meets[i * n + j] = meets[j * n + i] = 1;
             }
         if (!disjoint) {
             /* Exactly one: each branch restricted to canonical spellings, minus
@@ -2016,23 +2108,99 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                                   "overlapping oneOf branches over a language sieve narrows (a recursive $ref cut at "
                                   "max_ref_depth %u, or a format other than date and ipv4) cannot be compiled exactly",
                                   c->o->max_ref_depth);
-            if ((st = universe(c, loc, &U))) return st;
+            /* The universe nests as deep as the deepest branch spells its
+             * containers: a shallower one would cut the branches' own
+             * structure, where the depth limit is meant for free-form
+             * values; and a branch's free-form values under the keys
+             * another branch spells go as deep as that branch's. Only
+             * where free-form values are calls, to any depth: a bounded
+             * free-form value in the branch subtracted would miss the
+             * deeper values of the universe, and keep them; and only where
+             * free-form values have their deep levels (the default), which
+             * a schema that exceeds a state budget loses. The deeper
+             * universe makes bigger products: past a compile's allowance
+             * of their states (SV_SC_DEEP_ONEOF_WORK), a oneOf is built
+             * again over the universe of free-form depth, and the schema's
+             * stats say so (narrowed_by_budget "oneof_depth"). */
+            uint32_t depth = 0;
+            bool may = c->calls && c->any_products && c->deep_oneof_left &&
+                       (c->o->any_deep_levels > 0 || c->o->max_any_depth == SV_SCHEMA_ANY_DEPTH_AUTO);
+            for (size_t i = 0; i < n && may; i++) {
+                uint32_t di = br[i] ? json_depth(br[i]) : 0;
+                if (di > depth) depth = di;
+            }
+            bool deep = depth > sv_sc_any_depth(c, loc->level);
+            /* as the deep levels: a state budget the schema then exceeds
+             * redoes it without them (compile_schema) */
+            if (deep) c->deep_any = true;
+            /* products to make: per branch, one with the universe and one
+             * per branch it shares a string with */
+            uint64_t nprod = 0;
+            for (size_t i = 0; i < n * n; i++) nprod += meets[i];
+            for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < n; j++)
+                    if (meets[i * n + j]) { nprod++; break; }
             sv_dfa_t *res = NULL;
-            for (size_t i = 0; i < n; i++) {
-                if (!br[i]) continue;
-                sv_dfa_t *x;
-                if ((st = sv_sc_product(c, br[i], U, SV_DFA_AND, "oneOf", &x))) return st;
-                for (size_t j = 0; j < n && x; j++) {
-                    sv_dfa_t *prev = x;
-                    if (j == i || !br[j]) continue;
-                    if ((st = sv_sc_product(c, prev, br[j], SV_DFA_DIFF, "oneOf", &x))) return st;
-                    sv_sc_drop(c, prev);
+            bool conflict0 = c->calls_conflict;
+            for (int pass = 0; pass < 2; pass++) {
+                uint64_t work = 0;
+                bool res_made = false, over = false, sized = false;
+                if (!deep) depth = 0;
+                st = universe_to(c, loc, depth, &U);
+                if (deep && !st) work += sv_dfa_num_states(U);
+                for (size_t i = 0; i < n && !over && !st; i++) {
+                    if (!br[i]) continue;
+                    bool alone = true;
+                    for (size_t j = 0; j < n && alone; j++) alone = !meets[i * n + j];
+                    sv_dfa_t *x = br[i];
+                    if (!alone && (st = sv_sc_product(c, br[i], U, SV_DFA_AND, "oneOf", &x))) break;
+                    if (!alone && x) {
+                        /* the first branch in the universe sizes them all */
+                        if (deep && !sized && (uint64_t)sv_dfa_num_states(x) * nprod > c->deep_oneof_left) over = true;
+                        sized = true;
+                        work += sv_dfa_num_states(x);
+                    }
+                    for (size_t j = 0; j < n && x && !alone && !over; j++) {
+                        sv_dfa_t *prev = x;
+                        if (!meets[i * n + j]) continue;
+                        if ((st = sv_sc_product(c, prev, br[j], SV_DFA_DIFF, "oneOf", &x))) break;
+                        sv_sc_drop(c, prev);
+                        if (x) work += sv_dfa_num_states(x);
+                    }
+                    if (st) break;
+                    over = over || (deep && work > c->deep_oneof_left);
+                    if (!x || over) {
+                        if (x && !alone) sv_sc_drop(c, x);
+                        continue;
+                    }
+                    /* a branch taken as it is belongs to the memo, not to here */
+                    sv_dfa_t *prev = res;
+                    if (!res) res = x, res_made = !alone;
+                    else if ((st = sv_sc_product(c, prev, x, SV_DFA_OR, "oneOf", &res))) return st;
+                    if (prev) {
+                        if (res_made) sv_sc_drop(c, prev);
+                        if (!alone) sv_sc_drop(c, x);
+                        res_made = true;
+                    }
                 }
-                if (!x) continue;
-                sv_dfa_t *prev = res;
-                if (!res) res = x;
-                else if ((st = sv_sc_product(c, prev, x, SV_DFA_OR, "oneOf", &res))) return st;
-                if (prev) sv_sc_drop(c, prev), sv_sc_drop(c, x);
+                /* A budget met over the deeper universe is met again over
+                 * the other: the products are smaller there. */
+                if (st && !(deep && narrower(st))) return st;
+                if (!over && !st) {
+                    if (deep) c->deep_oneof_left -= work;
+                    break;
+                }
+                /* over the allowance: again at the free-form depth */
+                if (st) {
+                    if (c->err) sv_error_clear(c->err);
+                    c->calls_conflict = conflict0;
+                    st = SV_OK;
+                }
+                if (res_made) sv_sc_drop(c, res);
+                res = U = NULL;
+                deep = false;
+                c->deep_oneof_left = 0;
+                if (c->info) c->info->narrowed_by_budget |= SV_SCHEMA_NARROWED_ONEOF_DEPTH;
             }
             if ((st = meet(c, &acc, &unset, &made, res, "oneOf"))) return st;
         } else {
@@ -2829,7 +2997,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
                 .calls = level > 0, .ref_parts = level > 1, .any_products = level > 0 && any_products,
                 .small_parts = level > 1 && small_parts, .distribute = distribute,
                 .keyset = o->key_order != SV_KEY_ORDER_SCHEMA && orders > 1,
-                .async_parts = async && level > 1 && sv_part_jobs_enabled()};
+                .async_parts = async && level > 1 && sv_part_jobs_enabled(), .deep_oneof_left = SV_SC_DEEP_ONEOF_WORK};
     c.arena = sv_arena_create(0);
     if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     sv_loc_t loc;
@@ -3114,7 +3282,7 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
                              &narrowed, &product_keysets);
         deep_seen |= deep;
     }
-    if (info && !st) info->narrowed_by_budget = narrowed, info->ndiscriminator_required = ndisc;
+    if (info && !st) info->narrowed_by_budget |= narrowed, info->ndiscriminator_required = ndisc;
     json_decref(root);
     return st;
 }

@@ -51,6 +51,8 @@ typedef enum {
                                         competed with a call, see program.c) */
 #define SV_SCHEMA_NARROWED_KEY_SETS 8u /* --key-order any's key sets (the schema's orders instead) */
 #define SV_SCHEMA_NARROWED_PRODUCT_KEY_SETS 16u /* key sets in intersections (kept outside them) */
+#define SV_SCHEMA_NARROWED_ONEOF_DEPTH 32u /* an overlapping oneOf's universe at the free-form depth, not its
+                                              branches' (schema.c, SV_SC_DEEP_ONEOF_WORK) */
 
 /* A frame of free text around the JSON text (opts.frame; tool calls that a
  * model writes inside its own text: src/api/tools.h). The free text stops

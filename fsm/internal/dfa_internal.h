@@ -31,6 +31,13 @@ struct sv_dfa {
     uint32_t *call_off;       /* (nstates + 1) */
     struct sv_dfa_call *calls;
     uint32_t ncalls, nparts, root_states;
+    /* Per state, what the token index's boundary walk prunes by
+     * (fsm/token_config.c): bdist, a lower bound on the bytes to a
+     * boundary (SV_BDIST_INF: never), and qcrit, whether every way there
+     * by direct moves takes a byte of the quote's class. Found by the link
+     * from the parts' own tables (program.c); NULL when out of memory. */
+    uint16_t *bdist;
+    uint8_t *qcrit;
     /* What it is charged to the memory account of the compile that built
      * it (util/memacct.h; 0: nothing). */
     uint64_t acct;
@@ -45,6 +52,8 @@ struct sv_dfa {
      * Tables are immutable once built, so sharing needs no lock. */
     struct sv_dfa_tables *tables;
 };
+
+#define SV_BDIST_INF UINT16_MAX
 
 typedef struct sv_dfa_tables {
     _Atomic uint32_t refs;
@@ -129,6 +138,13 @@ sv_status sv_program_expand(const sv_dfa_t *d, sv_call_resolve_fn resolve, void 
 sv_status sv_dfa_product_calls(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id, const sv_dfa_t *part,
                                const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
 /* Without the memo (program_product.c; the memo is dfa_cache.c's). */
+/* Whether L(a) and L(b) share a string, without building their product:
+ * the product's walk up to the first pair where both accept (dfa_ops.c;
+ * with calls to the free-form part, program_product.c). Budgets as the
+ * product's. */
+sv_status sv_dfa_meets(const sv_dfa_t *a, const sv_dfa_t *b, const sv_fsm_limits_t *lim, bool *meets, sv_error_t *err);
+sv_status sv_dfa_meets_calls(const sv_dfa_t *a, const sv_dfa_t *b, uint32_t id, const sv_dfa_t *part,
+                             const sv_fsm_limits_t *lim, bool *meets, sv_error_t *err);
 sv_status sv_dfa_product_calls_uncached(const sv_dfa_t *a, const sv_dfa_t *b, sv_dfa_op op, uint32_t id,
                                         const sv_dfa_t *part, const sv_fsm_limits_t *lim, sv_dfa_t **out,
                                         sv_error_t *err);

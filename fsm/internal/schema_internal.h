@@ -60,6 +60,7 @@ typedef struct sctx {
                                   miss valid values (a $ref cut at max_ref_depth, or a
                                   format sieve narrows): no complement over it */
     uint32_t canon_depth;      /* container levels left in the canonical universe */
+    uint64_t deep_oneof_left;  /* states of products left to oneOfs over deeper universes (schema.c) */
     bool more_orders;          /* some object accepts more than one key order */
     bool product_keysets;      /* some object in an intersection took key sets */
     bool keyset;               /* --key-order any (schema_container.c object_anyorder) */
@@ -368,6 +369,15 @@ sv_status sv_sc_part_id(sctx_t *c, sv_dfa_t *d, uint32_t *id);
  * on: in any object (schema_container.c), as array items, and as the
  * alternatives of a union that no other alternative starts alike. */
 #define SV_SC_BIG_PART_MIN 256u
+/* The deepest canonical universe a oneOf's branches ask for (schema.c
+ * json_depth): a bound on their containers' nesting, which only recursive
+ * schemas near max_ref_depth approach. */
+#define SV_SC_CANON_DEPTH_MAX 32u
+/* The states of products a compile may spend on oneOfs over universes
+ * deeper than the free-form depth (the sum of every product's, each branch
+ * in the universe and minus the others), before the rest is built over
+ * the universe of free-form depth. GeoJSON's spends 1.1 million. */
+#define SV_SC_DEEP_ONEOF_WORK 2000000u
 /* Languages this heavy become parts compiled on helper threads (schema.c
  * sv_sc_part_job). */
 #define SV_SC_JOB_MIN 256u

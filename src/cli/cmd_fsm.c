@@ -472,6 +472,7 @@ int sv_cmd_compile(int argc, char **argv) {
             if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_ORDERS) json_array_append_new(nb, json_string("key_orders"));
             if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_CALLS) json_array_append_new(nb, json_string("calls"));
             if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_KEY_SETS) json_array_append_new(nb, json_string("key_sets"));
+            if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_ONEOF_DEPTH) json_array_append_new(nb, json_string("oneof_depth"));
             if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_PRODUCT_KEY_SETS)
                 json_array_append_new(nb, json_string("product_key_sets"));
             json_object_set_new(stats, "narrowed_by_budget", nb);

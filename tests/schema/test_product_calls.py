@@ -142,3 +142,57 @@ def test_calls_keep_products_small():
     bad = [json.dumps({"kind": "a"}), json.dumps({"kind": "b", "data": {"k": 1}})]
     assert match(schema, good) == [True, True]
     assert match(schema, bad) == [False, False]
+
+
+def spelled(depth):
+    """A schema that spells `depth` containers (arrays and objects in turn)
+    around an integer, and a value of it."""
+    s, v = {"type": "integer"}, 1
+    for i in range(depth):
+        if i % 2 == 0:
+            s, v = {"type": "array", "items": s}, [v]
+        else:
+            s, v = {"type": "object", "properties": {"k": s}, "required": ["k"]}, {"k": v}
+    return s, v
+
+
+@pytest.mark.parametrize("depth", [3, 5, 8])
+def test_overlapping_oneof_keeps_spelled_containers(depth):
+    # The branches overlap (an object with both "c" and "g" is in both), so
+    # the oneOf is a difference over the canonical universe. Branch 0's own
+    # containers under "c" go deeper than the free-form depth; the universe
+    # used to stop there and cut them (o63308, GeoJSON's coordinates).
+    s, v = spelled(depth)
+    schema = {"$schema": DRAFT, "oneOf": [
+        {"type": "object", "properties": {"c": s}, "required": ["c"]},
+        {"type": "object", "required": ["g"]}]}
+    wrong = json.loads(json.dumps(v).replace("1", '"x"'))
+    texts = [json.dumps(x) for x in (
+        {"c": v},                 # branch 0 only
+        {"g": 1},                 # branch 1 only
+        {"c": "x", "g": 1},       # branch 1 only: c breaks branch 0
+        {"c": v, "g": 1},         # both: invalid
+        {"c": wrong},             # neither
+        {"c": wrong, "g": v},     # branch 1 only, its free-form value as deep as c's
+    )]
+    assert [oracle(schema, t) for t in texts] == [True, True, True, False, False, True]
+    assert_agrees(schema, texts)
+    # With flat free-form values (bounded), the universe keeps the
+    # free-form depth: a deeper one would outrun branch 1's "c", and the
+    # difference would keep a value that both branches hold.
+    assert match(schema, [texts[3]], "--any-calls", "false") == [False]
+
+
+def test_oneof_subtracts_only_overlapping_branches():
+    # Three branches: 0 and 1 are apart (different tags), 2 overlaps both. The
+    # result is exact either way; the branches apart from each other are
+    # not subtracted from each other.
+    schema = {"$schema": DRAFT, "oneOf": [
+        {"type": "object", "properties": {"t": {"const": "a"}, "v": {"type": "array", "items": {"type": "array"}}},
+         "required": ["t"]},
+        {"type": "object", "properties": {"t": {"const": "b"}}, "required": ["t"]},
+        {"type": "object", "required": ["w"]}]}
+    texts = [json.dumps(x) for x in (
+        {"t": "a"}, {"t": "b"}, {"w": 1}, {"t": "a", "w": 1}, {"t": "b", "w": 1}, {"t": "c", "w": 1},
+        {"t": "a", "v": [[[[1]]]]}, {"t": "a", "v": [1]}, {"t": "c"}, {"t": "a", "v": [[[[1]]]], "w": 1})]
+    assert_agrees(schema, texts)

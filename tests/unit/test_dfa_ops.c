@@ -67,6 +67,11 @@ int main(void) {
                 sv_status st = sv_dfa_product(d[i], d[j], (sv_dfa_op)op, NULL, &r, &e);
                 CHECK(st == SV_OK || st == SV_ERR_EMPTY, "/%s/ %s /%s/: %s", pats[i], opn[op], pats[j], e.message);
                 empties += st == SV_ERR_EMPTY;
+                if (op == SV_DFA_AND) { /* sv_dfa_meets asks the same without building it */
+                    bool m = false;
+                    CHECK(sv_dfa_meets(d[i], d[j], NULL, &m, &e) == SV_OK && m == (st == SV_OK), "/%s/ meets /%s/: %d",
+                          pats[i], pats[j], (int)m);
+                }
                 prod_ctx_t c = {d[i], d[j], r, (sv_dfa_op)op};
                 long n = for_all_strings(check_product, &c);
                 CHECK(n > 0, "/%s/ %s /%s/: %ld strings disagree", pats[i], opn[op], pats[j], -n);
@@ -96,6 +101,8 @@ int main(void) {
     lim.max_dfa_states = 1000;
     sv_dfa_t *x = rx("(a|b)*a(a|b){9}"), *y = rx("(a|b)*b(a|b){8}"), *r = NULL;
     CHECK(sv_dfa_product(x, y, SV_DFA_AND, &lim, &r, &e) == SV_ERR_BUDGET, "product budget");
+    bool m;
+    CHECK(sv_dfa_meets(x, y, &lim, &m, &e) == SV_ERR_BUDGET, "meets budget");
     sv_dfa_destroy(x);
     sv_dfa_destroy(y);
     sv_dfa_destroy(r);
