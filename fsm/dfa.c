@@ -128,6 +128,8 @@ void sv_dfa_destroy(sv_dfa_t *d) {
     }
     free(d->call_off);
     free(d->calls);
+    free(d->bdist);
+    free(d->qcrit);
     free(d);
 }
 
@@ -136,6 +138,7 @@ size_t sv_dfa_memory(const sv_dfa_t *d) {
     for (uint32_t s = 0; s < d->nstates; s++)
         if ((size_t)d->forced_off[s] + d->forced_len[s] > forced) forced = (size_t)d->forced_off[s] + d->forced_len[s];
     if (d->call_off) forced += ((size_t)d->nstates + 1) * sizeof *d->call_off + (size_t)d->ncalls * sizeof *d->calls;
+    if (d->bdist) forced += (size_t)d->nstates * (sizeof *d->bdist + sizeof *d->qcrit);
     return sizeof *d + forced +
            (size_t)d->nstates * (d->nclasses * sizeof *d->trans + sizeof *d->accept + sizeof *d->dist +
                                  sizeof *d->forced_off + sizeof *d->forced_len);

@@ -250,25 +250,88 @@ typedef struct {
     const sv_dfa_t *const *parts;
     const uint32_t *base;
     uint32_t np;
+    const uint8_t *classes; /* the program's byte classes */
 } edges_t;
 
-#define FOR_EACH_EDGE(E, SRC, DST, BODY)                                                    \
+/* QUOTE is set where the edge's bytes are all of the program's class of
+ * `"` (a run of classes with one target but mixed in that gives two
+ * edges, so a move on any other byte always has an edge without it). */
+#define FOR_EACH_EDGE(E, SRC, DST, QUOTE, BODY)                                             \
     for (uint32_t p_ = 0; p_ < (E)->np; p_++) {                                             \
         const sv_dfa_t *q_ = (E)->parts[p_];                                                \
-        bool byte_[256] = {false};                                                          \
-        for (int b_ = 0; b_ < SV_CALL_DIGIT0; b_++) byte_[q_->classes[b_]] = true;          \
+        bool byte_[256] = {false}, qonly_[256];                                             \
+        uint8_t kq_ = (E)->classes['"'];                                                    \
+        memset(qonly_, 1, sizeof qonly_);                                                   \
+        for (int b_ = 0; b_ < SV_CALL_DIGIT0; b_++) {                                       \
+            byte_[q_->classes[b_]] = true;                                                  \
+            if ((E)->classes[b_] != kq_) qonly_[q_->classes[b_]] = false;                   \
+        }                                                                                   \
         for (uint32_t s_ = 0; s_ < q_->nstates; s_++) {                                     \
             const int32_t *row_ = q_->trans + (size_t)s_ * q_->nclasses;                    \
             int32_t last_ = -1;                                                             \
+            bool lastq_ = false;                                                            \
             for (uint32_t c_ = 0; c_ < q_->nclasses; c_++) {                                \
                 if (c_ + 8 <= q_->nclasses && sv_dead_run8(row_ + c_)) { c_ += 7; continue; } \
-                if (row_[c_] < 0 || row_[c_] == last_ || !byte_[c_]) continue;              \
+                if (row_[c_] < 0 || !byte_[c_] || (row_[c_] == last_ && qonly_[c_] == lastq_)) continue; \
                 last_ = row_[c_];                                                           \
+                lastq_ = qonly_[c_];                                                        \
                 uint32_t SRC = (E)->base[p_] + s_, DST = (E)->base[p_] + (uint32_t)row_[c_]; \
+                bool QUOTE = lastq_;                                                        \
                 BODY                                                                        \
             }                                                                               \
         }                                                                                   \
     }
+
+#define SRC_QUOTE 0x80000000u /* distances' src: a byte edge on the quote's class only */
+
+/* d->bdist and d->qcrit (dfa_internal.h) from distances' reversed edges:
+ * a crossing takes a byte with no direct move at a state with a call on it
+ * or at a final one, so 1 there; elsewhere one more than the nearest
+ * direct successor (a search back over the byte edges); qcrit the same
+ * search over the edges on any other class than the quote's, a state it
+ * never reaches needing a quote. Done here from the parts' own tables, a
+ * few classes wide, instead of from the program's by the first mask (the
+ * first mask of Kubernetes' kb_233 spent 3.5 ms reading its table). Out
+ * of memory leaves them NULL: the token index then finds them itself. */
+static void boundary_distances(sv_dfa_t *d, const uint32_t *off, const uint32_t *src, const int32_t *via) {
+    uint32_t n = d->nstates;
+    uint16_t *bd = malloc((n ? n : 1) * sizeof *bd);
+    uint8_t *qc = malloc(n ? n : 1);
+    uint32_t *queue = malloc((n ? n : 1) * sizeof *queue);
+    if (!bd || !qc || !queue) {
+        free(bd);
+        free(qc);
+        free(queue);
+        return;
+    }
+    uint32_t qh = 0, qt = 0;
+    for (uint32_t x = 0; x < n; x++) {
+        bool event = d->accept[x] || d->call_off[x + 1] > d->call_off[x];
+        bd[x] = event ? 1 : SV_BDIST_INF;
+        qc[x] = !event;
+        if (event) queue[qt++] = x;
+    }
+    while (qh < qt) {
+        uint32_t y = queue[qh++];
+        uint16_t nd = bd[y] == SV_BDIST_INF - 1 ? bd[y] : (uint16_t)(bd[y] + 1);
+        for (uint32_t i = off[y]; i < off[y + 1]; i++) {
+            if (via[i] >= 0) continue;
+            uint32_t x = src[i] & ~SRC_QUOTE;
+            if (bd[x] == SV_BDIST_INF) bd[x] = nd, queue[qt++] = x;
+        }
+    }
+    qh = qt = 0;
+    for (uint32_t x = 0; x < n; x++)
+        if (!qc[x]) queue[qt++] = x;
+    while (qh < qt) {
+        uint32_t y = queue[qh++];
+        for (uint32_t i = off[y]; i < off[y + 1]; i++)
+            if (via[i] < 0 && !(src[i] & SRC_QUOTE) && qc[src[i]]) qc[src[i]] = 0, queue[qt++] = src[i];
+    }
+    free(queue);
+    d->bdist = bd;
+    d->qcrit = qc;
+}
 
 /* Distances with calls: per part, Dijkstra from its final states over
  * reversed edges, a call s -> ret weighing dist[callee] (the callee's start
@@ -284,7 +347,7 @@ static sv_status distances(sv_dfa_t *d, const edges_t *E, sv_error_t *err) {
     uint32_t n = d->nstates, np = d->nparts;
     uint32_t *off = calloc((size_t)n + 1, sizeof *off), *fill = calloc(n ? n : 1, sizeof *fill);
     size_t ne = d->ncalls;
-    if (off) FOR_EACH_EDGE(E, es, et, { (void)es; off[et + 1]++; ne++; })
+    if (off) FOR_EACH_EDGE(E, es, et, eq, { (void)es; (void)eq; off[et + 1]++; ne++; })
     uint32_t *src = malloc((ne + 1) * sizeof *src);
     int32_t *via = malloc((ne + 1) * sizeof *via); /* -1: a byte; else the callee */
     heap_t *heap = malloc((ne + n + 1) * sizeof *heap);
@@ -302,7 +365,7 @@ static sv_status distances(sv_dfa_t *d, const edges_t *E, sv_error_t *err) {
     for (uint32_t s = 0; s < n; s++)
         for (uint32_t i = d->call_off[s]; i < d->call_off[s + 1]; i++) off[d->calls[i].ret + 1]++;
     for (uint32_t i = 0; i < n; i++) off[i + 1] += off[i];
-    FOR_EACH_EDGE(E, es, et, { src[off[et] + fill[et]] = es; via[off[et] + fill[et]++] = -1; })
+    FOR_EACH_EDGE(E, es, et, eq, { src[off[et] + fill[et]] = es | (eq ? SRC_QUOTE : 0); via[off[et] + fill[et]++] = -1; })
     for (uint32_t s = 0; s < n; s++) {
         for (uint32_t i = d->call_off[s]; i < d->call_off[s + 1]; i++) {
             int32_t t = d->calls[i].ret;
@@ -337,12 +400,12 @@ static sv_status distances(sv_dfa_t *d, const edges_t *E, sv_error_t *err) {
             if (done[h.s] || h.d != d->dist[h.s]) continue;
             done[h.s] = 1;
             for (uint32_t i = off[h.s]; i < off[h.s + 1]; i++) {
-                uint32_t w = via[i] < 0 ? 1 : d->dist[via[i]];
+                uint32_t w = via[i] < 0 ? 1 : d->dist[via[i]], x = src[i] & ~SRC_QUOTE;
                 if (w == UINT32_MAX) continue;
                 uint64_t nd = (uint64_t)h.d + w;
-                if (nd < d->dist[src[i]]) {
-                    d->dist[src[i]] = (uint32_t)nd;
-                    heap_push(heap, &hn, (heap_t){(uint32_t)nd, src[i]});
+                if (nd < d->dist[x]) {
+                    d->dist[x] = (uint32_t)nd;
+                    heap_push(heap, &hn, (heap_t){(uint32_t)nd, x});
                 }
             }
         }
@@ -350,6 +413,7 @@ static sv_status distances(sv_dfa_t *d, const edges_t *E, sv_error_t *err) {
         for (uint32_t i = coff[p]; i < coff[p + 1]; i++)
             if (!queued[callers[i]]) queued[callers[i]] = 1, work[nw++] = callers[i];
     }
+    boundary_distances(d, off, src, via);
 out:
     free(off);
     free(fill);
@@ -1148,7 +1212,7 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
     }
     d->ncalls = L.nsites;
     if ((st = check_choices(d, base, err))) goto fail;
-    edges_t E = {L.parts, base, L.nparts};
+    edges_t E = {L.parts, base, L.nparts, d->classes};
     if ((st = distances(d, &E, err))) goto fail;
     if (d->dist[0] == UINT32_MAX) {
         st = sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");

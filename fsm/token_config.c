@@ -78,8 +78,10 @@ typedef struct cfgtab {
     uint32_t nl, capl, caplp;
     uint32_t *bits;           /* words */
     /* Per state, a lower bound on the bytes a token needs from it to cross
-     * a boundary (BDIST_INF: never), built on the first boundary walk. */
+     * a boundary (BDIST_INF: never): the program's (program.c), or built on
+     * the first boundary walk (then owned: bdist_own). */
     uint16_t *bdist;
+    bool bdist_own;
     /* Per state, whether every path of direct moves from it to a boundary
      * takes a byte of the class of '"' (string content, keys: only the
      * closing quote leaves them), and the bytes of that class; built with
@@ -89,7 +91,7 @@ typedef struct cfgtab {
     bool qonly; /* the quote is alone in its class (the tails' quote flags then suffice) */
 } cfgtab_t;
 
-#define BDIST_INF UINT16_MAX
+#define BDIST_INF SV_BDIST_INF
 #define SRC_QUOTE 0x80000000u /* build_bdist: a move on the quote's class */
 
 
@@ -198,8 +200,10 @@ void sv_ti_cfg_destroy(struct cfgtab *t) {
     free(t->lret);
     free(t->lpar);
     free(t->bits);
-    free(t->bdist);
-    free(t->qcrit);
+    if (t->bdist_own) {
+        free(t->bdist);
+        free(t->qcrit);
+    }
     for (size_t i = 0; t->ctx && i < t->nctx; i++)
         for (ctx_entry_t *e = t->ctx[i], *nx; e; e = nx) {
             nx = e->next;
@@ -341,6 +345,15 @@ static void boundary_tails(sv_token_index_t *ix, const tail_trie_t *tt, const sv
     }
 }
 
+/* The bytes of the class of '"', and whether the quote is alone in it. */
+static void quote_bytes(const sv_dfa_t *d, cfgtab_t *t) {
+    uint8_t kq = d->classes['"'];
+    memset(t->qbytes, 0, sizeof t->qbytes);
+    for (int b = 0; b < 256; b++)
+        if (d->classes[b] == kq) t->qbytes[b >> 6] |= 1ull << (b & 63);
+    t->qonly = t->qbytes[0] == 1ull << '"' && !t->qbytes[1] && !t->qbytes[2] && !t->qbytes[3];
+}
+
 /* bdist: a crossing takes a byte with no direct move at a state with a
  * call on it or at an accepting one (cstep), so 1 there; elsewhere one
  * more than the nearest direct successor. A breadth-first search back from
@@ -348,6 +361,12 @@ static void boundary_tails(sv_token_index_t *ix, const tail_trie_t *tt, const sv
 static bool build_bdist(sv_token_index_t *ix) {
     const sv_dfa_t *d = ix->dfa;
     cfgtab_t *t = ix->cfg;
+    if (d->bdist && d->qcrit) { /* found by the link */
+        t->bdist = d->bdist;
+        t->qcrit = d->qcrit;
+        quote_bytes(d, t);
+        return true;
+    }
     uint32_t n = d->nstates, k = d->nclasses;
     uint16_t *bd = malloc((size_t)n * sizeof *bd);
     uint32_t *off = calloc((size_t)n + 1, sizeof *off), *src = NULL, *queue = malloc((size_t)n * sizeof *queue);
@@ -410,12 +429,10 @@ static bool build_bdist(sv_token_index_t *ix) {
             for (uint32_t i = off[y]; i < off[y + 1]; i++)
                 if (!(src[i] & SRC_QUOTE) && qc[src[i]]) qc[src[i]] = 0, queue[qt++] = src[i];
         }
-        memset(t->qbytes, 0, sizeof t->qbytes);
-        for (int b = 0; b < 256; b++)
-            if (d->classes[b] == kq) t->qbytes[b >> 6] |= 1ull << (b & 63);
-        t->qonly = t->qbytes[0] == 1ull << '"' && !t->qbytes[1] && !t->qbytes[2] && !t->qbytes[3];
+        quote_bytes(d, t);
     }
     t->qcrit = qc;
+    t->bdist_own = true;
     free(ed);
     free(off);
     free(src);

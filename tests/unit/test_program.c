@@ -84,6 +84,42 @@ static bool opens(const vocab_t *v, int32_t id) {
     return false;
 }
 
+/* The link's bdist and qcrit (program.c boundary_distances) against a
+ * search forward from each state over the program's own table: the bytes
+ * to the nearest state with a call or a final one (1 there), and whether
+ * each way there takes the quote's class. */
+static void check_bdist(const char *schema, const sv_dfa_t *d) {
+    CHECK(d->bdist && d->qcrit, "%s: the link left no boundary distances", schema);
+    if (!d->bdist || !d->qcrit) return;
+    uint32_t n = d->nstates, k = d->nclasses, kq = d->classes['"'], bad = 0;
+    uint32_t *dist = malloc(n * sizeof *dist), *queue = malloc(n * sizeof *queue);
+    for (int quote = 0; quote < 2; quote++)
+        for (uint32_t x0 = 0; x0 < n; x0++) {
+            /* quote 0: every class (bdist); 1: all but the quote's (qcrit) */
+            for (uint32_t x = 0; x < n; x++) dist[x] = UINT32_MAX;
+            uint32_t qh = 0, qt = 0, found = UINT32_MAX;
+            dist[x0] = 1, queue[qt++] = x0;
+            while (qh < qt && found == UINT32_MAX) {
+                uint32_t x = queue[qh++];
+                if (d->accept[x] || sv_dfa_has_calls(d, (int32_t)x)) { found = dist[x]; break; }
+                for (uint32_t c = 0; c < k; c++) {
+                    int32_t y = d->trans[(size_t)x * k + c];
+                    if (y < 0 || (quote && c == kq) || dist[y] != UINT32_MAX) continue;
+                    dist[y] = dist[x] + 1, queue[qt++] = (uint32_t)y;
+                }
+            }
+            if (quote == 0) {
+                uint32_t want = found == UINT32_MAX ? SV_BDIST_INF : found < SV_BDIST_INF ? found : SV_BDIST_INF - 1;
+                bad += d->bdist[x0] != want;
+            } else {
+                bad += d->qcrit[x0] != (found == UINT32_MAX);
+            }
+        }
+    CHECK(bad == 0, "%s: %u boundary distances differ from a search forward", schema, bad);
+    free(dist);
+    free(queue);
+}
+
 /* Random walks with brute-force masks over the program d (named schema in
  * messages; the index takes d). Returns the deepest stack seen. */
 static uint32_t walks_dfa(const char *schema, sv_dfa_t *d, const vocab_t *v, const sv_token_set_t *ts, uint32_t seeds,
@@ -94,6 +130,7 @@ static uint32_t walks_dfa(const char *schema, sv_dfa_t *d, const vocab_t *v, con
     sv_error_t e;
     if (sv_token_index_create(d, ts, NULL, &ix, &e)) { CHECK(0, "index: %s", e.message); return 0; }
     const sv_dfa_t *pd = sv_token_index_dfa(ix);
+    check_bdist(schema, pd);
     uint32_t words = sv_token_set_mask_words(ts), deepest = 0;
     uint8_t *text = malloc(1 << 16), *buf = malloc(1 << 16);
     int32_t *allowed = malloc(v->n * sizeof *allowed);
