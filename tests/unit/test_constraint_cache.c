@@ -102,6 +102,28 @@ int main(void) {
               a != b,
           "another property order is another constraint");
     sv_constraint_release(c, b);
+    {   /* The key drops spacing only: spaces inside strings count, two numbers
+         * apart stay apart (the text does not parse), and a key given twice
+         * is the compile's error, not the entry of the schema that jansson
+         * would read it as (the key was the parsed document once). */
+        static const struct { const char *first, *then; bool same; sv_status st; } k[] = {
+            {"{\"type\":\"string\",\"maxLength\":10}", "{\"type\": \"string\", \"maxLength\": 1 0}", false, SV_ERR_SYNTAX},
+            {"{\"const\":\"ab\"}", "{\"const\":\"a b\"}", false, SV_OK},
+            {"{\"const\":\"a\\\" b\"}", "{ \"const\" :\n\"a\\\" b\" }", true, SV_OK},
+            {"{\"type\":\"integer\"}", "{\"type\":\"string\",\"type\":\"integer\"}", false, SV_ERR_SYNTAX},
+        };
+        for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+            sv_constraint_t *x = NULL, *y = NULL;
+            CHECK(sv_constraint_get(c, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, k[i].first, strlen(k[i].first), NULL, ts},
+                                    &x, &hit, &err) == SV_OK, "key %zu: %s", i, err.message);
+            sv_status st = sv_constraint_get(c, &(sv_constraint_spec_t){SV_CONSTRAINT_SCHEMA, k[i].then, strlen(k[i].then), NULL, ts},
+                                             &y, &hit, &err);
+            CHECK(st == k[i].st, "key %zu: %s, want %s (%s)", i, sv_status_name(st), sv_status_name(k[i].st), err.message);
+            CHECK(st || (x == y) == k[i].same, "key %zu: the same entry: %d", i, (int)(x == y));
+            if (y) sv_constraint_release(c, y);
+            if (x) sv_constraint_release(c, x);
+        }
+    }
     sv_schema_opts_t o;
     sv_schema_opts_default(&o);
     o.ws = SV_WS_COMPACT;
