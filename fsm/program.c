@@ -238,49 +238,20 @@ static uint32_t part_of(const uint32_t *base, uint32_t np, uint32_t x) {
     return lo;
 }
 
-/* FOR_EACH_EDGE runs BODY for the byte edges SRC -> DST of the linked
- * program, read from the parts' own tables: a part's row is as wide as its
- * own classes, not the union's (a tenth of the cells on a program of a
- * hundred parts), and a class of call-marker bytes only, which the link
- * turns into calls, gives none. Classes that follow one another in a row
- * with the same target give one edge: distances need each pair once, and a
- * string's states move alike on most classes (a third of the edges of
- * Kubernetes' kb_233 are left: 113,466 of 347,793). */
+/* The byte edges of the linked program, reversed: (target << 32 | source),
+ * source with SRC_QUOTE where the edge's bytes are all of the program's
+ * class of `"`. Collected while the link writes the table, from the parts'
+ * own rows: a part's row is as wide as its own classes, not the union's (a
+ * tenth of the cells on a program of a hundred parts), and a class of
+ * call-marker bytes only, which the link turns into calls, gives none.
+ * Classes that follow one another in a row with the same target give one
+ * edge (two where the run is mixed in the quote's class): distances need
+ * each pair once, and a string's states move alike on most classes (a
+ * third of the edges of Kubernetes' kb_233 are left: 113,466 of 347,793). */
 typedef struct {
-    const sv_dfa_t *const *parts;
-    const uint32_t *base;
-    uint32_t np;
-    const uint8_t *classes; /* the program's byte classes */
+    uint64_t *v;
+    uint32_t n, cap;
 } edges_t;
-
-/* QUOTE is set where the edge's bytes are all of the program's class of
- * `"` (a run of classes with one target but mixed in that gives two
- * edges, so a move on any other byte always has an edge without it). */
-#define FOR_EACH_EDGE(E, SRC, DST, QUOTE, BODY)                                             \
-    for (uint32_t p_ = 0; p_ < (E)->np; p_++) {                                             \
-        const sv_dfa_t *q_ = (E)->parts[p_];                                                \
-        bool byte_[256] = {false}, qonly_[256];                                             \
-        uint8_t kq_ = (E)->classes['"'];                                                    \
-        memset(qonly_, 1, sizeof qonly_);                                                   \
-        for (int b_ = 0; b_ < SV_CALL_DIGIT0; b_++) {                                       \
-            byte_[q_->classes[b_]] = true;                                                  \
-            if ((E)->classes[b_] != kq_) qonly_[q_->classes[b_]] = false;                   \
-        }                                                                                   \
-        for (uint32_t s_ = 0; s_ < q_->nstates; s_++) {                                     \
-            const int32_t *row_ = q_->trans + (size_t)s_ * q_->nclasses;                    \
-            int32_t last_ = -1;                                                             \
-            bool lastq_ = false;                                                            \
-            for (uint32_t c_ = 0; c_ < q_->nclasses; c_++) {                                \
-                if (c_ + 8 <= q_->nclasses && sv_dead_run8(row_ + c_)) { c_ += 7; continue; } \
-                if (row_[c_] < 0 || !byte_[c_] || (row_[c_] == last_ && qonly_[c_] == lastq_)) continue; \
-                last_ = row_[c_];                                                           \
-                lastq_ = qonly_[c_];                                                        \
-                uint32_t SRC = (E)->base[p_] + s_, DST = (E)->base[p_] + (uint32_t)row_[c_]; \
-                bool QUOTE = lastq_;                                                        \
-                BODY                                                                        \
-            }                                                                               \
-        }                                                                                   \
-    }
 
 #define SRC_QUOTE 0x80000000u /* distances' src: a byte edge on the quote's class only */
 
@@ -342,12 +313,11 @@ static void boundary_distances(sv_dfa_t *d, const uint32_t *off, const uint32_t 
  * completion's length). Parts are found callers first (the root is 0), so the
  * worklist takes them from the last: callees first, and a program without
  * recursion is one Dijkstra a part. */
-static sv_status distances(sv_dfa_t *d, const edges_t *E, sv_error_t *err) {
-    const uint32_t *base = E->base;
+static sv_status distances(sv_dfa_t *d, const uint32_t *base, const edges_t *E, sv_error_t *err) {
     uint32_t n = d->nstates, np = d->nparts;
     uint32_t *off = calloc((size_t)n + 1, sizeof *off), *fill = calloc(n ? n : 1, sizeof *fill);
-    size_t ne = d->ncalls;
-    if (off) FOR_EACH_EDGE(E, es, et, eq, { (void)es; (void)eq; off[et + 1]++; ne++; })
+    size_t ne = d->ncalls + E->n;
+    for (size_t i = 0; off && i < E->n; i++) off[(E->v[i] >> 32) + 1]++;
     uint32_t *src = malloc((ne + 1) * sizeof *src);
     int32_t *via = malloc((ne + 1) * sizeof *via); /* -1: a byte; else the callee */
     heap_t *heap = malloc((ne + n + 1) * sizeof *heap);
@@ -365,7 +335,11 @@ static sv_status distances(sv_dfa_t *d, const edges_t *E, sv_error_t *err) {
     for (uint32_t s = 0; s < n; s++)
         for (uint32_t i = d->call_off[s]; i < d->call_off[s + 1]; i++) off[d->calls[i].ret + 1]++;
     for (uint32_t i = 0; i < n; i++) off[i + 1] += off[i];
-    FOR_EACH_EDGE(E, es, et, eq, { src[off[et] + fill[et]] = es | (eq ? SRC_QUOTE : 0); via[off[et] + fill[et]++] = -1; })
+    for (size_t i = 0; i < E->n; i++) {
+        uint32_t et = (uint32_t)(E->v[i] >> 32);
+        src[off[et] + fill[et]] = (uint32_t)E->v[i];
+        via[off[et] + fill[et]++] = -1;
+    }
     for (uint32_t s = 0; s < n; s++) {
         for (uint32_t i = d->call_off[s]; i < d->call_off[s + 1]; i++) {
             int32_t t = d->calls[i].ret;
@@ -717,6 +691,8 @@ typedef struct {
     int32_t keep; /* >= 0: every call to another part is expanded too (sv_program_expand) */
     uint64_t deadline; /* sv_now_ns() past which the compile has run out of time (0: none) */
     uint64_t budget_ms; /* for the message */
+    uint64_t (*text)[4]; /* per global state, text_set once known (tknown) */
+    uint8_t *tknown;
 } expander_t;
 
 static const sv_dfa_t *gpart(const expander_t *E, uint32_t x, uint32_t *local) {
@@ -761,9 +737,8 @@ static sv_status close_set(expander_t *E) {
             const uint32_t *c = conf(E, E->set[i]);
             uint32_t loc;
             const sv_dfa_t *d = gpart(E, c[0], &loc);
-            uint64_t own[4];
-            text_set(d, (int32_t)loc, own);
-            bor(text, own);
+            if (!E->tknown[c[0]]) text_set(d, (int32_t)loc, E->text[c[0]]), E->tknown[c[0]] = 1;
+            bor(text, E->text[c[0]]);
             if (c[1] && d->accept[loc]) {
                 const uint32_t *f = frame_of(E, c[1]);
                 uint32_t before = E->nset;
@@ -817,6 +792,71 @@ static sv_status close_set(expander_t *E) {
     return SV_OK;
 }
 
+/* An edge of expand_part's automaton: the bytes lo..hi, or a call's marker
+ * (call < UINT32_MAX: its id). */
+typedef struct {
+    uint32_t from, to, call;
+    uint8_t lo, hi;
+} xedge_t;
+
+/* The minimal DFA of expand_part's automaton (n subsets, deterministic
+ * already: one target per byte, a marker per callee), from a raw table
+ * written directly, the markers spelled out through states of their own
+ * (a trie per subset: its markers share the mark byte and leading digits),
+ * the byte classes the runs' bounds. It went through an AST, an NFA and
+ * subset construction: 7.7 of the 19 ms that Github_ultra---o359's one
+ * expanded part took. */
+static sv_status xedges_dfa(uint32_t n, const xedge_t *e, uint32_t ne, const uint8_t *final,
+                            const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
+    sv_rawdfa_t raw = {0};
+    bool cut[257] = {false};
+    cut[0] = true;
+    for (uint32_t i = 0; i < ne; i++)
+        if (e[i].call == UINT32_MAX) cut[e[i].lo] = cut[e[i].hi + 1] = true;
+    for (int b = SV_CALL_DIGIT0; b <= 0xFF; b++) cut[b] = true;
+    uint32_t k = 0;
+    for (int b = 0; b < 256; b++) raw.classes[b] = (uint8_t)(k += cut[b], k - 1);
+    raw.nclasses = k;
+    /* states: the subsets, then SV_CALL_DIGITS per marker at most */
+    uint32_t nm = 0;
+    for (uint32_t i = 0; i < ne; i++) nm += e[i].call != UINT32_MAX;
+    size_t cap = (size_t)n + (size_t)nm * SV_CALL_DIGITS;
+    sv_status st = SV_OK;
+    if (cap > UINT32_MAX / 2) return sv_error_set(err, SV_ERR_BUDGET, -1, "expanding competing calls needs too many states");
+    raw.trans = malloc((cap ? cap : 1) * k * sizeof *raw.trans);
+    raw.accept = calloc(cap ? cap : 1, 1);
+    if (!raw.trans || !raw.accept) {
+        sv_rawdfa_free(&raw);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+    }
+    memset(raw.trans, 0xFF, cap * k * sizeof *raw.trans);
+    memcpy(raw.accept, final, n);
+    uint32_t used = n;
+    for (uint32_t i = 0; i < ne; i++) {
+        int32_t *row = raw.trans + (size_t)e[i].from * k;
+        if (e[i].call == UINT32_MAX) {
+            for (uint32_t c = raw.classes[e[i].lo]; c <= raw.classes[e[i].hi]; c++) row[c] = (int32_t)e[i].to;
+            continue;
+        }
+        uint8_t spell[1 + SV_CALL_DIGITS];
+        spell[0] = SV_CALL_MARK;
+        sv_call_digits(e[i].call, spell + 1);
+        uint32_t x = e[i].from;
+        for (int j = 0; j < SV_CALL_DIGITS; j++) { /* the trie node after spell[0..j] */
+            int32_t *r = raw.trans + (size_t)x * k + raw.classes[spell[j]];
+            if (*r < 0) *r = (int32_t)used++;
+            x = (uint32_t)*r;
+        }
+        raw.trans[(size_t)x * k + raw.classes[spell[SV_CALL_DIGITS]]] = (int32_t)e[i].to;
+    }
+    raw.nstates = used;
+    raw.start = 0;
+    st = sv_dfa_minimize_budget(&raw, 0, lim, err);
+    if (!st) st = sv_dfa_minimize(&raw, out, err);
+    sv_rawdfa_free(&raw);
+    return st;
+}
+
 /* Part p determinized over configurations (above), as a raw DFA with the
  * calls that stay as markers. */
 static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*first)[4],
@@ -825,23 +865,24 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
     expander_t E = {.L = L, .first = first, .err = err, .keep = keep};
     lists_t S = {0};
     uint32_t *base = malloc(((size_t)np + 1) * sizeof *base), *pof = NULL, *sidx = NULL;
-    sv_ast_edge_t *edges = NULL;
+    xedge_t *edges = NULL;
     uint32_t ne = 0, cape = 0;
     uint8_t *final = NULL;
     uint32_t capfinal = 0;
-    sv_arena_t *a = sv_arena_create(0);
     uint64_t t0 = sv_now_ns(), deadline = lim && lim->max_time_us ? t0 + lim->max_time_us * 1000 : 0, acct = 0;
     E.deadline = deadline;
     E.budget_ms = lim ? (lim->time_budget_us ? lim->time_budget_us : lim->max_time_us) / 1000 : 0;
     size_t charged = 0;
     uint32_t max_states = lim ? lim->max_dfa_states : 200000;
     sv_status st = SV_OK;
-    if (!base || !a) goto nomem;
+    if (!base) goto nomem;
     for (uint32_t q = 0; q < np; q++) base[q] = total, total += L->parts[q]->nstates;
     base[np] = total;
     pof = malloc(((size_t)total + 1) * sizeof *pof);
     sidx = calloc((size_t)total + 2, sizeof *sidx);
-    if (!pof || !sidx) goto nomem;
+    E.text = malloc(((size_t)total + 1) * sizeof *E.text);
+    E.tknown = calloc((size_t)total + 1, 1);
+    if (!pof || !sidx || !E.text || !E.tknown) goto nomem;
     for (uint32_t q = 0; q < np; q++)
         for (uint32_t x = base[q]; x < base[q + 1]; x++) pof[x] = q;
     for (uint32_t i = 0; i < L->nsites; i++) sidx[base[L->sites[i].part] + L->sites[i].state + 1]++;
@@ -866,7 +907,7 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
     for (uint32_t u = 0; u < S.n; u++) {
         if (!(u & 63)) {
             /* the tables so far, charged to the compile's account */
-            size_t bytes = (size_t)total * 2 * sizeof(uint32_t) +
+            size_t bytes = (size_t)total * (2 * sizeof(uint32_t) + sizeof *E.text + 1) +
                            ((size_t)E.frames.cappool + E.frames.capoff + E.frames.tcap + E.confs.cappool +
                             E.confs.capoff + E.confs.tcap + E.capset + E.capdepth + S.cappool + S.capoff + S.tcap +
                             capnext + capprev) * sizeof(uint32_t) + (size_t)cape * sizeof *edges + capfinal;
@@ -940,8 +981,7 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
             if (b > 0 && target != prev_target) {
                 if (prev_target >= 0) {
                     if (!sv_grow((void **)&edges, &cape, ne + 1, sizeof *edges)) { st = SV_ERR_NOMEM; break; }
-                    edges[ne++] = (sv_ast_edge_t){u, (uint32_t)prev_target, sv_ast_bytes(a, (uint8_t)run_lo, (uint8_t)(b - 1))};
-                    if (!edges[ne - 1].label) { st = SV_ERR_NOMEM; break; }
+                    edges[ne++] = (xedge_t){u, (uint32_t)prev_target, UINT32_MAX, (uint8_t)run_lo, (uint8_t)(b - 1)};
                 }
                 run_lo = b;
             }
@@ -974,9 +1014,11 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
                 if (st || (st = close_set(&E))) break;
                 uint32_t id = list_id(&S, E.set, E.nset);
                 if (id == UINT32_MAX) { st = SV_ERR_NOMEM; break; }
-                sv_ast_t *m = sv_call_marker(a, L->sites[s].id);
-                if (!m || !sv_grow((void **)&edges, &cape, ne + 1, sizeof *edges)) { st = SV_ERR_NOMEM; break; }
-                edges[ne++] = (sv_ast_edge_t){u, id, m};
+                if (L->sites[s].id > SV_CALL_MAX_ID || !sv_grow((void **)&edges, &cape, ne + 1, sizeof *edges)) {
+                    st = SV_ERR_NOMEM;
+                    break;
+                }
+                edges[ne++] = (xedge_t){u, id, L->sites[s].id, 0, 0};
             }
         }
         if (st) break;
@@ -985,11 +1027,7 @@ static sv_status expand_part(const linker_t *L, uint32_t p, const uint64_t (*fir
     free(prev);
     if (st == SV_ERR_NOMEM) goto nomem;
     if (st) goto done;
-    {
-        sv_ast_t *g = sv_ast_graph(a, S.n, edges, ne, final);
-        if (!g) goto nomem;
-        st = sv_dfa_from_ast(g, lim, out, err);
-    }
+    st = xedges_dfa(S.n, edges, ne, final, lim, out, err);
     goto done;
 nomem:
     st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
@@ -998,6 +1036,8 @@ done:
     free(base);
     free(pof);
     free(sidx);
+    free(E.text);
+    free(E.tknown);
     free(edges);
     free(final);
     lists_free(&E.frames);
@@ -1005,7 +1045,6 @@ done:
     lists_free(&E.confs);
     free(E.set);
     lists_free(&S);
-    sv_arena_destroy(a);
     return st;
 }
 
@@ -1090,6 +1129,7 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
     linker_t L = {0};
     sv_dfa_t *d = NULL;
     uint32_t *base = NULL;
+    edges_t E = {0};
     swap_t *swaps = NULL;
     uint32_t nswaps = 0, capswaps = 0;
     sv_status st;
@@ -1167,12 +1207,14 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
     d->call_off = calloc(total + 1, sizeof *d->call_off);
     d->calls = malloc(((size_t)L.nsites + 1) * sizeof *d->calls);
     if (!d->trans || !d->accept || !d->call_off || !d->calls) goto nomem;
+    const uint8_t kq = d->classes['"'];
     for (uint32_t p = 0; p < L.nparts; p++) {
         const sv_dfa_t *q = L.parts[p];
         /* Rows start dead, and each of the part's live moves is written
          * into the program's classes it stands for (pc[po[j] .. po[j + 1])
          * for the part's class j): most rows hold one move or a few
-         * (a key's bytes), so the table costs about its memset. */
+         * (a key's bytes), so the table costs about its memset. The moves
+         * are kept reversed for the distances (edges_t). */
         uint16_t po[257] = {0};
         uint8_t pc[256];
         for (uint32_t c = 0; c < nc; c++)
@@ -1184,15 +1226,23 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
             for (uint32_t c = 0; c < nc; c++)
                 if (d->class_rep[c] < SV_CALL_DIGIT0) pc[at[q->classes[d->class_rep[c]]]++] = (uint8_t)c;
         }
+        bool qonly[256];
+        for (uint32_t j = 0; j < q->nclasses; j++) qonly[j] = po[j + 1] - po[j] == 1 && pc[po[j]] == kq;
         for (uint32_t s = 0; s < q->nstates; s++) {
             int32_t *row = d->trans + (size_t)(base[p] + s) * nc;
             const int32_t *qrow = q->trans + (size_t)s * q->nclasses;
             memset(row, 0xFF, nc * sizeof *row); /* SV_DFA_DEAD */
+            int32_t last = -1;
+            bool lastq = false;
             for (uint32_t j = 0; j < q->nclasses; j++) {
                 if (j + 8 <= q->nclasses && sv_dead_run8(qrow + j)) { j += 7; continue; }
-                if (qrow[j] < 0) continue;
+                if (qrow[j] < 0 || po[j + 1] == po[j]) continue;
                 int32_t t = (int32_t)(base[p] + (uint32_t)qrow[j]);
                 for (uint32_t i = po[j]; i < po[j + 1]; i++) row[pc[i]] = t;
+                if (t == last && qonly[j] == lastq) continue;
+                last = t, lastq = qonly[j];
+                if (E.n == E.cap && !sv_grow((void **)&E.v, &E.cap, E.n + 1, sizeof *E.v)) goto nomem;
+                E.v[E.n++] = (uint64_t)(uint32_t)t << 32 | (base[p] + s) | (lastq ? SRC_QUOTE : 0);
             }
             d->accept[base[p] + s] = q->accept[s];
         }
@@ -1212,8 +1262,7 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
     }
     d->ncalls = L.nsites;
     if ((st = check_choices(d, base, err))) goto fail;
-    edges_t E = {L.parts, base, L.nparts, d->classes};
-    if ((st = distances(d, &E, err))) goto fail;
+    if ((st = distances(d, base, &E, err))) goto fail;
     if (d->dist[0] == UINT32_MAX) {
         st = sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
         goto fail;
@@ -1228,6 +1277,7 @@ fail:
     sv_dfa_destroy(d);
 done:
     free(base);
+    free(E.v);
     linker_free(&L);
     for (uint32_t i = 0; i < nswaps; i++) sv_dfa_destroy(swaps[i].to);
     free(swaps);
