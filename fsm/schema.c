@@ -2141,12 +2141,29 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                 for (size_t j = 0; j < n; j++)
                     if (meets[i * n + j]) { nprod++; break; }
             sv_dfa_t *res = NULL;
-            bool conflict0 = c->calls_conflict;
-            for (int pass = 0; pass < 2; pass++) {
+            bool conflict0 = c->calls_conflict, narrowed = false;
+            if (!deep) depth = 0;
+            if ((st = universe_to(c, loc, depth, &U))) return st;
+            /* The same branches over the same universe (one definition
+             * behind $refs at several keys) make the same result: each
+             * deep one costs hundreds of milliseconds, and the DFA memo
+             * does not keep products that big. Keyed by the automata's
+             * fingerprints, as the DFA memo keys its products. */
+            uint64_t *fp = sv_arena_alloc(c->arena, (n + 1) * sizeof *fp);
+            if (!fp) return sv_sc_nomem(c);
+            for (size_t i = 0; i < n; i++) fp[i] = br[i] ? sv_dfa_fingerprint(br[i]) ^ sv_dfa_num_states(br[i]) : 0;
+            fp[n] = sv_dfa_fingerprint(U) ^ sv_dfa_num_states(U);
+            bool hit = false;
+            for (oneof_memo_t *e = c->oneofs; e && !hit; e = e->next) {
+                if (e->n != n || e->depth != depth || memcmp(e->fp, fp, (n + 1) * sizeof *fp)) continue;
+                hit = true;
+                res = e->res;
+                if (e->narrowed && c->info) c->info->narrowed_by_budget |= SV_SCHEMA_NARROWED_ONEOF_DEPTH;
+            }
+            for (int pass = 0; pass < 2 && !hit; pass++) {
                 uint64_t work = 0;
                 bool res_made = false, over = false, sized = false;
-                if (!deep) depth = 0;
-                st = universe_to(c, loc, depth, &U);
+                if (!U) st = universe_to(c, loc, 0, &U);
                 if (deep && !st) work += sv_dfa_num_states(U);
                 for (size_t i = 0; i < n && !over && !st; i++) {
                     if (!br[i]) continue;
@@ -2199,8 +2216,15 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                 if (res_made) sv_sc_drop(c, res);
                 res = U = NULL;
                 deep = false;
+                narrowed = true;
                 c->deep_oneof_left = 0;
                 if (c->info) c->info->narrowed_by_budget |= SV_SCHEMA_NARROWED_ONEOF_DEPTH;
+            }
+            if (!hit) {
+                oneof_memo_t *e = sv_arena_alloc(c->arena, sizeof *e);
+                if (!e) return sv_sc_nomem(c);
+                *e = (oneof_memo_t){c->oneofs, (uint32_t)n, depth, fp, res, narrowed};
+                c->oneofs = e;
             }
             if ((st = meet(c, &acc, &unset, &made, res, "oneOf"))) return st;
         } else {

@@ -42,6 +42,16 @@ typedef struct sv_loc {
                          depth of free-form values stops depending on it */
 } sv_loc_t;
 
+/* An exact oneOf's result, by its branches' and universe's fingerprints
+ * and the universe's depth (schema.c); in the compile's arena. */
+typedef struct oneof_memo {
+    struct oneof_memo *next;
+    uint32_t n, depth;
+    const uint64_t *fp; /* n + 1: the branches', then the universe's */
+    struct sv_dfa *res;
+    bool narrowed;      /* built again at the free-form depth */
+} oneof_memo_t;
+
 typedef struct sctx {
     sv_arena_t *arena;
     const sv_schema_opts_t *o;
@@ -61,6 +71,7 @@ typedef struct sctx {
                                   format sieve narrows): no complement over it */
     uint32_t canon_depth;      /* container levels left in the canonical universe */
     uint64_t deep_oneof_left;  /* states of products left to oneOfs over deeper universes (schema.c) */
+    struct oneof_memo *oneofs; /* exact oneOfs made so far (schema.c) */
     bool more_orders;          /* some object accepts more than one key order */
     bool product_keysets;      /* some object in an intersection took key sets */
     bool keyset;               /* --key-order any (schema_container.c object_anyorder) */
