@@ -2130,6 +2130,12 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                 if (di > depth) depth = di;
             }
             bool deep = depth > sv_sc_any_depth(c, loc->level);
+            /* an attempt after one that failed on a budget keeps the
+             * universe at the free-form depth (compile_schema) */
+            if (deep && c->o->oneof_shallow) {
+                deep = false;
+                if (c->info) c->info->narrowed_by_budget |= SV_SCHEMA_NARROWED_ONEOF_DEPTH;
+            }
             /* as the deep levels: a state budget the schema then exceeds
              * redoes it without them (compile_schema) */
             if (deep) c->deep_any = true;
@@ -2169,9 +2175,11 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                     if (!br[i]) continue;
                     bool alone = true;
                     for (size_t j = 0; j < n && alone; j++) alone = !meets[i * n + j];
-                    sv_dfa_t *x = br[i];
-                    if (!alone && (st = sv_sc_product(c, br[i], U, SV_DFA_AND, "oneOf", &x))) break;
-                    if (!alone && x) {
+                    /* every branch in the universe: one spelling per value,
+                     * as the others see it */
+                    sv_dfa_t *x;
+                    if ((st = sv_sc_product(c, br[i], U, SV_DFA_AND, "oneOf", &x))) break;
+                    if (x) {
                         /* the first branch in the universe sizes them all */
                         if (deep && !sized && (uint64_t)sv_dfa_num_states(x) * nprod > c->deep_oneof_left) over = true;
                         sized = true;
@@ -2187,17 +2195,15 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                     if (st) break;
                     over = over || (deep && work > c->deep_oneof_left);
                     if (!x || over) {
-                        if (x && !alone) sv_sc_drop(c, x);
+                        if (x) sv_sc_drop(c, x);
                         continue;
                     }
-                    /* a branch taken as it is belongs to the memo, not to here */
                     sv_dfa_t *prev = res;
-                    if (!res) res = x, res_made = !alone;
+                    if (!res) res = x, res_made = true;
                     else if ((st = sv_sc_product(c, prev, x, SV_DFA_OR, "oneOf", &res))) return st;
                     if (prev) {
-                        if (res_made) sv_sc_drop(c, prev);
-                        if (!alone) sv_sc_drop(c, x);
-                        res_made = true;
+                        sv_sc_drop(c, prev);
+                        sv_sc_drop(c, x);
                     }
                 }
                 /* A budget met over the deeper universe is met again over
@@ -3099,9 +3105,13 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
     bool conflict = false, in_products = false, anyp = true, small = true, small_used = false;
     bool dist = true, dist_used = false, async = true, redo = false;
     int level = o->any_calls ? 2 : 0;
+    /* deep: whether any of the attempts met deep values (one that failed
+     * early may not have; the caller narrows by it) */
+    bool met_deep = false;
     sv_status st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err,
-                                more_orders, deep, &conflict, &in_products, &small_used, &dist_used, product_keysets,
-                                async, &redo);
+                                more_orders, &met_deep, &conflict, &in_products, &small_used, &dist_used,
+                                product_keysets, async, &redo);
+    *deep = met_deep;
     while ((conflict && level > 0) || redo) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
@@ -3111,7 +3121,8 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
         else if (anyp && in_products) anyp = false;
         else if (--level == 0) *narrowed |= SV_SCHEMA_NARROWED_CALLS;
         st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err, more_orders,
-                          deep, &conflict, &in_products, &small_used, &dist_used, product_keysets, async, &redo);
+                          &met_deep, &conflict, &in_products, &small_used, &dist_used, product_keysets, async, &redo);
+        *deep |= met_deep;
     }
     return st;
 }
@@ -3266,9 +3277,17 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
     uint32_t narrowed = 0;
     sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed, &product_keysets);
     bool deep_seen = deep, shallowed = false;
+    /* Past the first attempt, overlapping oneOfs keep their universes at
+     * the free-form depth: a schema that meets a budget does not get the
+     * bigger products of the deeper ones (schema.c "The universe nests as
+     * deep"). */
+    sv_schema_opts_t whole = *o;
+    whole.oneof_shallow = true;
+    shallow.oneof_shallow = true;
     if (narrower(st) && (deep || may_go_deep)) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
+        o = &whole;
         if (deep) {
             o = &shallow;
             narrowed |= SV_SCHEMA_NARROWED_DEPTH;

@@ -113,6 +113,9 @@ typedef struct sv_schema_opts {
                                   true: discriminator is an annotation, as in JSON Schema */
     sv_fsm_limits_t lim;
     const sv_schema_frame_t *frame; /* NULL (default): the JSON text alone; else borrowed */
+    bool oneof_shallow;        /* set by the compiler's own narrower attempts (schema.c
+                                  compile_schema): an overlapping oneOf's universe at the
+                                  free-form depth, not its branches' */
 } sv_schema_opts_t;
 
 void sv_schema_opts_default(sv_schema_opts_t *o);
