@@ -22,18 +22,15 @@ static bool pair_accepts(const sv_dfa_t *A, const sv_dfa_t *B, pair_t p, sv_dfa_
     return sv_pair_accepts(p.a >= 0 && A->accept[p.a], p.b >= 0 && B->accept[p.b], op);
 }
 
-sv_status sv_dfa_product_uncached(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, const sv_fsm_limits_t *lim,
-                                  sv_dfa_t **out, sv_error_t *err) {
-    sv_fsm_limits_t def;
-    if (!lim) sv_fsm_limits_default(&def), lim = &def;
-    uint64_t deadline = lim->max_time_us ? sv_now_ns() + lim->max_time_us * 1000 : 0;
-    sv_rawdfa_t raw = {0};
-    /* Common refinement of the byte classes. */
+/* The common refinement of A's and B's byte classes: classes[x] is byte x's
+ * class, rep_a[c] and rep_b[c] the operands' classes of class c; returns
+ * how many there are. */
+static uint32_t common_classes(const sv_dfa_t *A, const sv_dfa_t *B, uint8_t classes[256], uint8_t rep_a[256],
+                               uint8_t rep_b[256]) {
     int16_t pairc[256][256];
     /* only the rows and columns of the operands' classes are read (clearing
      * all 128 KB was most of a small product's time) */
     for (uint32_t ca = 0; ca < A->nclasses; ca++) memset(pairc[ca], -1, B->nclasses * sizeof pairc[ca][0]);
-    uint8_t rep_a[256], rep_b[256];
     uint32_t k = 0;
     for (int x = 0; x < 256; x++) {
         uint8_t ca = A->classes[x], cb = B->classes[x];
@@ -42,8 +39,47 @@ sv_status sv_dfa_product_uncached(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_o
             rep_a[k] = ca, rep_b[k] = cb;
             k++;
         }
-        raw.classes[x] = (uint8_t)pairc[ca][cb];
+        classes[x] = (uint8_t)pairc[ca][cb];
     }
+    return k;
+}
+
+/* The budgets checked as a walk over pairs meets its n-th new pair. */
+static sv_status pair_budgets(uint32_t n, const sv_fsm_limits_t *lim, uint64_t deadline, sv_error_t *err) {
+    if (n >= lim->max_dfa_states)
+        return sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints needs more than %u DFA states (the max_dfa_states budget)", lim->max_dfa_states);
+    if ((n & 255) == 0 && sv_memacct_cancelled()) return sv_error_set(err, SV_ERR_CANCELLED, -1, "the compile was cancelled");
+    if (deadline && (n & 255) == 0 && sv_now_ns() > deadline)
+        return sv_error_set(err, SV_ERR_TIMEOUT, -1, "combining constraints exceeded the time budget of %llu ms", (unsigned long long)((lim->time_budget_us ? lim->time_budget_us : lim->max_time_us) / 1000));
+    return SV_OK;
+}
+
+/* Doubles the pairs' open-addressing table (ids + 1) once it is half full
+ * with n pairs; false when out of memory. */
+static bool pairs_rehash(const pair_t *states, uint32_t n, uint32_t **table, uint32_t *tcap) {
+    if (2 * n <= *tcap) return true;
+    uint32_t ncap = *tcap * 2;
+    uint32_t *nt = calloc(ncap, sizeof *nt);
+    if (!nt) return false;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t hh = sv_pair_hash(states[i]) & (ncap - 1);
+        while (nt[hh]) hh = (hh + 1) & (ncap - 1);
+        nt[hh] = i + 1;
+    }
+    free(*table);
+    *table = nt;
+    *tcap = ncap;
+    return true;
+}
+
+sv_status sv_dfa_product_uncached(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_op op, const sv_fsm_limits_t *lim,
+                                  sv_dfa_t **out, sv_error_t *err) {
+    sv_fsm_limits_t def;
+    if (!lim) sv_fsm_limits_default(&def), lim = &def;
+    uint64_t deadline = lim->max_time_us ? sv_now_ns() + lim->max_time_us * 1000 : 0;
+    sv_rawdfa_t raw = {0};
+    uint8_t rep_a[256], rep_b[256];
+    uint32_t k = common_classes(A, B, raw.classes, rep_a, rep_b);
     raw.nclasses = k;
     uint32_t cap = 256, n = 0, tcap = 1024;
     pair_t *states = malloc(cap * sizeof *states);
@@ -69,18 +105,7 @@ sv_status sv_dfa_product_uncached(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_o
                 if (table[h]) {
                     id = (int32_t)table[h] - 1;
                 } else {
-                    if (n >= lim->max_dfa_states) {
-                        st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints needs more than %u DFA states (the max_dfa_states budget)", lim->max_dfa_states);
-                        goto done;
-                    }
-                    if ((n & 255) == 0 && sv_memacct_cancelled()) {
-                        st = sv_error_set(err, SV_ERR_CANCELLED, -1, "the compile was cancelled");
-                        goto done;
-                    }
-                    if (deadline && (n & 255) == 0 && sv_now_ns() > deadline) {
-                        st = sv_error_set(err, SV_ERR_TIMEOUT, -1, "combining constraints exceeded the time budget of %llu ms", (unsigned long long)((lim->time_budget_us ? lim->time_budget_us : lim->max_time_us) / 1000));
-                        goto done;
-                    }
+                    if ((st = pair_budgets(n, lim, deadline, err))) goto done;
                     if (n == cap) {
                         cap *= 2;
                         if (!sv_memacct_fits((size_t)cap * (k * sizeof *raw.trans + sizeof *states + 1), lim->max_memory)) {
@@ -99,18 +124,9 @@ sv_status sv_dfa_product_uncached(const sv_dfa_t *A, const sv_dfa_t *B, sv_dfa_o
                     raw.accept[n] = pair_accepts(A, B, q, op);
                     table[h] = n + 1;
                     id = (int32_t)n++;
-                    if (2 * n > tcap) {
-                        uint32_t ncap = tcap * 2;
-                        uint32_t *nt = calloc(ncap, sizeof *nt);
-                        if (!nt) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product"); goto done; }
-                        for (uint32_t i = 0; i < n; i++) {
-                            uint32_t hh = sv_pair_hash(states[i]) & (ncap - 1);
-                            while (nt[hh]) hh = (hh + 1) & (ncap - 1);
-                            nt[hh] = i + 1;
-                        }
-                        free(table);
-                        table = nt;
-                        tcap = ncap;
+                    if (!pairs_rehash(states, n, &table, &tcap)) {
+                        st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product");
+                        goto done;
                     }
                 }
             }
@@ -147,14 +163,8 @@ sv_status sv_dfa_meets(const sv_dfa_t *A, const sv_dfa_t *B, const sv_fsm_limits
     if (!lim) sv_fsm_limits_default(&def), lim = &def;
     uint64_t deadline = lim->max_time_us ? sv_now_ns() + lim->max_time_us * 1000 : 0;
     *meets = false;
-    int16_t pairc[256][256];
-    for (uint32_t ca = 0; ca < A->nclasses; ca++) memset(pairc[ca], -1, B->nclasses * sizeof pairc[ca][0]);
-    uint8_t rep_a[256], rep_b[256];
-    uint32_t k = 0;
-    for (int x = 0; x < 256; x++) {
-        uint8_t ca = A->classes[x], cb = B->classes[x];
-        if (pairc[ca][cb] < 0) pairc[ca][cb] = (int16_t)k, rep_a[k] = ca, rep_b[k] = cb, k++;
-    }
+    uint8_t classes[256], rep_a[256], rep_b[256];
+    uint32_t k = common_classes(A, B, classes, rep_a, rep_b);
     uint32_t cap = 256, n = 0, tcap = 1024;
     pair_t *states = malloc(cap * sizeof *states);
     uint32_t *table = calloc(tcap, sizeof *table);
@@ -172,18 +182,7 @@ sv_status sv_dfa_meets(const sv_dfa_t *A, const sv_dfa_t *B, const sv_fsm_limits
             uint32_t h = sv_pair_hash(q) & (tcap - 1);
             while (table[h] && (states[table[h] - 1].a != q.a || states[table[h] - 1].b != q.b)) h = (h + 1) & (tcap - 1);
             if (table[h]) continue;
-            if (n >= lim->max_dfa_states) {
-                st = sv_error_set(err, SV_ERR_BUDGET, -1, "combining constraints needs more than %u DFA states (the max_dfa_states budget)", lim->max_dfa_states);
-                goto done;
-            }
-            if ((n & 255) == 0 && sv_memacct_cancelled()) {
-                st = sv_error_set(err, SV_ERR_CANCELLED, -1, "the compile was cancelled");
-                goto done;
-            }
-            if (deadline && (n & 255) == 0 && sv_now_ns() > deadline) {
-                st = sv_error_set(err, SV_ERR_TIMEOUT, -1, "combining constraints exceeded the time budget of %llu ms", (unsigned long long)((lim->time_budget_us ? lim->time_budget_us : lim->max_time_us) / 1000));
-                goto done;
-            }
+            if ((st = pair_budgets(n, lim, deadline, err))) goto done;
             if (n == cap) {
                 cap *= 2;
                 if (!sv_memacct_fits((size_t)cap * sizeof *states + 2 * (size_t)tcap * sizeof *table, lim->max_memory)) {
@@ -196,18 +195,9 @@ sv_status sv_dfa_meets(const sv_dfa_t *A, const sv_dfa_t *B, const sv_fsm_limits
             }
             states[n] = q;
             table[h] = ++n;
-            if (2 * n > tcap) {
-                uint32_t ncap = tcap * 2;
-                uint32_t *nt = calloc(ncap, sizeof *nt);
-                if (!nt) { st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product"); goto done; }
-                for (uint32_t i = 0; i < n; i++) {
-                    uint32_t hh = sv_pair_hash(states[i]) & (ncap - 1);
-                    while (nt[hh]) hh = (hh + 1) & (ncap - 1);
-                    nt[hh] = i + 1;
-                }
-                free(table);
-                table = nt;
-                tcap = ncap;
+            if (!pairs_rehash(states, n, &table, &tcap)) {
+                st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory in DFA product");
+                goto done;
             }
         }
     }
