@@ -2086,9 +2086,9 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         }
         /* Pairwise disjoint branches: the union is exact as it is. Which
          * pairs share a string (meets[i * n + j]): a branch subtracts only
-         * those, and a branch that shares none is taken as it is (the
-         * branches are spelled at one location, so two that share a value
-         * share its spelling there, as the union's case assumes). */
+         * those (the branches are spelled at one location, so two that
+         * share a value share its spelling there, as the union's case
+         * assumes). */
         bool disjoint = true;
         uint8_t *meets = one_disjoint ? NULL : sv_arena_alloc(c->arena, n * n);
         if (!one_disjoint && !meets) return sv_sc_nomem(c);
@@ -2143,9 +2143,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
              * per branch it shares a string with */
             uint64_t nprod = 0;
             for (size_t i = 0; i < n * n; i++) nprod += meets[i];
-            for (size_t i = 0; i < n; i++)
-                for (size_t j = 0; j < n; j++)
-                    if (meets[i * n + j]) { nprod++; break; }
+            for (size_t i = 0; i < n; i++) nprod += br[i] != NULL;
             sv_dfa_t *res = NULL;
             bool conflict0 = c->calls_conflict, narrowed = false;
             if (!deep) depth = 0;
@@ -2168,13 +2166,11 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             }
             for (int pass = 0; pass < 2 && !hit; pass++) {
                 uint64_t work = 0;
-                bool res_made = false, over = false, sized = false;
+                bool over = false, sized = false;
                 if (!U) st = universe_to(c, loc, 0, &U);
                 if (deep && !st) work += sv_dfa_num_states(U);
                 for (size_t i = 0; i < n && !over && !st; i++) {
                     if (!br[i]) continue;
-                    bool alone = true;
-                    for (size_t j = 0; j < n && alone; j++) alone = !meets[i * n + j];
                     /* every branch in the universe: one spelling per value,
                      * as the others see it */
                     sv_dfa_t *x;
@@ -2185,7 +2181,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                         sized = true;
                         work += sv_dfa_num_states(x);
                     }
-                    for (size_t j = 0; j < n && x && !alone && !over; j++) {
+                    for (size_t j = 0; j < n && x && !over; j++) {
                         sv_dfa_t *prev = x;
                         if (!meets[i * n + j]) continue;
                         if ((st = sv_sc_product(c, prev, br[j], SV_DFA_DIFF, "oneOf", &x))) break;
@@ -2199,7 +2195,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                         continue;
                     }
                     sv_dfa_t *prev = res;
-                    if (!res) res = x, res_made = true;
+                    if (!res) res = x;
                     else if ((st = sv_sc_product(c, prev, x, SV_DFA_OR, "oneOf", &res))) return st;
                     if (prev) {
                         sv_sc_drop(c, prev);
@@ -2219,7 +2215,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                     c->calls_conflict = conflict0;
                     st = SV_OK;
                 }
-                if (res_made) sv_sc_drop(c, res);
+                sv_sc_drop(c, res);
                 res = U = NULL;
                 deep = false;
                 narrowed = true;
