@@ -130,6 +130,7 @@ void sv_dfa_destroy(sv_dfa_t *d) {
     free(d->calls);
     free(d->bdist);
     free(d->qcrit);
+    sv_keysets_free(d->ks);
     free(d);
 }
 
@@ -139,6 +140,8 @@ size_t sv_dfa_memory(const sv_dfa_t *d) {
         if ((size_t)d->forced_off[s] + d->forced_len[s] > forced) forced = (size_t)d->forced_off[s] + d->forced_len[s];
     if (d->call_off) forced += ((size_t)d->nstates + 1) * sizeof *d->call_off + (size_t)d->ncalls * sizeof *d->calls;
     if (d->bdist) forced += (size_t)d->nstates * (sizeof *d->bdist + sizeof *d->qcrit);
+    if (d->ks) forced += (size_t)d->nstates * (2 + sizeof *d->ks->reach + 4 * sizeof(uint32_t)) +
+                         (size_t)d->ks->nobjs * sizeof *d->ks->objs;
     return sizeof *d + forced +
            (size_t)d->nstates * (d->nclasses * sizeof *d->trans + sizeof *d->accept + sizeof *d->dist +
                                  sizeof *d->forced_off + sizeof *d->forced_len);

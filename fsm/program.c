@@ -51,8 +51,7 @@ void sv_call_digits(uint32_t id, uint8_t digits[SV_CALL_DIGITS]) {
     for (int i = SV_CALL_DIGITS - 1; i >= 0; i--, id /= 10) digits[i] = (uint8_t)(SV_CALL_DIGIT0 + id % 10);
 }
 
-sv_ast_t *sv_call_marker(sv_arena_t *a, uint32_t id) {
-    if (id > SV_CALL_MAX_ID) return NULL;
+static sv_ast_t *marker(sv_arena_t *a, uint32_t id) {
     sv_ast_t *k[1 + SV_CALL_DIGITS];
     uint8_t digits[SV_CALL_DIGITS];
     sv_call_digits(id, digits);
@@ -62,6 +61,10 @@ sv_ast_t *sv_call_marker(sv_arena_t *a, uint32_t id) {
         if (!k[i]) return NULL;
     return sv_ast_cat(a, k, 1 + SV_CALL_DIGITS);
 }
+
+sv_ast_t *sv_call_marker(sv_arena_t *a, uint32_t id) { return id > SV_CALL_MAX_ID ? NULL : marker(a, id); }
+
+sv_ast_t *sv_ann_marker(sv_arena_t *a, uint32_t code) { return code >= SV_ANN_CODES ? NULL : marker(a, SV_ANN_BASE + code); }
 
 bool sv_dfa_has_markers(const sv_dfa_t *d) {
     if (d->call_off) return false; /* linked: the markers became calls */
@@ -87,12 +90,22 @@ typedef struct {
     sv_dfa_t *to;
 } swap_t;
 
+/* A key-set guard (SV_ANN_BASE markers): the part-local state before it,
+ * the state after it, its code. */
+typedef struct {
+    uint32_t part, state, after, code;
+} ann_t;
+
 typedef struct {
     const sv_dfa_t **parts; /* what is linked: a part's DFA, or its expansion */
     const sv_dfa_t **orig;  /* what names the part (equal pointers are one part) */
     uint32_t nparts, capparts, caporig;
     site_t *sites;
     uint32_t nsites, capsites;
+    ann_t *anns;
+    uint32_t nanns, capanns;
+    uint8_t *annp;          /* per part: it has guards */
+    uint32_t capannp;
     const swap_t *swaps;
     uint32_t nswaps;
 } linker_t;
@@ -101,9 +114,14 @@ static void linker_free(linker_t *L) {
     free(L->parts);
     free(L->orig);
     free(L->sites);
+    free(L->anns);
+    free(L->annp);
     L->parts = L->orig = NULL;
     L->sites = NULL;
+    L->anns = NULL;
+    L->annp = NULL;
     L->nparts = L->capparts = L->caporig = L->nsites = L->capsites = 0;
+    L->nanns = L->capanns = L->capannp = 0;
 }
 
 static sv_status add_part(linker_t *L, const sv_dfa_t *d, uint32_t *idx, sv_error_t *err) {
@@ -112,9 +130,11 @@ static sv_status add_part(linker_t *L, const sv_dfa_t *d, uint32_t *idx, sv_erro
     if (L->nparts >= SV_CALL_MAX_ID)
         return sv_error_set(err, SV_ERR_BUDGET, -1, "the constraint has more than %u parts", SV_CALL_MAX_ID);
     if (!sv_grow((void **)&L->parts, &L->capparts, L->nparts + 1, sizeof *L->parts) ||
-        !sv_grow((void **)&L->orig, &L->caporig, L->nparts + 1, sizeof *L->orig))
+        !sv_grow((void **)&L->orig, &L->caporig, L->nparts + 1, sizeof *L->orig) ||
+        !sv_grow((void **)&L->annp, &L->capannp, L->nparts + 1, sizeof *L->annp))
         return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
     *idx = L->nparts;
+    L->annp[L->nparts] = 0;
     L->orig[L->nparts] = d;
     L->parts[L->nparts] = d;
     for (uint32_t i = 0; i < L->nswaps; i++)
@@ -147,6 +167,16 @@ static sv_status scan_part(linker_t *L, uint32_t p, sv_call_resolve_fn resolve, 
             }
             uint32_t id = 0;
             for (int i = 0; i < SV_CALL_DIGITS; i++) id = id * 10 + dig[i];
+            if (id >= SV_ANN_BASE) { /* a guard, not a call */
+                if (id - SV_ANN_BASE >= SV_ANN_CODES)
+                    return sv_error_set(err, SV_ERR_INTERNAL, -1, "internal: marker %u is no guard", id);
+                if (!sv_grow((void **)&L->anns, &L->capanns, L->nanns + 1, sizeof *L->anns))
+                    return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+                L->anns[L->nanns++] = (ann_t){p, s, (uint32_t)t, id - SV_ANN_BASE};
+                L->annp[p] = 1;
+                dig[k]++;
+                continue;
+            }
             const sv_dfa_t *cd = resolve(ctx, id, err);
             if (!cd) return err && err->code ? err->code : SV_ERR_ARG;
             uint32_t ci;
@@ -304,6 +334,444 @@ static void boundary_distances(sv_dfa_t *d, const uint32_t *off, const uint32_t 
     d->qcrit = qc;
 }
 
+/* ---- key sets -------------------------------------------------------------------
+ *
+ * With --key-order any, an object whose keys are too many for an automaton
+ * of the sets of keys written (2^n states; schema_container.c) is a part
+ * of its own, one loop over its members, and the set of keys it has
+ * written lives in the walk: a configuration is (state, stack, set), and a
+ * frame saves its caller's set. The part's raw DFA carries guard markers
+ * (SV_ANN_BASE ids) that the linker turns into marks on states: a key's
+ * closing quote enters a KEY state (refused when the key is in the set,
+ * else adds it), '}' enters the CLOSE state (refused while a required key
+ * is missing). Each marker's state takes the row of the state after it, so
+ * guards cost no bytes and no epsilon moves: entering a marked state is
+ * the check.
+ *
+ * A key's spelling, from an OPEN mark (after '{' and after ',') to the
+ * mark that ends it (KEY, XEND for a key the object does not name, or
+ * CLOSE), is a region: there a walk can be alive for the bytes and still
+ * dead for the set (`"na` when "name" is written and no other key starts
+ * so). reach[] says which key ends a region state can still get to, so the
+ * walks check a configuration that ends in a region (sv_ks_viable).
+ *
+ * Distances. dist[] in an object part ignores the guards. The true fewest
+ * bytes from (x, set), sv_ks_cost: in a region, a breadth-first search to
+ * the cheapest end that the set allows; elsewhere dist[x] plus what the
+ * missing required keys cost, each `,"k": ` with its value at its
+ * shortest (memcost, found from the ',' region). A call to an object part
+ * costs its start's true distance (xs[] holds the difference), so dist[]
+ * of every other part is exact. ub[] bounds sv_ks_cost over all sets,
+ * for the token index's budget shortcut (token_config.c). */
+
+void sv_keysets_free(sv_keysets_t *ks) {
+    if (!ks) return;
+    free(ks->ann);
+    free(ks->flags);
+    free(ks->reach);
+    free(ks->obj);
+    free(ks->rid);
+    free(ks->ub);
+    free(ks->xs);
+    free(ks->objs);
+    free(ks);
+}
+
+static inline bool ks_is_key(uint8_t a) { return a >= KS_A_KEY0 && a < KS_A_KEY0 + SV_KS_MAX_KEYS; }
+static inline bool ks_is_end(uint8_t a) { return ks_is_key(a) || a == KS_A_XEND || a == KS_A_CLOSE; }
+
+static inline uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a || a + b > UINT32_MAX - 2 ? UINT32_MAX - 2 : a + b; }
+
+/* What the required keys missing from set cost (UINT32_MAX - 2 at most). */
+static uint64_t ks_missing(const sv_kobj_t *o, uint64_t set) {
+    uint64_t m = o->req & ~set, sum = 0;
+    while (m) {
+        sum = sat_add(sum, o->memcost[__builtin_ctzll(m)]);
+        m &= m - 1;
+    }
+    return sum;
+}
+
+bool sv_ks_viable(const sv_dfa_t *d, int32_t y, uint64_t set) {
+    const sv_keysets_t *ks = d->ks;
+    uint8_t f = ks->flags[y];
+    if (!(f & KS_F_REGION) || (f & KS_F_XREACH) || (ks->reach[y] & ~set)) return true;
+    if (!(f & KS_F_CREACH)) return false;
+    uint64_t req = ks->objs[ks->obj[y]].req;
+    return (set & req) == req;
+}
+
+/* Scratch for searches over one object's region (rid numbers). */
+typedef struct {
+    uint32_t *lvl;
+    int32_t *queue, *par;
+    uint8_t *pcls;
+} rscratch_t;
+
+static bool rscratch_get(rscratch_t *r, uint32_t n) {
+    r->lvl = malloc((n ? n : 1) * sizeof *r->lvl);
+    r->queue = malloc((n ? n : 1) * sizeof *r->queue);
+    r->par = malloc((n ? n : 1) * sizeof *r->par);
+    r->pcls = malloc(n ? n : 1);
+    return r->lvl && r->queue && r->par && r->pcls;
+}
+
+static void rscratch_free(rscratch_t *r) {
+    free(r->lvl);
+    free(r->queue);
+    free(r->par);
+    free(r->pcls);
+}
+
+/* The cheapest way from region state x with set to the end of its object
+ * part: a breadth-first search of the region, each end the set allows
+ * weighed by what follows it. Returns the total (UINT64_MAX: none) and
+ * the end's state, the region state it is entered from and the class. */
+static uint64_t region_best(const sv_dfa_t *d, const sv_kobj_t *o, int32_t x, uint64_t set, rscratch_t *r,
+                            int32_t *ex, int32_t *efrom, uint8_t *ecls) {
+    const sv_keysets_t *ks = d->ks;
+    uint32_t nc = d->nclasses;
+    for (uint32_t i = 0; i < o->nregion; i++) r->lvl[i] = UINT32_MAX;
+    uint32_t head = 0, tail = 0;
+    r->queue[tail++] = x;
+    r->lvl[ks->rid[x]] = 0;
+    uint64_t best = UINT64_MAX;
+    while (head < tail) {
+        int32_t u = r->queue[head++];
+        uint32_t lu = r->lvl[ks->rid[u]];
+        if (best <= (uint64_t)lu + 1) break;
+        const int32_t *row = d->trans + (size_t)u * nc;
+        for (uint32_t c = 0; c < nc; c++) {
+            int32_t t = row[c];
+            if (t < 0) continue;
+            if (ks->flags[t] & KS_F_REGION) {
+                uint32_t ri = ks->rid[t];
+                if (r->lvl[ri] == UINT32_MAX) r->lvl[ri] = lu + 1, r->par[ri] = u, r->pcls[ri] = (uint8_t)c, r->queue[tail++] = t;
+                continue;
+            }
+            uint8_t a = ks->ann[t];
+            uint64_t after;
+            if (d->dist[t] == UINT32_MAX) continue;
+            if (ks_is_key(a)) {
+                uint64_t bit = 1ull << (a - KS_A_KEY0);
+                if (set & bit) continue;
+                after = sat_add(d->dist[t], ks_missing(o, set | bit));
+            } else if (a == KS_A_XEND) {
+                after = sat_add(d->dist[t], ks_missing(o, set));
+            } else if (a == KS_A_CLOSE) {
+                if ((set & o->req) != o->req) continue;
+                after = 0;
+            } else {
+                continue;
+            }
+            uint64_t tot = (uint64_t)lu + 1 + after;
+            if (tot < best) best = tot, *ex = t, *efrom = u, *ecls = (uint8_t)c;
+        }
+    }
+    return best;
+}
+
+uint32_t sv_ks_cost(const sv_dfa_t *d, int32_t x, uint64_t set) {
+    const sv_keysets_t *ks = d->ks;
+    if (!ks || ks->obj[x] < 0) return d->dist[x];
+    const sv_kobj_t *o = &ks->objs[ks->obj[x]];
+    uint64_t extra = 0;
+    if (x == o->start) { /* '{', then the first member's region */
+        x = o->ropen;
+        extra = 1;
+    }
+    if (!(ks->flags[x] & KS_F_REGION)) return (uint32_t)sat_add(d->dist[x], ks_missing(o, set));
+    rscratch_t r;
+    uint64_t best = UINT64_MAX;
+    int32_t ex, ef;
+    uint8_t ec;
+    if (rscratch_get(&r, o->nregion)) best = region_best(d, o, x, set, &r, &ex, &ef, &ec);
+    rscratch_free(&r);
+    return best == UINT64_MAX ? UINT32_MAX : (uint32_t)sat_add(best, extra);
+}
+
+/* memcost, mmax and the start's xs of object oi, from dist[] of its part. */
+static void ks_costs(sv_dfa_t *d, uint32_t oi) {
+    sv_keysets_t *ks = d->ks;
+    sv_kobj_t *o = &ks->objs[oi];
+    uint32_t nc = d->nclasses;
+    for (uint32_t k = 0; k < SV_KS_MAX_KEYS; k++) o->memcost[k] = UINT32_MAX - 2;
+    rscratch_t r;
+    if (!rscratch_get(&r, o->nregion)) {
+        rscratch_free(&r);
+        return; /* the costs stay at their bound: no completion is cheaper than it is */
+    }
+    if (o->rcomma >= 0) {
+        for (uint32_t i = 0; i < o->nregion; i++) r.lvl[i] = UINT32_MAX;
+        uint32_t head = 0, tail = 0;
+        r.queue[tail++] = o->rcomma;
+        r.lvl[ks->rid[o->rcomma]] = 0;
+        while (head < tail) {
+            int32_t u = r.queue[head++];
+            uint32_t lu = r.lvl[ks->rid[u]];
+            const int32_t *row = d->trans + (size_t)u * nc;
+            for (uint32_t c = 0; c < nc; c++) {
+                int32_t t = row[c];
+                if (t < 0) continue;
+                if (ks->flags[t] & KS_F_REGION) {
+                    uint32_t ri = ks->rid[t];
+                    if (r.lvl[ri] == UINT32_MAX) r.lvl[ri] = lu + 1, r.queue[tail++] = t;
+                } else if (ks_is_key(ks->ann[t]) && d->dist[t] != UINT32_MAX) {
+                    uint32_t k = ks->ann[t] - KS_A_KEY0;
+                    /* ',' is the byte into rcomma, and dist[t] counts the '}' */
+                    uint64_t m = sat_add((uint64_t)lu + 1, d->dist[t]);
+                    if (m < o->memcost[k]) o->memcost[k] = (uint32_t)m;
+                }
+            }
+        }
+    }
+    o->mmax = ks_missing(o, 0);
+    int32_t ex, ef;
+    uint8_t ec;
+    uint64_t b = region_best(d, o, o->ropen, 0, &r, &ex, &ef, &ec);
+    uint32_t ds = d->dist[o->start];
+    ks->xs[o->start] = b == UINT64_MAX || ds == UINT32_MAX || b + 1 <= ds ? 0 : (uint32_t)(sat_add(b, 1) - ds);
+    rscratch_free(&r);
+}
+
+/* ub[] (sv_keysets_t) once distances are known: outside objects dist[];
+ * in an object, dist[] plus every required key's memcost, and in a region
+ * the largest over the ends it reaches of the way there and dist[] after. */
+static bool ks_bounds(sv_dfa_t *d, const uint32_t *base) {
+    sv_keysets_t *ks = d->ks;
+    uint32_t n = d->nstates, nc = d->nclasses;
+    for (uint32_t x = 0; x < n; x++) {
+        if (ks->obj[x] < 0) ks->ub[x] = d->dist[x];
+        else ks->ub[x] = (uint32_t)sat_add(d->dist[x], ks->objs[ks->obj[x]].mmax);
+    }
+    (void)base;
+    /* regions: a search back from each end over the region's moves */
+    uint32_t *off = calloc((size_t)n + 1, sizeof *off), *src = NULL, *lvl = malloc((n ? n : 1) * sizeof *lvl);
+    uint32_t *queue = malloc((n ? n : 1) * sizeof *queue), *hmax = calloc(n ? n : 1, sizeof *hmax);
+    size_t ne = 0;
+    bool ok = off && lvl && queue && hmax;
+    for (uint32_t u = 0; ok && u < n; u++) {
+        if (!(ks->flags[u] & KS_F_REGION)) continue;
+        const int32_t *row = d->trans + (size_t)u * nc;
+        for (uint32_t c = 0; c < nc; c++)
+            if (row[c] >= 0) off[row[c] + 1]++, ne++;
+    }
+    if (ok) src = malloc((ne ? ne : 1) * sizeof *src);
+    ok = ok && src;
+    if (ok) {
+        for (uint32_t x = 0; x < n; x++) off[x + 1] += off[x];
+        uint32_t *fill = queue;
+        memcpy(fill, off, (size_t)n * sizeof *fill);
+        for (uint32_t u = 0; u < n; u++) {
+            if (!(ks->flags[u] & KS_F_REGION)) continue;
+            const int32_t *row = d->trans + (size_t)u * nc;
+            for (uint32_t c = 0; c < nc; c++)
+                if (row[c] >= 0) src[fill[row[c]]++] = u;
+        }
+        for (uint32_t x = 0; x < n; x++) lvl[x] = UINT32_MAX;
+        for (uint32_t e = 0; e < n; e++) {
+            if (!ks_is_end(ks->ann[e]) || off[e] == off[e + 1] || d->dist[e] == UINT32_MAX) continue;
+            uint32_t qh = 0, qt = 0;
+            for (uint32_t i = off[e]; i < off[e + 1]; i++)
+                if (lvl[src[i]] == UINT32_MAX) lvl[src[i]] = 1, queue[qt++] = src[i];
+            while (qh < qt) {
+                uint32_t u = queue[qh++];
+                uint64_t h = sat_add(lvl[u], d->dist[e]);
+                if (h > hmax[u]) hmax[u] = (uint32_t)h;
+                for (uint32_t i = off[u]; i < off[u + 1]; i++)
+                    if (lvl[src[i]] == UINT32_MAX) lvl[src[i]] = lvl[u] + 1, queue[qt++] = src[i];
+            }
+            for (uint32_t i = 0; i < qt; i++) lvl[queue[i]] = UINT32_MAX;
+        }
+        for (uint32_t u = 0; u < n; u++)
+            if (ks->flags[u] & KS_F_REGION) ks->ub[u] = (uint32_t)sat_add(hmax[u], ks->objs[ks->obj[u]].mmax);
+        for (uint32_t i = 0; i < ks->nobjs; i++) {
+            const sv_kobj_t *o = &ks->objs[i];
+            ks->ub[o->start] = (uint32_t)sat_add(ks->ub[o->ropen], 1);
+        }
+    }
+    free(off);
+    free(src);
+    free(lvl);
+    free(queue);
+    free(hmax);
+    return ok;
+}
+
+static bool row_dead(const sv_dfa_t *d, uint32_t x) {
+    const int32_t *row = d->trans + (size_t)x * d->nclasses;
+    for (uint32_t c = 0; c < d->nclasses; c++)
+        if (row[c] >= 0) return false;
+    return true;
+}
+
+/* The marks of the guards (the header of this section): each marker's
+ * state takes the row of the state after it; then the objects, their
+ * regions and what each region state reaches. */
+static sv_status ks_build(sv_dfa_t *d, const uint32_t *base, const linker_t *L, edges_t *E, sv_error_t *err) {
+    uint32_t n = d->nstates, nc = d->nclasses, np = L->nparts, nobj = 0;
+    sv_keysets_t *ks = calloc(1, sizeof *ks);
+    int32_t *pobj = malloc((np ? np : 1) * sizeof *pobj);
+    uint32_t *queue = malloc((n ? n : 1) * sizeof *queue), *off = NULL, *src = NULL;
+    uint8_t *inq = NULL;
+    sv_status st = SV_OK;
+    d->ks = ks;
+    if (!ks || !pobj || !queue) goto nomem;
+    for (uint32_t p = 0; p < np; p++) pobj[p] = L->annp[p] ? (int32_t)nobj++ : -1;
+    ks->ann = calloc(n ? n : 1, 1);
+    ks->flags = calloc(n ? n : 1, 1);
+    ks->reach = calloc(n ? n : 1, sizeof *ks->reach);
+    ks->obj = malloc((n ? n : 1) * sizeof *ks->obj);
+    ks->rid = calloc(n ? n : 1, sizeof *ks->rid);
+    ks->ub = malloc((n ? n : 1) * sizeof *ks->ub);
+    ks->xs = calloc(n ? n : 1, sizeof *ks->xs);
+    ks->objs = calloc(nobj ? nobj : 1, sizeof *ks->objs);
+    if (!ks->ann || !ks->flags || !ks->reach || !ks->obj || !ks->rid || !ks->ub || !ks->xs || !ks->objs) goto nomem;
+    ks->nobjs = nobj;
+    for (uint32_t p = 0; p < np; p++) {
+        for (uint32_t x = base[p]; x < base[p + 1]; x++) ks->obj[x] = pobj[p];
+        if (pobj[p] < 0) continue;
+        sv_kobj_t *o = &ks->objs[pobj[p]];
+        o->start = (int32_t)base[p];
+        o->ropen = o->rcomma = -1;
+        for (uint32_t k = 0; k < SV_KS_MAX_KEYS; k++) o->kstate[k] = -1;
+    }
+    for (uint32_t i = 0; i < L->nanns; i++) {
+        const ann_t *a = &L->anns[i];
+        uint32_t x = base[a->part] + a->state, y = base[a->part] + a->after;
+        sv_kobj_t *o = &ks->objs[pobj[a->part]];
+        if (!row_dead(d, x) || sv_dfa_has_calls(d, (int32_t)x) || sv_dfa_has_calls(d, (int32_t)y) || ks->ann[x])
+            goto shared;
+        if (a->code < SV_ANN_XEND) {
+            uint32_t k = a->code % SV_ANN_REQ;
+            if (o->kstate[k] >= 0) goto shared;
+            o->kstate[k] = (int32_t)x;
+            o->keys |= 1ull << k;
+            if (a->code >= SV_ANN_REQ) o->req |= 1ull << k;
+            ks->ann[x] = (uint8_t)(KS_A_KEY0 + k);
+        } else {
+            ks->ann[x] = a->code == SV_ANN_XEND ? KS_A_XEND : a->code == SV_ANN_OPEN ? KS_A_OPEN : KS_A_CLOSE;
+        }
+    }
+    const uint8_t kq = d->classes['"'];
+    for (uint32_t i = 0; i < L->nanns; i++) {
+        const ann_t *a = &L->anns[i];
+        uint32_t x = base[a->part] + a->state, y = base[a->part] + a->after;
+        if (ks->ann[y]) goto shared; /* guards one after another */
+        const int32_t *ry = d->trans + (size_t)y * nc;
+        memcpy(d->trans + (size_t)x * nc, ry, nc * sizeof *ry);
+        d->accept[x] = d->accept[y];
+        for (uint32_t c = 0; c < nc; c++) {
+            if (ry[c] < 0) continue;
+            if (E->n == E->cap && !sv_grow((void **)&E->v, &E->cap, E->n + 1, sizeof *E->v)) goto nomem;
+            E->v[E->n++] = (uint64_t)(uint32_t)ry[c] << 32 | x | (c == kq ? SRC_QUOTE : 0);
+        }
+    }
+    /* the OPEN states after '{' and after ',' */
+    for (uint32_t i = 0; i < nobj; i++) {
+        sv_kobj_t *o = &ks->objs[i];
+        int32_t y = d->trans[(size_t)o->start * nc + d->classes['{']];
+        if (y >= 0 && ks->ann[y] == KS_A_OPEN) o->ropen = y;
+    }
+    for (uint32_t x = 0; x < n; x++) {
+        if (ks->obj[x] < 0) continue;
+        int32_t y = d->trans[(size_t)x * nc + d->classes[',']];
+        if (y >= 0 && ks->ann[y] == KS_A_OPEN) {
+            sv_kobj_t *o = &ks->objs[ks->obj[x]];
+            if (o->rcomma >= 0 && o->rcomma != y) goto shared;
+            o->rcomma = y;
+        }
+    }
+    for (uint32_t i = 0; i < nobj; i++) {
+        const sv_kobj_t *o = &ks->objs[i];
+        if (o->ropen < 0) goto shared;
+        for (uint64_t m = o->req; m; m &= m - 1)
+            if (o->kstate[__builtin_ctzll(m)] < 0) goto shared;
+    }
+    /* regions: from the OPEN states over direct moves up to the ends */
+    uint32_t qt = 0;
+    for (uint32_t x = 0; x < n; x++)
+        if (ks->ann[x] == KS_A_OPEN) ks->flags[x] |= KS_F_REGION, queue[qt++] = x;
+    for (uint32_t qh = 0; qh < qt;) {
+        uint32_t u = queue[qh++];
+        if (sv_dfa_has_calls(d, (int32_t)u)) goto shared; /* a key's spelling calls nothing */
+        const int32_t *row = d->trans + (size_t)u * nc;
+        for (uint32_t c = 0; c < nc; c++) {
+            int32_t t = row[c];
+            if (t < 0 || ks_is_end(ks->ann[t]) || (ks->flags[t] & KS_F_REGION)) continue;
+            ks->flags[t] |= KS_F_REGION;
+            queue[qt++] = (uint32_t)t;
+        }
+    }
+    for (uint32_t x = 0; x < n; x++)
+        if (ks->flags[x] & KS_F_REGION) ks->rid[x] = ks->objs[ks->obj[x]].nregion++;
+    /* reach: the ends each region state gets to, a search back over the
+     * region's moves from the states that move to an end */
+    off = calloc((size_t)n + 1, sizeof *off);
+    inq = calloc(n ? n : 1, 1);
+    if (!off || !inq) goto nomem;
+    size_t ne = 0;
+    for (uint32_t u = 0; u < n; u++) {
+        if (!(ks->flags[u] & KS_F_REGION)) continue;
+        const int32_t *row = d->trans + (size_t)u * nc;
+        for (uint32_t c = 0; c < nc; c++) {
+            int32_t t = row[c];
+            if (t < 0) continue;
+            uint8_t a = ks->ann[t];
+            if (ks->flags[t] & KS_F_REGION) off[t + 1]++, ne++;
+            else if (ks_is_key(a)) ks->reach[u] |= 1ull << (a - KS_A_KEY0);
+            else if (a == KS_A_XEND) ks->flags[u] |= KS_F_XREACH;
+            else if (a == KS_A_CLOSE) ks->flags[u] |= KS_F_CREACH;
+        }
+    }
+    src = malloc((ne ? ne : 1) * sizeof *src);
+    if (!src) goto nomem;
+    for (uint32_t x = 0; x < n; x++) off[x + 1] += off[x];
+    {
+        uint32_t *fill = queue;
+        memcpy(fill, off, (size_t)n * sizeof *fill);
+        for (uint32_t u = 0; u < n; u++) {
+            if (!(ks->flags[u] & KS_F_REGION)) continue;
+            const int32_t *row = d->trans + (size_t)u * nc;
+            for (uint32_t c = 0; c < nc; c++)
+                if (row[c] >= 0 && (ks->flags[row[c]] & KS_F_REGION)) src[fill[row[c]]++] = u;
+        }
+    }
+    qt = 0;
+    for (uint32_t x = 0; x < n; x++)
+        if (ks->flags[x] & KS_F_REGION) queue[qt++] = x, inq[x] = 1;
+    /* a stack worklist: a state goes back on it when what it reaches grew */
+    while (qt) {
+        uint32_t t = queue[--qt];
+        inq[t] = 0;
+        for (uint32_t i = off[t]; i < off[t + 1]; i++) {
+            uint32_t u = src[i];
+            uint64_t r = ks->reach[u] | ks->reach[t];
+            uint8_t f = ks->flags[u] | (ks->flags[t] & (KS_F_XREACH | KS_F_CREACH));
+            if (r == ks->reach[u] && f == ks->flags[u]) continue;
+            ks->reach[u] = r, ks->flags[u] = f;
+            if (!inq[u]) inq[u] = 1, queue[qt++] = u;
+        }
+    }
+    for (uint32_t y = 0; y < n; y++) {
+        uint8_t a = ks->ann[y];
+        if ((ks->flags[y] & KS_F_REGION) || ks_is_key(a) || a == KS_A_CLOSE) ks->flags[y] |= KS_F_CHECK;
+    }
+    goto out;
+shared:
+    st = sv_error_set(err, SV_ERR_UNSUPPORTED, -1, "an object's key-set guards do not stand alone in its automaton");
+    goto out;
+nomem:
+    st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+out:
+    free(pobj);
+    free(queue);
+    free(off);
+    free(src);
+    free(inq);
+    return st;
+}
+
 /* Distances with calls: per part, Dijkstra from its final states over
  * reversed edges, a call s -> ret weighing dist[callee] (the callee's start
  * distance as known so far). Parts are redone from a worklist: a part whose
@@ -327,6 +795,7 @@ static sv_status distances(sv_dfa_t *d, const uint32_t *base, const edges_t *E, 
     uint32_t *work = malloc(((size_t)np + 1) * sizeof *work);
     uint8_t *queued = calloc(np ? np : 1, 1);
     d->dist = malloc((n ? n : 1) * sizeof *d->dist);
+    uint32_t *xs = d->ks ? d->ks->xs : NULL;
     sv_status st = SV_OK;
     if (!off || !fill || !src || !via || !heap || !done || !coff || !callers || !work || !queued || !d->dist) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the constraint");
@@ -360,7 +829,7 @@ static sv_status distances(sv_dfa_t *d, const uint32_t *base, const edges_t *E, 
     while (nw) {
         uint32_t p = work[--nw];
         queued[p] = 0;
-        uint32_t lo = base[p], hi = base[p + 1], before = d->dist[lo];
+        uint32_t lo = base[p], hi = base[p + 1], before = d->dist[lo], xbefore = xs ? xs[lo] : 0;
         uint32_t hn = 0;
         /* The distances known so far are lengths of real completions, so
          * they seed the search: only what a fallen callee shortens moves. */
@@ -376,6 +845,7 @@ static sv_status distances(sv_dfa_t *d, const uint32_t *base, const edges_t *E, 
             for (uint32_t i = off[h.s]; i < off[h.s + 1]; i++) {
                 uint32_t w = via[i] < 0 ? 1 : d->dist[via[i]], x = src[i] & ~SRC_QUOTE;
                 if (w == UINT32_MAX) continue;
+                if (via[i] >= 0 && xs) w = (uint32_t)sat_add(w, xs[via[i]]);
                 uint64_t nd = (uint64_t)h.d + w;
                 if (nd < d->dist[x]) {
                     d->dist[x] = (uint32_t)nd;
@@ -383,11 +853,12 @@ static sv_status distances(sv_dfa_t *d, const uint32_t *base, const edges_t *E, 
                 }
             }
         }
-        if (d->dist[lo] == before) continue;
+        if (xs && d->ks->obj[lo] >= 0) ks_costs(d, (uint32_t)d->ks->obj[lo]);
+        if (d->dist[lo] == before && (!xs || xs[lo] == xbefore)) continue;
         for (uint32_t i = coff[p]; i < coff[p + 1]; i++)
             if (!queued[callers[i]]) queued[callers[i]] = 1, work[nw++] = callers[i];
     }
-    boundary_distances(d, off, src, via);
+    if (!d->ks) boundary_distances(d, off, src, via); /* with key sets the token index finds them (guards cross) */
 out:
     free(off);
     free(fill);
@@ -706,6 +1177,8 @@ static const uint32_t *conf(const expander_t *E, uint32_t i) { return E->confs.p
 static const uint32_t *frame_of(const expander_t *E, uint32_t f) { return E->frames.pool + (size_t)f * 2; }
 
 static sv_status add_conf(expander_t *E, uint32_t x, uint32_t frame, uint32_t exp) {
+    if (E->L->annp[E->pof[x]]) /* its guards mark states of its own: it stays a part */
+        return sv_error_set(E->err, SV_ERR_UNSUPPORTED, -1, "an object whose keys may come in any order would be expanded");
     uint32_t t[3] = {x, frame, exp}, id = list_id(&E->confs, t, 3);
     if (id == UINT32_MAX || !sv_grow((void **)&E->set, &E->capset, E->nset + 1, sizeof *E->set))
         return sv_error_set(E->err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
@@ -1261,8 +1734,10 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
         free(fill);
     }
     d->ncalls = L.nsites;
+    if (L.nanns && (st = ks_build(d, base, &L, &E, err))) goto fail;
     if ((st = check_choices(d, base, err))) goto fail;
     if ((st = distances(d, base, &E, err))) goto fail;
+    if (d->ks && !ks_bounds(d, base)) goto nomem;
     if (d->dist[0] == UINT32_MAX) {
         st = sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
         goto fail;
@@ -1312,30 +1787,44 @@ sv_status sv_program_expand(const sv_dfa_t *d, sv_call_resolve_fn resolve, void 
 
 #define STACK_MAX (1u << 20)
 
+/* Return states, and with key sets the set each frame's part had. */
 typedef struct {
     int32_t *v;
-    uint32_t n, cap;
+    uint64_t *sets;
+    uint32_t n, cap, capsets;
 } istack_t;
 
-static bool ipush(istack_t *s, int32_t x) {
+static bool ipush(istack_t *s, int32_t x, uint64_t set, bool ks) {
     if (s->n >= STACK_MAX || !sv_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v)) return false;
+    if (ks) {
+        if (!sv_grow((void **)&s->sets, &s->capsets, s->n + 1, sizeof *s->sets)) return false;
+        s->sets[s->n] = set;
+    }
     s->v[s->n++] = x;
     return true;
 }
 
-/* One byte: the direct move, else a call, else a return. */
-static int32_t step(const sv_dfa_t *d, int32_t x, uint8_t b, istack_t *stk) {
+static void ifree(istack_t *s) {
+    free(s->v);
+    free(s->sets);
+}
+
+/* One byte: the direct move (its guard passed), else a call, else a return. */
+static int32_t step(const sv_dfa_t *d, int32_t x, uint8_t b, istack_t *stk, uint64_t *set) {
+    bool ks = d->ks != NULL;
     for (;;) {
         int32_t t = sv_dfa_next(d, x, b);
-        if (t >= 0) return t;
+        if (t >= 0) return ks && (d->ks->flags[t] & KS_F_CHECK) && !sv_ks_enter(d, t, set) ? -1 : t;
         const sv_dfa_call_t *c = sv_dfa_call_for(d, x, b);
         if (c) {
-            if (!ipush(stk, c->ret)) return -1;
+            if (!ipush(stk, c->ret, *set, ks)) return -1;
             x = c->callee;
+            *set = 0;
             continue;
         }
         if (d->accept[x] && stk->n) {
             x = stk->v[--stk->n];
+            if (ks) *set = stk->sets[stk->n];
             continue;
         }
         return -1;
@@ -1348,6 +1837,9 @@ static bool ends(const sv_dfa_t *d, int32_t x, istack_t *stk) {
     return d->accept[x] && !stk->n && (uint32_t)x < d->root_states;
 }
 
+/* Whether configuration (x, set) can still be completed. */
+static inline bool alive(const sv_dfa_t *d, int32_t x, uint64_t set) { return !d->ks || sv_ks_viable(d, x, set); }
+
 bool sv_program_viable(const sv_dfa_t *d, const uint8_t *s, size_t n) {
     if (!d->call_off) {
         int32_t q = 0;
@@ -1356,32 +1848,94 @@ bool sv_program_viable(const sv_dfa_t *d, const uint8_t *s, size_t n) {
     }
     istack_t stk = {0};
     int32_t x = 0;
-    for (size_t i = 0; i < n && x >= 0; i++) x = step(d, x, s[i], &stk);
-    free(stk.v);
-    return x >= 0;
+    uint64_t set = 0;
+    for (size_t i = 0; i < n && x >= 0; i++) x = step(d, x, s[i], &stk, &set);
+    ifree(&stk);
+    return x >= 0 && alive(d, x, set);
 }
 
 bool sv_program_matches(const sv_dfa_t *d, const uint8_t *s, size_t n) {
     istack_t stk = {0};
     int32_t x = 0;
-    for (size_t i = 0; i < n && x >= 0; i++) x = step(d, x, s[i], &stk);
+    uint64_t set = 0;
+    for (size_t i = 0; i < n && x >= 0; i++) x = step(d, x, s[i], &stk, &set);
     bool ok = x >= 0 && ends(d, x, &stk);
-    free(stk.v);
+    ifree(&stk);
     return ok;
 }
 
 size_t sv_program_viable_prefix(const sv_dfa_t *d, const uint8_t *s, size_t n) {
     istack_t stk = {0};
     int32_t x = 0;
-    size_t i = 0;
-    for (; i < n; i++)
-        if ((x = step(d, x, s[i], &stk)) < 0) break;
-    free(stk.v);
-    return i;
+    uint64_t set = 0;
+    size_t i = 0, ok = 0; /* ok: the longest prefix seen alive */
+    for (; i < n; i++) {
+        if ((x = step(d, x, s[i], &stk, &set)) < 0) break;
+        if (alive(d, x, set)) ok = i + 1;
+    }
+    ifree(&stk);
+    return d->ks ? ok : i;
+}
+
+/* Sampling a program with key sets: the choices the guards and the regions
+ * allow, and past soft_len the shortest completion. */
+static sv_status ks_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uint8_t *buf, size_t cap, size_t *len) {
+    istack_t stk = {0};
+    int32_t x = 0;
+    uint64_t set = 0;
+    size_t n = 0;
+    sv_status st = SV_OK;
+    uint32_t opt[512];
+    for (;;) {
+        if (n >= soft_len) {
+            /* the shortest completion, its stack top last */
+            uint32_t room = cap - n > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)(cap - n);
+            uint32_t m = sv_program_completion_ks(d, x, set, stk.v, stk.sets, stk.n, buf + n, room);
+            if (m == UINT32_MAX) st = SV_ERR_BUDGET;
+            else n += m;
+            break;
+        }
+        uint32_t no = 0;
+        for (uint32_t c = 0; c < d->nclasses; c++) {
+            int32_t t = d->trans[(size_t)x * d->nclasses + c];
+            if (t < 0) continue;
+            uint64_t s2 = set;
+            if ((d->ks->flags[t] & KS_F_CHECK) && (!sv_ks_enter(d, t, &s2) || !sv_ks_viable(d, t, s2))) continue;
+            opt[no++] = c;
+        }
+        for (uint32_t i = d->call_off[x]; i < d->call_off[x + 1]; i++) opt[no++] = 256 + (i - d->call_off[x]);
+        if (d->accept[x]) {
+            if (!stk.n) {
+                if (no == 0 || sv_rng_below(rng, 4) == 0) break;
+            } else if (no == 0 || sv_rng_below(rng, 4) == 0) {
+                x = stk.v[--stk.n];
+                set = stk.sets[stk.n];
+                continue;
+            }
+        }
+        if (no == 0) { st = SV_ERR_ARG; break; } /* cannot happen: the configuration was alive */
+        uint32_t o = opt[sv_rng_below(rng, no)];
+        if (o >= 256) {
+            const sv_dfa_call_t *c = &d->calls[d->call_off[x] + (o - 256)];
+            if (!ipush(&stk, c->ret, set, true)) { st = SV_ERR_BUDGET; break; }
+            x = c->callee;
+            set = 0;
+            continue;
+        }
+        uint8_t byte = sv_dfa_class_byte(d, o, rng);
+        if (n == cap) { st = SV_ERR_BUDGET; break; }
+        buf[n++] = (uint8_t)byte;
+        x = sv_dfa_next(d, x, (uint8_t)byte);
+        if (d->ks->flags[x] & KS_F_CHECK) sv_ks_enter(d, x, &set);
+    }
+    ifree(&stk);
+    *len = n;
+    return st;
 }
 
 sv_status sv_program_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len, uint8_t *buf, size_t cap,
                             size_t *len) {
+    if (d->ks) return ks_sample(d, rng, soft_len, buf, cap, len);
     istack_t stk = {0};
     uint64_t below = 0; /* sum of the dist of the return states on the stack */
     int32_t x = 0;
@@ -1418,7 +1972,7 @@ sv_status sv_program_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len,
         uint32_t o = opt[sv_rng_below(rng, no)];
         if (o >= 256) {
             const sv_dfa_call_t *c = &d->calls[d->call_off[x] + (o - 256)];
-            if (!ipush(&stk, c->ret)) { st = SV_ERR_BUDGET; break; }
+            if (!ipush(&stk, c->ret, 0, false)) { st = SV_ERR_BUDGET; break; }
             below += d->dist[c->ret];
             x = c->callee;
             continue;
@@ -1428,47 +1982,99 @@ sv_status sv_program_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len,
         buf[n++] = (uint8_t)byte;
         x = sv_dfa_next(d, x, (uint8_t)byte);
     }
-    free(stk.v);
+    ifree(&stk);
     *len = n;
     return st;
 }
 
-/* The shortest completion of the part from x (calls expanded), appended at
- * buf[*n]. */
-static bool part_completion(const sv_dfa_t *d, int32_t x, uint8_t *buf, uint32_t cap, uint32_t *n, int depth) {
+static inline bool put(uint8_t *buf, uint32_t cap, uint32_t *n, uint8_t b) {
+    if (*n >= cap) return false;
+    buf[(*n)++] = b;
+    return true;
+}
+
+/* The shortest completion of the part from x with set (calls expanded),
+ * appended at buf[*n]; each byte takes one off sv_ks_cost's distance. */
+static bool part_completion(const sv_dfa_t *d, int32_t x, uint64_t set, uint8_t *buf, uint32_t cap, uint32_t *n,
+                            int depth) {
     if (depth > 64) return false;
+    const sv_keysets_t *ks = d->ks;
     while (!d->accept[x]) {
         const int32_t *row = d->trans + (size_t)x * d->nclasses;
+        const sv_kobj_t *o = ks && ks->obj[x] >= 0 ? &ks->objs[ks->obj[x]] : NULL;
+        if (o && x == o->start) {
+            if (!put(buf, cap, n, '{')) return false;
+            x = o->ropen;
+            continue;
+        }
+        if (o && (ks->flags[x] & KS_F_REGION)) {
+            /* the cheapest end the set allows, by the search's path */
+            rscratch_t r;
+            int32_t ex = -1, ef = -1;
+            uint8_t ec = 0;
+            bool ok = rscratch_get(&r, o->nregion) && region_best(d, o, x, set, &r, &ex, &ef, &ec) != UINT64_MAX;
+            uint32_t len = ok ? r.lvl[ks->rid[ef]] + 1 : 0;
+            if (ok && *n + len > cap) ok = false;
+            if (ok) {
+                uint32_t at = *n + len;
+                buf[--at] = d->class_rep[ec];
+                for (int32_t u = ef; u != x; u = r.par[ks->rid[u]]) buf[--at] = d->class_rep[r.pcls[ks->rid[u]]];
+                *n += len;
+                sv_ks_enter(d, ex, &set);
+                x = ex;
+            }
+            rscratch_free(&r);
+            if (!ok) return false;
+            continue;
+        }
         int32_t best = -1;
         uint32_t bc = 0;
-        for (uint32_t c = 0; c < d->nclasses; c++)
-            if (row[c] >= 0 && d->dist[row[c]] != UINT32_MAX && d->dist[row[c]] + 1 == d->dist[x]) {
-                best = row[c];
-                bc = c;
-                break;
+        for (uint32_t c = 0; c < d->nclasses; c++) {
+            int32_t y = row[c];
+            if (y < 0 || d->dist[y] == UINT32_MAX || d->dist[y] + 1 != d->dist[x]) continue;
+            if (o && (ks->flags[y] & KS_F_CHECK)) {
+                uint64_t s2 = set;
+                if (!sv_ks_enter(d, y, &s2)) continue; /* a close with required keys missing */
             }
+            best = y;
+            bc = c;
+            break;
+        }
         if (best >= 0) {
-            if (*n >= cap) return false;
-            buf[(*n)++] = d->class_rep[bc];
+            if (!put(buf, cap, n, d->class_rep[bc])) return false;
+            if (o && (ks->flags[best] & KS_F_CHECK)) sv_ks_enter(d, best, &set);
             x = best;
             continue;
         }
         const sv_dfa_call_t *use = NULL;
         for (uint32_t i = d->call_off[x]; i < d->call_off[x + 1]; i++) {
             const sv_dfa_call_t *c = &d->calls[i];
-            if ((uint64_t)d->dist[c->callee] + d->dist[c->ret] == d->dist[x]) { use = c; break; }
+            uint64_t w = (uint64_t)d->dist[c->callee] + (ks ? ks->xs[c->callee] : 0);
+            if (w + d->dist[c->ret] == d->dist[x]) { use = c; break; }
         }
-        if (!use || !part_completion(d, use->callee, buf, cap, n, depth + 1)) return false;
-        x = use->ret;
+        if (use) {
+            if (!part_completion(d, use->callee, 0, buf, cap, n, depth + 1)) return false;
+            x = use->ret;
+            continue;
+        }
+        /* an object's '}' waits for required keys: ',' and the next one */
+        int32_t y = o ? row[d->classes[',']] : -1;
+        if (y < 0 || !put(buf, cap, n, ',')) return false;
+        x = y;
     }
     return true;
 }
 
 uint32_t sv_program_completion(const sv_dfa_t *d, int32_t x, const int32_t *ret, uint32_t n, uint8_t *buf,
                                uint32_t cap) {
+    return sv_program_completion_ks(d, x, 0, ret, NULL, n, buf, cap);
+}
+
+uint32_t sv_program_completion_ks(const sv_dfa_t *d, int32_t x, uint64_t set, const int32_t *ret,
+                                  const uint64_t *sets, uint32_t n, uint8_t *buf, uint32_t cap) {
     uint32_t len = 0;
-    if (!part_completion(d, x, buf, cap, &len, 0)) return UINT32_MAX;
+    if (!part_completion(d, x, set, buf, cap, &len, 0)) return UINT32_MAX;
     for (uint32_t i = n; i-- > 0;)
-        if (!part_completion(d, ret[i], buf, cap, &len, 0)) return UINT32_MAX;
+        if (!part_completion(d, ret[i], sets ? sets[i] : 0, buf, cap, &len, 0)) return UINT32_MAX;
     return len;
 }

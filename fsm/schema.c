@@ -3018,11 +3018,11 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
                               uint64_t deadline, int level, bool any_products, bool small_parts, bool distribute,
                               sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err, bool *more_orders, bool *deep,
                               bool *conflict, bool *in_products, bool *small_used, bool *distributed,
-                              bool *product_keysets, bool async, bool *async_redo) {
+                              bool *product_keysets, bool async, bool *async_redo, bool frames, bool *frames_used) {
     sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline,
                 .calls = level > 0, .ref_parts = level > 1, .any_products = level > 0 && any_products,
                 .small_parts = level > 1 && small_parts, .distribute = distribute,
-                .keyset = o->key_order != SV_KEY_ORDER_SCHEMA && orders > 1,
+                .keyset = o->key_order != SV_KEY_ORDER_SCHEMA && orders > 1, .frames = frames && level > 0,
                 .async_parts = async && level > 1 && sv_part_jobs_enabled(), .deep_oneof_left = SV_SC_DEEP_ONEOF_WORK};
     c.arena = sv_arena_create(0);
     if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
@@ -3071,6 +3071,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
     *in_products = c.any_products_used;
     *small_used = c.small_parts_used;
     *distributed = c.distributed;
+    *frames_used = c.frames_used;
     drop_all(&c);
     /* A helper's part that was empty (a $ref target compiled here would
      * have stayed inline), a budget that two threads reached together, or
@@ -3099,25 +3100,27 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
      * products (when it made some), then without $ref parts (a conflict
      * there is mostly two refs that start alike), then flat. */
     bool conflict = false, in_products = false, anyp = true, small = true, small_used = false;
-    bool dist = true, dist_used = false, async = true, redo = false;
+    bool dist = true, dist_used = false, async = true, redo = false, frames = true, frames_used = false;
     int level = o->any_calls ? 2 : 0;
     /* deep: whether any of the attempts met deep values (one that failed
      * early may not have; the caller narrows by it) */
     bool met_deep = false;
     sv_status st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err,
                                 more_orders, &met_deep, &conflict, &in_products, &small_used, &dist_used,
-                                product_keysets, async, &redo);
+                                product_keysets, async, &redo, frames, &frames_used);
     *deep = met_deep;
     while ((conflict && level > 0) || redo) {
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
         if (redo) async = false; /* the same attempt without helpers */
+        else if (frames && frames_used) frames = false; /* wide objects in their orders */
         else if (dist && dist_used) dist = false;
         else if (small && small_used) small = false;
         else if (anyp && in_products) anyp = false;
         else if (--level == 0) *narrowed |= SV_SCHEMA_NARROWED_CALLS;
         st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err, more_orders,
-                          &met_deep, &conflict, &in_products, &small_used, &dist_used, product_keysets, async, &redo);
+                          &met_deep, &conflict, &in_products, &small_used, &dist_used, product_keysets, async, &redo,
+                          frames, &frames_used);
         *deep |= met_deep;
     }
     return st;

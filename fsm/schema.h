@@ -131,6 +131,8 @@ typedef struct sv_schema_info {
                                                 memory account counts them (arenas, automata) */
     uint32_t nkey_order_narrowed;            /* --key-order any: objects kept in their key
                                                 orders (too many keys for their key sets) */
+    uint32_t nkey_set_frames;                /* --key-order any: objects whose key set the walk
+                                                keeps (program.c, "Key sets") */
     uint32_t ndiscriminator_required;        /* oneOf branches whose discriminator property
                                                 the compile made required (discriminator_annotation) */
     uint32_t narrowed_by_budget;             /* SV_SCHEMA_NARROWED_*: what exceeded a budget and

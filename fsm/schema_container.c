@@ -254,7 +254,7 @@ static sv_status pattern_content(sctx_t *c, const char *pattern, sv_dfa_t **out)
 
 /* The extra members: alternatives (key region ": " value) for keys outside K. */
 static sv_status extras(sctx_t *c, json_t *s, uint32_t child_orders, uint32_t child_level, const member_t *mem, uint32_t n,
-                        sv_dfa_t *names, bool names_empty, bool canonical_any, sv_ast_t **out) {
+                        sv_dfa_t *names, bool names_empty, bool canonical_any, sv_ast_t *after_key, sv_ast_t **out) {
     *out = NULL;
     if (names_empty) return SV_OK; /* propertyNames admits no key */
     json_t *ap = s ? json_object_get(s, "additionalProperties") : NULL;
@@ -366,6 +366,7 @@ static sv_status extras(sctx_t *c, json_t *s, uint32_t child_orders, uint32_t ch
             if (!kd) continue;
             key = sv_ast_dfa(c->arena, kd, false);
         }
+        if (after_key && !(key = sv_sc_cat2(c, key, after_key))) return sv_sc_nomem(c);
         if (!(alts[na++] = sv_sc_cat3(c, key, sv_sc_colon(c), val))) return sv_sc_nomem(c);
     }
     if (na && !(*out = sv_ast_alt(c->arena, alts, na))) return sv_sc_nomem(c);
@@ -740,6 +741,50 @@ static sv_status member_order(sctx_t *c, json_t *s, const char **keys, uint32_t 
     return SV_OK;
 }
 
+/* ',' with a key's OPEN guard right after it, in the whitespace mode's
+ * spelling (sv_sc_sep). */
+static sv_ast_t *sep_open(sctx_t *c, sv_ast_t *open) {
+    switch (c->o->ws) {
+    case SV_WS_CANONICAL: return sv_sc_cat3(c, sv_sc_lit(c, ",", 1), open, sv_sc_lit(c, " ", 1));
+    case SV_WS_COMPACT: return sv_sc_cat2(c, sv_sc_lit(c, ",", 1), open);
+    case SV_WS_FLEXIBLE: return sv_sc_cat2(c, sv_sc_cat3(c, sv_sc_ws(c), sv_sc_lit(c, ",", 1), open), sv_sc_ws(c));
+    }
+    return NULL;
+}
+
+/* An object whose key set the walk keeps (--key-order any; program.c, "Key
+ * sets"): one loop over its members, each key's closing quote followed by
+ * its guard (SV_ANN_REQ + k for required key k), an extra member's by
+ * SV_ANN_XEND (in extra), the places a key may start by SV_ANN_OPEN and the
+ * '}' by SV_ANN_CLOSE: {OPEN ws (}CLOSE | M (,OPEN ws M)* ws }CLOSE). The
+ * object becomes a part of its own, so that its guards stand for one set. */
+static sv_status object_frames(sctx_t *c, const member_t *mem, uint32_t n, sv_ast_t *extra, sv_ast_t **out) {
+    sv_ast_t **alts = sv_arena_alloc(c->arena, (n + 1) * sizeof *alts);
+    sv_ast_t *colon = sv_sc_colon(c), *open = sv_ann_marker(c->arena, SV_ANN_OPEN);
+    sv_ast_t *close = sv_ann_marker(c->arena, SV_ANN_CLOSE), *ws = sv_sc_ws(c);
+    if (!alts || !colon || !open || !close || !ws) return sv_sc_nomem(c);
+    uint32_t na = 0, k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!mem[i].allowed) continue;
+        sv_ast_t *g = sv_ann_marker(c->arena, (mem[i].required ? SV_ANN_REQ : 0) + k++);
+        sv_ast_t *key = g ? sv_sc_cat2(c, sv_sc_key(c, mem[i].key, strlen(mem[i].key)), g) : NULL;
+        if (!(alts[na++] = sv_sc_cat3(c, key, colon, mem[i].value))) return sv_sc_nomem(c);
+    }
+    if (extra) alts[na++] = extra;
+    sv_ast_t *m = sv_ast_alt(c->arena, alts, na), *sep = sep_open(c, open);
+    sv_ast_t *more = m && sep ? sv_ast_repeat(c->arena, sv_sc_cat2(c, sep, m), 0, SV_AST_INF) : NULL;
+    sv_ast_t *shut = sv_sc_cat2(c, sv_sc_lit(c, "}", 1), close);
+    sv_ast_t *body = more && shut ? sv_sc_cat3(c, sv_sc_cat2(c, m, more), ws, shut) : NULL;
+    sv_ast_t *inner[2] = {shut, body};
+    sv_ast_t *obj = body ? sv_sc_cat3(c, sv_sc_cat2(c, sv_sc_lit(c, "{", 1), open), ws, sv_ast_alt(c->arena, inner, 2)) : NULL;
+    if (!obj) return sv_sc_nomem(c);
+    sv_dfa_t *d;
+    sv_status st = sv_sc_to_dfa(c, obj, &d);
+    if (st) return st;
+    if (!d) return sv_sc_fail(c, SV_ERR_EMPTY, "properties", "the object has no valid value");
+    return sv_sc_part(c, d, out);
+}
+
 sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out) {
     sv_status st;
     const char **keys;
@@ -777,7 +822,6 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
      * (object_anyorder), and leaves the orders allowance to its members. */
     bool keyset = sv_sc_keysets(c) && !canonical_any;
     bool try_any = keyset && n >= 2 && n <= KEYSET_MAX_KEYS;
-    if (keyset && n > KEYSET_MAX_KEYS && c->info) c->info->nkey_order_narrowed++;
     orders_t ord;
     if ((st = loc_orders(c, loc, keys, n, canonical_any || try_any, &ord))) return st;
     uint32_t child_orders = try_any ? loc->orders : loc->orders / ord.n ? loc->orders / ord.n : 1;
@@ -1017,7 +1061,8 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         return st;
     if (canonical_any) has_min = has_max = false;
     sv_ast_t *extra;
-    if ((st = extras(c, s, child_orders, sv_sc_child_level(c, loc), mem, n, names, names_empty, canonical_any, &extra)))
+    if ((st = extras(c, s, child_orders, sv_sc_child_level(c, loc), mem, n, names, names_empty, canonical_any, NULL,
+                     &extra)))
         return st;
     uint32_t nallowed = 0;
     for (uint32_t i = 0; i < n; i++) nallowed += mem[i].allowed;
@@ -1081,6 +1126,23 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     sv_ast_t *g[SV_SCHEMA_MAX_ORDERS];
     bool any_order = false;
     if (try_any && (st = keyset_fits(c, &shape, &any_order))) return st;
+    /* Too many keys for the automaton of key sets: the walk keeps the set
+     * (program.c, "Key sets"), where the object's language needs nothing
+     * beside it (no count, no dependency, no key condition). */
+    if (keyset && !any_order && c->frames && sv_sc_calls(c) && ndeps == 0 && nbits == 0 && !has_min && !has_max &&
+        nallowed >= 2 && nallowed <= SV_KS_MAX_KEYS) {
+        sv_ast_t *xend = sv_ann_marker(c->arena, SV_ANN_XEND), *fextra = NULL;
+        if (!xend) return sv_sc_nomem(c);
+        if (extra && (st = extras(c, s, child_orders, sv_sc_child_level(c, loc), mem, n, names, names_empty, false, xend,
+                                  &fextra)))
+            return st;
+        if ((st = object_frames(c, mem, n, fextra, out))) return st;
+        c->frames_used = true;
+        c->more_orders = true;
+        if (c->info) c->info->nkey_set_frames++;
+        return SV_OK;
+    }
+    if (keyset && n > KEYSET_MAX_KEYS && c->info) c->info->nkey_order_narrowed++;
     if (any_order) {
         if ((st = object_anyorder(c, &shape, &g[0]))) return st;
         c->more_orders = true;

@@ -40,15 +40,21 @@
 typedef struct {
     int32_t parent, ret;   /* parent frame (-1 for the empty stack's), return state */
     uint32_t depth;
-    uint64_t sum;          /* dist[] of every return state on the stack */
+    uint64_t sum;          /* the walk's dist[] of every return state on the stack (ix->walk:
+                              with key sets, bounds over every set) */
+    uint64_t set;          /* with key sets: the set of ret's object (0 elsewhere) */
+    uint64_t esum;         /* with key sets: the true distance of every return state (sv_ks_cost) */
 } frame_t;
 
 typedef struct {
     int32_t state, frame;  /* its masks: cfgtab_t.masks[v * nbuckets + run] */
+    uint64_t set;          /* with key sets: the keys state's object has written */
 } config_t;
 
 /* A boundary walk's result, shared by stacks that agree on what it read. */
 typedef struct ctx_entry {     /* listed under its (state, ws) in cfgtab_t.ctx */
+    uint64_t set0;            /* with key sets: the configuration's own set */
+    uint64_t *sets;           /* with key sets: (depth_read) the sets of the frames read */
     uint32_t depth_read;      /* return states read from the top */
     bool bottom;              /* it reached the stack's bottom (so the depth must be equal) */
     int32_t *rets;            /* (depth_read) top first */
@@ -74,8 +80,12 @@ typedef struct cfgtab {
     /* scratch for walks */
     int32_t *rets;            /* the real stack, top first */
     uint32_t caprets;
+    uint64_t *sets;           /* with key sets: the sets of its frames, top first */
+    uint32_t capsets;
     int32_t *lret, *lpar;     /* local frames pushed during a walk */
     uint32_t nl, capl, caplp;
+    uint64_t *lset;           /* with key sets: the set each local frame saved */
+    uint32_t capls;
     uint32_t *bits;           /* words */
     /* Per state, a lower bound on the bytes a token needs from it to cross
      * a boundary (BDIST_INF: never): the program's (program.c), or built on
@@ -119,40 +129,47 @@ static bool rehash(int32_t **tab, uint32_t *cap, uint32_t n, uint64_t (*key)(con
     return true;
 }
 
-static uint64_t fkey(const cfgtab_t *t, int32_t i) { return mix2((uint64_t)(uint32_t)t->frames[i].parent, (uint64_t)(uint32_t)t->frames[i].ret); }
-static uint64_t ckey(const cfgtab_t *t, int32_t i) { return mix2((uint64_t)(uint32_t)t->cfg[i].state, (uint64_t)(uint32_t)t->cfg[i].frame); }
+static uint64_t fhash_of(int32_t parent, int32_t ret, uint64_t set) {
+    return mix2((uint64_t)(uint32_t)parent, (uint64_t)(uint32_t)ret ^ (set * 0xff51afd7ed558ccdull));
+}
+static uint64_t chash_of(int32_t state, int32_t frame, uint64_t set) {
+    return mix2((uint64_t)(uint32_t)state, (uint64_t)(uint32_t)frame ^ (set * 0xff51afd7ed558ccdull));
+}
+static uint64_t fkey(const cfgtab_t *t, int32_t i) { return fhash_of(t->frames[i].parent, t->frames[i].ret, t->frames[i].set); }
+static uint64_t ckey(const cfgtab_t *t, int32_t i) { return chash_of(t->cfg[i].state, t->cfg[i].frame, t->cfg[i].set); }
 
-/* The frame (parent, ret), made if new; -1 past the budget. */
-static int32_t frame_get(const sv_token_index_t *ix, int32_t parent, int32_t ret) {
+/* The frame (parent, ret, set), made if new; -1 past the budget. */
+static int32_t frame_get(const sv_token_index_t *ix, int32_t parent, int32_t ret, uint64_t set) {
     cfgtab_t *t = ix->cfg;
-    uint64_t h = mix2((uint64_t)(uint32_t)parent, (uint64_t)(uint32_t)ret);
+    uint64_t h = fhash_of(parent, ret, set);
     if (t->fhcap)
         for (uint32_t p = (uint32_t)h & (t->fhcap - 1);; p = (p + 1) & (t->fhcap - 1)) {
             int32_t i = t->fhash[p];
             if (i < 0) break;
-            if (t->frames[i].parent == parent && t->frames[i].ret == ret) return i;
+            if (t->frames[i].parent == parent && t->frames[i].ret == ret && t->frames[i].set == set) return i;
         }
     if (t->nframes >= FRAME_MAX || !sv_grow((void **)&t->frames, &t->capframes, t->nframes + 1, sizeof *t->frames) ||
         !rehash(&t->fhash, &t->fhcap, t->nframes, fkey, t))
         return -1;
     int32_t i = (int32_t)t->nframes++;
     const frame_t *pf = parent >= 0 ? &t->frames[parent] : NULL;
-    t->frames[i] = (frame_t){parent, ret, pf ? pf->depth + 1 : 1, (pf ? pf->sum : 0) + ix->dfa->dist[ret]};
+    uint64_t esum = ix->dfa->ks ? (pf ? pf->esum : 0) + sv_ks_cost(ix->dfa, ret, set) : 0;
+    t->frames[i] = (frame_t){parent, ret, pf ? pf->depth + 1 : 1, (pf ? pf->sum : 0) + ix->walk->dist[ret], set, esum};
     uint32_t p = (uint32_t)h & (t->fhcap - 1);
     while (t->fhash[p] >= 0) p = (p + 1) & (t->fhcap - 1);
     t->fhash[p] = i;
     return i;
 }
 
-/* The configuration (state, frame), made if new; -1 past the budget. */
-static int32_t cfg_get(const sv_token_index_t *ix, int32_t state, int32_t frame) {
+/* The configuration (state, frame, set), made if new; -1 past the budget. */
+static int32_t cfg_get(const sv_token_index_t *ix, int32_t state, int32_t frame, uint64_t set) {
     cfgtab_t *t = ix->cfg;
-    uint64_t h = mix2((uint64_t)(uint32_t)state, (uint64_t)(uint32_t)frame);
+    uint64_t h = chash_of(state, frame, set);
     if (t->chcap)
         for (uint32_t p = (uint32_t)h & (t->chcap - 1);; p = (p + 1) & (t->chcap - 1)) {
             int32_t i = t->chash[p];
             if (i < 0) break;
-            if (t->cfg[i].state == state && t->cfg[i].frame == frame) return i;
+            if (t->cfg[i].state == state && t->cfg[i].frame == frame && t->cfg[i].set == set) return i;
         }
     uint32_t oldcap = t->capcfg;
     if (t->ncfg >= CFG_MAX || !sv_grow((void **)&t->cfg, &t->capcfg, t->ncfg + 1, sizeof *t->cfg) ||
@@ -169,7 +186,7 @@ static int32_t cfg_get(const sv_token_index_t *ix, int32_t state, int32_t frame)
         memset(t->masks + (size_t)oldcap * nb, 0, (size_t)(t->capcfg - oldcap) * nb * sizeof *m);
     }
     int32_t i = (int32_t)t->ncfg++;
-    t->cfg[i] = (config_t){state, frame};
+    t->cfg[i] = (config_t){state, frame, set};
     uint32_t p = (uint32_t)h & (t->chcap - 1);
     while (t->chash[p] >= 0) p = (p + 1) & (t->chcap - 1);
     t->chash[p] = i;
@@ -185,7 +202,7 @@ sv_status sv_ti_cfg_create(sv_token_index_t *ix) {
     t->bits = malloc((size_t)ix->ts->words * sizeof *t->bits);
     if (!t->ctx || !t->bits) return SV_ERR_NOMEM;
     /* configuration 0: the start with an empty stack */
-    return cfg_get(ix, 0, -1) == 0 ? SV_OK : SV_ERR_NOMEM;
+    return cfg_get(ix, 0, -1, 0) == 0 ? SV_OK : SV_ERR_NOMEM;
 }
 
 void sv_ti_cfg_destroy(struct cfgtab *t) {
@@ -197,8 +214,10 @@ void sv_ti_cfg_destroy(struct cfgtab *t) {
     free(t->masks);
     free(t->maxd);
     free(t->rets);
+    free(t->sets);
     free(t->lret);
     free(t->lpar);
+    free(t->lset);
     free(t->bits);
     if (t->bdist_own) {
         free(t->bdist);
@@ -208,19 +227,25 @@ void sv_ti_cfg_destroy(struct cfgtab *t) {
         for (ctx_entry_t *e = t->ctx[i], *nx; e; e = nx) {
             nx = e->next;
             free(e->rets);
+            free(e->sets);
             free(e);
         }
     free(t->ctx);
     free(t);
 }
 
-/* The stack of configuration v as return states, top first, in t->rets. */
+/* The stack of configuration v as return states, top first, in t->rets
+ * (with key sets, their sets in t->sets). */
 static uint32_t cfg_stack(const sv_token_index_t *ix, int32_t v) {
     cfgtab_t *t = ix->cfg;
     int32_t f = t->cfg[v].frame;
     uint32_t n = f >= 0 ? t->frames[f].depth : 0;
     if (!sv_grow((void **)&t->rets, &t->caprets, n + 1, sizeof *t->rets)) return UINT32_MAX;
-    for (uint32_t i = 0; f >= 0; f = t->frames[f].parent) t->rets[i++] = t->frames[f].ret;
+    if (ix->dfa->ks && !sv_grow((void **)&t->sets, &t->capsets, n + 1, sizeof *t->sets)) return UINT32_MAX;
+    for (uint32_t i = 0; f >= 0; f = t->frames[f].parent, i++) {
+        t->rets[i] = t->frames[f].ret;
+        if (ix->dfa->ks) t->sets[i] = t->frames[f].set;
+    }
     return n;
 }
 
@@ -232,43 +257,64 @@ typedef struct {
     uint32_t popped;
     int64_t rel;
     bool crossed;
+    uint64_t set;  /* with key sets: x's object's keys */
 } cur_t;
 
 /* One byte from cursor c over the real stack rets[0..depth) (top first).
  * *read: the most real frames popped; *bottom: a pop found the stack empty. */
 static bool cstep(const sv_token_index_t *ix, cur_t *c, uint8_t b, uint32_t depth, uint32_t *read, bool *bottom) {
     const sv_dfa_t *d = ix->dfa;
+    const uint32_t *wd = ix->walk->dist;
     cfgtab_t *t = ix->cfg;
     for (int k = 0; k < CFG_POP_MAX; k++) {
         int32_t nx = d->trans[(size_t)c->x * d->nclasses + d->classes[b]];
-        if (nx >= 0) { c->x = nx; return true; }
+        if (nx >= 0) {
+            if (d->ks && (d->ks->flags[nx] & KS_F_CHECK)) { /* a guard: the boundary walk's to take */
+                if (!sv_ks_enter(d, nx, &c->set)) return false;
+                c->crossed = true;
+            }
+            c->x = nx;
+            return true;
+        }
         const sv_dfa_call_t *call = sv_dfa_call_for(d, c->x, b);
         if (call) {
             if (!sv_grow((void **)&t->lret, &t->capl, t->nl + 1, sizeof *t->lret) ||
-                !sv_grow((void **)&t->lpar, &t->caplp, t->nl + 1, sizeof *t->lpar))
+                !sv_grow((void **)&t->lpar, &t->caplp, t->nl + 1, sizeof *t->lpar) ||
+                (d->ks && !sv_grow((void **)&t->lset, &t->capls, t->nl + 1, sizeof *t->lset)))
                 return false;
             t->lret[t->nl] = call->ret;
             t->lpar[t->nl] = c->lt;
+            if (d->ks) t->lset[t->nl] = c->set;
             c->lt = (int32_t)t->nl++;
-            c->rel += d->dist[call->ret];
+            c->rel += wd[call->ret];
             c->x = call->callee;
+            c->set = 0;
             c->crossed = true;
             continue;
         }
         if (!d->accept[c->x]) return false;
         if (c->lt >= 0) {
             c->x = t->lret[c->lt];
-            c->rel -= d->dist[c->x];
+            if (d->ks) c->set = t->lset[c->lt];
+            c->rel -= wd[c->x];
             c->lt = t->lpar[c->lt];
         } else {
             if (c->popped >= depth) { *bottom = true; return false; }
+            if (d->ks) c->set = t->sets[c->popped];
             c->x = t->rets[c->popped++];
-            c->rel -= d->dist[c->x];
+            c->rel -= wd[c->x];
             if (c->popped > *read) *read = c->popped;
         }
         c->crossed = true;
     }
     return false;
+}
+
+/* Whether a token that ends at cursor c leaves a configuration that can
+ * still end (with key sets, not in a key's spelling no key it may write
+ * finishes). */
+static inline bool cur_ok(const sv_token_index_t *ix, const cur_t *c) {
+    return !ix->dfa->ks || sv_ks_viable(ix->dfa, c->x, c->set);
 }
 
 /* Marks a crossing token whose end is dd (relative, as cur_t's rel) from
@@ -283,7 +329,7 @@ static inline void cross_mark(const sv_token_index_t *ix, int32_t id, uint32_t r
 }
 
 static inline int64_t cur_dist(const sv_token_index_t *ix, const cur_t *c) {
-    return (int64_t)ix->dfa->dist[c->x] + c->rel;
+    return (int64_t)ix->walk->dist[c->x] + c->rel;
 }
 
 /* The boundary walk over s0's tails (sv_ti_tails_t): each (first
@@ -298,12 +344,12 @@ static inline int64_t cur_dist(const sv_token_index_t *ix, const cur_t *c) {
  * trie of under 2,000 nodes, where the main trie walk visited tens of
  * thousands of nodes whose subtrees hold some `"`. */
 static void boundary_tails(sv_token_index_t *ix, const tail_trie_t *tt, const sv_ti_tails_t *tv,
-                           const sv_ti_chain_t *ch, int32_t s0, uint32_t run, uint32_t depth, uint32_t *dst,
-                           uint32_t *read, bool *bottom, int64_t *maxd_rel, bool *any) {
+                           const sv_ti_chain_t *ch, int32_t s0, uint64_t set0, uint32_t run, uint32_t depth,
+                           uint32_t *dst, uint32_t *read, bool *bottom, int64_t *maxd_rel, bool *any) {
     cfgtab_t *t = ix->cfg;
     static _Thread_local cur_t cs[SV_TOKEN_SET_MAX_BYTES + 2];
     static _Thread_local uint32_t nls[SV_TOKEN_SET_MAX_BYTES + 2];
-    cs[0] = (cur_t){s0, -1, 0, 0, false};
+    cs[0] = (cur_t){s0, -1, 0, 0, false, set0};
     nls[0] = 0;
     for (uint32_t i = 0, n = tt->nnodes; i < n;) {
         const tail_node_t nd = tt->nodes[i];
@@ -314,14 +360,14 @@ static void boundary_tails(sv_token_index_t *ix, const tail_trie_t *tt, const sv
                 i = nd.skip;
                 continue;
             }
-            c = (cur_t){tv->c, -1, 0, 0, false};
+            c = (cur_t){tv->c, -1, 0, 0, false, set0};
             t->nl = 0;
         } else if (ch && nd.depth == 1) { /* a count of chain characters */
             if (nd.byte > ch->nk) {
                 i = nd.skip;
                 continue;
             }
-            c = (cur_t){ch->sk[nd.byte], -1, 0, 0, false};
+            c = (cur_t){ch->sk[nd.byte], -1, 0, 0, false, set0};
             t->nl = 0;
         } else {
             c = cs[nd.depth - 1];
@@ -336,7 +382,7 @@ static void boundary_tails(sv_token_index_t *ix, const tail_trie_t *tt, const sv
                 continue;
             }
         }
-        if (c.crossed)
+        if (c.crossed && cur_ok(ix, &c))
             for (uint32_t j = nd.tok_lo, e = nd.tok_lo + nd.tok_n; j < e; j++)
                 cross_mark(ix, tt->ids[j], run, cur_dist(ix, &c), dst, maxd_rel, any);
         cs[nd.depth] = c;
@@ -358,8 +404,16 @@ static void quote_bytes(const sv_dfa_t *d, cfgtab_t *t) {
  * call on it or at an accepting one (cstep), so 1 there; elsewhere one
  * more than the nearest direct successor. A breadth-first search back from
  * those states over the direct moves. False when out of memory. */
+/* Whether x has a move that a guard checks (with key sets): the walk's view
+ * lacks it, and a token that takes it crosses. */
+static bool guarded_from(const sv_token_index_t *ix, uint32_t x) {
+    if (ix->walk == ix->dfa) return false;
+    size_t k = ix->dfa->nclasses;
+    return memcmp(ix->dfa->trans + x * k, ix->walk->trans + x * k, k * sizeof *ix->dfa->trans) != 0;
+}
+
 static bool build_bdist(sv_token_index_t *ix) {
-    const sv_dfa_t *d = ix->dfa;
+    const sv_dfa_t *d = ix->walk;
     cfgtab_t *t = ix->cfg;
     if (d->bdist && d->qcrit) { /* found by the link */
         t->bdist = d->bdist;
@@ -401,7 +455,7 @@ static bool build_bdist(sv_token_index_t *ix) {
         for (size_t i = 0; i < E; i++) src[fill[ed[i] >> 32]++] = (uint32_t)ed[i];
         uint32_t qh = 0, qt = 0;
         for (uint32_t x = 0; x < n; x++) {
-            bool event = d->accept[x] || sv_dfa_has_calls(d, (int32_t)x);
+            bool event = d->accept[x] || sv_dfa_has_calls(d, (int32_t)x) || guarded_from(ix, x);
             bd[x] = event ? 1 : BDIST_INF;
         }
         for (uint32_t x = 0; x < n; x++)
@@ -453,7 +507,7 @@ static bool boundary_chain(sv_token_index_t *ix, int32_t s0, sv_ti_chain_t *ch) 
     if (!sv_ti_chain_acquire(ix, s0, sk, ch)) return false;
     const sv_dfa_t *d = ix->dfa;
     int32_t end = sk[ch->nk];
-    if (ch->finite && (d->accept[end] || sv_dfa_has_calls(d, end))) {
+    if (ch->finite && (d->accept[end] || sv_dfa_has_calls(d, end) || guarded_from(ix, (uint32_t)end))) {
         sv_ti_chain_release(ix, ch);
         return false;
     }
@@ -461,8 +515,8 @@ static bool boundary_chain(sv_token_index_t *ix, int32_t s0, sv_ti_chain_t *ch) 
 }
 
 /* The boundary walk of the header comment into dst (zeroed by the caller). */
-static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32_t depth, uint32_t *dst,
-                          uint32_t *read, bool *bottom, int64_t *maxd_rel, bool *any) {
+static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint64_t set0, uint32_t run, uint32_t depth,
+                          uint32_t *dst, uint32_t *read, bool *bottom, int64_t *maxd_rel, bool *any) {
     const sv_token_set_t *ts = ix->ts;
     const sv_dfa_t *d = ix->dfa;
     const node_t *nodes = ts->nodes;
@@ -487,14 +541,14 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
     const uint64_t *first = NULL;
     bool utf8_first = false;
     if (tails) {
-        boundary_tails(ix, tv.trie, &tv, NULL, s0, run, depth, dst, read, bottom, maxd_rel, any);
+        boundary_tails(ix, tv.trie, &tv, NULL, s0, set0, run, depth, dst, read, bottom, maxd_rel, any);
         first = tv.first;
         utf8_first = tv.utf8_first;
     } else if (chain) {
         /* A chain (a string with maxLength): a token made of U characters
          * moves directly along it and crosses nothing, also past its end,
          * where they have no move at all; the others are in its trie. */
-        boundary_tails(ix, ch.ktails, NULL, &ch, s0, run, depth, dst, read, bottom, maxd_rel, any);
+        boundary_tails(ix, ch.ktails, NULL, &ch, s0, set0, run, depth, dst, read, bottom, maxd_rel, any);
         first = ch.first;
         utf8_first = ch.utf8;
     }
@@ -505,13 +559,13 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
             /* tokens that start inside a character (or with no character
              * at all) are not in the tails: walk them whole */
             skip_first[2] = skip_first[3] = ~0ull;
-            boundary_tails(ix, ts->partial, NULL, NULL, s0, run, depth, dst, read, bottom, maxd_rel, any);
+            boundary_tails(ix, ts->partial, NULL, NULL, s0, set0, run, depth, dst, read, bottom, maxd_rel, any);
         }
     }
     if (tails) sv_ti_tails_release(ix, &tv);
     if (chain) sv_ti_chain_release(ix, &ch);
     tails |= chain;
-    cs[0] = (cur_t){s0, -1, 0, 0, false};
+    cs[0] = (cur_t){s0, -1, 0, 0, false, set0};
     t->nl = 0;
     nls[0] = 0;
     const uint32_t N = ts->nnodes;
@@ -535,7 +589,8 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
             }
         }
         t->nl = nls[nd.depth - 1]; /* local frames pushed below this depth are dropped */
-        if ((nd.flags & NODE_SUMMARY) && (c.crossed || (!d->accept[c.x] && !sv_dfa_has_calls(d, c.x)))) {
+        if ((nd.flags & NODE_SUMMARY) && (c.crossed || (!d->accept[c.x] && !sv_dfa_has_calls(d, c.x))) &&
+            !(d->ks && (d->ks->flags[c.x] & KS_F_REGION))) {
             /* A subtree whose bytes all loop on the state by direct moves
              * (string content), or step uniformly along a chain (a string
              * with maxLength) for as many steps as its longest token: its
@@ -564,7 +619,7 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint32_t run, uint32
             i = nd.skip;
             continue;
         }
-        if (c.crossed && (nd.flags & NODE_TOKENS)) {
+        if (c.crossed && (nd.flags & NODE_TOKENS) && cur_ok(ix, &c)) {
             uint32_t lo = ts->ntok_lo[i], k = ts->ntok_n[i];
             for (uint32_t j = 0; j < k; j++) cross_mark(ix, ts->sorted[lo + j], run, cur_dist(ix, &c), dst, maxd_rel, any);
         }
@@ -593,13 +648,18 @@ static uint64_t cfg_sum(const sv_token_index_t *ix, int32_t v) {
     return f >= 0 ? ix->cfg->frames[f].sum : 0;
 }
 
-/* The boundary entry of (state, ws) for v's stack (t->rets, depth). */
-static sv_status ctx_lookup(sv_token_index_t *ix, int32_t s, uint32_t ws, uint32_t depth, ctx_entry_t **out) {
+/* The boundary entry of (state, ws) for v's stack (t->rets, depth) and,
+ * with key sets, v's set and the sets of the frames (t->sets). */
+static sv_status ctx_lookup(sv_token_index_t *ix, int32_t s, uint64_t set, uint32_t ws, uint32_t depth,
+                            ctx_entry_t **out) {
     cfgtab_t *t = ix->cfg;
+    bool ks = ix->dfa->ks != NULL;
     ctx_entry_t **head = &t->ctx[(size_t)s * ix->nbuckets + ws];
     for (ctx_entry_t *e = *head; e; e = e->next) {
         if (depth < e->depth_read || (e->bottom && depth != e->depth_read)) continue;
         if (e->depth_read && memcmp(e->rets, t->rets, e->depth_read * sizeof *e->rets) != 0) continue;
+        if (ks && (e->set0 != set || (e->depth_read && memcmp(e->sets, t->sets, e->depth_read * sizeof *e->sets) != 0)))
+            continue;
         *out = e;
         return SV_OK;
     }
@@ -607,15 +667,18 @@ static sv_status ctx_lookup(sv_token_index_t *ix, int32_t s, uint32_t ws, uint32
     if (!e) return SV_ERR_NOMEM;
     memset(t->bits, 0, (size_t)ix->ts->words * sizeof *t->bits);
     atomic_fetch_add_explicit(&ix->walks, 1, memory_order_relaxed);
-    boundary_walk(ix, s, ws, depth, t->bits, &e->depth_read, &e->bottom, &e->maxd_rel, &e->any);
+    boundary_walk(ix, s, set, ws, depth, t->bits, &e->depth_read, &e->bottom, &e->maxd_rel, &e->any);
+    e->set0 = set;
     if (e->depth_read) {
         e->rets = malloc(e->depth_read * sizeof *e->rets);
-        if (!e->rets) { free(e); return SV_ERR_NOMEM; }
+        e->sets = ks ? malloc(e->depth_read * sizeof *e->sets) : NULL;
+        if (!e->rets || (ks && !e->sets)) { free(e->rets); free(e->sets); free(e); return SV_ERR_NOMEM; }
         memcpy(e->rets, t->rets, e->depth_read * sizeof *e->rets);
+        if (ks) memcpy(e->sets, t->sets, e->depth_read * sizeof *e->sets);
     }
     /* no crossing token: no mask (cfg_mask then takes the pure one as is) */
     sv_status st = e->any ? sv_ti_cons_insert(ix, t->bits, &e->mask) : SV_OK;
-    if (st) { free(e->rets); free(e); return st; }
+    if (st) { free(e->rets); free(e->sets); free(e); return st; }
     e->next = *head;
     *head = e;
     *out = e;
@@ -640,6 +703,7 @@ sv_status sv_ti_cfg_fill(sv_token_index_t *ix, int32_t v, uint32_t ws_run, uint3
     cfgtab_t *t = ix->cfg;
     pthread_mutex_lock(&ix->lock);
     int32_t s = t->cfg[v].state; /* v is known: sv_ti_cfg_mask checked it */
+    uint64_t set = t->cfg[v].set;
     pthread_mutex_unlock(&ix->lock);
     memset(dst, 0, (size_t)words * sizeof *dst);
     sv_ti_walk(ix, s, ws_run, NULL, NULL, dst, NULL);
@@ -652,7 +716,7 @@ sv_status sv_ti_cfg_fill(sv_token_index_t *ix, int32_t v, uint32_t ws_run, uint3
         return SV_ERR_NOMEM;
     }
     memset(t->bits, 0, (size_t)words * sizeof *t->bits);
-    boundary_walk(ix, s, ws_run, depth, t->bits, &read, &bottom, &md, &any);
+    boundary_walk(ix, s, set, ws_run, depth, t->bits, &read, &bottom, &md, &any);
     for (uint32_t w = 0; w < words; w++) dst[w] |= t->bits[w];
     if (cfg_ends(ix, v)) add_eog(ix->ts, dst);
     pthread_mutex_unlock(&ix->lock);
@@ -685,7 +749,7 @@ sv_status sv_ti_cfg_mask(sv_token_index_t *ix, int32_t v, uint32_t ws_run, const
     uint32_t depth = cfg_stack(ix, v);
     ctx_entry_t *e = NULL;
     if (depth == UINT32_MAX) st = SV_ERR_NOMEM;
-    else st = ctx_lookup(ix, s, ws_run, depth, &e);
+    else st = ctx_lookup(ix, s, t->cfg[v].set, ws_run, depth, &e);
     if (st) {
         pthread_mutex_unlock(&ix->lock);
         return st;
@@ -755,27 +819,31 @@ static int32_t cfg_next_locked(sv_token_index_t *ix, int32_t v, int32_t id) {
     if (v < 0 || (uint32_t)v >= t->ncfg) goto out;
     uint32_t depth = cfg_stack(ix, v);
     if (depth == UINT32_MAX) goto out;
-    cur_t c = {t->cfg[v].state, -1, 0, 0, false};
+    cur_t c = {t->cfg[v].state, -1, 0, 0, false, t->cfg[v].set};
     t->nl = 0;
     uint32_t read = 0;
     bool bottom = false;
     const uint8_t *b = ts->buf + ts->off[id];
     for (uint32_t i = 0, L = ts->len[id]; i < L; i++)
         if (!cstep(ix, &c, b[i], depth, &read, &bottom)) goto out;
+    if (!cur_ok(ix, &c)) goto out;
     /* the new stack: v's frame less the popped ones, then the local ones */
     int32_t f = t->cfg[v].frame;
     for (uint32_t i = 0; i < c.popped; i++) f = t->frames[f].parent;
     int32_t loc[CFG_POP_MAX * 64];
+    uint64_t lset[CFG_POP_MAX * 64];
     uint32_t nloc = 0;
     for (int32_t l = c.lt; l >= 0; l = t->lpar[l]) {
         if (nloc == sizeof loc / sizeof *loc) goto out;
+        lset[nloc] = ix->dfa->ks ? t->lset[l] : 0;
         loc[nloc++] = t->lret[l];
     }
     while (nloc) {
-        f = frame_get(ix, f, loc[--nloc]);
+        nloc--;
+        f = frame_get(ix, f, loc[nloc], lset[nloc]);
         if (f < 0) goto out;
     }
-    r = cfg_get(ix, c.x, f);
+    r = cfg_get(ix, c.x, f, c.set);
 out:
     return r < 0 ? SV_DFA_DEAD : r;
 }
@@ -836,7 +904,13 @@ bool sv_token_index_final(const sv_token_index_t *ix, int32_t v) {
 uint32_t sv_token_index_distance(const sv_token_index_t *ix, int32_t v) {
     if (!ix->cfg) return ix->dfa->dist[v];
     pthread_mutex_lock((pthread_mutex_t *)&ix->lock);
-    uint64_t s = (uint64_t)ix->dfa->dist[ix->cfg->cfg[v].state] + cfg_sum(ix, v);
+    uint64_t s;
+    if (ix->dfa->ks) { /* the sets' true distances, not the walk's bounds */
+        int32_t f = ix->cfg->cfg[v].frame;
+        s = (uint64_t)sv_ks_cost(ix->dfa, ix->cfg->cfg[v].state, ix->cfg->cfg[v].set) + (f >= 0 ? ix->cfg->frames[f].esum : 0);
+    } else {
+        s = (uint64_t)ix->dfa->dist[ix->cfg->cfg[v].state] + cfg_sum(ix, v);
+    }
     pthread_mutex_unlock((pthread_mutex_t *)&ix->lock);
     return s > UINT32_MAX - 2 ? UINT32_MAX - 2 : (uint32_t)s;
 }
@@ -864,12 +938,18 @@ uint32_t sv_token_index_completion(const sv_token_index_t *ix, int32_t v, uint8_
     if (depth != UINT32_MAX) {
         /* sv_program_completion wants the top last */
         int32_t *r = ix->cfg->rets;
+        uint64_t *sets = d->ks ? ix->cfg->sets : NULL;
         for (uint32_t i = 0; i < depth / 2; i++) {
             int32_t tmp = r[i];
             r[i] = r[depth - 1 - i];
             r[depth - 1 - i] = tmp;
+            if (sets) {
+                uint64_t ts = sets[i];
+                sets[i] = sets[depth - 1 - i];
+                sets[depth - 1 - i] = ts;
+            }
         }
-        n = sv_program_completion(d, ix->cfg->cfg[v].state, r, depth, buf, cap);
+        n = sv_program_completion_ks(d, ix->cfg->cfg[v].state, ix->cfg->cfg[v].set, r, sets, depth, buf, cap);
     }
     pthread_mutex_unlock((pthread_mutex_t *)&ix->lock);
     return n;
@@ -903,8 +983,14 @@ uint32_t sv_token_index_forced(const sv_token_index_t *ix, int32_t v, uint8_t *b
             uint32_t fl = d->forced_len[x];
             if (fl > cap - n) fl = cap - n;
             memcpy(buf + n, d->forced_buf + d->forced_off[x], fl);
-            for (uint32_t i = 0; i < fl; i++) x = sv_dfa_next(d, x, buf[n + i]);
-            n += fl;
+            uint32_t i = 0;
+            for (; i < fl; i++) {
+                int32_t y = sv_dfa_next(d, x, buf[n + i]);
+                if (d->ks && (d->ks->flags[y] & KS_F_CHECK)) break; /* a guard: the set decides, by tokens */
+                x = y;
+            }
+            n += i;
+            if (i < fl || !fl) break;
             continue;
         }
         const int32_t *row = d->trans + (size_t)x * d->nclasses;
@@ -927,8 +1013,10 @@ uint32_t sv_token_index_forced(const sv_token_index_t *ix, int32_t v, uint8_t *b
             continue;
         }
         if (ncalls || live != 1) break;
+        int32_t y = sv_dfa_next(d, x, (uint8_t)byte);
+        if (d->ks && (d->ks->flags[y] & KS_F_CHECK)) break;
         buf[n++] = (uint8_t)byte;
-        x = sv_dfa_next(d, x, (uint8_t)byte);
+        x = y;
     }
     pthread_mutex_unlock((pthread_mutex_t *)&ix->lock);
     return n;

@@ -45,6 +45,38 @@ void sv_token_index_opts_default(sv_token_index_opts_t *o) {
     o->max_mask_bytes = (size_t)256 << 20;
 }
 
+/* The walks' view of a program with key sets (ix->walk): its tables but
+ * for a copy of the moves without those into states a guard checks. */
+static sv_dfa_t *walk_view(const sv_dfa_t *d) {
+    sv_dfa_t *w = malloc(sizeof *w);
+    size_t cells = (size_t)d->nstates * d->nclasses;
+    int32_t *t = malloc((cells ? cells : 1) * sizeof *t);
+    if (!w || !t) {
+        free(w);
+        free(t);
+        return NULL;
+    }
+    memset(w, 0, sizeof *w);
+    w->nstates = d->nstates;
+    w->nclasses = d->nclasses;
+    memcpy(w->classes, d->classes, sizeof w->classes);
+    memcpy(w->class_rep, d->class_rep, sizeof w->class_rep);
+    for (size_t i = 0; i < cells; i++) t[i] = d->trans[i] >= 0 && (d->ks->flags[d->trans[i]] & KS_F_CHECK) ? SV_DFA_DEAD : d->trans[i];
+    w->trans = t;
+    w->accept = d->accept;
+    w->dist = d->ks->ub;
+    w->forced_off = d->forced_off;
+    w->forced_len = d->forced_len;
+    w->forced_buf = d->forced_buf;
+    w->nforced = d->nforced;
+    w->call_off = d->call_off;
+    w->calls = d->calls;
+    w->ncalls = d->ncalls;
+    w->nparts = d->nparts;
+    w->root_states = d->root_states;
+    return w;
+}
+
 sv_status sv_token_index_create(sv_dfa_t *dfa, const sv_token_set_t *ts, const sv_token_index_opts_t *o,
                                 sv_token_index_t **out, sv_error_t *err) {
     *out = NULL;
@@ -92,7 +124,9 @@ sv_status sv_token_index_create(sv_dfa_t *dfa, const sv_token_set_t *ts, const s
     }
     pthread_mutex_init(&ix->lock, NULL);
     ix->dfa = dfa;
-    if (dfa->call_off && sv_ti_cfg_create(ix)) {
+    ix->walk = dfa;
+    if ((dfa->ks && !(ix->walk = walk_view(dfa))) || (dfa->call_off && sv_ti_cfg_create(ix))) {
+        if (ix->walk == dfa) ix->walk = NULL;
         ix->dfa = NULL;
         sv_token_index_destroy(ix);
         return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
@@ -119,6 +153,10 @@ void sv_token_index_destroy(sv_token_index_t *ix) {
     free(ix->fmasks);
     pthread_mutex_destroy(&ix->lock);
     sv_ti_cfg_destroy(ix->cfg);
+    if (ix->walk && ix->walk != ix->dfa) {
+        free(ix->walk->trans);
+        free((sv_dfa_t *)ix->walk);
+    }
     sv_dfa_destroy(ix->dfa);
     free(ix);
 }
@@ -153,14 +191,24 @@ static bool dist_bounds_tokens(const sv_token_index_t *ix) {
     bool class_ok[256] = {false};
     for (int b = 0; b < 256; b++)
         if ((ts->single[b >> 6] >> (b & 63)) & 1) class_ok[d->classes[b]] = true;
+    /* With key sets the shortest completion may take other bytes: a ','
+     * before a required key, any byte of a key's spelling */
+    if (d->ks && !class_ok[d->classes[',']]) return false;
     for (uint32_t x = 0; x < d->nstates; x++) {
         if (d->accept[x] || d->dist[x] == UINT32_MAX) continue;
         bool ok = false;
         const int32_t *row = d->trans + (size_t)x * d->nclasses;
+        if (d->ks && (d->ks->flags[x] & KS_F_REGION))
+            for (uint32_t c = 0; c < d->nclasses; c++)
+                if (row[c] >= 0 && !class_ok[c]) return false;
+        if (d->ks && d->ks->obj[x] >= 0 && (uint32_t)x == (uint32_t)d->ks->objs[d->ks->obj[x]].start &&
+            !class_ok[d->classes['{']])
+            return false;
         for (uint32_t c = 0; c < d->nclasses && !ok; c++)
             ok = row[c] >= 0 && class_ok[c] && d->dist[row[c]] != UINT32_MAX && d->dist[row[c]] + 1 == d->dist[x];
         for (uint32_t i = d->call_off ? d->call_off[x] : 0, e = d->call_off ? d->call_off[x + 1] : 0; i < e && !ok; i++)
-            ok = (uint64_t)d->dist[d->calls[i].callee] + d->dist[d->calls[i].ret] == d->dist[x];
+            ok = (uint64_t)d->dist[d->calls[i].callee] + (d->ks ? d->ks->xs[d->calls[i].callee] : 0) +
+                     d->dist[d->calls[i].ret] == d->dist[x];
         if (!ok) return false;
     }
     return true;
@@ -254,7 +302,7 @@ void sv_ti_state_loops(const sv_token_index_t *ix, int32_t s, uint64_t out[2]) {
         return;
     }
     uint64_t l[4];
-    loop_set(ix->dfa, s, l);
+    loop_set(ix->walk, s, l);
     out[0] = l[0];
     out[1] = l[1];
     atomic_store_explicit(&ix->st_loop[s][0], l[0], memory_order_relaxed);
@@ -265,7 +313,7 @@ void sv_ti_state_loops(const sv_token_index_t *ix, int32_t s, uint64_t out[2]) {
 bool sv_ti_state_utf8(const sv_token_index_t *ix, int32_t s) {
     uint8_t f = atomic_load_explicit(&ix->st_flags[s], memory_order_acquire);
     if (f & ST_UTF8_KNOWN) return f & ST_UTF8;
-    bool v = sv_ti_utf8_to(ix->dfa, s, s);
+    bool v = sv_ti_utf8_to(ix->walk, s, s);
     atomic_fetch_or_explicit(&ix->st_flags[s], (uint8_t)(ST_UTF8_KNOWN | (v ? ST_UTF8 : 0)), memory_order_release);
     return v;
 }
@@ -276,7 +324,7 @@ int32_t sv_ti_state_uni(const sv_token_index_t *ix, int32_t s, uint64_t set[2]) 
         set[1] = atomic_load_explicit(&ix->st_uniset[s][1], memory_order_relaxed);
         return atomic_load_explicit(&ix->st_uni[s], memory_order_relaxed);
     }
-    const sv_dfa_t *d = ix->dfa;
+    const sv_dfa_t *d = ix->walk;
     const int32_t *row = d->trans + (size_t)s * d->nclasses;
     int32_t tgt[8];
     int cnt[8], nt = 0;
@@ -309,7 +357,7 @@ int32_t sv_ti_state_uni(const sv_token_index_t *ix, int32_t s, uint64_t set[2]) 
 bool sv_ti_state_uni8(const sv_token_index_t *ix, int32_t s, int32_t uni) {
     uint8_t f = atomic_load_explicit(&ix->st_flags[s], memory_order_acquire);
     if (f & ST_UNI8_KNOWN) return f & ST_UNI8;
-    bool v = uni >= 0 && sv_ti_utf8_to(ix->dfa, s, uni);
+    bool v = uni >= 0 && sv_ti_utf8_to(ix->walk, s, uni);
     atomic_fetch_or_explicit(&ix->st_flags[s], (uint8_t)(ST_UNI8_KNOWN | (v ? ST_UNI8 : 0)), memory_order_release);
     return v;
 }
@@ -320,7 +368,7 @@ void sv_ti_state_live(const sv_token_index_t *ix, int32_t s, uint64_t out[2]) {
         out[1] = atomic_load_explicit(&ix->st_live[s][1], memory_order_relaxed);
         return;
     }
-    const sv_dfa_t *d = ix->dfa;
+    const sv_dfa_t *d = ix->walk;
     const int32_t *row = d->trans + (size_t)s * d->nclasses;
     out[0] = out[1] = 0;
     for (int b = 0; b < 128; b++)
@@ -338,7 +386,7 @@ uint32_t sv_ti_state_run(const sv_token_index_t *ix, int32_t s, uint32_t *maxd) 
         *maxd = atomic_load_explicit(&ix->st_runmaxd[s], memory_order_relaxed);
         return atomic_load_explicit(&ix->st_run[s], memory_order_relaxed);
     }
-    const sv_dfa_t *d = ix->dfa;
+    const sv_dfa_t *d = ix->walk;
     int32_t chain[RUN_MAX + 1];
     uint64_t set0[2], set[2];
     int32_t t = sv_ti_state_uni(ix, s, set0);
@@ -428,7 +476,7 @@ static bool chain_ok(const sv_token_index_t *ix, int32_t s, const uint64_t *sb, 
             break;
         }
         s = t;
-        if (ix->dfa->dist[s] > md) md = ix->dfa->dist[s];
+        if (ix->walk->dist[s] > md) md = ix->walk->dist[s];
     }
     *maxd = md + (high ? 3 : 0);
     return true;
@@ -440,7 +488,7 @@ uint64_t ti_visited, ti_bulk_tokens, ti_skipped_root;
 void sv_ti_walk(const sv_token_index_t *ix, int32_t s0, uint32_t run, sv_token_filter_fn filter, void *ctx,
                 uint32_t *dst, uint32_t *maxd_out) {
     const sv_token_set_t *ts = ix->ts;
-    const sv_dfa_t *d = ix->dfa;
+    const sv_dfa_t *d = ix->walk;
     const int32_t *trans = d->trans;
     const uint8_t *cls = d->classes;
     const size_t nc = d->nclasses;
@@ -623,7 +671,7 @@ int32_t sv_token_index_next(const sv_token_index_t *ix, int32_t s, int32_t id) {
     const sv_token_set_t *ts = ix->ts;
     if (s < 0 || id < 0 || (uint32_t)id >= ts->n || ts->kind[id] != SV_TOKKIND_NORMAL) return SV_DFA_DEAD;
     if (ix->cfg) return sv_ti_cfg_next(ix, s, id);
-    const sv_dfa_t *d = ix->dfa;
+    const sv_dfa_t *d = ix->walk;
     const uint8_t *b = ts->buf + ts->off[id];
     for (uint32_t i = 0, L = ts->len[id]; i < L && s >= 0; i++) s = d->trans[(size_t)s * d->nclasses + d->classes[b[i]]];
     return s;

@@ -574,7 +574,7 @@ static void walk_tails(const sv_dfa_t *d, const tail_trie_t *t, const root_sig_t
 /* The signature of s0: c is the state most ASCII bytes lead to. False when
  * it would not pay off. */
 static bool root_signature(const sv_token_index_t *ix, int32_t s0, root_sig_t *sig, int32_t *c_out) {
-    const sv_dfa_t *d = ix->dfa;
+    const sv_dfa_t *d = ix->walk;
     uint64_t first[2];
     int32_t best = sv_ti_state_uni(ix, s0, first); /* the most common live target among ASCII bytes */
     int bestn = __builtin_popcountll(first[0]) + __builtin_popcountll(first[1]);
@@ -645,7 +645,7 @@ static void rest_loops(const sv_token_set_t *ts, const loop_entry_t *le, const u
  * (maxLength reached). */
 bool sv_ti_chain_acquire(const sv_token_index_t *ix, int32_t s0, int32_t *sk, sv_ti_chain_t *out) {
     const sv_token_set_t *ts = ix->ts;
-    const sv_dfa_t *d = ix->dfa;
+    const sv_dfa_t *d = ix->walk;
     uint64_t U[2];
     int32_t s1 = sv_ti_state_uni(ix, s0, U);
     if (s1 < 0 || s1 == s0 || __builtin_popcountll(U[0]) + __builtin_popcountll(U[1]) < ROOT_MIN_LOOP) return false;
@@ -708,12 +708,12 @@ static bool chain_walk(const sv_token_index_t *ix, int32_t s0, uint32_t *dst, ui
             dst[id >> 5] &= ~(1u << (id & 31));
         }
     }
-    walk_tails(ix->dfa, ch.ktails, NULL, sk, ch.nk, s0, dst, &md);
+    walk_tails(ix->walk, ch.ktails, NULL, sk, ch.nk, s0, dst, &md);
     skip_first[0] = ch.first[0];
     skip_first[1] = ch.first[1];
     if (ch.utf8 && ts->have_partial) {
         skip_first[2] = skip_first[3] = ~0ull;
-        walk_tails(ix->dfa, ts->partial, NULL, NULL, 0, s0, dst, &md);
+        walk_tails(ix->walk, ts->partial, NULL, NULL, 0, s0, dst, &md);
     }
     *maxd = md;
     sv_ti_chain_release(ix, &ch);
@@ -722,7 +722,7 @@ static bool chain_walk(const sv_token_index_t *ix, int32_t s0, uint32_t *dst, ui
 
 void sv_ti_walk_start(const sv_token_index_t *ix, int32_t s0, uint32_t *dst, sv_ti_start_t *out) {
     const sv_token_set_t *ts = ix->ts;
-    const sv_dfa_t *d = ix->dfa;
+    const sv_dfa_t *d = ix->walk;
     root_sig_t sig;
     int32_t c;
     *out = (sv_ti_start_t){.c = -1};

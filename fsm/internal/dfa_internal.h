@@ -38,6 +38,9 @@ struct sv_dfa {
      * from the parts' own tables (program.c); NULL when out of memory. */
     uint16_t *bdist;
     uint8_t *qcrit;
+    /* Key sets walked in the frame (--key-order any; program.c, "Key
+     * sets"): NULL when no part is an object with guarded keys. */
+    struct sv_keysets *ks;
     /* What it is charged to the memory account of the compile that built
      * it (util/memacct.h; 0: nothing). */
     uint64_t acct;
@@ -104,7 +107,85 @@ typedef struct sv_dfa_call {
 #define SV_CALL_MARK 0xFF
 #define SV_CALL_DIGIT0 0xF5
 #define SV_CALL_DIGITS 4
-#define SV_CALL_MAX_ID 9999u
+#define SV_CALL_MAX_ID 9799u
+
+/* Key-set guards (program.c, "Key sets"): a call marker whose id is
+ * SV_ANN_BASE + code marks the state before it, in an object part whose
+ * keys may come in any order, instead of calling a part: code k < 64 is
+ * the closing quote of optional key k, SV_ANN_REQ + k of required key k,
+ * SV_ANN_XEND the closing quote of a key the object does not name,
+ * SV_ANN_OPEN the place where a key may start (after '{' and ','), and
+ * SV_ANN_CLOSE the object's '}'. The linker turns each into a mark on
+ * that state (sv_keysets_t), which the walks check against the set of
+ * keys the object has written. */
+#define SV_ANN_BASE 9800u
+#define SV_ANN_REQ 64u
+#define SV_ANN_XEND 128u
+#define SV_ANN_OPEN 129u
+#define SV_ANN_CLOSE 130u
+#define SV_ANN_CODES 131u
+#define SV_KS_MAX_KEYS 64u
+
+/* The AST of a guard marker (code < SV_ANN_CODES). */
+sv_ast_t *sv_ann_marker(sv_arena_t *a, uint32_t code);
+
+/* A linked program's key sets. Per state: ann, its mark (KS_A_*); flags
+ * (KS_F_*); for a state of a key's spelling (a region: from an OPEN mark to
+ * the mark that ends the key), reach, the keys whose end it reaches there;
+ * obj, the object of its part (-1 for other parts); ub, an upper bound on
+ * the bytes to its part's end whatever the set (dist[] for other parts);
+ * xs, what a call to it costs beyond dist[] (the required keys of an object
+ * part's start, 0 elsewhere). */
+enum { KS_A_NONE = 0, KS_A_KEY0 = 1, KS_A_CLOSE = 65, KS_A_XEND = 66, KS_A_OPEN = 67 };
+enum { KS_F_REGION = 1, KS_F_XREACH = 2, KS_F_CREACH = 4, KS_F_CHECK = 8 };
+
+typedef struct sv_kobj {
+    int32_t start;             /* the part's start state */
+    int32_t ropen, rcomma;     /* the OPEN states after '{' and after ',' (-1: none) */
+    uint64_t req, keys;        /* required keys; keys with a state */
+    int32_t kstate[SV_KS_MAX_KEYS]; /* the state after key k's closing quote */
+    uint32_t memcost[SV_KS_MAX_KEYS]; /* `,"k": value` at its shortest, to the next member's end */
+    uint64_t mmax;             /* the memcosts of the required keys: a bound on what is missing */
+    uint32_t nregion;          /* region states (rid numbers them) */
+} sv_kobj_t;
+
+typedef struct sv_keysets {
+    uint8_t *ann, *flags;
+    uint64_t *reach;
+    int32_t *obj;
+    uint32_t *rid;             /* a region state's number in its object */
+    uint32_t *ub, *xs;
+    sv_kobj_t *objs;
+    uint32_t nobjs;
+} sv_keysets_t;
+
+void sv_keysets_free(sv_keysets_t *ks);
+
+/* Entering state y of d (d->ks non-NULL) with the object's key set *set:
+ * false when y's mark refuses it (a key already written, a close with a
+ * required key missing), else true with the key added. */
+static inline bool sv_ks_enter(const struct sv_dfa *d, int32_t y, uint64_t *set) {
+    const sv_keysets_t *ks = d->ks;
+    uint8_t a = ks->ann[y];
+    if (a >= KS_A_KEY0 && a < KS_A_KEY0 + SV_KS_MAX_KEYS) {
+        uint64_t bit = 1ull << (a - KS_A_KEY0);
+        if (*set & bit) return false;
+        *set |= bit;
+    } else if (a == KS_A_CLOSE) {
+        uint64_t req = ks->objs[ks->obj[y]].req;
+        if ((*set & req) != req) return false;
+    }
+    return true;
+}
+/* Whether a walk in y with set can still end its object (always, outside
+ * a key's spelling). */
+bool sv_ks_viable(const struct sv_dfa *d, int32_t y, uint64_t set);
+/* The fewest bytes from state x with set to its part's end (the set
+ * matters in an object part only). */
+uint32_t sv_ks_cost(const struct sv_dfa *d, int32_t x, uint64_t set);
+/* sv_program_completion with the key sets: set is x's, sets[i] ret[i]'s. */
+uint32_t sv_program_completion_ks(const struct sv_dfa *d, int32_t x, uint64_t set, const int32_t *ret,
+                                  const uint64_t *sets, uint32_t n, uint8_t *buf, uint32_t cap);
 
 /* The digit bytes of a call marker for part id, most significant first. */
 void sv_call_digits(uint32_t id, uint8_t digits[SV_CALL_DIGITS]);

@@ -101,6 +101,11 @@ typedef struct sctx {
     /* Key sets (--key-order any) are off (no_keysets > 0) while building a
      * language that a difference sees (sv_sc_keysets). */
     uint32_t no_keysets;
+    /* Key sets in the walk (program.c, "Key sets"): an object too wide for
+     * its automaton of key sets is a part whose guards the walk checks
+     * against the keys written; off in the retry after a conflict that
+     * such an object was in (frames_used). */
+    bool frames, frames_used;
     bool calls_conflict;
     /* Free-form values as calls inside products too (program_product.c):
      * on in the first attempt; any_products_used says the compile made

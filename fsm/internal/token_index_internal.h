@@ -97,6 +97,12 @@ typedef struct {
 struct sv_token_index {
     uint64_t serial; /* sv_token_index_serial: unique in the process, from 1 */
     sv_dfa_t *dfa;
+    /* What the plain walks read (masks of tokens that stay in a part, and
+     * their shortcuts): dfa itself, or for a program with key sets a view
+     * of it without the moves that a guard checks (into a key's spelling,
+     * a key's end, an object's close), which the boundary walk takes with
+     * the set (token_config.c), and with dist[] the bounds ub[]. */
+    const sv_dfa_t *walk;
     const sv_token_set_t *ts;
     sv_token_index_opts_t o;
     uint32_t nbuckets;                 /* ws_cap + 1 */

@@ -464,6 +464,7 @@ int sv_cmd_compile(int argc, char **argv) {
             json_object_set_new(stats, "parts", json_integer(sv_dfa_num_parts(dfa)));
             json_object_set_new(stats, "max_length_narrowed", json_integer(o.info.nnarrowed));
             json_object_set_new(stats, "key_order_narrowed", json_integer(o.info.nkey_order_narrowed));
+            json_object_set_new(stats, "key_set_frames", json_integer(o.info.nkey_set_frames));
             json_object_set_new(stats, "discriminator_required", json_integer(o.info.ndiscriminator_required));
             json_object_set_new(stats, "memory_peak_bytes", json_integer((json_int_t)o.info.mem_peak));
             /* What a budget made the compiler drop (schema.h SV_SCHEMA_NARROWED_*). */

@@ -89,6 +89,10 @@ static bool opens(const vocab_t *v, int32_t id) {
  * to the nearest state with a call or a final one (1 there), and whether
  * each way there takes the quote's class. */
 static void check_bdist(const char *schema, const sv_dfa_t *d) {
+    if (d->ks) { /* guards cross too: the token index finds them (token_config.c) */
+        CHECK(!d->bdist && !d->qcrit, "%s: the link found boundary distances without the guards", schema);
+        return;
+    }
     CHECK(d->bdist && d->qcrit, "%s: the link left no boundary distances", schema);
     if (!d->bdist || !d->qcrit) return;
     uint32_t n = d->nstates, k = d->nclasses, kq = d->classes['"'], bad = 0;
@@ -164,6 +168,9 @@ static uint32_t walks_dfa(const char *schema, sv_dfa_t *d, const vocab_t *v, con
             uint32_t dist = sv_token_index_distance(ix, st);
             uint32_t cl = sv_token_index_completion(ix, st, buf, 1 << 15);
             CHECK(cl == dist, "completion %u bytes, distance %u", cl, dist);
+            /* every configuration a walk reaches can still end: no dead end */
+            CHECK(cl != UINT32_MAX, "%s seed %u step %u: no completion after '%.*s'", schema, seed, step,
+                  (int)(len > 60 ? 60 : len), (const char *)text + (len > 60 ? len - 60 : 0));
             if (cl == dist && len + cl < (1 << 16)) {
                 memcpy(text + len, buf, cl);
                 CHECK(sv_dfa_matches(pd, text, len + cl), "the completion does not complete the text");
@@ -365,8 +372,54 @@ static void deep(void) {
 }
 
 /* The matcher under budgets: random walks end accepting within it. */
-static void budgets(const vocab_t *v, const sv_token_set_t *ts) {
-    const char *schema = "{\"type\": \"object\", \"properties\": {\"a\": {}, \"b\": {\"type\": \"array\"}}, \"required\": [\"a\", \"b\"]}";
+/* The mask bit of byte token b after text (walked a byte token at a time). */
+static int byte_allowed(sv_token_index_t *ix, const char *text, uint8_t b) {
+    int32_t st = 0;
+    for (const char *p = text; *p && st >= 0; p++) st = sv_token_index_next(ix, st, (uint8_t)*p);
+    const uint32_t *mask;
+    if (st < 0 || sv_token_index_mask(ix, st, 0, &mask, NULL)) return -1;
+    return (int)((mask[b >> 5] >> (b & 31)) & 1);
+}
+
+/* Where the key set decides (program.c, "Key sets"): a key's spelling that
+ * only written keys finish, a key written again, a close with a required
+ * key missing; the masks and sv_program_viable against the answers worked
+ * out by hand. */
+static void frames_dead_ends(const char *schema, const sv_token_set_t *ts) {
+    sv_dfa_t *d = compile(schema, true, SV_WS_CANONICAL);
+    if (!d) return;
+    sv_token_index_t *ix;
+    sv_error_t e;
+    if (sv_token_index_create(d, ts, NULL, &ix, &e)) { CHECK(0, "index: %s", e.message); return; }
+    static const struct { const char *text; char next; int want; } cases[] = {
+        {"[{\"name\": \"ab\", \"names\": [], \"namespace\": true, \"n\": 1, \"", 'n', 0}, /* every n... key written */
+        {"[{\"name\": \"ab\", \"names\": [], \"namespace\": true, \"n\": 1, \"", 'k', 1},
+        {"[{\"name\": \"ab\", \"names\": [], \"n\": 1, \"nam", 'e', 1},                   /* namespace is left */
+        {"[{\"name\": \"ab\", \"names\": [], \"n\": 1, \"name", 's', 1},
+        {"[{\"name\": \"ab\", \"names\": [], \"n\": 1, \"name", '"', 0},                   /* name again */
+        {"[{\"name\": \"ab\", \"names\": [], \"n\": 1, \"names", '"', 0},
+        {"[{\"name\": \"ab\", \"k3\": 1", '}', 0},                                            /* inner missing */
+        {"[{\"name\": \"ab\", \"k3\": 1", ',', 1},
+        {"[{\"inner\": {\"q2\": 7, \"q11\": 1}, \"k3\": 1, \"name\": \"\"", '}', 1},
+        {"[{\"inner\": {\"q11\": 1", '}', 0},                                                  /* q2 missing */
+        {"[{\"inner\": {\"q11\": 1, \"zz\": 3, \"q2\": 0", '}', 1},                      /* an extra key */
+        {"[{\"inner\": {\"q11\": 1, \"q2\": 0}, \"name\": \"a\", \"k3\": 2}, {\"k3\": 1, \"", 'k', 1},
+        {"[{\"inner\": {\"q11\": 1, \"q2\": 0}, \"name\": \"a\", \"k3\": 2}, {\"k3\": 1, \"k", '3', 0},
+    };
+    uint8_t text[512];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int got = byte_allowed(ix, cases[i].text, (uint8_t)cases[i].next);
+        size_t n = strlen(cases[i].text);
+        memcpy(text, cases[i].text, n);
+        text[n] = (uint8_t)cases[i].next;
+        int viable = sv_program_viable(d, text, n + 1);
+        CHECK(got == cases[i].want && viable == cases[i].want, "after '%s' the byte '%c': mask %d, viable %d, want %d",
+              cases[i].text, cases[i].next, got, viable, cases[i].want);
+    }
+    sv_token_index_destroy(ix);
+}
+
+static void budgets(const vocab_t *v, const sv_token_set_t *ts, const char *schema) {
     sv_dfa_t *d = compile(schema, true, SV_WS_CANONICAL);
     if (!d) return;
     sv_token_index_t *ix;
@@ -469,7 +522,38 @@ int main(void) {
     structural_tag_walks(&v, ts);
     framed_walks(&v, ts);
     deep();
-    budgets(&v, ts);
+    budgets(&v, ts, "{\"type\": \"object\", \"properties\": {\"a\": {}, \"b\": {\"type\": \"array\"}}, \"required\": [\"a\", \"b\"]}");
+    {   /* Objects too wide for key sets keep their set in the walk (program.c
+         * "Key sets"): keys that are prefixes of one another (a key's
+         * spelling alive for its bytes and dead for the set), required keys,
+         * no extra keys, then extra keys of a schema, one such object inside
+         * another (frames that save a set) and inside an array's items. */
+        char inner[4096], outer[8192];
+        int at = snprintf(inner, sizeof inner, "{\"type\": \"object\", \"properties\": {");
+        for (int i = 0; i < 18; i++)
+            at += snprintf(inner + at, sizeof inner - (size_t)at, "%s\"q%d\": {\"type\": \"%s\"}", i ? ", " : "", i,
+                           i % 3 ? "integer" : "boolean");
+        snprintf(inner + at, sizeof inner - (size_t)at,
+                 "}, \"required\": [\"q2\", \"q11\"], \"additionalProperties\": {\"type\": \"integer\"}}");
+        at = snprintf(outer, sizeof outer, "{\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": "
+                      "{\"n\": {\"type\": \"integer\"}, \"name\": {\"type\": \"string\", \"maxLength\": 3}, "
+                      "\"names\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}, "
+                      "\"namespace\": {\"type\": \"boolean\"}, \"inner\": %s", inner);
+        for (int i = 0; i < 14; i++)
+            at += snprintf(outer + at, sizeof outer - (size_t)at, ", \"k%d\": {%s}", i, i % 4 ? "\"type\": \"integer\"" : "");
+        snprintf(outer + at, sizeof outer - (size_t)at,
+                 "}, \"required\": [\"name\", \"k3\", \"inner\"], \"additionalProperties\": false}}");
+        key_order = SV_KEY_ORDER_ANY;
+        sv_dfa_t *kd = compile(outer, true, SV_WS_CANONICAL);
+        CHECK(kd && kd->ks && kd->ks->nobjs == 2, "the wide objects keep no key sets in the walk");
+        sv_dfa_destroy(kd);
+        frames_dead_ends(outer, ts);
+        walks(inner, &v, ts, 6, 160);
+        walks(outer, &v, ts, 6, 220);
+        budgets(&v, ts, outer);
+        budgets(&v, ts, inner);
+        key_order = SV_KEY_ORDER_SCHEMA;
+    }
     sv_token_set_destroy(ts);
     for (uint32_t i = 0; i < v.n; i++) free(v.bytes[i]);
     free(v.bytes);
