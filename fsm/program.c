@@ -374,6 +374,7 @@ void sv_keysets_free(sv_keysets_t *ks) {
     free(ks->ub);
     free(ks->xs);
     free(ks->objs);
+    free(ks->conds);
     free(ks);
 }
 
@@ -382,9 +383,8 @@ static inline bool ks_is_end(uint8_t a) { return ks_is_key(a) || a == KS_A_XEND 
 
 static inline uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a || a + b > UINT32_MAX - 2 ? UINT32_MAX - 2 : a + b; }
 
-/* What the required keys missing from set cost (UINT32_MAX - 2 at most). */
-static uint64_t ks_missing(const sv_kobj_t *o, uint64_t set) {
-    uint64_t m = o->req & ~set, sum = 0;
+static uint64_t ks_sum(const sv_kobj_t *o, uint64_t m) {
+    uint64_t sum = 0;
     while (m) {
         sum = sat_add(sum, o->memcost[__builtin_ctzll(m)]);
         m &= m - 1;
@@ -392,13 +392,28 @@ static uint64_t ks_missing(const sv_kobj_t *o, uint64_t set) {
     return sum;
 }
 
+/* What the keys a close still needs after set cost at their shortest
+ * (UINT32_MAX - 2 at most): the required keys and the dependencies of
+ * what is written, closed under dependencies; where an anyOf of required
+ * keys is not met, the one of them that costs least with its own. Every
+ * condition only asks for more keys, so this is the least. */
+static uint64_t ks_missing(const sv_kobj_t *o, uint64_t set) {
+    uint64_t t = sv_ks_closure(o, set | o->req);
+    const sv_kcond_t *k = o->cond;
+    if (!k || !k->anyreq || (t & k->anyreq)) return ks_sum(o, t & ~set);
+    uint64_t best = UINT32_MAX - 2;
+    for (uint64_t m = k->anyreq & o->keys; m; m &= m - 1) {
+        uint64_t c = ks_sum(o, sv_ks_closure(o, t | (m & -m)) & ~set);
+        if (c < best) best = c;
+    }
+    return best;
+}
+
 bool sv_ks_viable(const sv_dfa_t *d, int32_t y, uint64_t set) {
     const sv_keysets_t *ks = d->ks;
     uint8_t f = ks->flags[y];
     if (!(f & KS_F_REGION) || (f & KS_F_XREACH) || (ks->reach[y] & ~set)) return true;
-    if (!(f & KS_F_CREACH)) return false;
-    uint64_t req = ks->objs[ks->obj[y]].req;
-    return (set & req) == req;
+    return (f & KS_F_CREACH) && sv_ks_close_ok(&ks->objs[ks->obj[y]], set);
 }
 
 /* Scratch for searches over one object's region (rid numbers). */
@@ -459,7 +474,7 @@ static uint64_t region_best(const sv_dfa_t *d, const sv_kobj_t *o, int32_t x, ui
             } else if (a == KS_A_XEND) {
                 after = sat_add(d->dist[t], ks_missing(o, set));
             } else if (a == KS_A_CLOSE) {
-                if ((set & o->req) != o->req) continue;
+                if (!sv_ks_close_ok(o, set)) continue;
                 after = 0;
             } else {
                 continue;
@@ -525,7 +540,12 @@ static void ks_costs(sv_dfa_t *d, uint32_t oi) {
             }
         }
     }
-    o->mmax = ks_missing(o, 0);
+    uint64_t need = o->req;
+    if (o->cond) {
+        need |= o->cond->anyreq;
+        for (uint32_t i = 0; i < o->cond->ndeps; i++) need |= 1ull << o->cond->dep_b[i];
+    }
+    o->mmax = ks_sum(o, need & o->keys);
     int32_t ex, ef;
     uint8_t ec;
     uint64_t b = region_best(d, o, o->ropen, 0, &r, &ex, &ef, &ec);
@@ -608,7 +628,8 @@ static bool row_dead(const sv_dfa_t *d, uint32_t x) {
 /* The marks of the guards (the header of this section): each marker's
  * state takes the row of the state after it; then the objects, their
  * regions and what each region state reaches. */
-static sv_status ks_build(sv_dfa_t *d, const uint32_t *base, const linker_t *L, edges_t *E, sv_error_t *err) {
+static sv_status ks_build(sv_dfa_t *d, const uint32_t *base, const linker_t *L, edges_t *E, const sv_kcond_t *conds,
+                         uint32_t nconds, sv_error_t *err) {
     uint32_t n = d->nstates, nc = d->nclasses, np = L->nparts, nobj = 0;
     sv_keysets_t *ks = calloc(1, sizeof *ks);
     int32_t *pobj = malloc((np ? np : 1) * sizeof *pobj);
@@ -626,7 +647,8 @@ static sv_status ks_build(sv_dfa_t *d, const uint32_t *base, const linker_t *L, 
     ks->ub = malloc((n ? n : 1) * sizeof *ks->ub);
     ks->xs = calloc(n ? n : 1, sizeof *ks->xs);
     ks->objs = calloc(nobj ? nobj : 1, sizeof *ks->objs);
-    if (!ks->ann || !ks->flags || !ks->reach || !ks->obj || !ks->rid || !ks->ub || !ks->xs || !ks->objs) goto nomem;
+    ks->conds = calloc(nobj ? nobj : 1, sizeof *ks->conds);
+    if (!ks->conds || !ks->ann || !ks->flags || !ks->reach || !ks->obj || !ks->rid || !ks->ub || !ks->xs || !ks->objs) goto nomem;
     ks->nobjs = nobj;
     for (uint32_t p = 0; p < np; p++) {
         for (uint32_t x = base[p]; x < base[p + 1]; x++) ks->obj[x] = pobj[p];
@@ -649,6 +671,12 @@ static sv_status ks_build(sv_dfa_t *d, const uint32_t *base, const linker_t *L, 
             o->keys |= 1ull << k;
             if (a->code >= SV_ANN_REQ) o->req |= 1ull << k;
             ks->ann[x] = (uint8_t)(KS_A_KEY0 + k);
+        } else if (a->code >= SV_ANN_COND0) { /* a close with conditions */
+            uint32_t j = a->code - SV_ANN_COND0;
+            if (j >= nconds || o->cond) goto shared;
+            ks->conds[pobj[a->part]] = conds[j];
+            o->cond = &ks->conds[pobj[a->part]];
+            ks->ann[x] = KS_A_CLOSE;
         } else {
             ks->ann[x] = a->code == SV_ANN_XEND ? KS_A_XEND : a->code == SV_ANN_OPEN ? KS_A_OPEN : KS_A_CLOSE;
         }
@@ -687,6 +715,11 @@ static sv_status ks_build(sv_dfa_t *d, const uint32_t *base, const linker_t *L, 
         if (o->ropen < 0) goto shared;
         for (uint64_t m = o->req; m; m &= m - 1)
             if (o->kstate[__builtin_ctzll(m)] < 0) goto shared;
+        /* a condition's keys are the object's (the compiler drops the keys
+         * whose dependency cannot be written) */
+        const sv_kcond_t *k = o->cond;
+        for (uint32_t j = 0; k && j < k->ndeps; j++)
+            if (k->dep_a[j] >= SV_KS_MAX_KEYS || k->dep_b[j] >= SV_KS_MAX_KEYS || !(o->keys >> k->dep_b[j] & 1)) goto shared;
     }
     /* regions: from the OPEN states over direct moves up to the ends */
     uint32_t qt = 0;
@@ -1598,6 +1631,11 @@ out:
 
 sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void *ctx, const sv_fsm_limits_t *lim,
                           sv_dfa_t **out, sv_error_t *err) {
+    return sv_program_link_ks(root, resolve, ctx, NULL, 0, lim, out, err);
+}
+
+sv_status sv_program_link_ks(const sv_dfa_t *root, sv_call_resolve_fn resolve, void *ctx, const sv_kcond_t *conds,
+                             uint32_t nconds, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
     *out = NULL;
     linker_t L = {0};
     sv_dfa_t *d = NULL;
@@ -1734,7 +1772,7 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
         free(fill);
     }
     d->ncalls = L.nsites;
-    if (L.nanns && (st = ks_build(d, base, &L, &E, err))) goto fail;
+    if (L.nanns && (st = ks_build(d, base, &L, &E, conds, nconds, err))) goto fail;
     if ((st = check_choices(d, base, err))) goto fail;
     if ((st = distances(d, base, &E, err))) goto fail;
     if (d->ks && !ks_bounds(d, base)) goto nomem;

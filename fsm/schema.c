@@ -3049,7 +3049,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
         if (!st && sv_dfa_has_markers(*out)) {
             sv_dfa_t *raw = *out, *prog = NULL;
             sv_error_clear(&e);
-            st = sv_program_link(raw, resolve_part, &c, sv_sc_lim(&c), &prog, &e);
+            st = sv_program_link_ks(raw, resolve_part, &c, c.kconds, c.nkconds, sv_sc_lim(&c), &prog, &e);
             sv_dfa_destroy(raw);
             *out = prog;
             if (st == SV_ERR_UNSUPPORTED) c.calls_conflict = true;

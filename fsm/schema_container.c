@@ -758,19 +758,78 @@ static sv_ast_t *sep_open(sctx_t *c, sv_ast_t *open) {
  * SV_ANN_XEND (in extra), the places a key may start by SV_ANN_OPEN and the
  * '}' by SV_ANN_CLOSE: {OPEN ws (}CLOSE | M (,OPEN ws M)* ws }CLOSE). The
  * object becomes a part of its own, so that its guards stand for one set. */
-static sv_status object_frames(sctx_t *c, const member_t *mem, uint32_t n, sv_ast_t *extra, sv_ast_t **out) {
+static sv_status object_frames(sctx_t *c, const member_t *mem, uint32_t n, const dep_t *deps, uint32_t ndeps,
+                                const uint8_t *any_w, sv_ast_t *extra, sv_ast_t **out) {
     sv_ast_t **alts = sv_arena_alloc(c->arena, (n + 1) * sizeof *alts);
-    sv_ast_t *colon = sv_sc_colon(c), *open = sv_ann_marker(c->arena, SV_ANN_OPEN);
-    sv_ast_t *close = sv_ann_marker(c->arena, SV_ANN_CLOSE), *ws = sv_sc_ws(c);
-    if (!alts || !colon || !open || !close || !ws) return sv_sc_nomem(c);
+    sv_ast_t *colon = sv_sc_colon(c), *open = sv_ann_marker(c->arena, SV_ANN_OPEN), *ws = sv_sc_ws(c);
+    int32_t *kof = sv_arena_alloc(c->arena, (n + 1) * sizeof *kof); /* member -> key number, -1: none */
+    bool *never = sv_arena_alloc(c->arena, n + 1);
+    if (!alts || !colon || !open || !ws || !kof || !never) return sv_sc_nomem(c);
+    /* a key whose dependency cannot be written cannot be written either */
+    for (uint32_t i = 0; i < n; i++) never[i] = !mem[i].allowed;
+    for (bool more = true; more;) {
+        more = false;
+        for (uint32_t d = 0; d < ndeps; d++)
+            if (never[deps[d].b] && !never[deps[d].a]) never[deps[d].a] = more = true;
+    }
     uint32_t na = 0, k = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (!mem[i].allowed) continue;
+        kof[i] = -1;
+        if (never[i]) {
+            if (mem[i].required && mem[i].allowed)
+                return sv_sc_fail(c, SV_ERR_EMPTY, "required", "required property \"%s\" depends on one that cannot be written", mem[i].key);
+            continue;
+        }
+        /* The guards name the required keys: a required member whose value
+         * turns out empty (a $ref to an unsatisfiable object) would take its
+         * guard with it, and the close would not miss it. Values become DFAs
+         * here, which the object's automaton then embeds. */
+        sv_dfa_t *vd;
+        sv_status st = sv_sc_to_dfa(c, mem[i].value, &vd);
+        if (st) return st;
+        if (!vd) {
+            if (!mem[i].required) continue;
+            return sv_sc_fail(c, SV_ERR_EMPTY, "required", "required property \"%s\" can have no valid value", mem[i].key);
+        }
+        sv_ast_t *val = sv_ast_dfa(c->arena, vd, false);
+        kof[i] = (int32_t)k;
         sv_ast_t *g = sv_ann_marker(c->arena, (mem[i].required ? SV_ANN_REQ : 0) + k++);
-        sv_ast_t *key = g ? sv_sc_cat2(c, sv_sc_key(c, mem[i].key, strlen(mem[i].key)), g) : NULL;
-        if (!(alts[na++] = sv_sc_cat3(c, key, colon, mem[i].value))) return sv_sc_nomem(c);
+        sv_ast_t *key = g && val ? sv_sc_cat2(c, sv_sc_key(c, mem[i].key, strlen(mem[i].key)), g) : NULL;
+        if (!(alts[na++] = sv_sc_cat3(c, key, colon, val))) return sv_sc_nomem(c);
     }
     if (extra) alts[na++] = extra;
+    /* the close's conditions: dependencies among the keys written, and an
+     * anyOf of required keys */
+    sv_kcond_t kc = {0};
+    for (uint32_t d = 0; d < ndeps; d++) {
+        if (kof[deps[d].a] < 0) continue; /* never written: nothing to ask */
+        kc.dep_a[kc.ndeps] = (uint8_t)kof[deps[d].a];
+        kc.dep_b[kc.ndeps++] = (uint8_t)kof[deps[d].b];
+    }
+    bool any = false;
+    for (uint32_t i = 0; any_w && i < n; i++)
+        if (any_w[i]) {
+            any = true;
+            if (kof[i] >= 0) kc.anyreq |= 1ull << kof[i];
+        }
+    if (any && !kc.anyreq) return sv_sc_fail(c, SV_ERR_EMPTY, "anyOf", "no key the anyOf requires can be written");
+    uint32_t code = SV_ANN_CLOSE;
+    if (kc.ndeps || kc.anyreq) {
+        if (SV_ANN_COND0 + c->nkconds >= SV_ANN_CODES)
+            return sv_sc_fail(c, SV_ERR_BUDGET, "properties", "more than %u objects with key conditions keep their key sets",
+                              SV_ANN_CODES - SV_ANN_COND0);
+        if (c->nkconds == c->capkconds) {
+            uint32_t cap = c->capkconds ? 2 * c->capkconds : 8;
+            sv_kcond_t *nk = sv_arena_alloc(c->arena, cap * sizeof *nk);
+            if (!nk) return sv_sc_nomem(c);
+            if (c->nkconds) memcpy(nk, c->kconds, c->nkconds * sizeof *nk);
+            c->kconds = nk;
+            c->capkconds = cap;
+        }
+        code = SV_ANN_COND0 + c->nkconds;
+        c->kconds[c->nkconds++] = kc;
+    }
+    sv_ast_t *close = sv_ann_marker(c->arena, code);
     sv_ast_t *m = sv_ast_alt(c->arena, alts, na), *sep = sep_open(c, open);
     sv_ast_t *more = m && sep ? sv_ast_repeat(c->arena, sv_sc_cat2(c, sep, m), 0, SV_AST_INF) : NULL;
     sv_ast_t *shut = sv_sc_cat2(c, sv_sc_lit(c, "}", 1), close);
@@ -1129,14 +1188,14 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     /* Too many keys for the automaton of key sets: the walk keeps the set
      * (program.c, "Key sets"), where the object's language needs nothing
      * beside it (no count, no dependency, no key condition). */
-    if (keyset && !any_order && c->frames && sv_sc_calls(c) && ndeps == 0 && nbits == 0 && !has_min && !has_max &&
+    if (keyset && !any_order && c->frames && sv_sc_calls(c) && one_bit < 0 && !cond_ok && !has_min && !has_max &&
         nallowed >= 2 && nallowed <= SV_KS_MAX_KEYS) {
         sv_ast_t *xend = sv_ann_marker(c->arena, SV_ANN_XEND), *fextra = NULL;
         if (!xend) return sv_sc_nomem(c);
         if (extra && (st = extras(c, s, child_orders, sv_sc_child_level(c, loc), mem, n, names, names_empty, false, xend,
                                   &fextra)))
             return st;
-        if ((st = object_frames(c, mem, n, fextra, out))) return st;
+        if ((st = object_frames(c, mem, n, deps, ndeps, any_w, fextra, out))) return st;
         c->frames_used = true;
         c->more_orders = true;
         if (c->info) c->info->nkey_set_frames++;

@@ -107,7 +107,7 @@ typedef struct sv_dfa_call {
 #define SV_CALL_MARK 0xFF
 #define SV_CALL_DIGIT0 0xF5
 #define SV_CALL_DIGITS 4
-#define SV_CALL_MAX_ID 9799u
+#define SV_CALL_MAX_ID 8999u
 
 /* Key-set guards (program.c, "Key sets"): a call marker whose id is
  * SV_ANN_BASE + code marks the state before it, in an object part whose
@@ -115,15 +115,27 @@ typedef struct sv_dfa_call {
  * the closing quote of optional key k, SV_ANN_REQ + k of required key k,
  * SV_ANN_XEND the closing quote of a key the object does not name,
  * SV_ANN_OPEN the place where a key may start (after '{' and ','), and
- * SV_ANN_CLOSE the object's '}'. The linker turns each into a mark on
+ * SV_ANN_CLOSE the object's '}' (SV_ANN_COND0 + j: with the key
+ * conditions j of the link's sv_kcond_t table). The linker turns each into a mark on
  * that state (sv_keysets_t), which the walks check against the set of
  * keys the object has written. */
-#define SV_ANN_BASE 9800u
+#define SV_ANN_BASE 9000u
 #define SV_ANN_REQ 64u
 #define SV_ANN_XEND 128u
 #define SV_ANN_OPEN 129u
 #define SV_ANN_CLOSE 130u
-#define SV_ANN_CODES 131u
+#define SV_ANN_COND0 131u
+#define SV_ANN_CODES 1000u
+
+/* What an object's close needs beside its required keys, in its key
+ * numbers: each dependency's key when its trigger is written, and one key
+ * of anyreq (anyOf of single required keys) when it is not 0. Conditions
+ * that writing a key could break (not, oneOf) are not taken this way. */
+typedef struct sv_kcond {
+    uint64_t anyreq;
+    uint32_t ndeps;
+    uint8_t dep_a[64], dep_b[64];
+} sv_kcond_t;
 #define SV_KS_MAX_KEYS 64u
 
 /* The AST of a guard marker (code < SV_ANN_CODES). */
@@ -145,7 +157,8 @@ typedef struct sv_kobj {
     uint64_t req, keys;        /* required keys; keys with a state */
     int32_t kstate[SV_KS_MAX_KEYS]; /* the state after key k's closing quote */
     uint32_t memcost[SV_KS_MAX_KEYS]; /* `,"k": value` at its shortest, to the next member's end */
-    uint64_t mmax;             /* the memcosts of the required keys: a bound on what is missing */
+    uint64_t mmax;             /* what the keys a close may need cost: a bound on what is missing */
+    const sv_kcond_t *cond;    /* NULL: the required keys alone */
     uint32_t nregion;          /* region states (rid numbers them) */
 } sv_kobj_t;
 
@@ -157,7 +170,28 @@ typedef struct sv_keysets {
     uint32_t *ub, *xs;
     sv_kobj_t *objs;
     uint32_t nobjs;
+    sv_kcond_t *conds;         /* the objects' conditions (copies of the link's) */
 } sv_keysets_t;
+
+/* set closed under o's dependencies. */
+static inline uint64_t sv_ks_closure(const sv_kobj_t *o, uint64_t set) {
+    const sv_kcond_t *k = o->cond;
+    for (bool more = k && k->ndeps; more;) {
+        more = false;
+        for (uint32_t i = 0; i < k->ndeps; i++)
+            if ((set >> k->dep_a[i] & 1) && !(set >> k->dep_b[i] & 1)) set |= 1ull << k->dep_b[i], more = true;
+    }
+    return set;
+}
+
+/* Whether object o may close with the keys of set. */
+static inline bool sv_ks_close_ok(const sv_kobj_t *o, uint64_t set) {
+    if ((set & o->req) != o->req) return false;
+    const sv_kcond_t *k = o->cond;
+    if (!k) return true;
+    if (k->anyreq && !(set & k->anyreq)) return false;
+    return sv_ks_closure(o, set) == set;
+}
 
 void sv_keysets_free(sv_keysets_t *ks);
 
@@ -172,8 +206,7 @@ static inline bool sv_ks_enter(const struct sv_dfa *d, int32_t y, uint64_t *set)
         if (*set & bit) return false;
         *set |= bit;
     } else if (a == KS_A_CLOSE) {
-        uint64_t req = ks->objs[ks->obj[y]].req;
-        if ((*set & req) != req) return false;
+        if (!sv_ks_close_ok(&ks->objs[ks->obj[y]], *set)) return false;
     }
     return true;
 }
@@ -203,6 +236,9 @@ typedef const sv_dfa_t *(*sv_call_resolve_fn)(void *ctx, uint32_t id, sv_error_t
  * without calls then. *out is a new DFA. */
 sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void *ctx, const sv_fsm_limits_t *lim,
                           sv_dfa_t **out, sv_error_t *err);
+/* With the key conditions that SV_ANN_COND0 + j guards name (conds[j]). */
+sv_status sv_program_link_ks(const sv_dfa_t *root, sv_call_resolve_fn resolve, void *ctx, const sv_kcond_t *conds,
+                             uint32_t nconds, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
 /* Raw DFA d determinized again with the calls that compete at a state
  * expanded (program.c, "competing choices"), and with keep non-NULL every
  * call to a part other than keep as well: *out is the new DFA, or NULL when

@@ -106,6 +106,8 @@ typedef struct sctx {
      * against the keys written; off in the retry after a conflict that
      * such an object was in (frames_used). */
     bool frames, frames_used;
+    sv_kcond_t *kconds;        /* their close conditions, by SV_ANN_COND0 + index */
+    uint32_t nkconds, capkconds;
     bool calls_conflict;
     /* Free-form values as calls inside products too (program_product.c):
      * on in the first attempt; any_products_used says the compile made

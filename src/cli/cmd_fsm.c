@@ -528,6 +528,20 @@ int sv_cmd_match(int argc, char **argv) {
     return rc;
 }
 
+
+/* One sample into *buf, doubling it (up to 256 MiB) while the string does
+ * not fit. */
+static sv_status draw(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft, uint8_t **buf, size_t *cap, size_t *len) {
+    for (;;) {
+        sv_status st = sv_dfa_sample(d, rng, soft, *buf, *cap, len);
+        if (st != SV_ERR_BUDGET || *cap >= ((size_t)1 << 28)) return st;
+        uint8_t *nb = realloc(*buf, *cap * 2);
+        if (!nb) return SV_ERR_NOMEM;
+        *buf = nb;
+        *cap *= 2;
+    }
+}
+
 int sv_cmd_sample(int argc, char **argv) {
     opts_t o;
     int rc = parse(argc, argv, &o, true);
@@ -538,13 +552,15 @@ int sv_cmd_sample(int argc, char **argv) {
     sv_rng_t rng;
     sv_rng_seed(&rng, o.seed);
     /* Past max_len every step brings acceptance nearer, so a string is at
-     * most max_len + min distance + the longest shortcut; bound by states. */
+     * most max_len + min distance + the longest shortcut; bound by states
+     * for a DFA. A program's completion can be longer (calls expand, an
+     * object's required keys come last): the buffer grows. */
     size_t cap = (size_t)o.max_len + sv_dfa_num_states(dfa) + 16;
     uint8_t *buf = malloc(cap);
     rc = buf ? SV_EXIT_OK : SV_EXIT_RUNTIME;
     for (unsigned long long i = 0; buf && i < o.n; i++) {
         size_t len;
-        if (sv_dfa_sample(dfa, &rng, (uint32_t)o.max_len, buf, cap, &len)) { rc = SV_EXIT_RUNTIME; break; }
+        if (draw(dfa, &rng, (uint32_t)o.max_len, &buf, &cap, &len)) { rc = SV_EXIT_RUNTIME; break; }
         /* A DFA cannot remember which of unboundedly many extra keys an
          * object already has, so a schema that allows extra keys also
          * accepts a repeated one. Such texts are not valid samples: draw
@@ -555,7 +571,7 @@ int sv_cmd_sample(int argc, char **argv) {
                                    JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
             json_decref(v);
             if (v || json_error_code(&je) != json_error_duplicate_key) break; /* only a repeated key draws again */
-            if (sv_dfa_sample(dfa, &rng, (uint32_t)o.max_len, buf, cap, &len)) { rc = SV_EXIT_RUNTIME; break; }
+            if (draw(dfa, &rng, (uint32_t)o.max_len, &buf, &cap, &len)) { rc = SV_EXIT_RUNTIME; break; }
         }
         json_t *s = json_stringn_nocheck((const char *)buf, len);
         char *txt = s ? json_dumps(s, JSON_ENCODE_ANY) : NULL;

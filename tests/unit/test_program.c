@@ -419,6 +419,28 @@ static void frames_dead_ends(const char *schema, const sv_token_set_t *ts) {
     sv_token_index_destroy(ix);
 }
 
+/* frames_dead_ends' check over cases of another schema. */
+typedef struct { const char *text; char next; int want; } dcase_t;
+
+static void dead_end_cases(const char *schema, const sv_token_set_t *ts, const dcase_t *cases, size_t n) {
+    sv_dfa_t *d = compile(schema, true, SV_WS_CANONICAL);
+    if (!d) return;
+    sv_token_index_t *ix;
+    sv_error_t e;
+    if (sv_token_index_create(d, ts, NULL, &ix, &e)) { CHECK(0, "index: %s", e.message); return; }
+    uint8_t text[512];
+    for (size_t i = 0; i < n; i++) {
+        int got = byte_allowed(ix, cases[i].text, (uint8_t)cases[i].next);
+        size_t len = strlen(cases[i].text);
+        memcpy(text, cases[i].text, len);
+        text[len] = (uint8_t)cases[i].next;
+        int viable = sv_program_viable(d, text, len + 1);
+        CHECK(got == cases[i].want && viable == cases[i].want, "after '%s' the byte '%c': mask %d, viable %d, want %d",
+              cases[i].text, cases[i].next, got, viable, cases[i].want);
+    }
+    sv_token_index_destroy(ix);
+}
+
 static void budgets(const vocab_t *v, const sv_token_set_t *ts, const char *schema) {
     sv_dfa_t *d = compile(schema, true, SV_WS_CANONICAL);
     if (!d) return;
@@ -548,6 +570,24 @@ int main(void) {
         CHECK(kd && kd->ks && kd->ks->nobjs == 2, "the wide objects keep no key sets in the walk");
         sv_dfa_destroy(kd);
         frames_dead_ends(outer, ts);
+        /* a close that waits for dependencies and an anyOf of required keys */
+        char conds[4096];
+        at = snprintf(conds, sizeof conds, "{\"type\": \"object\", \"properties\": {");
+        for (int i = 0; i < 18; i++)
+            at += snprintf(conds + at, sizeof conds - (size_t)at, "%s\"d%d\": {\"type\": \"integer\"}", i ? ", " : "", i);
+        snprintf(conds + at, sizeof conds - (size_t)at,
+                 "}, \"required\": [\"d1\"], \"dependentRequired\": {\"d3\": [\"d7\", \"d9\"], \"d9\": [\"d12\"]}, "
+                 "\"anyOf\": [{\"required\": [\"d15\"]}, {\"required\": [\"d16\"]}], \"additionalProperties\": false}");
+        static const dcase_t cc[] = {
+            {"{\"d1\": 1, \"d16\": 2", '}', 1},
+            {"{\"d1\": 1", '}', 0},                                          /* the anyOf */
+            {"{\"d1\": 1, \"d15\": 0, \"d3\": 0", '}', 0},                   /* d3 needs d7 and d9 */
+            {"{\"d1\": 1, \"d15\": 0, \"d3\": 0, \"d9\": 0, \"d7\": 0", '}', 0}, /* d9 needs d12 */
+            {"{\"d12\": 1, \"d1\": 1, \"d15\": 0, \"d3\": 0, \"d9\": 0, \"d7\": 0", '}', 1},
+        };
+        dead_end_cases(conds, ts, cc, sizeof cc / sizeof *cc);
+        walks(conds, &v, ts, 6, 160);
+        budgets(&v, ts, conds);
         walks(inner, &v, ts, 6, 160);
         walks(outer, &v, ts, 6, 220);
         budgets(&v, ts, outer);
