@@ -438,52 +438,92 @@ static void rscratch_free(rscratch_t *r) {
     free(r->pcls);
 }
 
-/* The cheapest way from region state x with set to the end of its object
- * part: a breadth-first search of the region, each end the set allows
- * weighed by what follows it. Returns the total (UINT64_MAX: none) and
- * the end's state, the region state it is entered from and the class. */
-static uint64_t region_best(const sv_dfa_t *d, const sv_kobj_t *o, int32_t x, uint64_t set, rscratch_t *r,
-                            int32_t *ex, int32_t *efrom, uint8_t *ecls) {
+/* A breadth-first search of o's region from region state x (levels in
+ * r->lvl, the way back in r->par and r->pcls by region number): each move
+ * from a region state u at level lu to a state t outside the region, on
+ * class c, goes to end(). It stops where *cut <= lu + 1 (nothing found
+ * later is cheaper). */
+typedef void (*region_end_fn)(void *ctx, int32_t u, uint32_t lu, uint32_t c, int32_t t);
+
+static void region_search(const sv_dfa_t *d, const sv_kobj_t *o, int32_t x, rscratch_t *r, region_end_fn end,
+                          void *ctx, const uint64_t *cut) {
     const sv_keysets_t *ks = d->ks;
     uint32_t nc = d->nclasses;
     for (uint32_t i = 0; i < o->nregion; i++) r->lvl[i] = UINT32_MAX;
     uint32_t head = 0, tail = 0;
     r->queue[tail++] = x;
     r->lvl[ks->rid[x]] = 0;
-    uint64_t best = UINT64_MAX;
     while (head < tail) {
         int32_t u = r->queue[head++];
         uint32_t lu = r->lvl[ks->rid[u]];
-        if (best <= (uint64_t)lu + 1) break;
+        if (*cut <= (uint64_t)lu + 1) break;
         const int32_t *row = d->trans + (size_t)u * nc;
         for (uint32_t c = 0; c < nc; c++) {
             int32_t t = row[c];
             if (t < 0) continue;
-            if (ks->flags[t] & KS_F_REGION) {
-                uint32_t ri = ks->rid[t];
-                if (r->lvl[ri] == UINT32_MAX) r->lvl[ri] = lu + 1, r->par[ri] = u, r->pcls[ri] = (uint8_t)c, r->queue[tail++] = t;
+            if (!(ks->flags[t] & KS_F_REGION)) {
+                end(ctx, u, lu, c, t);
                 continue;
             }
-            uint8_t a = ks->ann[t];
-            uint64_t after;
-            if (d->dist[t] == UINT32_MAX) continue;
-            if (ks_is_key(a)) {
-                uint64_t bit = 1ull << (a - KS_A_KEY0);
-                if (set & bit) continue;
-                after = sat_add(d->dist[t], ks_missing(o, set | bit));
-            } else if (a == KS_A_XEND) {
-                after = sat_add(d->dist[t], ks_missing(o, set));
-            } else if (a == KS_A_CLOSE) {
-                if (!sv_ks_close_ok(o, set)) continue;
-                after = 0;
-            } else {
-                continue;
-            }
-            uint64_t tot = (uint64_t)lu + 1 + after;
-            if (tot < best) best = tot, *ex = t, *efrom = u, *ecls = (uint8_t)c;
+            uint32_t ri = ks->rid[t];
+            if (r->lvl[ri] == UINT32_MAX) r->lvl[ri] = lu + 1, r->par[ri] = u, r->pcls[ri] = (uint8_t)c, r->queue[tail++] = t;
         }
     }
-    return best;
+}
+
+typedef struct {
+    const sv_dfa_t *d;
+    const sv_kobj_t *o;
+    uint64_t set, best;
+    int32_t ex, efrom;
+    uint8_t ecls;
+} best_t;
+
+/* region_best's weighing of an end: what follows it, the set allowing. */
+static void best_end(void *ctx, int32_t u, uint32_t lu, uint32_t c, int32_t t) {
+    best_t *b = ctx;
+    const sv_keysets_t *ks = b->d->ks;
+    uint8_t a = ks->ann[t];
+    uint64_t after;
+    if (b->d->dist[t] == UINT32_MAX) return;
+    if (ks_is_key(a)) {
+        uint64_t bit = 1ull << (a - KS_A_KEY0);
+        if (b->set & bit) return;
+        after = sat_add(b->d->dist[t], ks_missing(b->o, b->set | bit));
+    } else if (a == KS_A_XEND) {
+        after = sat_add(b->d->dist[t], ks_missing(b->o, b->set));
+    } else if (a == KS_A_CLOSE) {
+        if (!sv_ks_close_ok(b->o, b->set)) return;
+        after = 0;
+    } else {
+        return;
+    }
+    uint64_t tot = (uint64_t)lu + 1 + after;
+    if (tot < b->best) b->best = tot, b->ex = t, b->efrom = u, b->ecls = (uint8_t)c;
+}
+
+/* The cheapest way from region state x with set to the end of its object
+ * part: the search's ends the set allows, each weighed by what follows it.
+ * Returns the total (UINT64_MAX: none) and the end's state, the region
+ * state it is entered from and the class. */
+static uint64_t region_best(const sv_dfa_t *d, const sv_kobj_t *o, int32_t x, uint64_t set, rscratch_t *r,
+                            int32_t *ex, int32_t *efrom, uint8_t *ecls) {
+    best_t b = {d, o, set, UINT64_MAX, -1, -1, 0};
+    region_search(d, o, x, r, best_end, &b, &b.best);
+    *ex = b.ex, *efrom = b.efrom, *ecls = b.ecls;
+    return b.best;
+}
+
+/* ks_costs' search from ',': the shortest `,"k": value` of each key. */
+static void memcost_end(void *ctx, int32_t u, uint32_t lu, uint32_t c, int32_t t) {
+    (void)u, (void)c;
+    const sv_dfa_t *d = ((const best_t *)ctx)->d;
+    sv_kobj_t *o = (sv_kobj_t *)((const best_t *)ctx)->o;
+    uint8_t a = d->ks->ann[t];
+    if (!ks_is_key(a) || d->dist[t] == UINT32_MAX) return;
+    /* ',' is the byte into rcomma, and dist[t] counts the '}' */
+    uint64_t m = sat_add((uint64_t)lu + 1, d->dist[t]);
+    if (m < o->memcost[a - KS_A_KEY0]) o->memcost[a - KS_A_KEY0] = (uint32_t)m;
 }
 
 uint32_t sv_ks_cost(const sv_dfa_t *d, int32_t x, uint64_t set) {
@@ -509,7 +549,6 @@ uint32_t sv_ks_cost(const sv_dfa_t *d, int32_t x, uint64_t set) {
 static void ks_costs(sv_dfa_t *d, uint32_t oi) {
     sv_keysets_t *ks = d->ks;
     sv_kobj_t *o = &ks->objs[oi];
-    uint32_t nc = d->nclasses;
     for (uint32_t k = 0; k < SV_KS_MAX_KEYS; k++) o->memcost[k] = UINT32_MAX - 2;
     rscratch_t r;
     if (!rscratch_get(&r, o->nregion)) {
@@ -517,28 +556,9 @@ static void ks_costs(sv_dfa_t *d, uint32_t oi) {
         return; /* the costs stay at their bound: no completion is cheaper than it is */
     }
     if (o->rcomma >= 0) {
-        for (uint32_t i = 0; i < o->nregion; i++) r.lvl[i] = UINT32_MAX;
-        uint32_t head = 0, tail = 0;
-        r.queue[tail++] = o->rcomma;
-        r.lvl[ks->rid[o->rcomma]] = 0;
-        while (head < tail) {
-            int32_t u = r.queue[head++];
-            uint32_t lu = r.lvl[ks->rid[u]];
-            const int32_t *row = d->trans + (size_t)u * nc;
-            for (uint32_t c = 0; c < nc; c++) {
-                int32_t t = row[c];
-                if (t < 0) continue;
-                if (ks->flags[t] & KS_F_REGION) {
-                    uint32_t ri = ks->rid[t];
-                    if (r.lvl[ri] == UINT32_MAX) r.lvl[ri] = lu + 1, r.queue[tail++] = t;
-                } else if (ks_is_key(ks->ann[t]) && d->dist[t] != UINT32_MAX) {
-                    uint32_t k = ks->ann[t] - KS_A_KEY0;
-                    /* ',' is the byte into rcomma, and dist[t] counts the '}' */
-                    uint64_t m = sat_add((uint64_t)lu + 1, d->dist[t]);
-                    if (m < o->memcost[k]) o->memcost[k] = (uint32_t)m;
-                }
-            }
-        }
+        best_t b = {d, o, 0, UINT64_MAX, -1, -1, 0};
+        uint64_t never = UINT64_MAX;
+        region_search(d, o, o->rcomma, &r, memcost_end, &b, &never);
     }
     uint64_t need = o->req;
     if (o->cond) {
@@ -554,40 +574,56 @@ static void ks_costs(sv_dfa_t *d, uint32_t oi) {
     rscratch_free(&r);
 }
 
-/* ub[] (sv_keysets_t) once distances are known: outside objects dist[];
- * in an object, dist[] plus every required key's memcost, and in a region
- * the largest over the ends it reaches of the way there and dist[] after. */
-static bool ks_bounds(sv_dfa_t *d, const uint32_t *base) {
-    sv_keysets_t *ks = d->ks;
+/* The moves out of region states, reversed: src[off[t] .. off[t + 1]) are
+ * the region states that move to t (a state moving there on several
+ * classes is listed once per class). False when out of memory. */
+static bool region_moves_back(const sv_dfa_t *d, uint32_t **offp, uint32_t **srcp) {
+    const sv_keysets_t *ks = d->ks;
     uint32_t n = d->nstates, nc = d->nclasses;
-    for (uint32_t x = 0; x < n; x++) {
-        if (ks->obj[x] < 0) ks->ub[x] = d->dist[x];
-        else ks->ub[x] = (uint32_t)sat_add(d->dist[x], ks->objs[ks->obj[x]].mmax);
-    }
-    (void)base;
-    /* regions: a search back from each end over the region's moves */
-    uint32_t *off = calloc((size_t)n + 1, sizeof *off), *src = NULL, *lvl = malloc((n ? n : 1) * sizeof *lvl);
-    uint32_t *queue = malloc((n ? n : 1) * sizeof *queue), *hmax = calloc(n ? n : 1, sizeof *hmax);
+    uint32_t *off = calloc((size_t)n + 1, sizeof *off), *src = NULL;
     size_t ne = 0;
-    bool ok = off && lvl && queue && hmax;
-    for (uint32_t u = 0; ok && u < n; u++) {
+    for (uint32_t u = 0; off && u < n; u++) {
         if (!(ks->flags[u] & KS_F_REGION)) continue;
         const int32_t *row = d->trans + (size_t)u * nc;
         for (uint32_t c = 0; c < nc; c++)
             if (row[c] >= 0) off[row[c] + 1]++, ne++;
     }
-    if (ok) src = malloc((ne ? ne : 1) * sizeof *src);
-    ok = ok && src;
+    uint32_t *fill = off ? malloc((n ? n : 1) * sizeof *fill) : NULL;
+    if (fill) src = malloc((ne ? ne : 1) * sizeof *src);
+    if (!src) {
+        free(off);
+        free(fill);
+        return false;
+    }
+    for (uint32_t x = 0; x < n; x++) off[x + 1] += off[x];
+    memcpy(fill, off, (size_t)n * sizeof *fill);
+    for (uint32_t u = 0; u < n; u++) {
+        if (!(ks->flags[u] & KS_F_REGION)) continue;
+        const int32_t *row = d->trans + (size_t)u * nc;
+        for (uint32_t c = 0; c < nc; c++)
+            if (row[c] >= 0) src[fill[row[c]]++] = u;
+    }
+    free(fill);
+    *offp = off;
+    *srcp = src;
+    return true;
+}
+
+/* ub[] (sv_keysets_t) once distances are known: outside objects dist[];
+ * in an object, dist[] plus what every key a close may need costs, and in a region
+ * the largest over the ends it reaches of the way there and dist[] after. */
+static bool ks_bounds(sv_dfa_t *d) {
+    sv_keysets_t *ks = d->ks;
+    uint32_t n = d->nstates;
+    for (uint32_t x = 0; x < n; x++) {
+        if (ks->obj[x] < 0) ks->ub[x] = d->dist[x];
+        else ks->ub[x] = (uint32_t)sat_add(d->dist[x], ks->objs[ks->obj[x]].mmax);
+    }
+    /* regions: a search back from each end over the region's moves */
+    uint32_t *off = NULL, *src = NULL, *lvl = malloc((n ? n : 1) * sizeof *lvl);
+    uint32_t *queue = malloc((n ? n : 1) * sizeof *queue), *hmax = calloc(n ? n : 1, sizeof *hmax);
+    bool ok = lvl && queue && hmax && region_moves_back(d, &off, &src);
     if (ok) {
-        for (uint32_t x = 0; x < n; x++) off[x + 1] += off[x];
-        uint32_t *fill = queue;
-        memcpy(fill, off, (size_t)n * sizeof *fill);
-        for (uint32_t u = 0; u < n; u++) {
-            if (!(ks->flags[u] & KS_F_REGION)) continue;
-            const int32_t *row = d->trans + (size_t)u * nc;
-            for (uint32_t c = 0; c < nc; c++)
-                if (row[c] >= 0) src[fill[row[c]]++] = u;
-        }
         for (uint32_t x = 0; x < n; x++) lvl[x] = UINT32_MAX;
         for (uint32_t e = 0; e < n; e++) {
             if (!ks_is_end(ks->ann[e]) || off[e] == off[e + 1] || d->dist[e] == UINT32_MAX) continue;
@@ -740,40 +776,26 @@ static sv_status ks_build(sv_dfa_t *d, const uint32_t *base, const linker_t *L, 
         if (ks->flags[x] & KS_F_REGION) ks->rid[x] = ks->objs[ks->obj[x]].nregion++;
     /* reach: the ends each region state gets to, a search back over the
      * region's moves from the states that move to an end */
-    off = calloc((size_t)n + 1, sizeof *off);
     inq = calloc(n ? n : 1, 1);
-    if (!off || !inq) goto nomem;
-    size_t ne = 0;
+    if (!inq || !region_moves_back(d, &off, &src)) goto nomem;
     for (uint32_t u = 0; u < n; u++) {
         if (!(ks->flags[u] & KS_F_REGION)) continue;
         const int32_t *row = d->trans + (size_t)u * nc;
         for (uint32_t c = 0; c < nc; c++) {
             int32_t t = row[c];
-            if (t < 0) continue;
+            if (t < 0 || (ks->flags[t] & KS_F_REGION)) continue;
             uint8_t a = ks->ann[t];
-            if (ks->flags[t] & KS_F_REGION) off[t + 1]++, ne++;
-            else if (ks_is_key(a)) ks->reach[u] |= 1ull << (a - KS_A_KEY0);
+            if (ks_is_key(a)) ks->reach[u] |= 1ull << (a - KS_A_KEY0);
             else if (a == KS_A_XEND) ks->flags[u] |= KS_F_XREACH;
             else if (a == KS_A_CLOSE) ks->flags[u] |= KS_F_CREACH;
-        }
-    }
-    src = malloc((ne ? ne : 1) * sizeof *src);
-    if (!src) goto nomem;
-    for (uint32_t x = 0; x < n; x++) off[x + 1] += off[x];
-    {
-        uint32_t *fill = queue;
-        memcpy(fill, off, (size_t)n * sizeof *fill);
-        for (uint32_t u = 0; u < n; u++) {
-            if (!(ks->flags[u] & KS_F_REGION)) continue;
-            const int32_t *row = d->trans + (size_t)u * nc;
-            for (uint32_t c = 0; c < nc; c++)
-                if (row[c] >= 0 && (ks->flags[row[c]] & KS_F_REGION)) src[fill[row[c]]++] = u;
         }
     }
     qt = 0;
     for (uint32_t x = 0; x < n; x++)
         if (ks->flags[x] & KS_F_REGION) queue[qt++] = x, inq[x] = 1;
-    /* a stack worklist: a state goes back on it when what it reaches grew */
+    /* a stack worklist: a state goes back on it when what it reaches grew
+     * (only region states are ever on it, and only region states move to
+     * them) */
     while (qt) {
         uint32_t t = queue[--qt];
         inq[t] = 0;
@@ -1775,7 +1797,7 @@ sv_status sv_program_link_ks(const sv_dfa_t *root, sv_call_resolve_fn resolve, v
     if (L.nanns && (st = ks_build(d, base, &L, &E, conds, nconds, err))) goto fail;
     if ((st = check_choices(d, base, err))) goto fail;
     if ((st = distances(d, base, &E, err))) goto fail;
-    if (d->ks && !ks_bounds(d, base)) goto nomem;
+    if (d->ks && !ks_bounds(d)) goto nomem;
     if (d->dist[0] == UINT32_MAX) {
         st = sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
         goto fail;

@@ -108,7 +108,7 @@ static const char *const usage_text =
     "                            arguments compile once; false: one flat automaton\n"
     "  --key-order schema|any    object keys in the schema's order (default, forced for\n"
     "                            jump-forward), or any order, each key at most once\n"
-    "                            (objects of up to 16 keys: docs/fsm.md \"Key order\")\n"
+    "                            (objects of up to 64 keys: docs/fsm.md \"Key order\")\n"
     "  --discriminator required|annotation\n"
     "                            required (default): a oneOf with OpenAPI's discriminator\n"
     "                            requires its propertyName in each branch, as OpenAPI and\n"
