@@ -225,6 +225,11 @@ static sv_status get_uint(sctx_t *c, json_t *s, const char *kw, bool *set, uint6
 #define SMALL_VALUE_PART_MIN 16u /* or this big in an attempt with small parts (sctx_t) */
 #define CTX_MAX_NESTING 16u  /* member contexts inside member contexts */
 #define KEYSET_MAX_KEYS 16u  /* --key-order any: objects with more keys keep their orders */
+/* --key-order any: an object whose automaton of key sets would be bigger
+ * keeps its set in the walk instead, where it can (object_frames): a few
+ * such objects made a compile exceed its state budget and fall back to the
+ * schema's orders (Github_medium---o70035) */
+#define FRAMES_OVER_STATES 4096u
 
 /* ---- objects -------------------------------------------------------------------- */
 
@@ -499,8 +504,9 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
 /* Whether object_anyorder's automaton stays within a share of the DFA
  * state budget: about 2^(n-1) copies of each member ("key": value, a call
  * when the value is a part) and 2^n of the extra members. */
-static sv_status keyset_fits(sctx_t *c, object_shape_t *o, bool *fits) {
+static sv_status keyset_fits(sctx_t *c, object_shape_t *o, bool *fits, uint64_t *states) {
     *fits = false;
+    *states = UINT64_MAX;
     uint32_t na = 0;
     uint64_t member_states = 0, extra_states = 0;
     sv_status st;
@@ -529,6 +535,7 @@ static sv_status keyset_fits(sctx_t *c, object_shape_t *o, bool *fits) {
     if (lim->max_nfa_states && lim->max_nfa_states / 4 < cap) cap = lim->max_nfa_states / 4;
     uint64_t est = (member_states << (na - 1)) + (extra_states << na);
     *fits = est <= cap;
+    *states = est;
     return SV_OK;
 }
 
@@ -1184,12 +1191,13 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     }
     sv_ast_t *g[SV_SCHEMA_MAX_ORDERS];
     bool any_order = false;
-    if (try_any && (st = keyset_fits(c, &shape, &any_order))) return st;
+    uint64_t keyset_states = UINT64_MAX;
+    if (try_any && (st = keyset_fits(c, &shape, &any_order, &keyset_states))) return st;
     /* Too many keys for the automaton of key sets: the walk keeps the set
      * (program.c, "Key sets"), where the object's language needs nothing
      * beside it (no count, no dependency, no key condition). */
-    if (keyset && !any_order && c->frames && sv_sc_calls(c) && one_bit < 0 && !cond_ok && !has_min && !has_max &&
-        nallowed >= 2 && nallowed <= SV_KS_MAX_KEYS) {
+    if (keyset && (!any_order || keyset_states > FRAMES_OVER_STATES) && c->frames && sv_sc_calls(c) && one_bit < 0 &&
+        !cond_ok && !has_min && !has_max && nallowed >= 2 && nallowed <= SV_KS_MAX_KEYS) {
         sv_ast_t *xend = sv_ann_marker(c->arena, SV_ANN_XEND), *fextra = NULL;
         if (!xend) return sv_sc_nomem(c);
         if (extra && (st = extras(c, s, child_orders, sv_sc_child_level(c, loc), mem, n, names, names_empty, false, xend,
@@ -1250,8 +1258,9 @@ sv_status sv_sc_object_literal(sctx_t *c, const char *const *keys, sv_ast_t *con
     }
     object_shape_t shape = {.mem = mem, .n = n, .any_bit = -1, .one_bit = -1, .kv = kv};
     bool fits = false;
+    uint64_t states;
     sv_ast_t *g;
-    sv_status st = keyset_fits(c, &shape, &fits);
+    sv_status st = keyset_fits(c, &shape, &fits, &states);
     if (st || !fits) {
         if (!st && c->info) c->info->nkey_order_narrowed++;
         return st;
