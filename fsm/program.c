@@ -808,9 +808,13 @@ static sv_status ks_build(sv_dfa_t *d, const uint32_t *base, const linker_t *L, 
             if (!inq[u]) inq[u] = 1, queue[qt++] = u;
         }
     }
+    /* What a walk must check on entering: a key's end, the close, and a
+     * region state from which no extra key may be spelled (with one, every
+     * spelling stays alive whatever the set: the plain walks may take it,
+     * and string content keeps its shortcuts there) */
     for (uint32_t y = 0; y < n; y++) {
-        uint8_t a = ks->ann[y];
-        if ((ks->flags[y] & KS_F_REGION) || ks_is_key(a) || a == KS_A_CLOSE) ks->flags[y] |= KS_F_CHECK;
+        uint8_t a = ks->ann[y], f = ks->flags[y];
+        if (((f & KS_F_REGION) && !(f & KS_F_XREACH)) || ks_is_key(a) || a == KS_A_CLOSE) ks->flags[y] |= KS_F_CHECK;
     }
     goto out;
 shared:

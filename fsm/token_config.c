@@ -590,7 +590,7 @@ static void boundary_walk(sv_token_index_t *ix, int32_t s0, uint64_t set0, uint3
         }
         t->nl = nls[nd.depth - 1]; /* local frames pushed below this depth are dropped */
         if ((nd.flags & NODE_SUMMARY) && (c.crossed || (!d->accept[c.x] && !sv_dfa_has_calls(d, c.x))) &&
-            !(d->ks && (d->ks->flags[c.x] & KS_F_REGION))) {
+            !(d->ks && (d->ks->flags[c.x] & KS_F_CHECK))) {
             /* A subtree whose bytes all loop on the state by direct moves
              * (string content), or step uniformly along a chain (a string
              * with maxLength) for as many steps as its longest token: its

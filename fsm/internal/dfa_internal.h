@@ -149,6 +149,8 @@ sv_ast_t *sv_ann_marker(sv_arena_t *a, uint32_t code);
  * xs, what a call to it costs beyond dist[] (the required keys of an object
  * part's start, 0 elsewhere). */
 enum { KS_A_NONE = 0, KS_A_KEY0 = 1, KS_A_CLOSE = 65, KS_A_XEND = 66, KS_A_OPEN = 67 };
+/* KS_F_CHECK: entering the state is the walk's to check with the set (a
+ * key's end, the close, a region state where no extra key may go on). */
 enum { KS_F_REGION = 1, KS_F_XREACH = 2, KS_F_CREACH = 4, KS_F_CHECK = 8 };
 
 typedef struct sv_kobj {
