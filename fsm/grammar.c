@@ -1260,6 +1260,14 @@ sv_status sv_grammar_compile_as(sv_grammar_format format, const char *text, size
               .deadline_ns = lim->max_time_us ? sv_now_ns() + lim->max_time_us * 1000 : 0};
     p.a = sv_arena_create(0);
     sv_status st = p.a ? compile(&p, out, NULL) : gp_nomem(&p);
+    if (!st && p.deadline_ns && sv_now_ns() > p.deadline_ns) {
+        /* the budget bounds the whole compile: its last steps (the link)
+         * check no clock, and a compile that ended past it is late too */
+        sv_dfa_destroy(*out);
+        *out = NULL;
+        st = sv_error_set(err, SV_ERR_TIMEOUT, -1, "compiling the grammar exceeded the time budget of %llu ms",
+                          (unsigned long long)(lim->max_time_us / 1000));
+    }
     for (uint32_t r = 0; r < p.nrules; r++) sv_dfa_destroy(p.rules[r].dfa);
     free(p.rules);
     free(p.ht);
