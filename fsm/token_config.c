@@ -848,13 +848,15 @@ out:
     return r < 0 ? SV_DFA_DEAD : r;
 }
 
-/* Bytes held by the configuration tables (under the index's lock). */
+/* Bytes held by the configuration tables (under the index's lock), and by
+ * the walks' view of a program with key sets (its own table). */
 size_t sv_ti_cfg_bytes(const sv_token_index_t *ix) {
     const cfgtab_t *t = ix->cfg;
     if (!t) return 0;
+    size_t view = ix->walk != ix->dfa ? (size_t)ix->walk->nstates * ix->walk->nclasses * sizeof *ix->walk->trans : 0;
     return (size_t)t->capcfg * (sizeof *t->cfg + ix->nbuckets * (sizeof *t->masks + sizeof *t->maxd)) +
            (size_t)t->capframes * sizeof *t->frames + ((size_t)t->fhcap + t->chcap) * sizeof(int32_t) +
-           t->nctx * sizeof *t->ctx;
+           t->nctx * sizeof *t->ctx + view;
 }
 
 /* ---- configuration queries for the matcher ---------------------------------- */
