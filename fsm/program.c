@@ -400,6 +400,24 @@ static uint64_t ks_sum(const sv_kobj_t *o, uint64_t m) {
 static uint64_t ks_missing(const sv_kobj_t *o, uint64_t set) {
     uint64_t t = sv_ks_closure(o, set | o->req);
     const sv_kcond_t *k = o->cond;
+    if (k && k->ntk) {
+        /* a table (no dependency, no anyreq): the cheapest superset of the
+         * table keys written that may close, beside the other required keys */
+        uint64_t tmask = 0;
+        for (uint32_t j = 0; j < k->ntk; j++)
+            if (k->tkey[j] < SV_KS_MAX_KEYS) tmask |= 1ull << k->tkey[j];
+        uint32_t tb = sv_ks_tbits(k, set);
+        uint64_t best = UINT32_MAX - 2;
+        for (uint32_t b = 0; b < 1u << k->ntk; b++) {
+            if ((b & tb) != tb || !k->tok[b]) continue;
+            uint64_t add = 0;
+            for (uint32_t j = 0; j < k->ntk; j++)
+                if (((b & ~tb) >> j & 1) && k->tkey[j] < SV_KS_MAX_KEYS) add |= 1ull << k->tkey[j];
+            uint64_t c = ks_sum(o, add);
+            if (c < best) best = c;
+        }
+        return sat_add(ks_sum(o, o->req & ~set & ~tmask), best);
+    }
     if (!k || !k->anyreq || (t & k->anyreq)) return ks_sum(o, t & ~set);
     uint64_t best = UINT32_MAX - 2;
     for (uint64_t m = k->anyreq & o->keys; m; m &= m - 1) {
@@ -412,8 +430,10 @@ static uint64_t ks_missing(const sv_kobj_t *o, uint64_t set) {
 bool sv_ks_viable(const sv_dfa_t *d, int32_t y, uint64_t set) {
     const sv_keysets_t *ks = d->ks;
     uint8_t f = ks->flags[y];
-    if (!(f & KS_F_REGION) || (f & KS_F_XREACH) || (ks->reach[y] & ~set)) return true;
-    return (f & KS_F_CREACH) && sv_ks_close_ok(&ks->objs[ks->obj[y]], set);
+    if (!(f & KS_F_REGION) || (f & KS_F_XREACH)) return true;
+    const sv_kobj_t *o = &ks->objs[ks->obj[y]];
+    if (ks->reach[y] & ~set & ~sv_ks_blocked(o, set)) return true;
+    return (f & KS_F_CREACH) && sv_ks_close_ok(o, set);
 }
 
 /* Scratch for searches over one object's region (rid numbers). */
@@ -488,7 +508,7 @@ static void best_end(void *ctx, int32_t u, uint32_t lu, uint32_t c, int32_t t) {
     if (b->d->dist[t] == UINT32_MAX) return;
     if (ks_is_key(a)) {
         uint64_t bit = 1ull << (a - KS_A_KEY0);
-        if (b->set & bit) return;
+        if (!sv_ks_key_ok(b->o, b->set, bit)) return;
         after = sat_add(b->d->dist[t], ks_missing(b->o, b->set | bit));
     } else if (a == KS_A_XEND) {
         after = sat_add(b->d->dist[t], ks_missing(b->o, b->set));
@@ -564,6 +584,8 @@ static void ks_costs(sv_dfa_t *d, uint32_t oi) {
     if (o->cond) {
         need |= o->cond->anyreq;
         for (uint32_t i = 0; i < o->cond->ndeps; i++) need |= 1ull << o->cond->dep_b[i];
+        for (uint32_t j = 0; j < o->cond->ntk; j++)
+            if (o->cond->tkey[j] < SV_KS_MAX_KEYS) need |= 1ull << o->cond->tkey[j];
     }
     o->mmax = ks_sum(o, need & o->keys);
     int32_t ex, ef;
@@ -756,6 +778,9 @@ static sv_status ks_build(sv_dfa_t *d, const uint32_t *base, const linker_t *L, 
         const sv_kcond_t *k = o->cond;
         for (uint32_t j = 0; k && j < k->ndeps; j++)
             if (k->dep_a[j] >= SV_KS_MAX_KEYS || k->dep_b[j] >= SV_KS_MAX_KEYS || !(o->keys >> k->dep_b[j] & 1)) goto shared;
+        if (k && (k->ntk > SV_KCOND_TABLE_KEYS || (k->ntk && (k->ndeps || k->anyreq)))) goto shared;
+        for (uint32_t j = 0; k && j < k->ntk; j++)
+            if (k->tkey[j] != 0xFF && (k->tkey[j] >= SV_KS_MAX_KEYS || !(o->keys >> k->tkey[j] & 1))) goto shared;
     }
     /* regions: from the OPEN states over direct moves up to the ends */
     uint32_t qt = 0;

@@ -3014,11 +3014,15 @@ static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
  * orders along any path; *more_orders says whether some object took more
  * than one, *deep whether some free-form value nests deeper than
  * SV_SCHEMA_ANY_DEPTH_MIN. */
+/* compile_once's *keysets_met: where objects took key sets */
+#define KEYSETS_IN_PRODUCTS 1u
+#define KEYSETS_IN_DIFFERENCES 2u
+
 static sv_status compile_once(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
                               uint64_t deadline, int level, bool any_products, bool small_parts, bool distribute,
                               sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err, bool *more_orders, bool *deep,
                               bool *conflict, bool *in_products, bool *small_used, bool *distributed,
-                              bool *product_keysets, bool async, bool *async_redo, bool frames, bool *frames_used) {
+                              uint32_t *keysets_met, bool async, bool *async_redo, bool frames, bool *frames_used) {
     sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline,
                 .calls = level > 0, .ref_parts = level > 1, .any_products = level > 0 && any_products,
                 .small_parts = level > 1 && small_parts, .distribute = distribute,
@@ -3065,7 +3069,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
     sv_dfa_destroy(framing[0]);
     sv_dfa_destroy(framing[1]);
     *more_orders = c.more_orders;
-    *product_keysets = c.product_keysets;
+    *keysets_met = (c.product_keysets ? KEYSETS_IN_PRODUCTS : 0) | (c.diff_keysets ? KEYSETS_IN_DIFFERENCES : 0);
     *deep = c.deep_any;
     *conflict = st && c.calls_conflict;
     *in_products = c.any_products_used;
@@ -3091,7 +3095,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
  * language is then the bounded one: info->narrowed_by_budget says so). */
 static sv_status compile_attempt(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
                                  uint64_t deadline, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
-                                 bool *more_orders, bool *deep, uint32_t *narrowed, bool *product_keysets) {
+                                 bool *more_orders, bool *deep, uint32_t *narrowed, uint32_t *keysets_met) {
     /* With calls: first with $ref targets and member values of 16 states
      * or more as parts, free-form values as calls inside products, and
      * allOf distributed over unions; on a conflict, first without
@@ -3107,7 +3111,7 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
     bool met_deep = false;
     sv_status st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err,
                                 more_orders, &met_deep, &conflict, &in_products, &small_used, &dist_used,
-                                product_keysets, async, &redo, frames, &frames_used);
+                                keysets_met, async, &redo, frames, &frames_used);
     *deep = met_deep;
     while ((conflict && level > 0) || redo) {
         if (info) memset(info, 0, sizeof *info);
@@ -3119,7 +3123,7 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
         else if (anyp && in_products) anyp = false;
         else if (--level == 0) *narrowed |= SV_SCHEMA_NARROWED_CALLS;
         st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err, more_orders,
-                          &met_deep, &conflict, &in_products, &small_used, &dist_used, product_keysets, async, &redo,
+                          &met_deep, &conflict, &in_products, &small_used, &dist_used, keysets_met, async, &redo,
                           frames, &frames_used);
         *deep |= met_deep;
     }
@@ -3272,9 +3276,10 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
     sv_schema_opts_t shallow = *o;
     make_shallow(&shallow);
     uint32_t orders = o->extra_key_orders ? SV_SCHEMA_MAX_ORDERS : 1;
-    bool more_orders = false, deep = false, product_keysets = false;
+    bool more_orders = false, deep = false;
+    uint32_t keysets_met = 0;
     uint32_t narrowed = 0;
-    sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed, &product_keysets);
+    sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed, &keysets_met);
     bool deep_seen = deep, shallowed = false;
     /* Past the first attempt, overlapping oneOfs keep their universes at
      * the free-form depth: a schema that meets a budget does not get the
@@ -3292,25 +3297,31 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
             narrowed |= SV_SCHEMA_NARROWED_DEPTH;
             shallowed = true;
         }
-        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed, &product_keysets);
+        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed, &keysets_met);
         deep_seen |= deep;
     }
     /* The narrower attempts below also drop the deep levels once any
      * attempt met them (one that failed early may not have). */
-    sv_schema_opts_t next[3];
+    sv_schema_opts_t next[4];
     uint32_t nnext = 0;
-    static const sv_key_order to[2] = {SV_KEY_ORDER_ANY_OUTSIDE_PRODUCTS, SV_KEY_ORDER_SCHEMA};
-    static const uint32_t why[2] = {SV_SCHEMA_NARROWED_PRODUCT_KEY_SETS, SV_SCHEMA_NARROWED_KEY_SETS};
-    for (int step = 0; step < 3 && narrower(st); step++) {
-        /* --key-order any: first without key sets in intersections, then
-         * in the schema's key orders; then one key order per object */
-        bool take = step == 0 ? product_keysets && o->key_order == SV_KEY_ORDER_ANY
-                  : step == 1 ? more_orders && o->key_order != SV_KEY_ORDER_SCHEMA
+    static const sv_key_order to[3] = {SV_KEY_ORDER_ANY_OUTSIDE_DIFFERENCES, SV_KEY_ORDER_ANY_OUTSIDE_PRODUCTS,
+                                       SV_KEY_ORDER_SCHEMA};
+    static const uint32_t why[3] = {SV_SCHEMA_NARROWED_DIFFERENCE_KEY_SETS, SV_SCHEMA_NARROWED_PRODUCT_KEY_SETS,
+                                    SV_SCHEMA_NARROWED_KEY_SETS};
+    for (int step = 0; step < 4 && narrower(st); step++) {
+        /* --key-order any: first without key sets in languages a
+         * difference sees, then without them in intersections, then in the
+         * schema's key orders; then one key order per object */
+        sv_key_order k = o->key_order;
+        bool take = step == 0 ? (keysets_met & KEYSETS_IN_DIFFERENCES) && k == SV_KEY_ORDER_ANY
+                  : step == 1 ? (keysets_met & KEYSETS_IN_PRODUCTS) &&
+                                    (k == SV_KEY_ORDER_ANY || k == SV_KEY_ORDER_ANY_OUTSIDE_DIFFERENCES)
+                  : step == 2 ? more_orders && k != SV_KEY_ORDER_SCHEMA
                               : more_orders;
         if (!take) continue;
         sv_schema_opts_t *x = &next[nnext++];
         *x = *o;
-        if (step < 2) x->key_order = to[step];
+        if (step < 3) x->key_order = to[step];
         if (deep_seen && !shallowed) {
             make_shallow(x);
             narrowed |= SV_SCHEMA_NARROWED_DEPTH;
@@ -3319,9 +3330,9 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
         o = x;
         if (info) memset(info, 0, sizeof *info);
         sv_error_clear(err);
-        narrowed |= step < 2 ? why[step] : SV_SCHEMA_NARROWED_ORDERS;
-        st = compile_attempt(text, len, o, root, step < 2 ? orders : 1, deadline, out, info, err, &more_orders, &deep,
-                             &narrowed, &product_keysets);
+        narrowed |= step < 3 ? why[step] : SV_SCHEMA_NARROWED_ORDERS;
+        st = compile_attempt(text, len, o, root, step < 3 ? orders : 1, deadline, out, info, err, &more_orders, &deep,
+                             &narrowed, &keysets_met);
         deep_seen |= deep;
     }
     if (info && !st) info->narrowed_by_budget |= narrowed, info->ndiscriminator_required = ndisc;

@@ -39,6 +39,10 @@ typedef enum {
     SV_KEY_ORDER_ANY_OUTSIDE_PRODUCTS, /* any order, but objects in an intersection (allOf, a
                                           union beside type keywords) keep the schema's orders:
                                           the retry when ANY outgrows a budget there */
+    SV_KEY_ORDER_ANY_OUTSIDE_DIFFERENCES, /* any order, but objects in a language a difference sees
+                                             (`not`, an overlapping oneOf, `if`) keep the schema's
+                                             orders: the retry when ANY outgrows a budget there, or
+                                             when such an object was too big for its key sets */
 } sv_key_order;
 
 #define SV_SCHEMA_ANY_DEPTH_AUTO UINT32_MAX
@@ -53,6 +57,8 @@ typedef enum {
 #define SV_SCHEMA_NARROWED_PRODUCT_KEY_SETS 16u /* key sets in intersections (kept outside them) */
 #define SV_SCHEMA_NARROWED_ONEOF_DEPTH 32u /* an overlapping oneOf's universe at the free-form depth, not its
                                               branches' (schema.c, SV_SC_DEEP_ONEOF_WORK) */
+#define SV_SCHEMA_NARROWED_DIFFERENCE_KEY_SETS 64u /* key sets in languages a difference sees (kept outside
+                                                      them) */
 
 /* A frame of free text around the JSON text (opts.frame; tool calls that a
  * model writes inside its own text: src/api/tools.h). The free text stops

@@ -382,7 +382,7 @@ typedef struct { uint32_t a, b; } dep_t;  /* b is required when a is present */
 
 /* What every key order of an object shares. */
 typedef struct {
-    const member_t *mem;
+    member_t *mem;
     uint32_t n;
     const dep_t *deps;
     uint32_t ndeps, nbits;
@@ -501,6 +501,26 @@ static sv_status object_graph(sctx_t *c, const object_shape_t *o, const uint32_t
     return g ? SV_OK : sv_sc_nomem(c);
 }
 
+/* An object that takes key sets (--key-order any). */
+static void took_keysets(sctx_t *c) {
+    c->more_orders = true;
+    c->product_keysets |= c->no_calls > 0;
+    c->diff_keysets |= c->no_keysets > 0;
+}
+
+/* An object that could not take key sets where they are on keeps the
+ * schema's orders: counted; in a language a difference sees, a budget met
+ * (sv_sc_keysets: the other operand may hold orders this one lacks). */
+static sv_status order_narrowed(sctx_t *c) {
+    if (c->info) c->info->nkey_order_narrowed++;
+    if (c->no_keysets && c->o->key_order == SV_KEY_ORDER_ANY) {
+        c->diff_keysets = true; /* the retry goes without them there */
+        return sv_sc_fail(c, SV_ERR_BUDGET, NULL,
+                          "an object in a language a difference sees is too big for its key sets");
+    }
+    return SV_OK;
+}
+
 /* Whether object_anyorder's automaton stays within a share of the DFA
  * state budget: about 2^(n-1) copies of each member ("key": value, a call
  * when the value is a part) and 2^n of the extra members. */
@@ -512,18 +532,29 @@ static sv_status keyset_fits(sctx_t *c, object_shape_t *o, bool *fits, uint64_t 
     sv_status st;
     for (uint32_t i = 0; i < o->n; i++)
         na += o->mem[i].allowed;
-    if (na < 2) return SV_OK;
+    /* one key or none: its one order is every order */
+    if (na < 2) return *fits = true, *states = 0, SV_OK;
     /* The labels become minimized DFAs first: the graph copies each label
      * once per edge, and a DFA copies as its states, where an AST (a
      * free-form value's alternatives) may copy as many more NFA states. */
+    na = 0;
     for (uint32_t i = 0; i < o->n; i++) {
         if (!o->mem[i].allowed) continue;
         sv_dfa_t *d;
         if ((st = sv_sc_to_dfa(c, o->kv[i], &d))) return st;
-        if (!d) return SV_OK; /* a member with no valid value: the ordered graph skips its edges */
+        if (!d && o->mem[i].required) return SV_OK; /* no valid object: the ordered graph finds it empty */
+        if (!d) {
+            /* a member with no valid value (`"k": {"not": {}}`) is a key
+             * the object cannot have */
+            o->mem[i].allowed = false;
+            o->kv[i] = NULL;
+            continue;
+        }
+        na++;
         member_states += sv_dfa_num_states(d);
         if (!(o->kv[i] = sv_ast_dfa(c->arena, d, false))) return sv_sc_nomem(c);
     }
+    if (na < 2) return *fits = true, *states = 0, SV_OK;
     if (o->extra) {
         sv_dfa_t *d;
         if ((st = sv_sc_to_dfa(c, o->extra, &d))) return st;
@@ -765,8 +796,15 @@ static sv_ast_t *sep_open(sctx_t *c, sv_ast_t *open) {
  * SV_ANN_XEND (in extra), the places a key may start by SV_ANN_OPEN and the
  * '}' by SV_ANN_CLOSE: {OPEN ws (}CLOSE | M (,OPEN ws M)* ws }CLOSE). The
  * object becomes a part of its own, so that its guards stand for one set. */
+/* Members that key conditions name (a dependency, an anyOf or oneOf of
+ * required keys, a key condition): the keys of object_frames' table. */
+static bool cond_member(const member_t *m, const uint8_t *any_w, const uint8_t *one_w, uint32_t i) {
+    return m[i].dep_bit >= 0 || (any_w && any_w[i]) || (one_w && one_w[i]);
+}
+
 static sv_status object_frames(sctx_t *c, const member_t *mem, uint32_t n, const dep_t *deps, uint32_t ndeps,
-                                const uint8_t *any_w, sv_ast_t *extra, sv_ast_t **out) {
+                                const uint8_t *any_w, const uint8_t *one_w, const uint8_t *cond_ok, sv_ast_t *extra,
+                                sv_ast_t **out) {
     sv_ast_t **alts = sv_arena_alloc(c->arena, (n + 1) * sizeof *alts);
     sv_ast_t *colon = sv_sc_colon(c), *open = sv_ann_marker(c->arena, SV_ANN_OPEN), *ws = sv_sc_ws(c);
     int32_t *kof = sv_arena_alloc(c->arena, (n + 1) * sizeof *kof); /* member -> key number, -1: none */
@@ -806,22 +844,73 @@ static sv_status object_frames(sctx_t *c, const member_t *mem, uint32_t n, const
     }
     if (extra) alts[na++] = extra;
     /* the close's conditions: dependencies among the keys written, and an
-     * anyOf of required keys */
+     * anyOf of required keys; with conditions that writing a key can break
+     * (a key condition, a oneOf of required keys), all of them as one
+     * table over the keys they name (at most 8, sv_sc_object checks) */
     sv_kcond_t kc = {0};
-    for (uint32_t d = 0; d < ndeps; d++) {
+    bool table = cond_ok || one_w;
+    for (uint32_t d = 0; d < ndeps && !table; d++) {
         if (kof[deps[d].a] < 0) continue; /* never written: nothing to ask */
         kc.dep_a[kc.ndeps] = (uint8_t)kof[deps[d].a];
         kc.dep_b[kc.ndeps++] = (uint8_t)kof[deps[d].b];
     }
     bool any = false;
-    for (uint32_t i = 0; any_w && i < n; i++)
+    for (uint32_t i = 0; any_w && i < n && !table; i++)
         if (any_w[i]) {
             any = true;
             if (kof[i] >= 0) kc.anyreq |= 1ull << kof[i];
         }
     if (any && !kc.anyreq) return sv_sc_fail(c, SV_ERR_EMPTY, "anyOf", "no key the anyOf requires can be written");
+    if (table) {
+        /* member tm[j] is table key j; a key never written is held absent,
+         * a required one present */
+        uint32_t tm[SV_KCOND_TABLE_KEYS], ntk = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (!cond_member(mem, any_w, one_w, i)) continue;
+            if (ntk == SV_KCOND_TABLE_KEYS)
+                return sv_sc_fail(c, SV_ERR_INTERNAL, "properties", "the key conditions name more keys than were counted");
+            kc.tkey[ntk] = kof[i] >= 0 ? (uint8_t)kof[i] : 0xFF;
+            tm[ntk++] = i;
+        }
+        kc.ntk = (uint8_t)ntk;
+        uint32_t nb = 1u << ntk;
+        for (uint32_t b = 0; b < nb; b++) {
+            uint64_t bits = 0; /* the condition bits (dep_bit) of the keys in b */
+            uint32_t ones = 0;
+            bool ok = true, anyhit = false;
+            for (uint32_t j = 0; j < ntk; j++) {
+                const member_t *m = &mem[tm[j]];
+                bool in = b >> j & 1;
+                if (in && kc.tkey[j] == 0xFF) ok = false;
+                if (!in && kof[tm[j]] >= 0 && m->required) ok = false;
+                if (!in) continue;
+                if (m->dep_bit >= 0) bits |= 1ull << m->dep_bit;
+                anyhit |= any_w && any_w[tm[j]];
+                ones += one_w ? one_w[tm[j]] : 0;
+            }
+            for (uint32_t d = 0; d < ndeps && ok; d++) {
+                bool a = false, bb = false;
+                for (uint32_t j = 0; j < ntk; j++) {
+                    a |= tm[j] == deps[d].a && (b >> j & 1);
+                    bb |= tm[j] == deps[d].b && (b >> j & 1);
+                }
+                ok = !a || bb;
+            }
+            if (any_w && !anyhit) ok = false;
+            if (one_w && ones != 1) ok = false;
+            if (cond_ok && !cond_ok[bits]) ok = false;
+            kc.tok[b] = ok;
+        }
+        for (uint32_t b = nb; b-- > 0;) {
+            kc.text[b] = kc.tok[b];
+            for (uint32_t j = 0; j < ntk && !kc.text[b]; j++)
+                if (!(b >> j & 1)) kc.text[b] = kc.text[b | 1u << j];
+        }
+        if (!kc.text[0])
+            return sv_sc_fail(c, SV_ERR_EMPTY, cond_ok ? "not" : "oneOf", "no set of keys meets the object's key conditions");
+    }
     uint32_t code = SV_ANN_CLOSE;
-    if (kc.ndeps || kc.anyreq) {
+    if (kc.ndeps || kc.anyreq || kc.ntk) {
         if (SV_ANN_COND0 + c->nkconds >= SV_ANN_CODES)
             return sv_sc_fail(c, SV_ERR_BUDGET, "properties", "more than %u objects with key conditions keep their key sets",
                               SV_ANN_CODES - SV_ANN_COND0);
@@ -886,7 +975,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
      * orders multiply to at most SV_SCHEMA_MAX_ORDERS along any path. */
     /* --key-order any: an object with few keys takes every order of them
      * (object_anyorder), and leaves the orders allowance to its members. */
-    bool keyset = sv_sc_keysets(c) && !canonical_any;
+    bool keyset = sv_sc_keysets(c) && (!canonical_any || c->o->key_order == SV_KEY_ORDER_ANY);
     bool try_any = keyset && n >= 2 && n <= KEYSET_MAX_KEYS;
     orders_t ord;
     if ((st = loc_orders(c, loc, keys, n, canonical_any || try_any, &ord))) return st;
@@ -1196,32 +1285,34 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     /* Too many keys for the automaton of key sets: the walk keeps the set
      * (program.c, "Key sets"), where the object's language needs nothing
      * beside it (no count, no dependency, no key condition). */
-    if (keyset && (!any_order || keyset_states > FRAMES_OVER_STATES) && c->frames && sv_sc_calls(c) && one_bit < 0 &&
-        !cond_ok && !has_min && !has_max && nallowed >= 2 && nallowed <= SV_KS_MAX_KEYS) {
+    uint32_t ncond_keys = 0;
+    for (uint32_t i = 0; i < n; i++) ncond_keys += cond_member(mem, any_w, one_w, i);
+    if (keyset && (!any_order || keyset_states > FRAMES_OVER_STATES) && c->frames && sv_sc_calls(c) &&
+        ((!cond_ok && !one_w) || ncond_keys <= SV_KCOND_TABLE_KEYS) && !has_min && !has_max && nallowed >= 2 &&
+        nallowed <= SV_KS_MAX_KEYS) {
         sv_ast_t *xend = sv_ann_marker(c->arena, SV_ANN_XEND), *fextra = NULL;
         if (!xend) return sv_sc_nomem(c);
         if (extra && (st = extras(c, s, child_orders, sv_sc_child_level(c, loc), mem, n, names, names_empty, false, xend,
                                   &fextra)))
             return st;
-        if ((st = object_frames(c, mem, n, deps, ndeps, any_w, fextra, out))) return st;
+        if ((st = object_frames(c, mem, n, deps, ndeps, any_w, one_w, cond_ok, fextra, out))) return st;
         c->frames_used = true;
         c->more_orders = true;
         if (c->info) c->info->nkey_set_frames++;
         return SV_OK;
     }
-    if (keyset && n > KEYSET_MAX_KEYS && c->info) c->info->nkey_order_narrowed++;
+    if (keyset && n > KEYSET_MAX_KEYS && (st = order_narrowed(c))) return st;
     if (any_order) {
         if ((st = object_anyorder(c, &shape, &g[0]))) return st;
-        c->more_orders = true;
-        c->product_keysets |= c->no_calls > 0;
+        took_keysets(c);
         ord.n = 0;
     } else if (try_any) {
         /* Too big for key sets: the orders schema mode takes (the members
          * were built with the whole allowance, so this may exceed
          * SV_SCHEMA_MAX_ORDERS along a path; it only costs states). */
+        if ((st = order_narrowed(c))) return st;
         if ((st = loc_orders(c, loc, keys, n, false, &ord))) return st;
         if (ord.n > 1) c->more_orders = true;
-        if (c->info) c->info->nkey_order_narrowed++;
     }
     if (!any_order && keyset && extra) {
         shape.extra_anywhere = true;
@@ -1244,10 +1335,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
 sv_status sv_sc_object_literal(sctx_t *c, const char *const *keys, sv_ast_t *const *vals, uint32_t n, sv_ast_t **out) {
     *out = NULL;
     if (!sv_sc_keysets(c) || n < 2) return SV_OK;
-    if (n > KEYSET_MAX_KEYS) {
-        if (c->info) c->info->nkey_order_narrowed++;
-        return SV_OK;
-    }
+    if (n > KEYSET_MAX_KEYS) return order_narrowed(c);
     member_t *mem = sv_arena_alloc(c->arena, n * sizeof *mem);
     sv_ast_t **kv = sv_arena_alloc(c->arena, (n + 1) * sizeof *kv);
     sv_ast_t *colon = sv_sc_colon(c);
@@ -1261,13 +1349,9 @@ sv_status sv_sc_object_literal(sctx_t *c, const char *const *keys, sv_ast_t *con
     uint64_t states;
     sv_ast_t *g;
     sv_status st = keyset_fits(c, &shape, &fits, &states);
-    if (st || !fits) {
-        if (!st && c->info) c->info->nkey_order_narrowed++;
-        return st;
-    }
+    if (st || !fits) return st ? st : order_narrowed(c);
     if ((st = object_anyorder(c, &shape, &g))) return st;
-    c->more_orders = true;
-    c->product_keysets |= c->no_calls > 0;
+    took_keysets(c);
     sv_ast_t *ws = sv_sc_ws(c);
     *out = sv_sc_cat3(c, sv_sc_cat2(c, sv_sc_lit(c, "{", 1), ws), g, sv_sc_cat2(c, ws, sv_sc_lit(c, "}", 1)));
     return *out ? SV_OK : sv_sc_nomem(c);

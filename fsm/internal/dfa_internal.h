@@ -130,11 +130,21 @@ typedef struct sv_dfa_call {
 /* What an object's close needs beside its required keys, in its key
  * numbers: each dependency's key when its trigger is written, and one key
  * of anyreq (anyOf of single required keys) when it is not 0. Conditions
- * that writing a key could break (not, oneOf) are not taken this way. */
+ * that writing a key can break (a `not`, oneOf or anyOf of key conditions,
+ * sv_sc_not_keys and sv_sc_union_keys in schema_container.c) are a table
+ * over at most 8 keys (ntk > 0; then no dependency and no anyreq): tok[b]
+ * says whether the object may close with the table keys b written (bit j:
+ * key tkey[j], 0xFF for a key that is never written), required ones
+ * included; text[b] whether some superset of b may, so a key whose
+ * writing leaves none is refused where it ends. */
+#define SV_KCOND_TABLE_KEYS 8u
 typedef struct sv_kcond {
     uint64_t anyreq;
     uint32_t ndeps;
     uint8_t dep_a[64], dep_b[64];
+    uint8_t ntk;
+    uint8_t tkey[SV_KCOND_TABLE_KEYS];
+    uint8_t tok[1u << SV_KCOND_TABLE_KEYS], text[1u << SV_KCOND_TABLE_KEYS];
 } sv_kcond_t;
 #define SV_KS_MAX_KEYS 64u
 
@@ -186,13 +196,41 @@ static inline uint64_t sv_ks_closure(const sv_kobj_t *o, uint64_t set) {
     return set;
 }
 
+/* The table keys (sv_kcond_t) of set, as the table's bits. */
+static inline uint32_t sv_ks_tbits(const sv_kcond_t *k, uint64_t set) {
+    uint32_t b = 0;
+    for (uint32_t j = 0; j < k->ntk; j++)
+        if (k->tkey[j] < SV_KS_MAX_KEYS && (set >> k->tkey[j] & 1)) b |= 1u << j;
+    return b;
+}
+
 /* Whether object o may close with the keys of set. */
 static inline bool sv_ks_close_ok(const sv_kobj_t *o, uint64_t set) {
     if ((set & o->req) != o->req) return false;
     const sv_kcond_t *k = o->cond;
     if (!k) return true;
+    if (k->ntk && !k->tok[sv_ks_tbits(k, set)]) return false;
     if (k->anyreq && !(set & k->anyreq)) return false;
     return sv_ks_closure(o, set) == set;
+}
+
+/* Whether key bit may end with set written: not yet written, and a close
+ * stays possible (the table's text). */
+static inline bool sv_ks_key_ok(const sv_kobj_t *o, uint64_t set, uint64_t bit) {
+    if (set & bit) return false;
+    const sv_kcond_t *k = o->cond;
+    return !k || !k->ntk || k->text[sv_ks_tbits(k, set | bit)];
+}
+
+/* The keys not in set that sv_ks_key_ok refuses (table keys only). */
+static inline uint64_t sv_ks_blocked(const sv_kobj_t *o, uint64_t set) {
+    const sv_kcond_t *k = o->cond;
+    if (!k || !k->ntk) return 0;
+    uint32_t b = sv_ks_tbits(k, set);
+    uint64_t m = 0;
+    for (uint32_t j = 0; j < k->ntk; j++)
+        if (k->tkey[j] < SV_KS_MAX_KEYS && !(b >> j & 1) && !k->text[b | 1u << j]) m |= 1ull << k->tkey[j];
+    return m;
 }
 
 void sv_keysets_free(sv_keysets_t *ks);
@@ -206,6 +244,8 @@ static inline bool sv_ks_enter(const struct sv_dfa *d, int32_t y, uint64_t *set)
     if (a >= KS_A_KEY0 && a < KS_A_KEY0 + SV_KS_MAX_KEYS) {
         uint64_t bit = 1ull << (a - KS_A_KEY0);
         if (*set & bit) return false;
+        const sv_kobj_t *o = &ks->objs[ks->obj[y]];
+        if (o->cond && o->cond->ntk && !sv_ks_key_ok(o, *set, bit)) return false;
         *set |= bit;
     } else if (a == KS_A_CLOSE) {
         if (!sv_ks_close_ok(&ks->objs[ks->obj[y]], *set)) return false;

@@ -74,6 +74,7 @@ typedef struct sctx {
     struct oneof_memo *oneofs; /* exact oneOfs made so far (schema.c) */
     bool more_orders;          /* some object accepts more than one key order */
     bool product_keysets;      /* some object in an intersection took key sets */
+    bool diff_keysets;         /* some object in a language a difference sees took key sets */
     bool keyset;               /* --key-order any (schema_container.c object_anyorder) */
     uint32_t lang_depth;       /* sv_sc_lang calls open (SV_SCHEMA_MAX_NESTING) */
     uint32_t ctx_depth;        /* member contexts open (schema_container.c) */
@@ -171,17 +172,24 @@ typedef struct sctx {
 
 /* Whether free-form values are calls here. */
 static inline bool sv_sc_calls(const sctx_t *c) { return c->calls && !c->no_calls; }
-/* Whether objects here take keys in any order (--key-order any). Not in a
- * language a difference sees (`not`, a oneOf that is no union, `if`,
- * dependencies that are no key conditions, maxContains): it subtracts from
- * a universe whose nested free-form values hold every key order, so a
- * positive operand with more orders than the subtracted language could
- * meet spellings of values the difference was meant to remove
- * (schema_container.c). Intersections (allOf, a union beside type
- * keywords) keep key sets: a spelling in both operands is a value valid in
- * both, whatever orders each holds. */
+/* Whether objects here take keys in any order (--key-order any).
+ * Intersections (allOf, a union beside type keywords) keep key sets: a
+ * spelling in both operands is a value valid in both, whatever orders each
+ * holds. A language a difference sees (`not`, a oneOf that is no union,
+ * `if`, dependencies that are no key conditions, maxContains; no_keysets >
+ * 0) is subtracted from or subtracts, and the subtracted language must hold
+ * every spelling of its values that the positive operand holds, or the
+ * difference keeps spellings of values it was meant to remove. With
+ * SV_KEY_ORDER_ANY every object there takes key sets, the universe's too
+ * (sv_sc_object's canonical_any), and one that cannot (too many keys, over
+ * keyset_fits' share of the budget) fails the attempt as a budget
+ * (schema_container.c order_narrowed): the retry keeps schema orders in
+ * every such language (SV_KEY_ORDER_ANY_OUTSIDE_DIFFERENCES), where both
+ * operands then hold the same orders. */
 static inline bool sv_sc_keysets(const sctx_t *c) {
-    return c->keyset && !c->no_keysets && (!c->no_calls || c->o->key_order == SV_KEY_ORDER_ANY);
+    sv_key_order k = c->o->key_order;
+    return c->keyset && (!c->no_keysets || k == SV_KEY_ORDER_ANY) &&
+           (!c->no_calls || k == SV_KEY_ORDER_ANY || k == SV_KEY_ORDER_ANY_OUTSIDE_DIFFERENCES);
 }
 
 /* ---- errors and pointers (schema.c) ---- */

@@ -477,6 +477,8 @@ int sv_cmd_compile(int argc, char **argv) {
             if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_ONEOF_DEPTH) json_array_append_new(nb, json_string("oneof_depth"));
             if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_PRODUCT_KEY_SETS)
                 json_array_append_new(nb, json_string("product_key_sets"));
+            if (o.info.narrowed_by_budget & SV_SCHEMA_NARROWED_DIFFERENCE_KEY_SETS)
+                json_array_append_new(nb, json_string("difference_key_sets"));
             json_object_set_new(stats, "narrowed_by_budget", nb);
         }
         char *txt = stats ? json_dumps(stats, JSON_PRESERVE_ORDER) : NULL;

@@ -12,7 +12,10 @@ against Python's jsonschema.
   than its key sets allow keeps its set in the walk (key_set_frames); one
   that also counts its members keeps the schema's order for its declared
   keys (extra keys may come anywhere) and says so (key_order_narrowed).
-- Where differences (oneOf, not) meet, accepted instances stay valid.
+- Where differences (oneOf, not) meet, accepted instances stay valid, and
+  objects there take every order too (or all keep the schema's, said so).
+- Wide objects keep key conditions that writing a key can break (`not`,
+  oneOf and anyOf of required keys) in the walk.
 - Draft 7's array-form `dependencies` keep key sets, as dependentRequired does.
 """
 import itertools
@@ -270,6 +273,68 @@ def test_random_wide_objects_agree_with_jsonschema():
     assert 0.15 * checked < accepted < 0.9 * checked, (checked, accepted)
 
 
+def test_wide_objects_with_key_conditions_agree_with_jsonschema():
+    """Random objects of 17 to 30 keys with conditions that writing a key
+    can break: `not` of required keys, oneOf and anyOf of required key sets,
+    a oneOf of single required keys, beside dependentRequired (a table of
+    the sets that may close, in the walk). Shuffled instances
+    with keys missing, extra and written twice: `sieve match --key-order
+    any` agrees with jsonschema on every one, and samples validate."""
+    rng = random.Random(20261207)
+    checked = accepted = 0
+    for case in range(16):
+        n = rng.randint(17, 30)
+        names = ["k" + str(i) for i in range(n)]
+        schema = {"$schema": DRAFT, "type": "object",
+                  "properties": {k: {"type": "integer"} for k in names},
+                  "required": rng.sample(names, rng.randint(0, 2)),
+                  "additionalProperties": rng.choice([False, {"type": "integer"}])}
+        cond = rng.sample(names, 6)
+        kinds = rng.sample(["not", "oneOf", "anyOf", "oneOf1", "deps"], rng.randint(1, 3))
+        if "oneOf" in kinds and "oneOf1" in kinds:
+            kinds.remove("oneOf1")
+        if "not" in kinds:
+            schema["not"] = {"required": cond[:2]}
+        if "oneOf" in kinds:
+            schema["oneOf"] = [{"required": cond[2:4]}, {"required": [cond[4]]}]
+        if "oneOf1" in kinds:  # a oneOf of single required keys
+            schema["oneOf"] = [{"required": [k]} for k in cond[1:4]]
+        if "anyOf" in kinds:
+            schema["anyOf"] = [{"required": [cond[5], cond[0]]}, {"required": [cond[3]]}]
+        if "deps" in kinds:
+            schema["dependentRequired"] = {cond[4]: [cond[5]]}
+        r = run("compile", schema, "--key-order", "any")
+        if r.returncode == 2:  # the conditions leave no object
+            continue
+        st = json.loads(r.stdout)
+        assert st["key_set_frames"] == 1 and st["key_order_narrowed"] == 0, (json.dumps(schema), st)
+        texts = []
+        for _ in range(80):
+            inst = {k: rng.randint(0, 9) for k in names if k in schema["required"] or rng.random() < 0.15}
+            for k in cond:
+                if rng.random() < 0.5:
+                    inst[k] = 1
+            if rng.random() < 0.1:
+                inst["extra" + str(rng.randint(0, 9))] = 1
+            text = spell(inst, rng)
+            if rng.random() < 0.1 and inst:
+                k = rng.choice(list(inst))
+                text = text[:-1] + ", " + json.dumps(k) + ": 1}"
+            texts.append(text)
+        got = match(schema, texts, "--key-order", "any")
+        want = [oracle(schema, t) for t in texts]
+        assert got == want, [(json.dumps(schema), t, g) for t, g, w in zip(texts, got, want) if g != w][:2]
+        checked += len(texts)
+        accepted += sum(got)
+        r = run("sample", schema, "--key-order", "any", "-n", "20", "--seed", str(case), "--max-len", "300")
+        assert r.returncode == 0, r.stderr
+        v = jsonschema.Draft202012Validator(schema)
+        for line in r.stdout.splitlines():
+            doc = json.loads(json.loads(line), object_pairs_hook=no_duplicates)
+            assert v.is_valid(doc), (json.dumps(schema), line)
+    assert checked >= 400 and 0.05 * checked < accepted < 0.9 * checked, (checked, accepted)
+
+
 def test_wide_object_with_a_count_keeps_schema_order_and_says_so():
     """min/maxProperties beside extra keys need a count the walk's set does
     not keep: such an object keeps the schema's order for its declared
@@ -325,6 +390,56 @@ def test_differences_stay_sound():
             if g:
                 assert oracle(schema, t), (schema, t)
         assert any(got), schema
+
+
+def test_differences_take_any_order():
+    """Objects in a language a difference sees (an overlapping oneOf, a
+    `not` of an object schema, if/then/else, both sides of them) take key
+    sets too, the universe's objects included: every order of a valid value
+    is accepted and nothing invalid is, against jsonschema. An object there
+    too big for its key sets makes the compile keep schema orders in every
+    such language, and say so."""
+    rng = random.Random(1207)
+    base = {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}}
+    schemas = [
+        # calculate_area (MaskBench Glaiveai2K): overlapping oneOf branches of one object
+        {"type": "object", "properties": dict(base, d={"type": "integer"}),
+         "oneOf": [{"properties": {"c": {"const": True}}, "required": ["a"]},
+                   {"properties": {"c": {"const": False}}, "required": ["b"]}]},
+        {"type": "object", "properties": base, "not": {"properties": {"a": {"minimum": 5}}, "required": ["a", "b"]}},
+        {"type": "object", "properties": {"x": {"type": "object", "properties": base}},
+         "if": {"properties": {"x": {"required": ["a", "c"]}}},
+         "then": {"properties": {"x": {"properties": {"b": {"maxLength": 1}}}}}},
+        {"allOf": [{"enum": [{"a": 1, "b": "s"}, {"b": "t", "c": True}]},
+                   {"not": {"additionalProperties": {"type": "integer"}}}]},
+        {"type": "array", "items": {"oneOf": [{"type": "object", "properties": base, "required": ["a"]},
+                                               {"type": "object", "properties": base, "required": ["b", "c"]}]}},
+    ]
+    for schema in schemas:
+        st = stats(schema, "--key-order", "any")
+        assert "difference_key_sets" not in st["narrowed_by_budget"], (json.dumps(schema), st)
+        texts = []
+        for _ in range(150):
+            vals = {"a": [1, 7, "s"], "b": ["s", "t", "uu", 1], "c": [True, False, 1], "d": [1]}
+            inst = {k: rng.choice(vals[k]) for k in "abcd" if rng.random() < (0.3 if k == "d" else 0.7)}
+            if "x" in schema.get("properties", {}):
+                inst = {"x": inst}
+            elif schema.get("type") == "array":
+                inst = [inst, {k: v for k, v in reversed(list(inst.items()))}]
+            texts.append(spell(inst, rng))
+        got = match(schema, texts, "--key-order", "any")
+        want = [oracle(schema, t) for t in texts]
+        assert got == want, [(json.dumps(schema), t, g) for t, g, w in zip(texts, got, want) if g != w][:2]
+        assert any(got), schema
+    # 20 keys in an overlapping oneOf: schema orders in the differences, sound
+    wide = {"type": "object", "properties": {"k%d" % i: {"type": "integer"} for i in range(20)},
+            "oneOf": [{"required": ["k1"]}, {"required": ["k2"]}, {"properties": {"k3": {"minimum": 3}}}]}
+    st = stats(wide, "--key-order", "any")
+    assert "difference_key_sets" in st["narrowed_by_budget"], st
+    texts = [spell({"k%d" % i: rng.randint(0, 5) for i in range(20) if rng.random() < 0.4}, rng) for _ in range(100)]
+    for t, g in zip(texts, match(wide, texts, "--key-order", "any")):
+        if g:
+            assert oracle(wide, t), t
 
 
 def test_intersections_take_any_order():

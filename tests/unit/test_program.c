@@ -574,6 +574,35 @@ int main(void) {
         dead_end_cases(conds, ts, cc, sizeof cc / sizeof *cc);
         walks(conds, &v, ts, 6, 160);
         budgets(&v, ts, conds);
+        /* conditions that writing a key can break (a `not` and a oneOf of
+         * key conditions): a table of the sets that may close; a key whose
+         * writing leaves none dies where its spelling becomes it */
+        char nm[4096];
+        at = snprintf(nm, sizeof nm, "{\"type\": \"object\", \"properties\": {");
+        for (int i = 0; i < 18; i++)
+            at += snprintf(nm + at, sizeof nm - (size_t)at, "%s\"e%d\": {\"type\": \"integer\"}", i ? ", " : "", i);
+        snprintf(nm + at, sizeof nm - (size_t)at,
+                 "}, \"not\": {\"required\": [\"e2\", \"e5\"]}, "
+                 "\"oneOf\": [{\"required\": [\"e7\", \"e8\"]}, {\"required\": [\"e9\"]}], "
+                 "\"additionalProperties\": false}");
+        sv_dfa_t *nd = compile(nm, true, SV_WS_CANONICAL);
+        CHECK(nd && nd->ks && nd->ks->nobjs == 1, "the object with key conditions keeps no key set in the walk");
+        sv_dfa_destroy(nd);
+        static const dcase_t nc[] = {
+            {"{\"e2\": 1, \"e", '5', 0},                          /* e2 and e5: the not */
+            {"{\"e2\": 1, \"e", '1', 1},
+            {"{\"e5\": 1, \"e1\": 1, \"e", '2', 0},
+            {"{\"e9\": 1, \"e7\": 1, \"e", '8', 0},             /* both branches, for good */
+            {"{\"e9\": 1, \"e7\": 1, \"e1", '"', 1},
+            {"{\"e9\": 1, \"e7\": 1", '}', 1},
+            {"{\"e7\": 1, \"e8\": 1, \"e", '9', 0},
+            {"{\"e7\": 1", '}', 0},                                /* neither branch yet */
+            {"{\"e7\": 1", ',', 1},
+            {"{\"e1\": 1", '}', 0},
+        };
+        dead_end_cases(nm, ts, nc, sizeof nc / sizeof *nc);
+        walks(nm, &v, ts, 6, 160);
+        budgets(&v, ts, nm);
         walks(inner, &v, ts, 6, 160);
         walks(outer, &v, ts, 6, 220);
         budgets(&v, ts, outer);
