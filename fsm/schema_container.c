@@ -790,18 +790,18 @@ static sv_ast_t *sep_open(sctx_t *c, sv_ast_t *open) {
     return NULL;
 }
 
-/* An object whose key set the walk keeps (--key-order any; program.c, "Key
- * sets"): one loop over its members, each key's closing quote followed by
- * its guard (SV_ANN_REQ + k for required key k), an extra member's by
- * SV_ANN_XEND (in extra), the places a key may start by SV_ANN_OPEN and the
- * '}' by SV_ANN_CLOSE: {OPEN ws (}CLOSE | M (,OPEN ws M)* ws }CLOSE). The
- * object becomes a part of its own, so that its guards stand for one set. */
 /* Members that key conditions name (a dependency, an anyOf or oneOf of
  * required keys, a key condition): the keys of object_frames' table. */
 static bool cond_member(const member_t *m, const uint8_t *any_w, const uint8_t *one_w, uint32_t i) {
     return m[i].dep_bit >= 0 || (any_w && any_w[i]) || (one_w && one_w[i]);
 }
 
+/* An object whose key set the walk keeps (--key-order any; program.c, "Key
+ * sets"): one loop over its members, each key's closing quote followed by
+ * its guard (SV_ANN_REQ + k for required key k), an extra member's by
+ * SV_ANN_XEND (in extra), the places a key may start by SV_ANN_OPEN and the
+ * '}' by SV_ANN_CLOSE: {OPEN ws (}CLOSE | M (,OPEN ws M)* ws }CLOSE). The
+ * object becomes a part of its own, so that its guards stand for one set. */
 static sv_status object_frames(sctx_t *c, const member_t *mem, uint32_t n, const dep_t *deps, uint32_t ndeps,
                                 const uint8_t *any_w, const uint8_t *one_w, const uint8_t *cond_ok, sv_ast_t *extra,
                                 sv_ast_t **out) {
@@ -1391,8 +1391,8 @@ static sv_status canon_value(sctx_t *c, const sv_loc_t *loc, sv_ast_t **out) {
 static sv_status array_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out);
 
 sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out) {
-    /* maxContains subtracts the contains language from the items': no key
-     * sets in either (sv_sc_keysets) */
+    /* maxContains subtracts the contains language from the items' (a
+     * language differences see, sv_sc_keysets) */
     bool diff = s && !canonical_any && c->draft >= 2019 && json_object_get(s, "contains") &&
                 json_object_get(s, "maxContains");
     c->no_keysets += diff;
