@@ -1179,6 +1179,30 @@ bool sv_sc_ref_alone(json_t *s) {
     return true;
 }
 
+/* sv_sc_ref_alone, or a $ref whose one constraining sibling is a `type`
+ * that the target's own `type` implies ({"$ref": "#/$defs/node", "type":
+ * "object"} where node says "type": "object"): the intersection is the
+ * target, so the $ref stands for the whole schema and takes no product (a
+ * product builds the target flat, its recursion cut at max_ref_depth:
+ * MaskBench's Github_easy---o83258, a recursive React element, had
+ * every object of it kept in schema order under --key-order any). */
+bool sv_sc_ref_stands_alone(sctx_t *c, json_t *s) {
+    if (sv_sc_ref_alone(s)) return true;
+    json_t *ref = json_object_get(s, "$ref"), *v, *t;
+    const char *k;
+    if (!json_is_string(ref) || !json_object_get(s, "type")) return false;
+    json_object_foreach(s, k, v) if (strcmp(k, "$ref") && strcmp(k, "$defs") && strcmp(k, "definitions") &&
+                                     strcmp(k, "type") && constrains(k)) return false;
+    sv_error_t *keep = c->err, scratch;
+    c->err = &scratch; /* a bad $ref or type is reported where it is compiled */
+    int ms = 0, mt = 0;
+    bool ok = sv_sc_resolve_ref(c, s, json_string_value(ref), &t) == SV_OK && json_is_object(t) &&
+              json_object_get(t, "type") && type_mask(c, s, &ms) == SV_OK && type_mask(c, t, &mt) == SV_OK;
+    c->err = keep;
+    if (ms & T_NUMBER) ms |= T_INTEGER;
+    return ok && (mt & ~ms) == 0;
+}
+
 /* Keywords that never change a schema's language: annotations, and every
  * keyword sieve neither compiles nor refuses (check_keywords reports them
  * in ignored_keywords), but OpenAPI's discriminator, which the oneOf beside
@@ -1415,7 +1439,7 @@ static int branch_types(sctx_t *c, json_t *s, int depth) {
     if (json_is_false(s)) return 0;
     if (!json_is_object(s) || depth > 16) return T_ALL;
     json_t *ref = json_object_get(s, "$ref"), *t;
-    if (json_is_string(ref) && (c->draft <= 7 || sv_sc_ref_alone(s))) {
+    if (json_is_string(ref) && (c->draft <= 7 || sv_sc_ref_stands_alone(c, s))) {
         sv_error_t *keep = c->err, scratch;
         c->err = &scratch;
         bool ok = sv_sc_resolve_ref(c, s, json_string_value(ref), &t) == SV_OK;
@@ -1869,7 +1893,7 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             if (rec != UINT32_MAX && (st = rec_close(c, rec, st, &ta))) return st;
             if (st) return st;
         }
-        if (c->draft <= 7 || sv_sc_ref_alone(s)) {
+        if (c->draft <= 7 || sv_sc_ref_stands_alone(c, s)) {
             if (c->draft > 7 && json_object_size(s) > 1 && ta->kind == SV_AST_NONE) /* as meet() reports it */
                 return sv_sc_fail(c, SV_ERR_EMPTY, "$ref", "no value satisfies $ref together with the rest of this schema");
             *out = ta;
@@ -2392,7 +2416,7 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
                     (json_object_get(s, "not") && !sv_sc_not_keys(s)) ||
                     json_object_get(s, "if") ||
                     deps != DEPS_NONE ||
-                    (json_object_get(s, "$ref") && c->draft > 7 && !sv_sc_ref_alone(s)) ||
+                    (json_object_get(s, "$ref") && c->draft > 7 && !sv_sc_ref_stands_alone(c, s)) ||
                     ((u.any || ou) && json_object_size(s) > 1 && (ty || lit || has_type_keywords(s)) &&
                      !(u.type_implied && (u.any || ou))) ||
                     (lit && (ty || has_type_keywords(s)));

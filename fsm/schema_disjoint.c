@@ -106,7 +106,7 @@ static json_t *follow_refs(sctx_t *c, json_t *s, bool local) {
     for (int hop = 0; hop < DISJOINT_MAX_HOPS && json_is_object(s); hop++) {
         json_t *ref = json_object_get(s, "$ref");
         if (!ref) return s;
-        if (!json_is_string(ref) || (c->draft > 7 && !sv_sc_ref_alone(s))) return s;
+        if (!json_is_string(ref) || (c->draft > 7 && !sv_sc_ref_stands_alone(c, s))) return s;
         if (local && json_string_value(ref)[0] != '#') return NULL;
         sv_error_t *keep = c->err, scratch;
         c->err = &scratch; /* a bad $ref is reported where it is compiled */

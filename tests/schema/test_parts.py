@@ -190,3 +190,44 @@ def test_ref_beside_ignored_keywords_is_a_call():
     # beside a keyword that does constrain, the $ref is still met with it
     capped = dict(schema, maxProperties=1)
     assert match(capped, ['{"name": "a"}', '{"name": "a", "kids": []}']) == [True, False]
+
+
+def test_ref_beside_the_type_it_implies_is_its_target():
+    """{"$ref": X, "type": "object"} where X says "type": "object" is X (in
+    2019+ the sibling is one more conjunct, but one X implies): no product,
+    so X keeps its parts and recursion to any depth (MaskBench's
+    Github_easy---o83258, a recursive React element, was a flat product of
+    7,809 states with its recursion cut; --key-order any then kept its
+    objects in schema order). A sibling type the target does not imply
+    still meets it."""
+    node = {"type": "object", "additionalProperties": False, "required": ["type"],
+            "properties": {"type": {"type": "string"}, "props": {"type": "object"},
+                           "children": {"oneOf": [{"type": "string"}, {"$ref": "#/definitions/el"},
+                                                  {"type": "array", "items": {"$ref": "#/definitions/el"}}]}}}
+    schema = {"$ref": "#/definitions/el", "type": "object", "title": "element", "definitions": {"el": node}}
+    for extra in ([], ["--key-order", "any"]):
+        st = json.loads(run("compile", schema, *extra).stdout)
+        assert not st["recursion_truncated"] and st["states"] < 1000, st
+    def nest(flip):
+        d = {"type": "p", "children": "x"}
+        for i in range(60):
+            kids = [d, {"type": "b"}] if i % 2 else d
+            d = {"children": kids, "type": "d%d" % i} if i == flip else {"type": "d%d" % i, "children": kids}
+        return d
+    deep = nest(-1)
+    bad = json.loads(json.dumps(deep))
+    cur = bad
+    for _ in range(40):
+        cur = cur["children"] if isinstance(cur["children"], dict) else cur["children"][0]
+    cur["children"] = 7  # not a string, an element or a list of them
+    texts = [json.dumps(deep), json.dumps(bad), json.dumps({"props": {}}), json.dumps([deep]), json.dumps({"type": "a"})]
+    want = [suite.oracle(schema, t) for t in texts]
+    assert want == [True, False, False, False, True]
+    assert match(schema, texts) == want
+    assert match(schema, texts, "--key-order", "any") == want
+    flipped = json.dumps(nest(7))  # children before type, 52 levels down
+    assert suite.oracle(schema, flipped)
+    assert match(schema, [flipped], "--key-order", "any") == [True]
+    # a sibling type that narrows the target's is a conjunct
+    narrowed = {"$ref": "#/definitions/el", "type": "string", "definitions": {"el": {"type": ["object", "string"]}}}
+    assert match(narrowed, ['"s"', "{}", "1"]) == [True, False, False]
