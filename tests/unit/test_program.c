@@ -427,6 +427,14 @@ static void frames_dead_ends(const char *schema, const sv_token_set_t *ts) {
     dead_end_cases(schema, ts, cases, sizeof cases / sizeof *cases);
 }
 
+/* An object schema of 18 integer keys p0..p17 (too wide for an automaton
+ * of key sets), then the keywords of rest. */
+static void integer_keys(char *buf, size_t cap, char p, const char *rest) {
+    int at = snprintf(buf, cap, "{\"type\": \"object\", \"properties\": {");
+    for (int i = 0; i < 18; i++) at += snprintf(buf + at, cap - (size_t)at, "%s\"%c%d\": {\"type\": \"integer\"}", i ? ", " : "", p, i);
+    snprintf(buf + at, cap - (size_t)at, "}, %s}", rest);
+}
+
 static void budgets(const vocab_t *v, const sv_token_set_t *ts, const char *schema) {
     sv_dfa_t *d = compile(schema, true, SV_WS_CANONICAL);
     if (!d) return;
@@ -558,12 +566,9 @@ int main(void) {
         frames_dead_ends(outer, ts);
         /* a close that waits for dependencies and an anyOf of required keys */
         char conds[4096];
-        at = snprintf(conds, sizeof conds, "{\"type\": \"object\", \"properties\": {");
-        for (int i = 0; i < 18; i++)
-            at += snprintf(conds + at, sizeof conds - (size_t)at, "%s\"d%d\": {\"type\": \"integer\"}", i ? ", " : "", i);
-        snprintf(conds + at, sizeof conds - (size_t)at,
-                 "}, \"required\": [\"d1\"], \"dependentRequired\": {\"d3\": [\"d7\", \"d9\"], \"d9\": [\"d12\"]}, "
-                 "\"anyOf\": [{\"required\": [\"d15\"]}, {\"required\": [\"d16\"]}], \"additionalProperties\": false}");
+        integer_keys(conds, sizeof conds, 'd',
+                     "\"required\": [\"d1\"], \"dependentRequired\": {\"d3\": [\"d7\", \"d9\"], \"d9\": [\"d12\"]}, "
+                     "\"anyOf\": [{\"required\": [\"d15\"]}, {\"required\": [\"d16\"]}], \"additionalProperties\": false");
         static const dcase_t cc[] = {
             {"{\"d1\": 1, \"d16\": 2", '}', 1},
             {"{\"d1\": 1", '}', 0},                                          /* the anyOf */
@@ -578,13 +583,10 @@ int main(void) {
          * key conditions): a table of the sets that may close; a key whose
          * writing leaves none dies where its spelling becomes it */
         char nm[4096];
-        at = snprintf(nm, sizeof nm, "{\"type\": \"object\", \"properties\": {");
-        for (int i = 0; i < 18; i++)
-            at += snprintf(nm + at, sizeof nm - (size_t)at, "%s\"e%d\": {\"type\": \"integer\"}", i ? ", " : "", i);
-        snprintf(nm + at, sizeof nm - (size_t)at,
-                 "}, \"not\": {\"required\": [\"e2\", \"e5\"]}, "
-                 "\"oneOf\": [{\"required\": [\"e7\", \"e8\"]}, {\"required\": [\"e9\"]}], "
-                 "\"additionalProperties\": false}");
+        integer_keys(nm, sizeof nm, 'e',
+                     "\"not\": {\"required\": [\"e2\", \"e5\"]}, "
+                     "\"oneOf\": [{\"required\": [\"e7\", \"e8\"]}, {\"required\": [\"e9\"]}], "
+                     "\"additionalProperties\": false");
         sv_dfa_t *nd = compile(nm, true, SV_WS_CANONICAL);
         CHECK(nd && nd->ks && nd->ks->nobjs == 1, "the object with key conditions keeps no key set in the walk");
         sv_dfa_destroy(nd);
