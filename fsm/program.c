@@ -398,7 +398,6 @@ static uint64_t ks_sum(const sv_kobj_t *o, uint64_t m) {
  * keys is not met, the one of them that costs least with its own. Every
  * condition only asks for more keys, so this is the least. */
 static uint64_t ks_missing(const sv_kobj_t *o, uint64_t set) {
-    uint64_t t = sv_ks_closure(o, set | o->req);
     const sv_kcond_t *k = o->cond;
     if (k && k->ntk) {
         /* a table (no dependency, no anyreq): the cheapest superset of the
@@ -418,6 +417,7 @@ static uint64_t ks_missing(const sv_kobj_t *o, uint64_t set) {
         }
         return sat_add(ks_sum(o, o->req & ~set & ~tmask), best);
     }
+    uint64_t t = sv_ks_closure(o, set | o->req);
     if (!k || !k->anyreq || (t & k->anyreq)) return ks_sum(o, t & ~set);
     uint64_t best = UINT32_MAX - 2;
     for (uint64_t m = k->anyreq & o->keys; m; m &= m - 1) {
@@ -535,10 +535,15 @@ static uint64_t region_best(const sv_dfa_t *d, const sv_kobj_t *o, int32_t x, ui
 }
 
 /* ks_costs' search from ',': the shortest `,"k": value` of each key. */
+typedef struct {
+    const sv_dfa_t *d;
+    sv_kobj_t *o;
+} memcost_t;
+
 static void memcost_end(void *ctx, int32_t u, uint32_t lu, uint32_t c, int32_t t) {
     (void)u, (void)c;
-    const sv_dfa_t *d = ((const best_t *)ctx)->d;
-    sv_kobj_t *o = (sv_kobj_t *)((const best_t *)ctx)->o;
+    const sv_dfa_t *d = ((const memcost_t *)ctx)->d;
+    sv_kobj_t *o = ((const memcost_t *)ctx)->o;
     uint8_t a = d->ks->ann[t];
     if (!ks_is_key(a) || d->dist[t] == UINT32_MAX) return;
     /* ',' is the byte into rcomma, and dist[t] counts the '}' */
@@ -576,9 +581,9 @@ static void ks_costs(sv_dfa_t *d, uint32_t oi) {
         return; /* the costs stay at their bound: no completion is cheaper than it is */
     }
     if (o->rcomma >= 0) {
-        best_t b = {d, o, 0, UINT64_MAX, -1, -1, 0};
+        memcost_t m = {d, o};
         uint64_t never = UINT64_MAX;
-        region_search(d, o, o->rcomma, &r, memcost_end, &b, &never);
+        region_search(d, o, o->rcomma, &r, memcost_end, &m, &never);
     }
     uint64_t need = o->req;
     if (o->cond) {

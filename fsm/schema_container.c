@@ -796,6 +796,55 @@ static bool cond_member(const member_t *m, const uint8_t *any_w, const uint8_t *
     return m[i].dep_bit >= 0 || (any_w && any_w[i]) || (one_w && one_w[i]);
 }
 
+/* object_frames' conditions as one table (sv_kcond_t.tok, text) over the
+ * members they name (cond_member), kof[] their key numbers (-1: never
+ * written, held absent; a required one is held present). */
+static sv_status kcond_table(sctx_t *c, const member_t *mem, uint32_t n, const int32_t *kof, const dep_t *deps,
+                             uint32_t ndeps, const uint8_t *any_w, const uint8_t *one_w, const uint8_t *cond_ok,
+                             sv_kcond_t *kc) {
+    uint32_t tm[SV_KCOND_TABLE_KEYS], ntk = 0, never = 0, req = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!cond_member(mem, any_w, one_w, i)) continue;
+        if (ntk == SV_KCOND_TABLE_KEYS)
+            return sv_sc_fail(c, SV_ERR_INTERNAL, "properties", "the key conditions name more keys than were counted");
+        kc->tkey[ntk] = kof[i] >= 0 ? (uint8_t)kof[i] : 0xFF;
+        if (kof[i] < 0) never |= 1u << ntk;
+        else if (mem[i].required) req |= 1u << ntk;
+        tm[ntk++] = i;
+    }
+    kc->ntk = (uint8_t)ntk;
+    /* each dependency's two ends as table bits (members with a dep_bit are
+     * table keys) */
+    uint32_t da[64], db[64];
+    for (uint32_t d = 0; d < ndeps; d++)
+        for (uint32_t j = da[d] = db[d] = 0; j < ntk; j++) {
+            if (tm[j] == deps[d].a) da[d] = 1u << j;
+            if (tm[j] == deps[d].b) db[d] = 1u << j;
+        }
+    for (uint32_t b = 0; b < 1u << ntk; b++) {
+        bool ok = !(b & never) && (b & req) == req;
+        uint64_t bits = 0; /* the condition bits (dep_bit) of the keys in b */
+        uint32_t ones = 0;
+        bool anyhit = false;
+        for (uint32_t j = 0; j < ntk; j++) {
+            if (!(b >> j & 1)) continue;
+            if (mem[tm[j]].dep_bit >= 0) bits |= 1ull << mem[tm[j]].dep_bit;
+            anyhit |= any_w && any_w[tm[j]];
+            ones += one_w ? one_w[tm[j]] : 0;
+        }
+        for (uint32_t d = 0; d < ndeps && ok; d++) ok = !(b & da[d]) || (b & db[d]);
+        kc->tok[b] = ok && (!any_w || anyhit) && (!one_w || ones == 1) && (!cond_ok || cond_ok[bits]);
+    }
+    for (uint32_t b = 1u << ntk; b-- > 0;) {
+        kc->text[b] = kc->tok[b];
+        for (uint32_t j = 0; j < ntk && !kc->text[b]; j++)
+            if (!(b >> j & 1)) kc->text[b] = kc->text[b | 1u << j];
+    }
+    if (!kc->text[0])
+        return sv_sc_fail(c, SV_ERR_EMPTY, cond_ok ? "not" : "oneOf", "no set of keys meets the object's key conditions");
+    return SV_OK;
+}
+
 /* An object whose key set the walk keeps (--key-order any; program.c, "Key
  * sets"): one loop over its members, each key's closing quote followed by
  * its guard (SV_ANN_REQ + k for required key k), an extra member's by
@@ -848,66 +897,22 @@ static sv_status object_frames(sctx_t *c, const member_t *mem, uint32_t n, const
      * (a key condition, a oneOf of required keys), all of them as one
      * table over the keys they name (at most 8, sv_sc_object checks) */
     sv_kcond_t kc = {0};
-    bool table = cond_ok || one_w;
-    for (uint32_t d = 0; d < ndeps && !table; d++) {
-        if (kof[deps[d].a] < 0) continue; /* never written: nothing to ask */
-        kc.dep_a[kc.ndeps] = (uint8_t)kof[deps[d].a];
-        kc.dep_b[kc.ndeps++] = (uint8_t)kof[deps[d].b];
-    }
-    bool any = false;
-    for (uint32_t i = 0; any_w && i < n && !table; i++)
-        if (any_w[i]) {
-            any = true;
-            if (kof[i] >= 0) kc.anyreq |= 1ull << kof[i];
+    if (cond_ok || one_w) {
+        sv_status st = kcond_table(c, mem, n, kof, deps, ndeps, any_w, one_w, cond_ok, &kc);
+        if (st) return st;
+    } else {
+        for (uint32_t d = 0; d < ndeps; d++) {
+            if (kof[deps[d].a] < 0) continue; /* never written: nothing to ask */
+            kc.dep_a[kc.ndeps] = (uint8_t)kof[deps[d].a];
+            kc.dep_b[kc.ndeps++] = (uint8_t)kof[deps[d].b];
         }
-    if (any && !kc.anyreq) return sv_sc_fail(c, SV_ERR_EMPTY, "anyOf", "no key the anyOf requires can be written");
-    if (table) {
-        /* member tm[j] is table key j; a key never written is held absent,
-         * a required one present */
-        uint32_t tm[SV_KCOND_TABLE_KEYS], ntk = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            if (!cond_member(mem, any_w, one_w, i)) continue;
-            if (ntk == SV_KCOND_TABLE_KEYS)
-                return sv_sc_fail(c, SV_ERR_INTERNAL, "properties", "the key conditions name more keys than were counted");
-            kc.tkey[ntk] = kof[i] >= 0 ? (uint8_t)kof[i] : 0xFF;
-            tm[ntk++] = i;
-        }
-        kc.ntk = (uint8_t)ntk;
-        uint32_t nb = 1u << ntk;
-        for (uint32_t b = 0; b < nb; b++) {
-            uint64_t bits = 0; /* the condition bits (dep_bit) of the keys in b */
-            uint32_t ones = 0;
-            bool ok = true, anyhit = false;
-            for (uint32_t j = 0; j < ntk; j++) {
-                const member_t *m = &mem[tm[j]];
-                bool in = b >> j & 1;
-                if (in && kc.tkey[j] == 0xFF) ok = false;
-                if (!in && kof[tm[j]] >= 0 && m->required) ok = false;
-                if (!in) continue;
-                if (m->dep_bit >= 0) bits |= 1ull << m->dep_bit;
-                anyhit |= any_w && any_w[tm[j]];
-                ones += one_w ? one_w[tm[j]] : 0;
+        bool any = false;
+        for (uint32_t i = 0; any_w && i < n; i++)
+            if (any_w[i]) {
+                any = true;
+                if (kof[i] >= 0) kc.anyreq |= 1ull << kof[i];
             }
-            for (uint32_t d = 0; d < ndeps && ok; d++) {
-                bool a = false, bb = false;
-                for (uint32_t j = 0; j < ntk; j++) {
-                    a |= tm[j] == deps[d].a && (b >> j & 1);
-                    bb |= tm[j] == deps[d].b && (b >> j & 1);
-                }
-                ok = !a || bb;
-            }
-            if (any_w && !anyhit) ok = false;
-            if (one_w && ones != 1) ok = false;
-            if (cond_ok && !cond_ok[bits]) ok = false;
-            kc.tok[b] = ok;
-        }
-        for (uint32_t b = nb; b-- > 0;) {
-            kc.text[b] = kc.tok[b];
-            for (uint32_t j = 0; j < ntk && !kc.text[b]; j++)
-                if (!(b >> j & 1)) kc.text[b] = kc.text[b | 1u << j];
-        }
-        if (!kc.text[0])
-            return sv_sc_fail(c, SV_ERR_EMPTY, cond_ok ? "not" : "oneOf", "no set of keys meets the object's key conditions");
+        if (any && !kc.anyreq) return sv_sc_fail(c, SV_ERR_EMPTY, "anyOf", "no key the anyOf requires can be written");
     }
     uint32_t code = SV_ANN_CLOSE;
     if (kc.ndeps || kc.anyreq || kc.ntk) {

@@ -243,9 +243,7 @@ static inline bool sv_ks_enter(const struct sv_dfa *d, int32_t y, uint64_t *set)
     uint8_t a = ks->ann[y];
     if (a >= KS_A_KEY0 && a < KS_A_KEY0 + SV_KS_MAX_KEYS) {
         uint64_t bit = 1ull << (a - KS_A_KEY0);
-        if (*set & bit) return false;
-        const sv_kobj_t *o = &ks->objs[ks->obj[y]];
-        if (o->cond && o->cond->ntk && !sv_ks_key_ok(o, *set, bit)) return false;
+        if (!sv_ks_key_ok(&ks->objs[ks->obj[y]], *set, bit)) return false;
         *set |= bit;
     } else if (a == KS_A_CLOSE) {
         if (!sv_ks_close_ok(&ks->objs[ks->obj[y]], *set)) return false;

@@ -292,6 +292,7 @@ sv_status sv_sc_meet(sctx_t *c, json_t *const *src, uint32_t n, const sv_loc_t *
 /* Whether a $ref's siblings constrain nothing ($defs, annotations), so that
  * the ref alone decides the language in every draft (schema.c). */
 bool sv_sc_ref_alone(json_t *s);
+/* sv_sc_ref_alone, or a $ref beside only a type its target's type implies. */
 bool sv_sc_ref_stands_alone(sctx_t *c, json_t *s);
 /* Whether s's anyOf only asks for one of some keys: every branch is
  * {"required": [one key]} (and annotations), and s builds its object
