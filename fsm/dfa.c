@@ -1,7 +1,9 @@
 /* dfa.c — the canonical DFA: accessors, analysis (distances, forced
  * chains), random sampling and structural comparison. */
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 
 #include "util/memacct.h"
@@ -115,6 +117,15 @@ sv_dfa_t *sv_dfa_share(sv_dfa_t *d) {
     return c;
 }
 
+void *sv_big_table(size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < huge) return malloc(bytes ? bytes : 1);
+    size_t rounded = (bytes + huge - 1) & ~(huge - 1);
+    void *p = aligned_alloc(huge, rounded);
+    if (p) (void)madvise(p, rounded, MADV_HUGEPAGE);
+    return p;
+}
+
 void sv_dfa_destroy(sv_dfa_t *d) {
     if (!d) return;
     release_charge(d);
@@ -181,23 +192,10 @@ const uint8_t *sv_dfa_forced(const sv_dfa_t *d, int32_t s, uint32_t *len) {
     return d->forced_buf + d->forced_off[s];
 }
 
-/* The single live byte of a non-accepting state, or -1. */
-static int forced_byte(const sv_dfa_t *d, uint32_t s, uint32_t *class_size) {
-    if (d->accept[s] || sv_dfa_has_calls(d, (int32_t)s)) return -1; /* a call is a choice the chain cannot see */
-    int byte = -1;
-    uint32_t count = 0;
-    const int32_t *row = d->trans + (size_t)s * d->nclasses;
-    for (uint32_t c = 0; c < d->nclasses; c++) {
-        if (c + 8 <= d->nclasses && sv_dead_run8(row + c)) { c += 7; continue; }
-        if (row[c] < 0) continue;
-        count += class_size[c];
-        if (count > 1) return -1;
-        byte = d->class_rep[c];
-    }
-    return count == 1 ? byte : -1;
-}
 
-sv_status sv_dfa_analyze(sv_dfa_t *d, sv_error_t *err) {
+sv_status sv_dfa_analyze(sv_dfa_t *d, sv_error_t *err) { return sv_dfa_analyze_forced(d, NULL, err); }
+
+sv_status sv_dfa_analyze_forced(sv_dfa_t *d, const int16_t *given, sv_error_t *err) {
     uint32_t n = d->nstates, k = d->nclasses;
     bool have_dist = d->dist != NULL; /* set by minimize.c or program.c */
     if (!d->dist) d->dist = malloc(n * sizeof *d->dist);
@@ -243,7 +241,7 @@ forced:;
     for (int b = 0; b < 256; b++) class_size[d->classes[b]]++;
     d->nforced = 0;
     for (uint32_t s = 0; s < n; s++) {
-        int b = forced_byte(d, s, class_size);
+        int b = given ? given[s] : sv_dfa_forced_byte(d, s, class_size);
         fb[s] = (int16_t)b;
         next[s] = b < 0 ? -1 : sv_dfa_next(d, (int32_t)s, (uint8_t)b);
         if (b >= 0) d->nforced++;

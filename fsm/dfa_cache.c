@@ -215,7 +215,7 @@ static sv_status memoized(key_t *k, build_fn build, const void *ctx, sv_dfa_t **
         free(k->buf);
         return build(ctx, out, err);
     }
-    uint64_t h = sv_hash_bytes(k->buf, k->n);
+    uint64_t h = sv_hash_words(k->buf, k->n);
     pthread_mutex_lock(&g.lock);
     for (entry_t *e = g.bucket[h % BUCKETS]; e; e = e->chain)
         if (e->hash == h && e->keylen == k->n && memcmp(e->key, k->buf, k->n) == 0) {

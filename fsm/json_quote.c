@@ -364,3 +364,165 @@ sv_status sv_dfa_json_quoted_counted_uncached(uint32_t mn, uint32_t mx, const sv
     sv_rawdfa_free(&raw);
     return st;
 }
+
+/* ---- every key but a few ---------------------------------------------------
+ *
+ * An object's extra members have keys outside its declared ones: the JSON
+ * strings whose content is not one of them. Through the general route that
+ * is the declared keys' DFA (subset construction of their union), its
+ * difference from any string (a product), and that quoted: three
+ * minimizations per object, a quarter of compiling a Kubernetes schema of a
+ * hundred objects. When no key holds a byte a spelling may escape or a
+ * non-ASCII one, the quoted automaton is written down: after '"', the trie
+ * of the keys' bytes; from a trie node, a byte no key continues with (or a
+ * '\\', whose escape spells a character no key has) leaves the keys for
+ * good, into any string's automaton at the state after that byte (all of
+ * the node's bytes were plain ASCII, so any string's automaton was at its
+ * boundary state all along); '"' closes from a node that is not a key.
+ * Minimization then gives the general route's table (its raw classes are
+ * numbered by their lowest byte too; tests/unit/test_dfa_ops.c compares the
+ * two). */
+static bool plain_key(const char *k) {
+    for (const unsigned char *p = (const unsigned char *)k; *p; p++)
+        if (*p < 0x20 || *p >= 0x7F || *p == '"' || *p == '\\') return false;
+    return true;
+}
+
+sv_status sv_dfa_json_quoted_except(const sv_dfa_t *any, const char *const *keys, uint32_t n,
+                                    const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
+    *out = NULL;
+    sv_fsm_limits_t def;
+    if (!lim) sv_fsm_limits_default(&def), lim = &def;
+    if (any->call_off || any->nstates == 0) return SV_OK;
+    int32_t q1 = sv_dfa_next(any, 0, '"'); /* inside a string, at its boundary */
+    if (q1 < 0) return SV_OK;
+    size_t nbytes = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!plain_key(keys[i])) return SV_OK;
+        nbytes += strlen(keys[i]);
+    }
+    if (nbytes > (size_t)lim->max_dfa_states) return SV_OK; /* the general route reports the budget */
+    /* Classes: each byte some key has alone, the others as any string's;
+     * numbered by lowest byte. */
+    bool keyb[256] = {false};
+    for (uint32_t i = 0; i < n; i++)
+        for (const unsigned char *p = (const unsigned char *)keys[i]; *p; p++) keyb[*p] = true;
+    sv_rawdfa_t raw = {0};
+    {
+        int32_t of_any[256], nc = 0;
+        for (int i = 0; i < 256; i++) of_any[i] = -1;
+        for (uint32_t b = 0; b < 256; b++) {
+            if (keyb[b] || b == '"') {
+                raw.classes[b] = (uint8_t)nc++;
+                continue;
+            }
+            int32_t *slot = &of_any[any->classes[b]];
+            if (*slot < 0) *slot = nc++;
+            raw.classes[b] = (uint8_t)*slot;
+        }
+        raw.nclasses = (uint32_t)nc;
+    }
+    uint8_t rep[256];
+    for (int b = 255; b >= 0; b--) rep[raw.classes[b]] = (uint8_t)b;
+    const uint32_t k = raw.nclasses;
+    /* States: 0 the start, 1 + t trie node t (0 the root), then any
+     * string's states from 1 + nodes. The trie's children as moves of its
+     * own table (node, class) -> child, filled as keys are added. */
+    uint32_t cap_nodes = (uint32_t)nbytes + 1, nodes = 1;
+    size_t ns = 1 + (size_t)cap_nodes + any->nstates;
+    size_t bytes = ns * k * sizeof(int32_t) + ns + (size_t)cap_nodes;
+    sv_status st = sv_dfa_minimize_budget(&(sv_rawdfa_t){.nstates = (uint32_t)ns, .nclasses = k}, bytes, lim, err);
+    if (st) return st;
+    raw.trans = malloc(ns * k * sizeof *raw.trans);
+    raw.accept = calloc(ns, 1);
+    uint8_t *is_key = calloc(cap_nodes, 1);
+    if (!raw.trans || !raw.accept || !is_key) {
+        free(is_key);
+        sv_rawdfa_free(&raw);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory building an object's extra keys");
+    }
+    memset(raw.trans, 0xFF, ns * k * sizeof *raw.trans);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t t = 0;
+        for (const unsigned char *p = (const unsigned char *)keys[i]; *p; p++) {
+            int32_t *cell = &raw.trans[(size_t)(1 + t) * k + raw.classes[*p]];
+            if (*cell < 0) *cell = (int32_t)(1 + nodes++);
+            t = (uint32_t)*cell - 1;
+        }
+        is_key[t] = 1;
+    }
+    const uint32_t qbase = 1 + cap_nodes;
+    raw.trans[raw.classes['"']] = 1; /* the start reads '"' into the root */
+    for (uint32_t t = 0; t < nodes; t++) {
+        int32_t *row = raw.trans + (size_t)(1 + t) * k;
+        for (uint32_t c = 0; c < k; c++) {
+            if (row[c] >= 0) continue; /* a key goes on */
+            uint8_t b = rep[c];
+            if (b == '"' && is_key[t]) continue;
+            int32_t x = any->trans[(size_t)q1 * any->nclasses + any->classes[b]];
+            row[c] = x < 0 ? SV_DFA_DEAD : (int32_t)(qbase + (uint32_t)x);
+        }
+    }
+    for (uint32_t q = 0; q < any->nstates; q++) {
+        int32_t *row = raw.trans + (size_t)(qbase + q) * k;
+        for (uint32_t c = 0; c < k; c++) {
+            int32_t x = any->trans[(size_t)q * any->nclasses + any->classes[rep[c]]];
+            row[c] = x < 0 ? SV_DFA_DEAD : (int32_t)(qbase + (uint32_t)x);
+        }
+        raw.accept[qbase + q] = any->accept[q];
+    }
+    /* The trie's nodes with the same keys below them (the same key or not,
+     * the same bytes into equal children) accept the same strings; every
+     * other pair differs (a node's residual is any string's but its keys'
+     * rests; any string's states are minimal and read no such thing). So
+     * children are merged bottom up (a child's id is above its parent's) by
+     * that signature, hashed, and the table is then minimal: minimize.c
+     * only trims, renumbers and coarsens it. */
+    uint32_t *canon = malloc((size_t)nodes * sizeof *canon), tcap = 16;
+    while (tcap < 2 * nodes) tcap *= 2;
+    uint32_t *slot = malloc((size_t)tcap * sizeof *slot);
+    uint64_t *sig = malloc((size_t)nodes * sizeof *sig);
+    if (!canon || !slot || !sig) {
+        free(canon), free(slot), free(sig), free(is_key);
+        sv_rawdfa_free(&raw);
+        return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory building an object's extra keys");
+    }
+    for (uint32_t i = 0; i < tcap; i++) slot[i] = UINT32_MAX;
+    for (uint32_t t = nodes; t-- > 0;) {
+        int32_t *row = raw.trans + (size_t)(1 + t) * k;
+        uint64_t h = 0x9e3779b97f4a7c15ull ^ is_key[t];
+        for (uint32_t c = 0; c < k; c++)
+            if (row[c] >= 1 && (uint32_t)row[c] < qbase) {
+                row[c] = (int32_t)(1 + canon[row[c] - 1]); /* children first: already merged */
+                h = (h ^ ((uint64_t)c << 32 | (uint32_t)row[c])) * 0xff51afd7ed558ccdull;
+                h ^= h >> 29;
+            }
+        sig[t] = h;
+        canon[t] = t;
+        for (uint32_t i = (uint32_t)h & (tcap - 1);; i = (i + 1) & (tcap - 1)) {
+            uint32_t u = slot[i];
+            if (u == UINT32_MAX) {
+                slot[i] = t;
+                break;
+            }
+            if (sig[u] != h || is_key[u] != is_key[t]) continue;
+            const int32_t *urow = raw.trans + (size_t)(1 + u) * k;
+            bool same = true;
+            for (uint32_t c = 0; c < k && same; c++) {
+                bool tc = row[c] >= 1 && (uint32_t)row[c] < qbase, uc = urow[c] >= 1 && (uint32_t)urow[c] < qbase;
+                same = tc == uc && (!tc || row[c] == urow[c]);
+            }
+            if (same) {
+                canon[t] = u;
+                break;
+            }
+        }
+    }
+    free(canon), free(slot), free(sig), free(is_key);
+    raw.nstates = (uint32_t)ns;
+    raw.start = 0;
+    raw.minimal = true;
+    st = sv_dfa_minimize(&raw, out, err);
+    sv_rawdfa_free(&raw);
+    return st;
+}

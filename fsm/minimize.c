@@ -32,10 +32,20 @@ static sv_status oom(sv_error_t *err) {
  * first column of its hash in one more row-by-row pass; a column that
  * differs there (a hash collision) is compared whole against every class.
  * Returns the number of classes. */
+/* A column's hash is the sum of its live cells' hashes (cell q holding v:
+ * sv_hash_u64 of q and v), so missing moves, most of a table, cost
+ * nothing and are skipped eight at a time. */
+static inline uint64_t cell_hash(uint32_t q, int32_t v) { return sv_hash_u64((uint64_t)q << 32 | (uint32_t)v); }
+
 void sv_dfa_column_hashes(const int32_t *t, uint32_t n, uint32_t k, uint64_t h[256]) {
-    for (uint32_t c = 0; c < k; c++) h[c] = SV_HASH_FNV_BASIS;
-    for (uint32_t q = 0; q < n; q++)
-        for (uint32_t c = 0; c < k; c++) h[c] = sv_hash_step(h[c], (uint32_t)t[(size_t)q * k + c]);
+    for (uint32_t c = 0; c < k; c++) h[c] = 0;
+    for (uint32_t q = 0; q < n; q++) {
+        const int32_t *row = t + (size_t)q * k;
+        for (uint32_t c = 0; c < k; c++) {
+            if (c + 8 <= k && sv_dead_run8(row + c)) { c += 7; continue; }
+            if (row[c] >= 0) h[c] += cell_hash(q, row[c]);
+        }
+    }
 }
 
 uint64_t sv_dfa_fingerprint_of(const sv_dfa_t *d, const uint64_t *colh) {
@@ -374,19 +384,24 @@ refined:;
      * columns hashed on the way (sv_dfa_column_hashes). */
     newid[dead] = SV_DFA_DEAD;
     uint64_t h[256];
-    for (uint32_t c = 0; c < k; c++) h[c] = SV_HASH_FNV_BASIS;
+    for (uint32_t c = 0; c < k; c++) h[c] = 0;
     for (uint32_t q = 0; q < m; q++) {
         const int32_t *rrow = raw->trans + (size_t)order[q] * k;
         int32_t *row = d->trans + (size_t)q * k;
         for (uint32_t c = 0; c < k; c++) {
+            if (c + 8 <= k && sv_dead_run8(rrow + c)) {
+                memset(row + c, 0xFF, 8 * sizeof *row); /* SV_DFA_DEAD */
+                c += 7;
+                continue;
+            }
             int32_t t = rrow[c], v = SV_DFA_DEAD;
             if (t >= 0) {
                 uint32_t b = bmap[t];
                 if (newid[b] == -2) newid[b] = (int32_t)m, order[m++] = t;
                 v = newid[b];
+                if (v >= 0) h[c] += cell_hash(q, v);
             }
             row[c] = v;
-            h[c] = sv_hash_step(h[c], (uint32_t)v);
         }
     }
     d->nstates = m;

@@ -227,6 +227,18 @@ sv_status sv_part_job_wait(sv_part_job_t *j, sv_dfa_t **out, sv_error_t *err) {
     return st;
 }
 
+void sv_part_job_help(sv_part_job_t *j) {
+    pthread_mutex_lock(&pool.lock);
+    bool mine = unqueue(j);
+    pthread_mutex_unlock(&pool.lock);
+    if (!mine) return;
+    run(j);
+    pthread_mutex_lock(&pool.lock);
+    j->state = DONE;
+    pthread_cond_broadcast(&pool.done);
+    pthread_mutex_unlock(&pool.lock);
+}
+
 void sv_part_job_drop(sv_part_job_t *j) {
     if (!j) return;
     pthread_mutex_lock(&pool.lock);

@@ -861,6 +861,45 @@ out:
     return st;
 }
 
+/* The parts in an order whose last is taken first by distances()'s
+ * worklist, a stack: callers before callees (the reverse of a depth-first
+ * postorder over the calls), so that each part of a program without
+ * recursion is searched once, after every part it calls. */
+static bool callees_first(const sv_dfa_t *d, const uint32_t *base, uint32_t np, uint32_t *order) {
+    uint32_t *off = calloc((size_t)np + 1, sizeof *off), *to = malloc(((size_t)d->ncalls + 1) * sizeof *to);
+    uint32_t *stack = malloc(((size_t)np + 1) * sizeof *stack), *next = malloc(((size_t)np + 1) * sizeof *next);
+    uint8_t *seen = calloc(np ? np : 1, 1);
+    bool ok = off && to && stack && next && seen;
+    if (ok) {
+        for (uint32_t p = 0; p < np; p++) off[p + 1] = d->call_off[base[p + 1]] - d->call_off[base[p]];
+        for (uint32_t p = 0; p < np; p++) off[p + 1] += off[p];
+        for (uint32_t i = 0; i < d->ncalls; i++) to[i] = part_of(base, np, (uint32_t)d->calls[i].callee);
+        /* calls are grouped by caller state, so part p's are off[p] .. off[p + 1] */
+        uint32_t n = np;
+        for (uint32_t r = 0; r < np; r++) {
+            if (seen[r]) continue;
+            uint32_t sp = 0;
+            stack[sp] = r, next[sp++] = off[r], seen[r] = 1;
+            while (sp) {
+                uint32_t p = stack[sp - 1];
+                if (next[sp - 1] == off[p + 1]) {
+                    order[--n] = p; /* finished: after all it calls */
+                    sp--;
+                    continue;
+                }
+                uint32_t q = to[next[sp - 1]++];
+                if (!seen[q]) seen[q] = 1, stack[sp] = q, next[sp++] = off[q];
+            }
+        }
+    }
+    free(off);
+    free(to);
+    free(stack);
+    free(next);
+    free(seen);
+    return ok;
+}
+
 /* Distances with calls: per part, Dijkstra from its final states over
  * reversed edges, a call s -> ret weighing dist[callee] (the callee's start
  * distance as known so far). Parts are redone from a worklist: a part whose
@@ -878,6 +917,7 @@ static sv_status distances(sv_dfa_t *d, const uint32_t *base, const edges_t *E, 
     uint32_t *src = malloc((ne + 1) * sizeof *src);
     int32_t *via = malloc((ne + 1) * sizeof *via); /* -1: a byte; else the callee */
     heap_t *heap = malloc((ne + n + 1) * sizeof *heap);
+    heap_t *fifo = malloc((ne + 1) * sizeof *fifo); /* moves on a byte, in order */
     uint8_t *done = malloc(n ? n : 1);
     /* callers[coff[p] .. coff[p + 1]): the parts that call part p */
     uint32_t *coff = calloc((size_t)np + 1, sizeof *coff), *callers = malloc((d->ncalls + 1) * sizeof *callers);
@@ -886,7 +926,7 @@ static sv_status distances(sv_dfa_t *d, const uint32_t *base, const edges_t *E, 
     d->dist = malloc((n ? n : 1) * sizeof *d->dist);
     uint32_t *xs = d->ks ? d->ks->xs : NULL;
     sv_status st = SV_OK;
-    if (!off || !fill || !src || !via || !heap || !done || !coff || !callers || !work || !queued || !d->dist) {
+    if (!off || !fill || !src || !via || !heap || !fifo || !done || !coff || !callers || !work || !queued || !d->dist) {
         st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the constraint");
         goto out;
     }
@@ -914,7 +954,11 @@ static sv_status distances(sv_dfa_t *d, const uint32_t *base, const edges_t *E, 
         }
     for (uint32_t s = 0; s < n; s++) d->dist[s] = UINT32_MAX;
     uint32_t nw = 0;
-    for (uint32_t p = 0; p < np; p++) work[nw++] = p, queued[p] = 1;
+    if (!callees_first(d, base, np, work)) {
+        st = sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory analyzing the constraint");
+        goto out;
+    }
+    for (nw = 0; nw < np; nw++) queued[work[nw]] = 1;
     while (nw) {
         uint32_t p = work[--nw];
         queued[p] = 0;
@@ -927,8 +971,12 @@ static sv_status distances(sv_dfa_t *d, const uint32_t *base, const edges_t *E, 
             if (d->accept[s]) d->dist[s] = 0;
             if (d->dist[s] != UINT32_MAX) heap_push(heap, &hn, (heap_t){d->dist[s], s});
         }
-        while (hn) {
-            heap_t h = heap_pop(heap, &hn);
+        /* Dijkstra, the heap holding the seeds and what calls reach; what
+         * a byte reaches (one more than the state just taken, so in order)
+         * waits in a FIFO, and the smaller head goes first. */
+        uint32_t fh = 0, ft = 0;
+        while (hn || fh < ft) {
+            heap_t h = fh < ft && (!hn || fifo[fh].d <= heap[0].d) ? fifo[fh++] : heap_pop(heap, &hn);
             if (done[h.s] || h.d != d->dist[h.s]) continue;
             done[h.s] = 1;
             for (uint32_t i = off[h.s]; i < off[h.s + 1]; i++) {
@@ -938,7 +986,8 @@ static sv_status distances(sv_dfa_t *d, const uint32_t *base, const edges_t *E, 
                 uint64_t nd = (uint64_t)h.d + w;
                 if (nd < d->dist[x]) {
                     d->dist[x] = (uint32_t)nd;
-                    heap_push(heap, &hn, (heap_t){(uint32_t)nd, x});
+                    if (via[i] < 0) fifo[ft++] = (heap_t){(uint32_t)nd, x};
+                    else heap_push(heap, &hn, (heap_t){(uint32_t)nd, x});
                 }
             }
         }
@@ -954,6 +1003,7 @@ out:
     free(src);
     free(via);
     free(heap);
+    free(fifo);
     free(done);
     free(coff);
     free(callers);
@@ -1690,6 +1740,46 @@ sv_status sv_program_link(const sv_dfa_t *root, sv_call_resolve_fn resolve, void
     return sv_program_link_ks(root, resolve, ctx, NULL, 0, lim, out, err);
 }
 
+/* The program's forced chains (sv_dfa_analyze_forced) from its parts'
+ * forced bytes instead of a scan of every linked row: a part's state moves
+ * on a single byte in the program exactly where it does in the part,
+ * unless that byte is a call marker's (the program has a call there, or
+ * the state is on a marker path the linker dropped), or a marker byte
+ * shares a class some state moves on with a byte of the program (then the
+ * part counted the marker; such a part is scanned). */
+static sv_status forced_from_parts(sv_dfa_t *d, const uint32_t *base, const linker_t *L, sv_error_t *err) {
+    if (d->ks) return sv_dfa_analyze(d, err); /* ks_build gave guard markers other rows */
+    int16_t *fb = malloc(((size_t)d->nstates + 1) * sizeof *fb);
+    if (!fb) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory linking the constraint");
+    uint32_t class_size[256] = {0};
+    for (int b = 0; b < 256; b++) class_size[d->classes[b]]++;
+    for (uint32_t p = 0; p < L->nparts; p++) {
+        const sv_dfa_t *q = L->parts[p];
+        bool marker[256] = {false}, mixed = !q->forced_len;
+        for (int m = SV_CALL_DIGIT0; m < 256; m++) marker[q->classes[m]] = true;
+        for (int b = 0; b < SV_CALL_DIGIT0 && !mixed; b++) {
+            uint32_t c = q->classes[b];
+            if (!marker[c]) continue;
+            marker[c] = false; /* a column where no state moves changes no count */
+            for (uint32_t s = 0; s < q->nstates && !mixed; s++) mixed = q->trans[(size_t)s * q->nclasses + c] >= 0;
+        }
+        for (uint32_t s = 0; s < q->nstates; s++) {
+            uint32_t x = base[p] + s;
+            int b = -1;
+            if (mixed) {
+                b = sv_dfa_forced_byte(d, x, class_size);
+            } else if (q->forced_len[s] && d->call_off[x] == d->call_off[x + 1]) {
+                b = q->forced_buf[q->forced_off[s]];
+                if (b >= SV_CALL_DIGIT0) b = -1;
+            }
+            fb[x] = (int16_t)b;
+        }
+    }
+    sv_status st = sv_dfa_analyze_forced(d, fb, err);
+    free(fb);
+    return st;
+}
+
 sv_status sv_program_link_ks(const sv_dfa_t *root, sv_call_resolve_fn resolve, void *ctx, const sv_kcond_t *conds,
                              uint32_t nconds, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err) {
     *out = NULL;
@@ -1769,7 +1859,7 @@ sv_status sv_program_link_ks(const sv_dfa_t *root, sv_call_resolve_fn resolve, v
         for (uint32_t c = 0; c < nc; c++) d->class_rep[c] = rep[c];
     }
     uint32_t nc = d->nclasses;
-    d->trans = malloc((size_t)total * nc * sizeof *d->trans);
+    d->trans = sv_big_table((size_t)total * nc * sizeof *d->trans);
     d->accept = calloc(total ? total : 1, 1);
     d->call_off = calloc(total + 1, sizeof *d->call_off);
     d->calls = malloc(((size_t)L.nsites + 1) * sizeof *d->calls);
@@ -1836,7 +1926,7 @@ sv_status sv_program_link_ks(const sv_dfa_t *root, sv_call_resolve_fn resolve, v
         st = sv_error_set(err, SV_ERR_EMPTY, -1, "the constraint matches no string");
         goto fail;
     }
-    if ((st = sv_dfa_analyze(d, err)) || (st = sv_dfa_charge(d, err))) goto fail;
+    if ((st = forced_from_parts(d, base, &L, err)) || (st = sv_dfa_charge(d, err))) goto fail;
     *out = d;
     d = NULL;
     goto done;

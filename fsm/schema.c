@@ -585,6 +585,8 @@ static sv_status bound(sctx_t *c, json_t *s, const char *kw, const char *excl_kw
     return SV_OK;
 }
 
+static sv_status number_spelled(sctx_t *c, const sv_num_spec_t *sp, bool integer, sv_ast_t **out);
+
 static sv_status number_lang(sctx_t *c, json_t *s, bool integer, sv_ast_t **out) {
     sv_num_spec_t spec = {.integer = integer};
     sv_status st;
@@ -599,6 +601,35 @@ static sv_status number_lang(sctx_t *c, json_t *s, bool integer, sv_ast_t **out)
         if (!spec.multiple_of) return sv_sc_fail(c, SV_ERR_UNSUPPORTED, "multipleOf", "multipleOf has an exponent beyond 4000");
     }
     if (!spec.min.set && !spec.max.set && !spec.multiple_of && !integer) return sv_sc_any_number(c, true, out);
+    /* The same bounds are the same language: an API description writes
+     * {"minimum": 0, "maximum": 99999999999.99} on a hundred amounts
+     * (Github_ultra---o46393), each a number automaton built and
+     * minimized. */
+    char *key = NULL;
+    {
+        char kb[1300];
+        int kn = snprintf(kb, sizeof kb, "%d|%d%d%s|%d%d%s|%s", integer, spec.min.set, spec.min.exclusive,
+                          spec.min.set ? spec.min.value : "", spec.max.set, spec.max.exclusive,
+                          spec.max.set ? spec.max.value : "", spec.multiple_of ? spec.multiple_of : "");
+        if (kn > 0 && (size_t)kn < sizeof kb) {
+            for (uint32_t i = 0; i < c->nnums; i++)
+                if (strcmp(c->nums[i].key, kb) == 0) {
+                    *out = c->nums[i].ast;
+                    return SV_OK;
+                }
+            if (c->nnums < sizeof c->nums / sizeof c->nums[0] && (key = sv_arena_alloc(c->arena, (size_t)kn + 1)))
+                memcpy(key, kb, (size_t)kn + 1);
+        }
+    }
+    st = number_spelled(c, &spec, integer, out);
+    if (!st && key) c->nums[c->nnums++] = (struct sv_numlang){key, *out};
+    return st;
+}
+
+/* number_lang's language of one bound specification. */
+static sv_status number_spelled(sctx_t *c, const sv_num_spec_t *sp, bool integer, sv_ast_t **out) {
+    sv_num_spec_t spec = *sp;
+    sv_status st;
     sv_error_t e;
     sv_error_clear(&e);
     st = sv_json_number(c->arena, &spec, sv_sc_lim(c), out, &e);
@@ -2375,7 +2406,12 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
             *out = c->memo[i].ast;
             return SV_OK;
         }
-    if (json_object_get(s, "allOf")) {
+    /* An allOf, or a union beside required keys (the schema's required
+     * list one conjunct, its union another), that merges into one object
+     * or distributes over the union (distribute_allof). */
+    if (json_object_get(s, "allOf") ||
+        ((json_object_get(s, "anyOf") || json_object_get(s, "oneOf")) && json_object_get(s, "required") &&
+         !json_object_get(s, "properties"))) {
         json_t *m;
         uint32_t mi;
         sv_status st = merge_allof(c, s, &m, &mi);
@@ -2631,7 +2667,7 @@ static sv_status distribute_allof(sctx_t *c, json_t *s, json_t **out) {
     sv_status st = SV_OK;
     for (uint32_t i = 0; i < n && !st; i++) st = check_keywords(c, conj[i]);
     if (st) return st;
-    bool any = true;
+    bool any = true, own = !json_object_get(s, "allOf");
     json_t *br[DISTRIBUTE_MAX_UNIONS];
     size_t combos = 1;
     for (uint32_t j = 0; j < u.n; j++) {
@@ -2671,15 +2707,18 @@ static sv_status distribute_allof(sctx_t *c, json_t *s, json_t **out) {
         /* Each branch's conjuncts go where its union stands among the
          * others (right after the schema that holds it), so the merged
          * objects list their properties in the order the schema defines
-         * them, as the product path does. */
+         * them, as the product path does. A union beside required keys
+         * with no allOf (own) goes before them: the required keys the
+         * branch names come first, as the branch's own order has them. */
         uint32_t q = 0;
         for (uint32_t a = 0; a < n; a++) {
-            ci[q++] = conj[a];
+            if (!own) ci[q++] = conj[a];
             for (uint32_t j = 0; j < u.n; j++)
                 if (conj[a] == u.v[j]) {
                     memcpy(ci + q, bi + seg[j], (seg[j + 1] - seg[j]) * sizeof *ci);
                     q += seg[j + 1] - seg[j];
                 }
+            if (own) ci[q++] = conj[a];
         }
         json_t *x = merge_conjuncts(ci, q, o);
         ok = x && json_array_append_new(alts, x) == 0;
@@ -2883,7 +2922,7 @@ sv_status sv_sc_part_job(sctx_t *c, sv_ast_t *ta, sv_ast_t **call) {
     size_t nkey = 0;
     uint8_t *key = sv_ast_key(ta, &nkey);
     if (!key) return SV_OK; /* too big to key: compiled here, and shared by language */
-    uint64_t h = sv_hash_bytes(key, nkey);
+    uint64_t h = sv_hash_words(key, nkey);
     for (uint32_t k = 0; k < c->npending; k++)
         if (c->pending[k].hash == h && c->pending[k].nkey == nkey && memcmp(c->pending[k].key, key, nkey) == 0) {
             free(key);
@@ -3010,6 +3049,11 @@ sv_dfa_t *sv_sc_part_at(sctx_t *c, uint32_t i) {
 /* Every part a helper compiles, installed (in the order they were made);
  * the first failure's status. */
 static sv_status install_all(sctx_t *c) {
+    /* the jobs no helper has started, run here from the newest (a helper
+     * takes the oldest), rather than waiting on one a helper runs while
+     * others still queue */
+    for (uint32_t k = c->npending; k-- > 0;)
+        if (c->pending[k].job) sv_part_job_help(c->pending[k].job);
     for (uint32_t k = 0; k < c->npending; k++)
         if (c->pending[k].job) install(c, &c->pending[k]);
     return c->job_st;

@@ -273,9 +273,31 @@ static sv_status extras(sctx_t *c, json_t *s, uint32_t child_orders, uint32_t ch
     sv_status st;
     sv_dfa_t *any;
     if ((st = sv_sc_any_string_content(c, &any))) return st;
-    /* Keys of K excluded: content DFA of the K strings. */
+    /* Keys of K excluded. Without patternProperties, the quoted key region
+     * written down where the keys allow (sv_dfa_json_quoted_except). */
+    sv_ast_t *free_quoted = NULL;
+    if (m == 0 && n) {
+        sv_ast_t *qa = sv_sc_quoted(c, any);
+        if (!qa) return sv_sc_nomem(c);
+        const char **keys = sv_arena_alloc(c->arena, n * sizeof *keys);
+        if (!keys) return sv_sc_nomem(c);
+        for (uint32_t i = 0; i < n; i++) keys[i] = mem[i].key;
+        sv_dfa_t *d = NULL;
+        sv_error_t e;
+        sv_error_clear(&e);
+        if (qa->kind == SV_AST_DFA && (st = sv_dfa_json_quoted_except(qa->dfa, keys, n, sv_sc_lim(c), &d, &e)))
+            return sv_sc_fail(c, st, "additionalProperties", "%s", e.message);
+        if (d) {
+            if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, d)) {
+                sv_dfa_destroy(d);
+                return sv_sc_nomem(c);
+            }
+            if (!(free_quoted = sv_ast_dfa(c->arena, d, false))) return sv_sc_nomem(c);
+        }
+    }
+    /* Else the content DFA of the K strings, subtracted from any string. */
     sv_dfa_t *known = NULL;
-    if (n) {
+    if (n && !free_quoted) {
         sv_ast_t **alts = sv_arena_alloc(c->arena, n * sizeof *alts);
         if (!alts) return sv_sc_nomem(c);
         for (uint32_t i = 0; i < n; i++) {
@@ -287,8 +309,8 @@ static sv_status extras(sctx_t *c, json_t *s, uint32_t child_orders, uint32_t ch
         }
         if ((st = sv_sc_to_dfa(c, sv_ast_alt(c->arena, alts, n), &known))) return st;
     }
-    sv_dfa_t *free_keys;
-    if ((st = sv_sc_product(c, any, known, SV_DFA_DIFF, "additionalProperties", &free_keys))) return st;
+    sv_dfa_t *free_keys = any;
+    if (!free_quoted && (st = sv_sc_product(c, any, known, SV_DFA_DIFF, "additionalProperties", &free_keys))) return st;
     if (!free_keys) return SV_OK;
     sv_dfa_t *pats[6];
     json_t *pschemas[6];
@@ -363,7 +385,7 @@ static sv_status extras(sctx_t *c, json_t *s, uint32_t child_orders, uint32_t ch
             if (ns > 1 && !met) val = acc ? sv_ast_dfa(c->arena, acc, false) : NULL;
         }
         if (!val) continue;
-        sv_ast_t *key = sv_sc_quoted(c, region);
+        sv_ast_t *key = free_quoted ? free_quoted : sv_sc_quoted(c, region);
         if (names) {
             /* propertyNames: intersect at the JSON-string level. */
             sv_dfa_t *kd;

@@ -318,6 +318,10 @@ sv_status sv_program_sample(const sv_dfa_t *d, sv_rng_t *rng, uint32_t soft_len,
                             size_t *len);
 /* Whether the 8 cells at t are all missing transitions (negative): tables
  * are mostly those, and the passes over them skip such runs whole. */
+/* A table of bytes bytes, freed with free(): at 2 MiB or more aligned to
+ * and advised into transparent huge pages (fsm/dfa.c). */
+void *sv_big_table(size_t bytes);
+
 static inline bool sv_dead_run8(const int32_t *t) {
     return (t[0] & t[1] & t[2] & t[3] & t[4] & t[5] & t[6] & t[7]) < 0;
 }
@@ -423,6 +427,28 @@ sv_status sv_dfa_minimize(const sv_rawdfa_t *raw, sv_dfa_t **out, sv_error_t *er
 /* Computes dist, forced_* and nforced of a DFA whose nstates, classes,
  * class_rep, trans and accept are set (minimal and trimmed). */
 sv_status sv_dfa_analyze(sv_dfa_t *d, sv_error_t *err);
+/* The same, with each state's forced byte given (given[s]: the single
+ * byte a non-final state without calls moves on, else -1: what
+ * sv_dfa_analyze finds by scanning each row; program.c knows it from the
+ * parts). */
+sv_status sv_dfa_analyze_forced(sv_dfa_t *d, const int16_t *given, sv_error_t *err);
+/* The single byte non-final state s without calls moves on, else -1
+ * (class_size[c]: how many bytes class c has). */
+static inline int sv_dfa_forced_byte(const sv_dfa_t *d, uint32_t s, const uint32_t *class_size) {
+    if (d->accept[s] || sv_dfa_has_calls(d, (int32_t)s)) return -1; /* a call is a choice the chain cannot see */
+    int byte = -1;
+    uint32_t count = 0;
+    const int32_t *row = d->trans + (size_t)s * d->nclasses;
+    for (uint32_t c = 0; c < d->nclasses; c++) {
+        if (c + 8 <= d->nclasses && sv_dead_run8(row + c)) { c += 7; continue; }
+        if (row[c] < 0) continue;
+        count += class_size[c];
+        if (count > 1) return -1;
+        byte = d->class_rep[c];
+    }
+    return count == 1 ? byte : -1;
+}
+
 
 /* Products (dfa_ops.c, program_product.c) walk pairs of states, -1 being
  * a side's implicit dead state. */
@@ -472,6 +498,13 @@ sv_status sv_dfa_json_quoted_counted(uint32_t mn, uint32_t mx, const sv_fsm_limi
                                      sv_error_t *err);
 sv_status sv_dfa_json_quoted_counted_uncached(uint32_t mn, uint32_t mx, const sv_fsm_limits_t *lim, sv_dfa_t **out,
                                               sv_error_t *err);
+/* The JSON strings of any (the quoted any string, sv_dfa_json_quoted of
+ * [^]*) whose content is none of keys[0..n): an object's extra keys,
+ * written down (json_quote.c). *out stays NULL where a key has a byte that
+ * is escaped or not ASCII, or is longer than the state budget: the caller
+ * takes the general route. */
+sv_status sv_dfa_json_quoted_except(const sv_dfa_t *any, const char *const *keys, uint32_t n,
+                                    const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);
 /* The whole pipeline from an AST (memoized in dfa_cache.c); an AST that is
  * one minimized DFA (no JSON escaping) gives that DFA's tables, shared. */
 sv_status sv_dfa_from_ast(const sv_ast_t *ast, const sv_fsm_limits_t *lim, sv_dfa_t **out, sv_error_t *err);

@@ -41,6 +41,10 @@ sv_part_job_t *sv_part_job_submit(const sv_ast_t *ast, const sv_fsm_limits_t *li
  * started it, else waits for it. *out is the DFA (the caller's), or NULL
  * with err set. */
 sv_status sv_part_job_wait(sv_part_job_t *j, sv_dfa_t **out, sv_error_t *err);
+/* Runs the job on this thread if no helper has started it (the result
+ * waits for sv_part_job_wait): a compile about to wait for all its jobs
+ * takes the newest itself while the helpers take the oldest. */
+void sv_part_job_help(sv_part_job_t *j);
 /* Frees the job without its result (waiting for a helper that runs it). */
 void sv_part_job_drop(sv_part_job_t *j);
 

@@ -93,6 +93,8 @@ typedef struct sctx {
     sv_dfa_t *py_numbers;      /* the Python number spellings */
     struct sv_quoted { const sv_dfa_t *content; sv_ast_t *ast; } quoted[32]; /* sv_sc_quoted's DFAs by content */
     uint32_t nquoted;
+    struct sv_numlang { const char *key; sv_ast_t *ast; } nums[32]; /* number languages by bounds (schema.c) */
+    uint32_t nnums;
     /* Free-form containers as calls (program.c): on for the compilation,
      * off (no_calls > 0) while building a language that enters a product,
      * which needs flat automata; a marker that reaches a product anyway

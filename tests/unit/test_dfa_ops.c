@@ -243,6 +243,84 @@ int main(void) {
         printf("  %d counted strings written down directly: equal to the general route\n", nc);
     }
 
+    {
+        /* An object's extra keys written down (sv_dfa_json_quoted_except)
+         * against the general route: the keys' union subtracted from any
+         * string, quoted. Equal tables (fingerprints too) on fixed and
+         * random key sets (shared prefixes, a key a prefix of another, the
+         * empty key), probes inside and outside, and keys it must leave to
+         * the general route (escaped or non-ASCII bytes). */
+        sv_dfa_t *anyc = rx("[^]*"), *anyq = NULL;
+        CHECK(anyc && sv_dfa_json_quoted_uncached(anyc, NULL, &anyq, &e) == SV_OK, "any string quoted");
+        static const char *fixed[][6] = {
+            {"a", NULL}, {"", NULL}, {"ab", "abc", "a", NULL}, {"name", "namespace", "labels", "annotations", NULL},
+            {"x y", "~", "0", "!#$%&'()*+,-./", NULL}, {"apiVersion", "kind", "metadata", "spec", "status", NULL},
+        };
+        static const char keych[] = "abcdn ~_0";
+        uint32_t seed = 777;
+        int nx = 0;
+        for (int round = 0; round < 6 + 150; round++) {
+            const char *keys[8];
+            char kbuf[8][8];
+            uint32_t nk = 0;
+            if (round < 6) {
+                while (fixed[round][nk]) keys[nk] = fixed[round][nk], nk++;
+            } else {
+                nk = 1 + ((seed = seed * 1103515245u + 12345u) >> 16) % 8;
+                for (uint32_t i = 0; i < nk; i++) {
+                    uint32_t len = ((seed = seed * 1103515245u + 12345u) >> 16) % 6;
+                    for (uint32_t j = 0; j < len; j++)
+                        kbuf[i][j] = keych[((seed = seed * 1103515245u + 12345u) >> 16) % (sizeof keych - 1)];
+                    kbuf[i][len] = '\0';
+                    keys[i] = kbuf[i];
+                }
+            }
+            sv_ast_t *alts[8];
+            for (uint32_t i = 0; i < nk; i++) {
+                size_t len = strlen(keys[i]);
+                sv_ast_t *cps[8];
+                for (size_t j = 0; j < len; j++) cps[j] = sv_ast_codepoint(ar, (uint8_t)keys[i][j]);
+                alts[i] = sv_ast_cat(ar, cps, (uint32_t)len);
+            }
+            sv_dfa_t *known = NULL, *freec = NULL, *general = NULL, *direct = NULL;
+            bool ok = sv_dfa_from_ast(sv_ast_alt(ar, alts, nk), NULL, &known, &e) == SV_OK &&
+                      sv_dfa_product(anyc, known, SV_DFA_DIFF, NULL, &freec, &e) == SV_OK &&
+                      sv_dfa_json_quoted_uncached(freec, NULL, &general, &e) == SV_OK &&
+                      sv_dfa_json_quoted_except(anyq, keys, nk, NULL, &direct, &e) == SV_OK && direct;
+            CHECK(ok && sv_dfa_equal(general, direct) && sv_dfa_fingerprint(general) == sv_dfa_fingerprint(direct),
+                  "extra keys of %u keys (round %d): written down differs from the general route", nk, round);
+            for (uint32_t i = 0; direct && i < nk; i++) {
+                char qs[32];
+                int ql = snprintf(qs, sizeof qs, "\"%s\"", keys[i]);
+                CHECK(!sv_dfa_matches(direct, (const uint8_t *)qs, (size_t)ql), "declared key %s is no extra key", qs);
+                ql = snprintf(qs, sizeof qs, "\"%s\\n\"", keys[i]);
+                CHECK(sv_dfa_matches(direct, (const uint8_t *)qs, (size_t)ql), "%s is an extra key", qs);
+            }
+            nx++;
+            sv_dfa_destroy(known);
+            sv_dfa_destroy(freec);
+            sv_dfa_destroy(general);
+            sv_dfa_destroy(direct);
+        }
+        static const char *odd[] = {"a\"b", "back\\slash", "tab\t", "caf\xc3\xa9", "del\x7f"};
+        for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+            const char *keys[2] = {"plain", odd[i]};
+            sv_dfa_t *direct = NULL;
+            CHECK(sv_dfa_json_quoted_except(anyq, keys, 2, NULL, &direct, &e) == SV_OK && !direct,
+                  "key %zu is left to the general route", i);
+        }
+        sv_fsm_limits_t small;
+        sv_fsm_limits_default(&small);
+        small.max_memory = 4096;
+        const char *many[] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "b"};
+        sv_dfa_t *direct = NULL;
+        CHECK(sv_dfa_json_quoted_except(anyq, many, 2, &small, &direct, &e) == SV_ERR_BUDGET && !direct,
+              "the memory budget is checked before the table is built");
+        printf("  %d extra-key regions written down: equal to the general route\n", nx);
+        sv_dfa_destroy(anyc);
+        sv_dfa_destroy(anyq);
+    }
+
     /* A graph: 0 -a-> 1 -b-> 2 (final), 1 -eps-> 0, 0 -c-> 2: (a)+b | (a+)?c ... = (a a*)b | a* c. */
     sv_ast_edge_t edges[] = {{0, 1, sv_ast_codepoint(ar, 'a')}, {1, 2, sv_ast_codepoint(ar, 'b')}, {1, 0, NULL},
                              {0, 2, sv_ast_codepoint(ar, 'c')}};
