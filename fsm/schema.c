@@ -2914,9 +2914,28 @@ static int detect_draft(json_t *root) {
  * memo). Such a part is one whatever its DFA's size (the compile does not
  * wait to see), and it is shared with an equal language by their ASTs' memo
  * key, not by their DFAs, which the compile has not seen yet. */
+/* Whether every string of a's language opens an object or an array (its
+ * first byte '{' or '['), as far as its shape shows. */
+static bool opens_container(const sv_ast_t *a, int depth) {
+    if (!a || depth > 8) return false;
+    switch (a->kind) {
+    case SV_AST_BYTES: return a->lo == a->hi && (a->lo == '{' || a->lo == '[');
+    case SV_AST_CAT: return a->nkids && opens_container(a->kids[0], depth + 1);
+    case SV_AST_ALT:
+        for (uint32_t i = 0; i < a->nkids; i++)
+            if (!opens_container(a->kids[i], depth + 1)) return false;
+        return a->nkids > 0;
+    default: return false;
+    }
+}
+
 sv_status sv_sc_part_job(sctx_t *c, sv_ast_t *ta, sv_ast_t **call) {
     *call = NULL;
-    if (!c->async_parts || ta->kind == SV_AST_DFA || sv_ast_weight(ta, SV_SC_JOB_MIN) < SV_SC_JOB_MIN) return SV_OK;
+    if (!c->async_parts || ta->kind == SV_AST_DFA) return SV_OK;
+    /* a container is a part from SMALL_VALUE_PART_MIN states on anyway
+     * (schema_container.c): a lighter one is worth a helper too */
+    uint64_t min = opens_container(ta, 0) ? SV_SC_JOB_MIN / 4 : SV_SC_JOB_MIN;
+    if (sv_ast_weight(ta, min) < min) return SV_OK;
     /* the same language (a definition referred to from many places, each
      * its own location's AST) is the same part */
     size_t nkey = 0;
