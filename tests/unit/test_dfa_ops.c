@@ -278,7 +278,7 @@ int main(void) {
             sv_ast_t *alts[8];
             for (uint32_t i = 0; i < nk; i++) {
                 size_t len = strlen(keys[i]);
-                sv_ast_t *cps[8];
+                sv_ast_t *cps[32];
                 for (size_t j = 0; j < len; j++) cps[j] = sv_ast_codepoint(ar, (uint8_t)keys[i][j]);
                 alts[i] = sv_ast_cat(ar, cps, (uint32_t)len);
             }
