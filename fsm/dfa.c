@@ -192,7 +192,6 @@ const uint8_t *sv_dfa_forced(const sv_dfa_t *d, int32_t s, uint32_t *len) {
     return d->forced_buf + d->forced_off[s];
 }
 
-
 sv_status sv_dfa_analyze(sv_dfa_t *d, sv_error_t *err) { return sv_dfa_analyze_forced(d, NULL, err); }
 
 sv_status sv_dfa_analyze_forced(sv_dfa_t *d, const int16_t *given, sv_error_t *err) {

@@ -371,7 +371,7 @@ sv_status sv_dfa_json_quoted_counted_uncached(uint32_t mn, uint32_t mx, const sv
  * strings whose content is not one of them. Through the general route that
  * is the declared keys' DFA (subset construction of their union), its
  * difference from any string (a product), and that quoted: three
- * minimizations per object, a quarter of compiling a Kubernetes schema of a
+ * minimizations per object, a fifth of compiling a Kubernetes schema of a
  * hundred objects. When no key holds a byte a spelling may escape or a
  * non-ASCII one, the quoted automaton is written down: after '"', the trie
  * of the keys' bytes; from a trie node, a byte no key continues with (or a
@@ -379,9 +379,9 @@ sv_status sv_dfa_json_quoted_counted_uncached(uint32_t mn, uint32_t mx, const sv
  * good, into any string's automaton at the state after that byte (all of
  * the node's bytes were plain ASCII, so any string's automaton was at its
  * boundary state all along); '"' closes from a node that is not a key.
- * Minimization then gives the general route's table (its raw classes are
- * numbered by their lowest byte too; tests/unit/test_dfa_ops.c compares the
- * two). */
+ * Trimmed, renumbered and coarsened by minimize.c, that is the general
+ * route's table (its raw classes are numbered by their lowest byte too;
+ * tests/unit/test_dfa_ops.c compares the two). */
 static bool plain_key(const char *k) {
     for (const unsigned char *p = (const unsigned char *)k; *p; p++)
         if (*p < 0x20 || *p >= 0x7F || *p == '"' || *p == '\\') return false;

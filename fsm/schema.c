@@ -2907,13 +2907,6 @@ static int detect_draft(json_t *root) {
  * needs no frame). The same AST (memoized per schema and location) is the
  * same part. */
 #define REF_PART_MIN 256u
-/* A language that weighs SV_SC_JOB_MIN or more (sv_ast_weight: bytes and
- * the states of the DFAs it embeds), as a part compiled on a helper thread
- * (fsm/internal/part_jobs.h): *call the call to it, or NULL where the
- * caller compiles it itself (too light, no helpers, a key too long for the
- * memo). Such a part is one whatever its DFA's size (the compile does not
- * wait to see), and it is shared with an equal language by their ASTs' memo
- * key, not by their DFAs, which the compile has not seen yet. */
 /* Whether every string of a's language opens an object or an array (its
  * first byte '{' or '['), as far as its shape shows. */
 static bool opens_container(const sv_ast_t *a, int depth) {
@@ -2929,6 +2922,13 @@ static bool opens_container(const sv_ast_t *a, int depth) {
     }
 }
 
+/* A language that weighs SV_SC_JOB_MIN or more (sv_ast_weight: bytes and
+ * the states of the DFAs it embeds), as a part compiled on a helper thread
+ * (fsm/internal/part_jobs.h): *call the call to it, or NULL where the
+ * caller compiles it itself (too light, no helpers, a key too long for the
+ * memo). Such a part is one whatever its DFA's size (the compile does not
+ * wait to see), and it is shared with an equal language by their ASTs' memo
+ * key, not by their DFAs, which the compile has not seen yet. */
 sv_status sv_sc_part_job(sctx_t *c, sv_ast_t *ta, sv_ast_t **call) {
     *call = NULL;
     if (!c->async_parts || ta->kind == SV_AST_DFA) return SV_OK;
