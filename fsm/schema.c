@@ -2408,10 +2408,15 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
         }
     /* An allOf, or a union beside required keys (the schema's required
      * list one conjunct, its union another), that merges into one object
-     * or distributes over the union (distribute_allof). */
+     * or distributes over the union (distribute_allof). With key sets
+     * (--key-order any) also a union beside properties: each merged
+     * object takes its keys in any order, where the product's objects
+     * range over the location's keys, too many for key sets (docs/fsm.md,
+     * "An allOf over one union is distributed"). */
     if (json_object_get(s, "allOf") ||
-        ((json_object_get(s, "anyOf") || json_object_get(s, "oneOf")) && json_object_get(s, "required") &&
-         !json_object_get(s, "properties"))) {
+        ((json_object_get(s, "anyOf") || json_object_get(s, "oneOf")) &&
+         ((json_object_get(s, "required") && !json_object_get(s, "properties")) ||
+          (c->keyset && json_object_get(s, "properties"))))) {
         json_t *m;
         uint32_t mi;
         sv_status st = merge_allof(c, s, &m, &mi);
@@ -2667,7 +2672,7 @@ static sv_status distribute_allof(sctx_t *c, json_t *s, json_t **out) {
     sv_status st = SV_OK;
     for (uint32_t i = 0; i < n && !st; i++) st = check_keywords(c, conj[i]);
     if (st) return st;
-    bool any = true, own = !json_object_get(s, "allOf");
+    bool any = true, own = !json_object_get(s, "allOf") && !json_object_get(s, "properties");
     json_t *br[DISTRIBUTE_MAX_UNIONS];
     size_t combos = 1;
     for (uint32_t j = 0; j < u.n; j++) {
@@ -2708,8 +2713,9 @@ static sv_status distribute_allof(sctx_t *c, json_t *s, json_t **out) {
          * others (right after the schema that holds it), so the merged
          * objects list their properties in the order the schema defines
          * them, as the product path does. A union beside required keys
-         * with no allOf (own) goes before them: the required keys the
-         * branch names come first, as the branch's own order has them. */
+         * with no allOf or properties (own) goes before them: the
+         * required keys the branch names come first, as the branch's own
+         * order has them. */
         uint32_t q = 0;
         for (uint32_t a = 0; a < n; a++) {
             if (!own) ci[q++] = conj[a];
