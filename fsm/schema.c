@@ -2395,6 +2395,18 @@ static bool loc_equal(const sv_loc_t *a, const sv_loc_t *b) {
 
 static sv_status merge_allof(sctx_t *c, json_t *s, json_t **out, uint32_t *idx);
 
+/* A union (anyOf or oneOf) beside the object keywords it meets, which is
+ * the conjunction an allOf writes (distribute_allof): beside required
+ * keys without properties, or, with key sets (--key-order any), beside
+ * properties: each merged object takes its keys in any order, where the
+ * product's objects range over the location's keys, too many for key sets
+ * (docs/fsm.md, "An allOf over one union is distributed"). */
+static bool union_beside_object(const sctx_t *c, json_t *s) {
+    if (!json_object_get(s, "anyOf") && !json_object_get(s, "oneOf")) return false;
+    if (json_object_get(s, "properties")) return c->keyset;
+    return json_object_get(s, "required") != NULL;
+}
+
 sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) {
     if (json_is_true(s)) return sv_sc_any_value(c, sv_sc_any_depth(c, loc->level), out);
     if (json_is_false(s)) return sv_sc_fail(c, SV_ERR_EMPTY, NULL, "the schema false matches no value");
@@ -2406,17 +2418,10 @@ sv_status sv_sc_lang(sctx_t *c, json_t *s, const sv_loc_t *loc, sv_ast_t **out) 
             *out = c->memo[i].ast;
             return SV_OK;
         }
-    /* An allOf, or a union beside required keys (the schema's required
-     * list one conjunct, its union another), that merges into one object
-     * or distributes over the union (distribute_allof). With key sets
-     * (--key-order any) also a union beside properties: each merged
-     * object takes its keys in any order, where the product's objects
-     * range over the location's keys, too many for key sets (docs/fsm.md,
-     * "An allOf over one union is distributed"). */
-    if (json_object_get(s, "allOf") ||
-        ((json_object_get(s, "anyOf") || json_object_get(s, "oneOf")) &&
-         ((json_object_get(s, "required") && !json_object_get(s, "properties")) ||
-          (c->keyset && json_object_get(s, "properties"))))) {
+    /* An allOf, or a union beside object keywords (union_beside_object:
+     * the schema's keywords one conjunct, its union another), that merges
+     * into one object or distributes over the union (distribute_allof). */
+    if (json_object_get(s, "allOf") || union_beside_object(c, s)) {
         json_t *m;
         uint32_t mi;
         sv_status st = merge_allof(c, s, &m, &mi);
