@@ -3116,16 +3116,28 @@ static const sv_dfa_t *resolve_part(void *ctx, uint32_t id, sv_error_t *err) {
 #define KEYSETS_IN_PRODUCTS 1u
 #define KEYSETS_IN_DIFFERENCES 2u
 
+/* --key-order any: the locations whose objects keep the schema's orders in
+ * the languages a difference sees (sctx_t.ko_locs), and the one an attempt
+ * found an object too big for key sets at. */
+typedef struct {
+    const uint64_t *locs;
+    uint32_t n;
+    uint64_t failed;
+} ko_t;
+#define KO_MAX_LOCS 4u
+
 static sv_status compile_once(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
                               uint64_t deadline, int level, bool any_products, bool small_parts, bool distribute,
                               sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err, bool *more_orders, bool *deep,
                               bool *conflict, bool *in_products, bool *small_used, bool *distributed,
-                              uint32_t *keysets_met, bool async, bool *async_redo, bool frames, bool *frames_used) {
+                              uint32_t *keysets_met, bool async, bool *async_redo, bool frames, bool *frames_used,
+                              ko_t *ko) {
     sctx_t c = {.o = o, .info = info, .err = err, .root = root, .draft = detect_draft(root), .deadline_ns = deadline,
                 .calls = level > 0, .ref_parts = level > 1, .any_products = level > 0 && any_products,
                 .small_parts = level > 1 && small_parts, .distribute = distribute,
                 .keyset = o->key_order != SV_KEY_ORDER_SCHEMA && orders > 1, .frames = frames && level > 0,
-                .async_parts = async && level > 1 && sv_part_jobs_enabled(), .deep_oneof_left = SV_SC_DEEP_ONEOF_WORK};
+                .async_parts = async && level > 1 && sv_part_jobs_enabled(), .deep_oneof_left = SV_SC_DEEP_ONEOF_WORK,
+                .ko_locs = ko->locs, .nko_locs = ko->n};
     c.arena = sv_arena_create(0);
     if (!c.arena) return sv_error_set(err, SV_ERR_NOMEM, -1, "out of memory");
     sv_loc_t loc;
@@ -3174,6 +3186,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
     *small_used = c.small_parts_used;
     *distributed = c.distributed;
     *frames_used = c.frames_used;
+    ko->failed = st ? c.ko_failed : 0;
     drop_all(&c);
     /* A helper's part that was empty (a $ref target compiled here would
      * have stayed inline), a budget that two threads reached together, or
@@ -3193,7 +3206,7 @@ static sv_status compile_once(const char *text, size_t len, const sv_schema_opts
  * language is then the bounded one: info->narrowed_by_budget says so). */
 static sv_status compile_attempt(const char *text, size_t len, const sv_schema_opts_t *o, json_t *root, uint32_t orders,
                                  uint64_t deadline, sv_dfa_t **out, sv_schema_info_t *info, sv_error_t *err,
-                                 bool *more_orders, bool *deep, uint32_t *narrowed, uint32_t *keysets_met) {
+                                 bool *more_orders, bool *deep, uint32_t *narrowed, uint32_t *keysets_met, ko_t *ko) {
     /* With calls: first with $ref targets and member values of 16 states
      * or more as parts, free-form values as calls inside products, and
      * allOf distributed over unions; on a conflict, first without
@@ -3209,7 +3222,7 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
     bool met_deep = false;
     sv_status st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err,
                                 more_orders, &met_deep, &conflict, &in_products, &small_used, &dist_used,
-                                keysets_met, async, &redo, frames, &frames_used);
+                                keysets_met, async, &redo, frames, &frames_used, ko);
     *deep = met_deep;
     while ((conflict && level > 0) || redo) {
         if (info) memset(info, 0, sizeof *info);
@@ -3222,7 +3235,7 @@ static sv_status compile_attempt(const char *text, size_t len, const sv_schema_o
         else if (--level == 0) *narrowed |= SV_SCHEMA_NARROWED_CALLS;
         st = compile_once(text, len, o, root, orders, deadline, level, anyp, small, dist, out, info, err, more_orders,
                           &met_deep, &conflict, &in_products, &small_used, &dist_used, keysets_met, async, &redo,
-                          frames, &frames_used);
+                          frames, &frames_used, ko);
         *deep |= met_deep;
     }
     return st;
@@ -3377,7 +3390,10 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
     bool more_orders = false, deep = false;
     uint32_t keysets_met = 0;
     uint32_t narrowed = 0;
-    sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed, &keysets_met);
+    ko_t ko = {0};
+    uint64_t t_attempt = sv_now_ns();
+    sv_status st = compile_attempt(text, len, &first, root, orders, deadline, out, info, err, &more_orders, &deep,
+                                   &narrowed, &keysets_met, &ko);
     bool deep_seen = deep, shallowed = false;
     /* Past the first attempt, overlapping oneOfs keep their universes at
      * the free-form depth: a schema that meets a budget does not get the
@@ -3395,9 +3411,41 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
             narrowed |= SV_SCHEMA_NARROWED_DEPTH;
             shallowed = true;
         }
-        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed, &keysets_met);
+        t_attempt = sv_now_ns();
+        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed,
+                             &keysets_met, &ko);
         deep_seen |= deep;
     }
+    /* --key-order any: an object in a language a difference sees that is
+     * too big for key sets keeps the schema's orders first at its location
+     * alone (every language there, the universe's too, so both sides of
+     * the difference hold the same spellings; the locations around keep
+     * their key sets), a new attempt for each such location, up to
+     * KO_MAX_LOCS of them, while the time left holds two more attempts as
+     * long as the last (the whole fallback must still fit); then in every
+     * such language (step 0 below). */
+    uint64_t ko_locs[KO_MAX_LOCS];
+    ko.locs = ko_locs;
+    uint32_t met_before = keysets_met; /* what the steps below take back */
+    bool orders_before = more_orders;
+    while (narrower(st) && o->key_order == SV_KEY_ORDER_ANY && ko.failed && ko.n < KO_MAX_LOCS) {
+        uint64_t now = sv_now_ns();
+        if (deadline && now + 2 * (now - t_attempt) > deadline) break;
+        bool known = false;
+        for (uint32_t i = 0; i < ko.n; i++) known |= ko_locs[i] == ko.failed;
+        if (known) break;
+        ko_locs[ko.n++] = ko.failed;
+        if (info) memset(info, 0, sizeof *info);
+        sv_error_clear(err);
+        narrowed |= SV_SCHEMA_NARROWED_DIFFERENCE_KEY_SETS;
+        t_attempt = now;
+        st = compile_attempt(text, len, o, root, orders, deadline, out, info, err, &more_orders, &deep, &narrowed,
+                             &keysets_met, &ko);
+        deep_seen |= deep;
+    }
+    ko.n = 0;
+    keysets_met |= met_before;
+    more_orders |= orders_before;
     /* The narrower attempts below also drop the deep levels once any
      * attempt met them (one that failed early may not have). */
     sv_schema_opts_t next[4];
@@ -3430,7 +3478,7 @@ static sv_status compile_schema(const char *text, size_t len, const sv_schema_op
         sv_error_clear(err);
         narrowed |= step < 3 ? why[step] : SV_SCHEMA_NARROWED_ORDERS;
         st = compile_attempt(text, len, o, root, step < 3 ? orders : 1, deadline, out, info, err, &more_orders, &deep,
-                             &narrowed, &keysets_met);
+                             &narrowed, &keysets_met, &ko);
         deep_seen |= deep;
     }
     if (info && !st) info->narrowed_by_budget |= narrowed, info->ndiscriminator_required = ndisc;

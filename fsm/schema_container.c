@@ -55,6 +55,71 @@ static sv_status value_keys(sctx_t *c, keyvec_t *k, json_t *v) {
     return st;
 }
 
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* A sum of mixed pointers: the multiset of schemas, whatever their order
+ * in the closure. The schemas are the loaded document's, which every
+ * attempt of one compile shares. */
+uint64_t sv_sc_loc_id(const sv_loc_t *loc) {
+    uint64_t h = mix64(loc->n + ((uint64_t)loc->nlits << 32));
+    for (uint32_t i = 0; i < loc->n; i++) h += mix64((uint64_t)(uintptr_t)loc->v[i]);
+    for (uint32_t i = 0; i < loc->nlits; i++) h += mix64((uint64_t)(uintptr_t)loc->lits[i] ^ 0x9e3779b97f4a7c15ull);
+    return h ? h : 1;
+}
+
+/* Puts the first np keys of k (the properties of the location's schemas,
+ * in first mention) in the order that keeps every schema's `properties`
+ * order, where the schemas agree: each pair of keys one schema lists in a
+ * row is an edge, and the keys go out as their predecessors have, the
+ * first mentioned first among those ready. Where two schemas disagree (a
+ * cycle) the first mention stays. With one schema, or schemas that list
+ * shared keys alike, this is the first mention; the branches of a tagged
+ * oneOf that each put their own keys between the tag and a shared
+ * `message` keep their order, where first mention put `message` right
+ * after the tag (Github_hard---o17529's asserts), and a difference, which
+ * spells each value in the location's orders only, rejected them. */
+static sv_status keys_in_schema_orders(sctx_t *c, const sv_loc_t *loc, keyvec_t *k, uint32_t np) {
+    if (np < 3 || loc->n < 2 || np > 256) return SV_OK; /* past 256 keys: first mention */
+    uint32_t *indeg = sv_arena_alloc(c->arena, np * sizeof *indeg), *out = sv_arena_alloc(c->arena, np * sizeof *out);
+    uint8_t *edge = sv_arena_alloc(c->arena, (size_t)np * np), *done = sv_arena_alloc(c->arena, np);
+    const char **v = sv_arena_alloc(c->arena, np * sizeof *v);
+    if (!indeg || !out || !edge || !done || !v) return sv_sc_nomem(c);
+    memset(indeg, 0, np * sizeof *indeg);
+    memset(edge, 0, (size_t)np * np);
+    memset(done, 0, np);
+    for (uint32_t i = 0; i < loc->n; i++) {
+        json_t *props = json_object_get(loc->v[i], "properties"), *x;
+        const char *key;
+        uint32_t prev = np;
+        if (!json_is_object(props)) continue;
+        json_object_foreach(props, key, x) {
+            uint32_t j = 0;
+            while (j < np && strcmp(k->v[j], key)) j++;
+            if (prev < np && j < np && j != prev && !edge[(size_t)prev * np + j]) edge[(size_t)prev * np + j] = 1, indeg[j]++;
+            prev = j;
+        }
+    }
+    for (uint32_t w = 0; w < np; w++) {
+        uint32_t pick = np;
+        for (uint32_t j = 0; j < np && pick == np; j++)
+            if (!done[j] && !indeg[j]) pick = j;
+        if (pick == np) return SV_OK; /* a cycle: the schemas disagree */
+        done[pick] = 1;
+        out[w] = pick;
+        for (uint32_t j = 0; j < np; j++)
+            if (edge[(size_t)pick * np + j]) indeg[j]--;
+    }
+    for (uint32_t w = 0; w < np; w++) v[w] = k->v[out[w]];
+    memcpy(k->v, v, np * sizeof *v);
+    return SV_OK;
+}
+
 sv_status sv_sc_loc_keys(sctx_t *c, const sv_loc_t *loc, const char ***keys, uint32_t *n) {
     keyvec_t k = {0};
     sv_status st = SV_OK;
@@ -66,6 +131,7 @@ sv_status sv_sc_loc_keys(sctx_t *c, const sv_loc_t *loc, const char ***keys, uin
         const char *key;
         if (json_is_object(props)) json_object_foreach(props, key, x) if (!st) st = key_add(c, &k, key);
     }
+    if (!st) st = keys_in_schema_orders(c, loc, &k, k.n);
     for (uint32_t i = 0; i < loc->n && !st; i++) {
         json_t *s = loc->v[i], *x;
         const char *key;
@@ -533,10 +599,11 @@ static void took_keysets(sctx_t *c) {
 /* An object that could not take key sets where they are on keeps the
  * schema's orders: counted; in a language a difference sees, a budget met
  * (sv_sc_keysets: the other operand may hold orders this one lacks). */
-static sv_status order_narrowed(sctx_t *c) {
+static sv_status order_narrowed(sctx_t *c, const sv_loc_t *loc) {
     if (c->info) c->info->nkey_order_narrowed++;
     if (c->no_keysets && c->o->key_order == SV_KEY_ORDER_ANY) {
         c->diff_keysets = true; /* the retry goes without them there */
+        c->ko_failed = sv_sc_loc_id(loc); /* or only at this location first (compile_schema) */
         return sv_sc_fail(c, SV_ERR_BUDGET, NULL,
                           "an object in a language a difference sees is too big for its key sets");
     }
@@ -967,6 +1034,24 @@ static sv_status object_frames(sctx_t *c, const member_t *mem, uint32_t n, const
     return sv_sc_part(c, d, out);
 }
 
+/* The key orders of an object literal (a const or an enum value) at loc,
+ * as permutations of its nk keys, and the allowance of the locations
+ * below it: those of an object built there (sv_sc_object), so that every
+ * language at the location, the universe of a difference included, holds
+ * the same spellings of each value. Where key sets are on, the object
+ * built there takes the canonical order and object_anyorder adds the rest. */
+sv_status sv_sc_lit_orders(sctx_t *c, const sv_loc_t *loc, const char **keys, uint32_t nk, uint32_t ***perm,
+                           uint32_t *n, uint32_t *child_orders) {
+    bool try_any = sv_sc_keysets_at(c, loc) && nk >= 2 && nk <= KEYSET_MAX_KEYS;
+    orders_t ord;
+    sv_status st = loc_orders(c, loc, keys, nk, try_any, &ord);
+    if (st) return st;
+    *perm = ord.v;
+    *n = ord.n;
+    *child_orders = try_any ? loc->orders : loc->orders / ord.n ? loc->orders / ord.n : 1;
+    return SV_OK;
+}
+
 sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out) {
     sv_status st;
     const char **keys;
@@ -1002,10 +1087,10 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
      * orders multiply to at most SV_SCHEMA_MAX_ORDERS along any path. */
     /* --key-order any: an object with few keys takes every order of them
      * (object_anyorder), and leaves the orders allowance to its members. */
-    bool keyset = sv_sc_keysets(c) && (!canonical_any || c->o->key_order == SV_KEY_ORDER_ANY);
+    bool keyset = sv_sc_keysets_at(c, loc) && (!canonical_any || c->o->key_order == SV_KEY_ORDER_ANY);
     bool try_any = keyset && n >= 2 && n <= KEYSET_MAX_KEYS;
     orders_t ord;
-    if ((st = loc_orders(c, loc, keys, n, canonical_any || try_any, &ord))) return st;
+    if ((st = loc_orders(c, loc, keys, n, try_any, &ord))) return st;
     uint32_t child_orders = try_any ? loc->orders : loc->orders / ord.n ? loc->orders / ord.n : 1;
     if (ord.n > 1) c->more_orders = true;
     uint32_t *idx = NULL;
@@ -1289,7 +1374,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
     }
     uint64_t per_pos = (C + 1) * B;
     uint64_t nnodes = (uint64_t)(n + 1) * 2 * per_pos + (uint64_t)n * per_pos + per_pos;
-    if (sv_sc_keysets(c) && extra) nnodes += (uint64_t)n * per_pos; /* extra members anywhere (object_graph) */
+    if (keyset && extra) nnodes += (uint64_t)n * per_pos; /* extra members anywhere (object_graph) */
     if (nnodes > MAX_GRAPH_NODES)
         return sv_sc_fail(c, SV_ERR_BUDGET, has_max ? "maxProperties" : "minProperties",
                           "the object needs %llu automaton nodes to count its properties (limit %u)",
@@ -1328,7 +1413,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         if (c->info) c->info->nkey_set_frames++;
         return SV_OK;
     }
-    if (keyset && n > KEYSET_MAX_KEYS && (st = order_narrowed(c))) return st;
+    if (keyset && n > KEYSET_MAX_KEYS && (st = order_narrowed(c, loc))) return st;
     if (any_order) {
         if ((st = object_anyorder(c, &shape, &g[0]))) return st;
         took_keysets(c);
@@ -1337,7 +1422,7 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
         /* Too big for key sets: the orders schema mode takes (the members
          * were built with the whole allowance, so this may exceed
          * SV_SCHEMA_MAX_ORDERS along a path; it only costs states). */
-        if ((st = order_narrowed(c))) return st;
+        if ((st = order_narrowed(c, loc))) return st;
         if ((st = loc_orders(c, loc, keys, n, false, &ord))) return st;
         if (ord.n > 1) c->more_orders = true;
     }
@@ -1359,10 +1444,11 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
  * NULL where key sets are off (sv_sc_keysets) or too big (keyset_fits):
  * the caller then spells the literal in the location's order, and the
  * narrowing is counted (info->nkey_order_narrowed). */
-sv_status sv_sc_object_literal(sctx_t *c, const char *const *keys, sv_ast_t *const *vals, uint32_t n, sv_ast_t **out) {
+sv_status sv_sc_object_literal(sctx_t *c, const sv_loc_t *loc, const char *const *keys, sv_ast_t *const *vals, uint32_t n,
+                               sv_ast_t **out) {
     *out = NULL;
-    if (!sv_sc_keysets(c) || n < 2) return SV_OK;
-    if (n > KEYSET_MAX_KEYS) return order_narrowed(c);
+    if (!sv_sc_keysets_at(c, loc) || n < 2) return SV_OK;
+    if (n > KEYSET_MAX_KEYS) return order_narrowed(c, loc);
     member_t *mem = sv_arena_alloc(c->arena, n * sizeof *mem);
     sv_ast_t **kv = sv_arena_alloc(c->arena, (n + 1) * sizeof *kv);
     sv_ast_t *colon = sv_sc_colon(c);
@@ -1376,7 +1462,7 @@ sv_status sv_sc_object_literal(sctx_t *c, const char *const *keys, sv_ast_t *con
     uint64_t states;
     sv_ast_t *g;
     sv_status st = keyset_fits(c, &shape, &fits, &states);
-    if (st || !fits) return st ? st : order_narrowed(c);
+    if (st || !fits) return st ? st : order_narrowed(c, loc);
     if ((st = object_anyorder(c, &shape, &g))) return st;
     took_keysets(c);
     sv_ast_t *ws = sv_sc_ws(c);

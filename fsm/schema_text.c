@@ -432,42 +432,59 @@ sv_status sv_sc_literal(sctx_t *c, json_t *v, const sv_loc_t *loc, sv_ast_t **ou
         break;
     }
     case JSON_OBJECT: {
-        /* Keys in the location's order (it contains every const/enum key). */
-        const char **keys;
-        uint32_t nk;
+        /* Keys in the location's orders (its keys contain every const/enum
+         * key): each order an object built here takes (sv_sc_lit_orders),
+         * so that a difference that subtracts the literal sees every
+         * spelling of it that the universe there holds. */
+        const char **keys, **lk;
+        uint32_t nk, **perm, np, child_orders;
         if ((st = sv_sc_loc_keys(c, loc, &keys, &nk))) return st;
+        if ((st = sv_sc_lit_orders(c, loc, keys, nk, &perm, &np, &child_orders))) return st;
         size_t n = json_object_size(v);
-        sv_ast_t **parts = sv_arena_alloc(c->arena, (4 * n + 3) * sizeof *parts);
-        if (!parts) return sv_sc_nomem(c);
-        uint32_t k = 0, done = 0;
-        parts[k++] = sv_sc_lit(c, "{", 1);
-        if (n) parts[k++] = sv_sc_ws(c);
+        lk = sv_arena_alloc(c->arena, (n + 1) * sizeof *lk);
+        sv_ast_t **lv = sv_arena_alloc(c->arena, (n + 1) * sizeof *lv);
+        int32_t *at = sv_arena_alloc(c->arena, (nk + 1) * sizeof *at);
+        if (!lk || !lv || !at) return sv_sc_nomem(c);
+        uint32_t done = 0;
         for (uint32_t i = 0; i < nk; i++) {
             json_t *x = json_object_get(v, keys[i]);
+            at[i] = -1;
             if (!x) continue;
             sv_loc_t child;
             if ((st = sv_sc_loc_property(c, loc, keys[i], &child))) return st;
-            if (done++) parts[k++] = sv_sc_sep(c);
-            parts[k++] = sv_sc_key(c, keys[i], strlen(keys[i]));
-            parts[k++] = sv_sc_colon(c);
-            if ((st = sv_sc_literal(c, x, &child, &parts[k++]))) return st;
+            child.orders = child_orders;
+            at[i] = (int32_t)done;
+            lk[done] = keys[i];
+            if ((st = sv_sc_literal(c, x, &child, &lv[done++]))) return st;
         }
         if (done != n)
             return sv_sc_fail(c, SV_ERR_INTERNAL, "const", "internal: an object literal key is missing from the key order");
         if (c->keyset && n >= 2) { /* --key-order any: the same members in any order, where key sets may be */
-            const char **lk = sv_arena_alloc(c->arena, n * sizeof *lk);
-            sv_ast_t **lv = sv_arena_alloc(c->arena, n * sizeof *lv);
-            if (!lk || !lv) return sv_sc_nomem(c);
-            for (uint32_t i = 0, j = 0; i < nk; i++)
-                if (json_object_get(v, keys[i])) lk[j] = keys[i], lv[j] = parts[4 + 4 * j], j++; /* "{" ws ("," ) key ":" value */
             sv_ast_t *any;
-            if ((st = sv_sc_object_literal(c, lk, lv, (uint32_t)n, &any))) return st;
+            if ((st = sv_sc_object_literal(c, loc, lk, lv, (uint32_t)n, &any))) return st;
             if (any) { *out = any; break; }
         }
-        if (n) parts[k++] = sv_sc_ws(c);
-        else if (c->o->ws == SV_WS_FLEXIBLE) parts[k++] = sv_sc_ws(c);
-        parts[k++] = sv_sc_lit(c, "}", 1);
-        *out = sv_ast_cat(c->arena, parts, k);
+        sv_ast_t **alts = sv_arena_alloc(c->arena, np * sizeof *alts);
+        sv_ast_t **parts = sv_arena_alloc(c->arena, (4 * n + 3) * sizeof *parts);
+        if (!alts || !parts) return sv_sc_nomem(c);
+        for (uint32_t o = 0; o < np; o++) {
+            uint32_t k = 0, w = 0;
+            parts[k++] = sv_sc_lit(c, "{", 1);
+            if (n) parts[k++] = sv_sc_ws(c);
+            for (uint32_t j = 0; j < nk; j++) {
+                int32_t m = at[perm[o][j]];
+                if (m < 0) continue;
+                if (w++) parts[k++] = sv_sc_sep(c);
+                parts[k++] = sv_sc_key(c, lk[m], strlen(lk[m]));
+                parts[k++] = sv_sc_colon(c);
+                parts[k++] = lv[m];
+            }
+            if (n) parts[k++] = sv_sc_ws(c);
+            else if (c->o->ws == SV_WS_FLEXIBLE) parts[k++] = sv_sc_ws(c);
+            parts[k++] = sv_sc_lit(c, "}", 1);
+            if (!(alts[o] = sv_ast_cat(c->arena, parts, k))) return sv_sc_nomem(c);
+        }
+        *out = np == 1 ? alts[0] : sv_ast_alt(c->arena, alts, np);
         break;
     }
     }

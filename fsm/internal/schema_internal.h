@@ -75,6 +75,13 @@ typedef struct sctx {
     bool more_orders;          /* some object accepts more than one key order */
     bool product_keysets;      /* some object in an intersection took key sets */
     bool diff_keysets;         /* some object in a language a difference sees took key sets */
+    /* --key-order any: the locations whose objects keep the schema's
+     * orders in the languages a difference sees (sv_sc_keysets_at), and
+     * the location of the object that failed the attempt there
+     * (schema_container.c order_narrowed; compile_schema adds it) */
+    const uint64_t *ko_locs;
+    uint32_t nko_locs;
+    uint64_t ko_failed;
     bool keyset;               /* --key-order any (schema_container.c object_anyorder) */
     uint32_t lang_depth;       /* sv_sc_lang calls open (SV_SCHEMA_MAX_NESTING) */
     uint32_t ctx_depth;        /* member contexts open (schema_container.c) */
@@ -192,6 +199,22 @@ static inline bool sv_sc_keysets(const sctx_t *c) {
     sv_key_order k = c->o->key_order;
     return c->keyset && (!c->no_keysets || k == SV_KEY_ORDER_ANY) &&
            (!c->no_calls || k == SV_KEY_ORDER_ANY || k == SV_KEY_ORDER_ANY_OUTSIDE_DIFFERENCES);
+}
+
+/* A location's identity across the attempts of one compile: the schemas
+ * and literals that apply there (schema_container.c). */
+uint64_t sv_sc_loc_id(const sv_loc_t *loc);
+/* sv_sc_keysets for an object at loc: off in the languages a difference
+ * sees where an earlier attempt found an object there too big for key
+ * sets. Every language at a location decides alike, the universe's too, so
+ * the two sides of a difference hold the same orders there. */
+static inline bool sv_sc_keysets_at(const sctx_t *c, const sv_loc_t *loc) {
+    if (!sv_sc_keysets(c)) return false;
+    if (!c->no_keysets || !c->nko_locs) return true;
+    uint64_t id = sv_sc_loc_id(loc);
+    for (uint32_t i = 0; i < c->nko_locs; i++)
+        if (c->ko_locs[i] == id) return false;
+    return true;
 }
 
 /* ---- errors and pointers (schema.c) ---- */
@@ -452,8 +475,11 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
 sv_status sv_sc_array(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical_any, sv_ast_t **out);
 /* An object literal's members in any key order (--key-order any), or *out
  * NULL where key sets are off or too big. */
-sv_status sv_sc_object_literal(sctx_t *c, const char *const *keys, sv_ast_t *const *vals, uint32_t n, sv_ast_t **out);
+sv_status sv_sc_object_literal(sctx_t *c, const sv_loc_t *loc, const char *const *keys, sv_ast_t *const *vals, uint32_t n,
+                               sv_ast_t **out);
 /* The ordered keys of a location (arena memory). */
 sv_status sv_sc_loc_keys(sctx_t *c, const sv_loc_t *loc, const char ***keys, uint32_t *n);
+sv_status sv_sc_lit_orders(sctx_t *c, const sv_loc_t *loc, const char **keys, uint32_t nk, uint32_t ***perm,
+                           uint32_t *n, uint32_t *child_orders);
 
 #endif

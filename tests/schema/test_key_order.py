@@ -440,6 +440,49 @@ def test_differences_take_any_order():
             assert oracle(wide, t), t
 
 
+def test_differences_narrow_only_the_wide_location():
+    """An object too big for key sets in a language a difference sees keeps
+    the schema's orders at its own location (every language there, the
+    universe's too); the other locations of the difference keep their key
+    sets: a small object beside a 20-key one in an overlapping oneOf takes
+    every order, and the compile agrees with jsonschema wherever the wide
+    object's keys come in the schema's order (and never accepts an invalid
+    value). Without it the whole compile kept schema orders in every such
+    language."""
+    rng = random.Random(1208)
+    small = {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}}
+    wide = {"k%d" % i: {"type": "integer"} for i in range(20)}
+    schema = {"type": "object", "properties": {"wide": {"type": "object", "properties": wide},
+                                               "small": {"type": "object", "properties": small}},
+              "oneOf": [{"required": ["wide"]}, {"required": ["small"]},
+                        {"properties": {"small": {"properties": {"a": {"minimum": 3}}}}}]}
+    st = stats(schema, "--key-order", "any")
+    assert "difference_key_sets" in st["narrowed_by_budget"], st
+    ordered, shuffled = [], []
+    for _ in range(200):
+        inst = {}
+        if rng.random() < 0.4:
+            inst["wide"] = {"k%d" % i: rng.randint(0, 5) for i in range(20) if rng.random() < 0.3}
+        if rng.random() < 0.8:
+            vals = {"a": [1, 7, "s"], "b": ["s", 1], "c": [True, 1]}
+            inst["small"] = {k: rng.choice(v) for k, v in vals.items() if rng.random() < 0.7}
+        text = spell({k: v for k, v in inst.items() if k != "wide"}, rng)
+        if "wide" in inst:
+            w = json.dumps(inst["wide"])  # the schema's order
+            text = "{" + ", ".join(filter(None, ['"wide": ' + w, text[1:-1]])) + "}"
+        ordered.append(text)
+        shuffled.append(spell(inst, rng))
+    got = match(schema, ordered, "--key-order", "any")
+    want = [oracle(schema, t) for t in ordered]
+    assert got == want, [(t, g) for t, g, w in zip(ordered, got, want) if g != w][:2]
+    assert sum(got) > 20
+    # a small object out of its schema order is accepted (with a narrowed compile it was not)
+    assert any(g and '"small": {"c"' in t for t, g in zip(ordered, got))
+    for t, g in zip(shuffled, match(schema, shuffled, "--key-order", "any")):
+        if g:
+            assert oracle(schema, t), t
+
+
 def test_intersections_take_any_order():
     """allOf, a union beside type keywords and a $ref beside other keywords
     are intersections: a spelling both operands hold is a value valid in

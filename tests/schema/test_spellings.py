@@ -60,6 +60,36 @@ CASES = [
     ({"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
       "required": ["y"], "dependentRequired": {"x": ["y"]}, "if": {"required": ["x"]}, "then": {"maxProperties": 2}},
      [{"x": 1, "y": 2}, {"x": 1, "y": 2, "z": 3}, {"y": 2}, {"x": 1}], [{"x": 1, "y": 2}, {"y": 2}]),
+    # a difference's universe holds the location's key orders: an overlapping oneOf keeps a branch's
+    # required order (JSON Schema Store's imagegeoref), and a literal it subtracts is subtracted in
+    # every one of them (spelled in one order, {"a": 1, "b": 2} would pass in the other)
+    ({"type": "object", "oneOf": [{"properties": {"data": {}, "kind": {}}, "required": ["data", "kind"]},
+                                  {"properties": {"h": {}, "w": {}}, "required": ["w", "h"]}]},
+     [{"w": 1, "h": 2}, {"data": 1, "kind": 2, "w": 1, "h": 2}], ['{"w": 1, "h": 2}', '{"h": 2, "w": 1}']),
+    ({"oneOf": [{"properties": {"b": {"type": "integer"}, "a": {"type": "integer"}}, "required": ["a", "b"]},
+                {"const": {"a": 1, "b": 2}}]},
+     [{"a": 1, "b": 2}, {"a": 1, "b": 3}], ['{"a": 1, "b": 3}', '{"b": 3, "a": 1}']),
+    ({"not": {"properties": {"q": {"enum": [{"x": 1, "y": 2}]}}, "required": ["q"]},
+      "properties": {"q": {"properties": {"y": {}, "x": {}}, "required": ["x", "y"]}}},
+     [{"q": {"x": 1, "y": 2}}, {"q": {"x": 1, "y": 3}}], ['{"q": {"x": 1, "y": 3}}', '{"q": {"y": 3, "x": 1}}']),
+    # a tag whose branches put their own keys between it and a shared key: the location's order
+    # keeps every branch's (Github_hard---o17529's asserts)
+    ({"type": "array", "items": {"oneOf": [
+        {"properties": {"assert": {"enum": ["Blank"]}, "message": {"type": "string"}}},
+        {"properties": {"assert": {"enum": ["Email"]}, "strict": {"type": "boolean"}, "mx": {"type": "boolean"},
+                        "message": {"type": "string"}}},
+        {"properties": {"assert": {"enum": ["Length"]}, "min": {"type": "integer"}, "max": {"type": "integer"},
+                        "minMessage": {"type": "string"}}},
+        {"properties": {"assert": {"enum": ["Range"]}, "min": {"type": ["integer", "string"]},
+                        "max": {"type": ["integer", "string"]}, "invalidMessage": {"type": "string"}}}]}},
+     ['[{"assert": "Email", "strict": true, "mx": false, "message": "m"}, {"assert": "Blank", "message": "m"}]',
+      '[{"assert": "Length", "min": 1, "max": 2, "minMessage": "m"}]', '[{"message": "m"}]'],
+     ['[{"assert": "Email", "strict": true, "mx": false, "message": "m"}, {"assert": "Blank", "message": "m"}]',
+      '[{"assert": "Length", "min": 1, "max": 2, "minMessage": "m"}]']),
+    # schemas met at one location: each one's property order is kept where they agree (a, b, c;
+    # first mention alone would write a, c, b)
+    ({"allOf": [{"properties": {"a": {}, "c": {}}}, {"properties": {"b": {}, "c": {}}}]},
+     [{"a": 1, "b": 2, "c": 3}], ['{"a": 1, "b": 2, "c": 3}']),
     # member context: a free member takes the schemas the location's context gives it
     ({"type": "object", "allOf": [{"properties": {"a": {"type": "object", "properties": {
         "b": {"type": "array", "items": {"type": "object", "properties": {"c": {"type": "array"}}}}}}}}],
