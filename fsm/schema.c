@@ -801,10 +801,7 @@ static sv_status product_or_meets(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_op
                                    : SV_ERR_UNSUPPORTED;
         if (xs == SV_ERR_NOMEM || xs == SV_ERR_TIMEOUT) return sv_sc_fail(c, xs, kw, "%s", ee.message);
         if (xs || !nx) continue;
-        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, nx)) {
-            sv_dfa_destroy(nx);
-            return sv_sc_nomem(c);
-        }
+        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, nx)) return sv_sc_nomem(c); /* destroyed */
         *x = nx;
     }
     /* Free-form values called on both sides stay calls; where one side
@@ -2105,10 +2102,8 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
         switch_t sw;
         json_t *su = allof_switch(c, s, all, &sw);
         if (sw.taken) {
-            if (!su || !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, su)) {
-                json_decref(su);
-                return sv_sc_nomem(c);
-            }
+            /* a failed defer has released su already */
+            if (!su || !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, su)) return sv_sc_nomem(c);
             size_t m = sv_sc_push(c, "allOf");
             st = sub_dfa(c, su, loc, "allOf", false, &d, NULL);
             sv_sc_pop(c, m);
@@ -2742,10 +2737,11 @@ static sv_status distribute_allof(sctx_t *c, json_t *s, json_t **out) {
     json_t *d = ok ? json_object() : NULL;
     ok = d && json_object_set_new(d, any ? "anyOf" : "oneOf", alts) == 0;
     if (!ok) json_decref(alts);
-    if (!ok || !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, d)) {
+    if (!ok) {
         json_decref(d);
         return sv_sc_nomem(c);
     }
+    if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, d)) return sv_sc_nomem(c); /* released */
     *out = d;
     c->distributed = true;
     return SV_OK;
@@ -2826,10 +2822,11 @@ static sv_status merge_arrays(sctx_t *c, json_t *s, json_t **out) {
     if (ok && lo > 0) ok = json_object_set_new(m, "minItems", json_integer(lo)) == 0;
     if (ok && hi >= 0) ok = json_object_set_new(m, "maxItems", json_integer(hi)) == 0;
     json_decref(items);
-    if (!ok || !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, m)) {
+    if (!ok) {
         json_decref(m);
         return sv_sc_nomem(c);
     }
+    if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, m)) return sv_sc_nomem(c); /* released */
     *out = m;
     return SV_OK;
 }
@@ -2857,10 +2854,7 @@ static sv_status merge_allof(sctx_t *c, json_t *s, json_t **out, uint32_t *idx) 
     if (!ok && !m && (st = merge_arrays(c, s, &m))) return st;
     if (ok) {
         if (!(m = merge_conjuncts(conj, n, object))) return sv_sc_nomem(c);
-        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, m)) {
-            json_decref(m);
-            return sv_sc_nomem(c);
-        }
+        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, m)) return sv_sc_nomem(c); /* released */
     }
     if (!arena_room(c, (void **)&c->merges, c->nmerges, &c->capmerges, sizeof *c->merges)) return sv_sc_nomem(c);
     c->merges[c->nmerges].from = s;
@@ -2883,10 +2877,8 @@ sv_status sv_sc_meet(sctx_t *c, json_t *const *src, uint32_t n, const sv_loc_t *
         for (uint32_t i = 0; ok && i < n; i++) ok = json_array_append(l, src[i]) == 0;
         all = ok ? json_pack("{s:O}", "allOf", l) : NULL;
         json_decref(l);
-        if (!all || !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, all)) {
-            json_decref(all);
-            return sv_sc_nomem(c);
-        }
+        /* a failed defer has released all already */
+        if (!all || !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)json_decref, all)) return sv_sc_nomem(c);
         if (!arena_room(c, (void **)&c->meets, c->nmeets, &c->capmeets, sizeof *c->meets)) return sv_sc_nomem(c);
         memcpy(c->meets[c->nmeets].src, src, n * sizeof *src);
         c->meets[c->nmeets].n = n;

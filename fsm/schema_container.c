@@ -354,10 +354,7 @@ static sv_status extras(sctx_t *c, json_t *s, uint32_t child_orders, uint32_t ch
         if (qa->kind == SV_AST_DFA && (st = sv_dfa_json_quoted_except(qa->dfa, keys, n, sv_sc_lim(c), &d, &e)))
             return sv_sc_fail(c, st, "additionalProperties", "%s", e.message);
         if (d) {
-            if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, d)) {
-                sv_dfa_destroy(d);
-                return sv_sc_nomem(c);
-            }
+            if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, d)) return sv_sc_nomem(c); /* destroyed */
             if (!(free_quoted = sv_ast_dfa(c->arena, d, false))) return sv_sc_nomem(c);
         }
     }

@@ -68,10 +68,7 @@ sv_ast_t *sv_sc_quoted(sctx_t *c, const sv_dfa_t *content) {
     sv_dfa_t *d = NULL;
     sv_ast_t *a;
     if (sv_dfa_json_quoted(content, sv_sc_lim(c), &d, &scratch) == SV_OK) {
-        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, d)) {
-            sv_dfa_destroy(d);
-            return NULL;
-        }
+        if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, d)) return NULL; /* destroyed */
         a = sv_ast_dfa(c->arena, d, false);
     } else {
         sv_ast_t *q = sv_ast_bytes(c->arena, '"', '"');
@@ -545,10 +542,7 @@ static sv_status counted_string(sctx_t *c, uint32_t mn, uint32_t mx, bool counte
         sv_error_clear(&e);
         sv_status st = sv_dfa_json_quoted_counted(mn, mx, sv_sc_lim(c), &d, &e);
         if (!st) {
-            if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, d)) {
-                sv_dfa_destroy(d);
-                return sv_sc_nomem(c);
-            }
+            if (!sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, d)) return sv_sc_nomem(c); /* destroyed */
             *out = sv_ast_dfa(c->arena, d, false);
             return *out ? SV_OK : sv_sc_nomem(c);
         }

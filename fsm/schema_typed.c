@@ -137,10 +137,7 @@ static sv_status rebuild(sctx_t *c, const sv_dfa_t *d, const bool allowed[256], 
     sv_error_clear(&e);
     if (!st && (st = sv_dfa_minimize(&raw, out, &e))) st = sv_sc_fail(c, st, "type", "%s", e.message);
     sv_rawdfa_free(&raw);
-    if (!st && !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) {
-        sv_dfa_destroy(*out);
-        return sv_sc_nomem(c);
-    }
+    if (!st && !sv_arena_defer(c->arena, (sv_arena_cleanup_fn)sv_dfa_destroy, *out)) return sv_sc_nomem(c); /* destroyed */
     return st;
 }
 
