@@ -1079,7 +1079,8 @@ sv_status sv_sc_object(sctx_t *c, json_t *s, const sv_loc_t *loc, bool canonical
             return st;
         }
     }
-    /* Key orders (the universe, canonical_any, keeps to the canonical one);
+    /* Key orders, the universe's (canonical_any) as every other object's
+     * here, so that a difference sees the same spellings on both sides;
      * the objects below share what is left of the location's allowance, so
      * orders multiply to at most SV_SCHEMA_MAX_ORDERS along any path. */
     /* --key-order any: an object with few keys takes every order of them
