@@ -2191,9 +2191,24 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             if (deep) c->deep_any = true;
             /* products to make: per branch, one with the universe and one
              * per branch it shares a string with */
-            uint64_t nprod = 0;
-            for (size_t i = 0; i < n * n; i++) nprod += meets[i];
+            uint64_t nprod = 0, npairs = 0;
+            for (size_t i = 0; i < n * n; i++) npairs += meets[i];
             for (size_t i = 0; i < n; i++) nprod += br[i] != NULL;
+            /* Where a branch meets more than five others on average (a
+             * oneOf of objects that differ in one tag and require nothing:
+             * every value without the tag is in all of them), it subtracts
+             * the union of the others once, made of the unions of the
+             * branches before it and after it: five products a branch
+             * beside its own, instead of one per branch it meets. The
+             * language is the same: a branch that meets nothing of this
+             * one removes nothing from it. Up to five the pairs are
+             * cheaper, and the unions spell out more of the free-form
+             * calls a branch would keep (Github_trivial---o63308, nine
+             * GeoJSON branches meeting 4.7 others: 24,029 states and 4.2 s
+             * pairwise, 35,291 states and 7.2 s so). Github_hard---o17529:
+             * 32 branches, 992 differences before. */
+            bool dense = npairs > 5 * (uint64_t)n;
+            nprod += dense ? 4 * nprod : npairs;
             sv_dfa_t *res = NULL;
             bool conflict0 = c->calls_conflict, narrowed = false;
             if (!deep) depth = 0;
@@ -2219,7 +2234,28 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                 bool over = false, sized = false;
                 if (!U) st = universe_to(c, loc, 0, &U);
                 if (deep && !st) work += sv_dfa_num_states(U);
+                /* dense: suf[i], the union of the branches from i on (made
+                 * ones drop as the walk leaves them); pre, of those before */
+                sv_dfa_t **suf = NULL, *pre = NULL;
+                sv_dfa_t **xs = st ? NULL : sv_arena_alloc(c->arena, n * sizeof *xs); /* each branch's part */
+                size_t nxs = 0;
+                if (!st && !xs) return sv_sc_nomem(c);
+                bool pre_made = false;
+                if (dense && !st) {
+                    suf = sv_arena_alloc(c->arena, (n + 1) * sizeof *suf);
+                    if (!suf) return sv_sc_nomem(c);
+                    suf[n] = NULL;
+                    for (size_t i = n; i-- > 0 && !st;) {
+                        suf[i] = suf[i + 1];
+                        if (br[i] && suf[i + 1] && !(st = sv_sc_product(c, br[i], suf[i + 1], SV_DFA_OR, "oneOf", &suf[i])))
+                            work += sv_dfa_num_states(suf[i]);
+                        else if (br[i] && !suf[i + 1])
+                            suf[i] = br[i];
+                    }
+                }
                 for (size_t i = 0; i < n && !over && !st; i++) {
+                    /* registered before every product of the walk: searched for all the way back */
+                    if (dense && suf[i] && suf[i] != suf[i + 1] && suf[i] != br[i]) sv_arena_release(c->arena, suf[i], ~0u);
                     if (!br[i]) continue;
                     /* every branch in the universe: one spelling per value,
                      * as the others see it */
@@ -2231,7 +2267,21 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                         sized = true;
                         work += sv_dfa_num_states(x);
                     }
-                    for (size_t j = 0; j < n && x && !over; j++) {
+                    if (dense && x && !over) {
+                        sv_dfa_t *others = pre, *prev = x;
+                        if ((st = sv_sc_product(c, pre, suf[i + 1], SV_DFA_OR, "oneOf", &others))) break;
+                        bool others_made = others != pre && others != suf[i + 1];
+                        if (others && (st = sv_sc_product(c, prev, others, SV_DFA_DIFF, "oneOf", &x))) break;
+                        if (x != prev) sv_sc_drop(c, prev);
+                        if (x) work += sv_dfa_num_states(x);
+                        if (others_made) work += sv_dfa_num_states(others), sv_sc_drop(c, others);
+                        sv_dfa_t *old = pre;
+                        if ((st = sv_sc_product(c, pre, br[i], SV_DFA_OR, "oneOf", &pre))) break;
+                        if (pre_made && pre != old) sv_sc_drop(c, old);
+                        pre_made = pre != br[i];
+                        if (pre_made) work += sv_dfa_num_states(pre);
+                    }
+                    for (size_t j = 0; j < n && x && !over && !dense; j++) {
                         sv_dfa_t *prev = x;
                         if (!meets[i * n + j]) continue;
                         if ((st = sv_sc_product(c, prev, br[j], SV_DFA_DIFF, "oneOf", &x))) break;
@@ -2244,14 +2294,29 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                         if (x) sv_sc_drop(c, x);
                         continue;
                     }
-                    sv_dfa_t *prev = res;
-                    if (!res) res = x;
-                    else if ((st = sv_sc_product(c, prev, x, SV_DFA_OR, "oneOf", &res))) return st;
-                    if (prev) {
-                        sv_sc_drop(c, prev);
-                        sv_sc_drop(c, x);
-                    }
+                    xs[nxs++] = x;
                 }
+                /* the branches' parts joined in pairs, then pairs of
+                 * those: each union about the size of its operands, where
+                 * one growing union would meet every part at nearly the
+                 * result's size */
+                while (!st && !over && nxs > 1) {
+                    size_t k = 0;
+                    for (size_t i = 0; i + 1 < nxs && !st; i += 2) {
+                        sv_dfa_t *un;
+                        if ((st = sv_sc_product(c, xs[i], xs[i + 1], SV_DFA_OR, "oneOf", &un))) break;
+                        sv_arena_release(c->arena, xs[i], ~0u);
+                        sv_arena_release(c->arena, xs[i + 1], ~0u);
+                        xs[i] = xs[i + 1] = NULL;
+                        xs[k++] = un;
+                    }
+                    if (!st && nxs % 2) xs[k++] = xs[nxs - 1];
+                    if (!st) nxs = k;
+                }
+                if (!st && !over) res = nxs ? xs[0] : NULL;
+                else
+                    for (size_t i = 0; i < nxs; i++)
+                        if (xs[i]) sv_arena_release(c->arena, xs[i], ~0u);
                 /* A budget met over the deeper universe is met again over
                  * the other: the products are smaller there. */
                 if (st && !(deep && narrower(st))) return st;

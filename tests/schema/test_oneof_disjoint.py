@@ -153,6 +153,53 @@ def test_closed_objects_told_apart_by_a_required_key():
     assert match(schema, texts, "--key-order", "any") == [True, True, False, False, False, True, True]
 
 
+def test_dense_overlaps_agree_with_jsonschema():
+    """Branches that nearly all share a value: objects told apart by a tag
+    no branch requires, with no type, so every non-object and every object
+    without the tag is in all of them. Each branch then subtracts the union
+    of the others where it meets more than five (schema.c), pairs of them
+    where fewer, and the branches' parts join in pairs; the values valid in exactly one branch are what is left, in
+    schema order and in any order."""
+    rng = random.Random(20261207)
+    accepted = 0
+    for case in range(8):
+        n = [4, 6, 7, 8, 9, 10, 12, 5][case]  # up to six: pairs; more: the union of the others
+        tags = [f"t{i}" for i in range(n)]
+        branches = []
+        for i, t in enumerate(tags):
+            kinds = [t] + ([tags[(i + 1) % n]] if rng.random() < 0.3 else [])  # some tags in two branches
+            props = {"kind": {"enum": kinds}, "note": {"type": "string", "maxLength": 3}}
+            if rng.random() < 0.3:
+                props["size"] = {"type": "integer", "minimum": i}
+            branches.append({"properties": props})
+        schema = {"$schema": DRAFT, "oneOf": branches}
+        texts = ["1", '"s"', "null", "[]", "{}", '{"note": "ab"}', '{"kind": "zz"}']
+        for _ in range(40):
+            inst = {"kind": rng.choice(tags + ["zz"])}
+            if rng.random() < 0.6:
+                inst["note"] = rng.choice(["", "abc", "abcd", 5])
+            if rng.random() < 0.4:
+                inst["size"] = rng.randint(-1, n)
+            if rng.random() < 0.2:
+                inst["extra"] = True
+            keys = list(inst)
+            texts.append("{" + ", ".join(json.dumps(k) + ": " + json.dumps(inst[k]) for k in keys) + "}")
+        got = match(schema, texts)
+        for t, g in zip(texts, got):
+            assert g == oracle(schema, t), (case, json.dumps(schema), t, g)
+        accepted += sum(got)
+        shuffled = []
+        for t in texts[7:]:
+            items = list(json.loads(t).items())
+            rng.shuffle(items)
+            shuffled.append("{" + ", ".join(json.dumps(k) + ": " + json.dumps(v) for k, v in items) + "}")
+        got = match(schema, shuffled, "--key-order", "any")
+        for t, g in zip(shuffled, got):
+            assert g == oracle(schema, t), (case, json.dumps(schema), t, g)
+        accepted += sum(got)
+    assert accepted > 100, accepted
+
+
 def test_unproven_overlap_stays_exact():
     """A tag that no branch requires (Pydantic's discriminator with a
     default): an object without the tag may be valid in several branches,
