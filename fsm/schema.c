@@ -837,105 +837,6 @@ void sv_sc_drop(sctx_t *c, sv_dfa_t *d) {
     if (d) sv_arena_release(c->arena, d, 64);
 }
 
-/* a ∪ b into *out; *made: whether it is a new automaton (not a or b). */
-static sv_status or_made(sctx_t *c, sv_dfa_t *a, sv_dfa_t *b, sv_dfa_t **out, bool *made) {
-    sv_status st = sv_sc_product(c, a, b, SV_DFA_OR, "oneOf", out);
-    *made = !st && *out && *out != a && *out != b;
-    return st;
-}
-
-/* The unions of an exact oneOf's branches from i on, for a walk from the
- * first branch to the last (schema.c lang_object, the dense case): kept at
- * every k-th branch (k about the square root of n) and, in the block of k
- * the walk is in, at each branch, and released once the walk is past them:
- * about 2√n alive at once instead of n, for about n more unions. */
-typedef struct {
-    sctx_t *c;
-    sv_dfa_t **br;
-    size_t n, k, nb;
-    sv_dfa_t **cp; /* cp[b]: from b * k on (cp[nb] NULL) */
-    bool *cp_made;
-    sv_dfa_t **in; /* in[t]: from the loaded block's start + t on, t >= 1 */
-    bool *in_made;
-    size_t blk, past; /* the loaded block (nb: none); the first index not yet released */
-    uint64_t *work;
-} suffixes_t;
-
-static void sf_release(suffixes_t *f, sv_dfa_t **d, bool *made) {
-    if (*made) sv_arena_release(f->c->arena, *d, ~0u); /* made before later products: searched all the way back */
-    *d = NULL;
-    *made = false;
-}
-
-static sv_status sf_init(suffixes_t *f, sctx_t *c, sv_dfa_t **br, size_t n, uint64_t *work) {
-    *f = (suffixes_t){.c = c, .br = br, .n = n, .k = 1, .work = work};
-    while (f->k * f->k < n) f->k++;
-    f->nb = (n + f->k - 1) / f->k;
-    f->blk = f->nb;
-    f->cp = sv_arena_alloc(c->arena, (f->nb + 1) * sizeof *f->cp);
-    f->cp_made = sv_arena_alloc(c->arena, (f->nb + 1) * sizeof *f->cp_made);
-    f->in = sv_arena_alloc(c->arena, f->k * sizeof *f->in);
-    f->in_made = sv_arena_alloc(c->arena, f->k * sizeof *f->in_made);
-    if (!f->cp || !f->cp_made || !f->in || !f->in_made) return sv_sc_nomem(c);
-    memset(f->cp_made, 0, (f->nb + 1) * sizeof *f->cp_made);
-    memset(f->in_made, 0, f->k * sizeof *f->in_made);
-    f->cp[f->nb] = NULL;
-    sv_dfa_t *run = NULL;
-    bool run_made = false, run_kept = false;
-    for (size_t i = n; i-- > 0;) {
-        sv_dfa_t *next;
-        bool made;
-        sv_status st = or_made(c, br[i], run, &next, &made);
-        if (st) {
-            if (!run_kept) sf_release(f, &run, &run_made);
-            return st;
-        }
-        if (made) *work += sv_dfa_num_states(next);
-        if (made && !run_kept) sf_release(f, &run, &run_made);
-        if (!made && next == run) made = run_made && !run_kept; /* the same automaton: its ownership goes on */
-        run = next, run_made = made, run_kept = false;
-        if (i % f->k == 0) {
-            f->cp[i / f->k] = run, f->cp_made[i / f->k] = run_made;
-            run_kept = true;
-        }
-    }
-    return SV_OK;
-}
-
-/* The union of the branches from i on; i never goes back. */
-static sv_status sf_at(suffixes_t *f, size_t i, sv_dfa_t **out) {
-    size_t b = i / f->k;
-    /* release what the walk is past: checkpoints before i, and the
-     * loaded block's entries before i */
-    for (; f->past < i; f->past++) {
-        size_t pb = f->past / f->k, t = f->past % f->k;
-        if (t == 0) sf_release(f, &f->cp[pb], &f->cp_made[pb]);
-        else if (f->blk == pb) sf_release(f, &f->in[t], &f->in_made[t]);
-    }
-    if (i >= f->n) return *out = NULL, SV_OK;
-    if (i % f->k == 0) return *out = f->cp[b], SV_OK;
-    if (f->blk != b) {
-        for (size_t t = 1; t < f->k; t++) sf_release(f, &f->in[t], &f->in_made[t]);
-        f->blk = b;
-        size_t start = b * f->k, end = start + f->k < f->n ? start + f->k : f->n;
-        for (size_t p = end; p-- > start + 1;) {
-            sv_dfa_t *from = p + 1 == end ? f->cp[b + 1] : f->in[p + 1 - start];
-            bool made;
-            sv_status st = or_made(f->c, f->br[p], from, &f->in[p - start], &made);
-            if (st) return st;
-            f->in_made[p - start] = made;
-            if (made) *f->work += sv_dfa_num_states(f->in[p - start]);
-        }
-    }
-    *out = f->in[i - b * f->k];
-    return SV_OK;
-}
-
-static void sf_free(suffixes_t *f) {
-    for (size_t b = 0; f->cp && b <= f->nb; b++) sf_release(f, &f->cp[b], &f->cp_made[b]);
-    for (size_t t = 1; f->in && t < f->k; t++) sf_release(f, &f->in[t], &f->in_made[t]);
-}
-
 /* The union of the two unions on top of an exact oneOf's stack (schema.c
  * lang_object), in their place. */
 static sv_status join_top(sctx_t *c, sv_dfa_t **xs, uint32_t *rk, size_t *n) {
@@ -2304,24 +2205,9 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
             if (deep) c->deep_any = true;
             /* products to make: per branch, one with the universe and one
              * per branch it shares a string with */
-            uint64_t nprod = 0, npairs = 0;
-            for (size_t i = 0; i < n * n; i++) npairs += meets[i];
+            uint64_t nprod = 0;
+            for (size_t i = 0; i < n * n; i++) nprod += meets[i];
             for (size_t i = 0; i < n; i++) nprod += br[i] != NULL;
-            /* Where a branch meets more than five others on average (a
-             * oneOf of objects that differ in one tag and require nothing:
-             * every value without the tag is in all of them), it subtracts
-             * the union of the others once, made of the unions of the
-             * branches before it and after it: five products a branch
-             * beside its own, instead of one per branch it meets. The
-             * language is the same: a branch that meets nothing of this
-             * one removes nothing from it. Up to five the pairs are
-             * cheaper, and the unions spell out more of the free-form
-             * calls a branch would keep (Github_trivial---o63308, nine
-             * GeoJSON branches meeting 4.7 others: 24,029 states and 4.2 s
-             * pairwise, 35,291 states and 7.2 s so). Github_hard---o17529:
-             * 32 branches, 992 differences before. */
-            bool dense = npairs > 5 * (uint64_t)n;
-            nprod += dense ? 4 * nprod : npairs;
             sv_dfa_t *res = NULL;
             bool conflict0 = c->calls_conflict, narrowed = false;
             if (!deep) depth = 0;
@@ -2347,16 +2233,10 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                 bool over = false, sized = false;
                 if (!U) st = universe_to(c, loc, 0, &U);
                 if (deep && !st) work += sv_dfa_num_states(U);
-                /* dense: sf, the unions of the branches from i on; pre,
-                 * of those before */
-                suffixes_t sf = {0};
-                sv_dfa_t *pre = NULL;
                 sv_dfa_t **xs = st ? NULL : sv_arena_alloc(c->arena, n * sizeof *xs); /* unions of the branches' parts */
                 uint32_t *rk = st ? NULL : sv_arena_alloc(c->arena, n * sizeof *rk); /* how many parts each holds */
                 size_t nxs = 0;
                 if (!st && (!xs || !rk)) return sv_sc_nomem(c);
-                bool pre_made = false;
-                if (dense && !st) st = sf_init(&sf, c, br, n, &work);
                 for (size_t i = 0; i < n && !over && !st; i++) {
                     if (!br[i]) continue;
                     /* every branch in the universe: one spelling per value,
@@ -2369,23 +2249,16 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                         sized = true;
                         work += sv_dfa_num_states(x);
                     }
-                    if (dense && x && !over) {
-                        sv_dfa_t *others = pre, *prev = x, *after;
-                        bool others_made;
-                        if ((st = sf_at(&sf, i + 1, &after)) || (st = or_made(c, pre, after, &others, &others_made))) break;
-                        if (others && (st = sv_sc_product(c, prev, others, SV_DFA_DIFF, "oneOf", &x))) break;
-                        if (x != prev) sv_sc_drop(c, prev);
-                        if (x) work += sv_dfa_num_states(x);
-                        if (others_made) work += sv_dfa_num_states(others), sv_sc_drop(c, others);
-                        sv_dfa_t *old = pre;
-                        if ((st = sv_sc_product(c, pre, br[i], SV_DFA_OR, "oneOf", &pre))) break;
-                        if (pre_made && pre != old) sv_sc_drop(c, old);
-                        pre_made = pre != br[i];
-                        if (pre_made) work += sv_dfa_num_states(pre);
-                    }
-                    for (size_t j = 0; j < n && x && !over && !dense; j++) {
+                    for (size_t j = 0; j < n && x && !over; j++) {
                         sv_dfa_t *prev = x;
                         if (!meets[i * n + j]) continue;
+                        /* what is left of a branch often shares nothing
+                         * more with the next one (a tag the others reject
+                         * once a first difference took their common
+                         * values): finding that builds no product */
+                        bool m;
+                        if ((st = sc_meets(c, prev, br[j], "oneOf", &m))) break;
+                        if (!m) continue;
                         if ((st = sv_sc_product(c, prev, br[j], SV_DFA_DIFF, "oneOf", &x))) break;
                         sv_sc_drop(c, prev);
                         if (x) work += sv_dfa_num_states(x);
@@ -2405,8 +2278,6 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                     while (nxs > 1 && rk[nxs - 1] == rk[nxs - 2] && !(st = join_top(c, xs, rk, &nxs))) {}
                     if (st) break;
                 }
-                if (dense) sf_free(&sf);
-                if (pre_made) sv_arena_release(c->arena, pre, ~0u);
                 while (!st && !over && nxs > 1) st = join_top(c, xs, rk, &nxs);
                 if (!st && !over) res = nxs ? xs[0] : NULL;
                 else
