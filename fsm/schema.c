@@ -839,14 +839,13 @@ void sv_sc_drop(sctx_t *c, sv_dfa_t *d) {
 
 /* The union of the two unions on top of an exact oneOf's stack (schema.c
  * lang_object), in their place. */
-static sv_status join_top(sctx_t *c, sv_dfa_t **xs, uint32_t *rk, size_t *n) {
+static sv_status join_top(sctx_t *c, sv_dfa_t **xs, size_t *n) {
     sv_dfa_t *u;
     sv_status st = sv_sc_product(c, xs[*n - 2], xs[*n - 1], SV_DFA_OR, "oneOf", &u);
     if (st) return st;
     sv_arena_release(c->arena, xs[*n - 2], ~0u);
     sv_arena_release(c->arena, xs[*n - 1], ~0u);
     xs[*n - 2] = u;
-    rk[*n - 2] += rk[*n - 1];
     --*n;
     return SV_OK;
 }
@@ -2234,9 +2233,8 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                 if (!U) st = universe_to(c, loc, 0, &U);
                 if (deep && !st) work += sv_dfa_num_states(U);
                 sv_dfa_t **xs = st ? NULL : sv_arena_alloc(c->arena, n * sizeof *xs); /* unions of the branches' parts */
-                uint32_t *rk = st ? NULL : sv_arena_alloc(c->arena, n * sizeof *rk); /* how many parts each holds */
-                size_t nxs = 0;
-                if (!st && (!xs || !rk)) return sv_sc_nomem(c);
+                size_t nxs = 0, nparts = 0;
+                if (!st && !xs) return sv_sc_nomem(c);
                 for (size_t i = 0; i < n && !over && !st; i++) {
                     if (!br[i]) continue;
                     /* every branch in the universe: one spelling per value,
@@ -2270,15 +2268,16 @@ static sv_status lang_object(sctx_t *c, json_t *s, const sv_loc_t *loc, const un
                         continue;
                     }
                     /* the branches' parts joined in pairs, then pairs of
-                     * those (a stack of unions of 1, 2, 4, ... parts):
-                     * each union about the size of its operands, where one
-                     * growing union would meet every part at nearly the
-                     * result's size; log n of them alive at once */
-                    xs[nxs] = x, rk[nxs++] = 1;
-                    while (nxs > 1 && rk[nxs - 1] == rk[nxs - 2] && !(st = join_top(c, xs, rk, &nxs))) {}
+                     * those (a stack of unions of 1, 2, 4, ... parts, as
+                     * the bits of the count so far): each union about the
+                     * size of its operands, where one growing union would
+                     * meet every part at nearly the result's size; log n
+                     * of them alive at once */
+                    xs[nxs++] = x;
+                    for (size_t k = ++nparts; !(k & 1) && !st; k >>= 1) st = join_top(c, xs, &nxs);
                     if (st) break;
                 }
-                while (!st && !over && nxs > 1) st = join_top(c, xs, rk, &nxs);
+                while (!st && !over && nxs > 1) st = join_top(c, xs, &nxs);
                 if (!st && !over) res = nxs ? xs[0] : NULL;
                 else
                     for (size_t i = 0; i < nxs; i++)

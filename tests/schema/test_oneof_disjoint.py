@@ -158,8 +158,8 @@ def test_dense_overlaps_agree_with_jsonschema():
     no branch requires, with no type, so every non-object and every object
     without the tag is in all of them. Each branch then subtracts the
     others it still meets after its first difference (schema.c), and the
-    branches' parts join in pairs; the values valid in exactly one branch are what is left, in
-    schema order and in any order."""
+    branches' parts join in pairs; the values valid in exactly one branch
+    are what is left, in schema order and in any order."""
     rng = random.Random(20261207)
     accepted = 0
     for case in range(8):
